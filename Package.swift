@@ -1,0 +1,32 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// FlatSync has no package dependencies: Foundation, Dispatch and the toolchain's test libraries only.
+let package = Package(
+    name: "FlatSync",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "FlatSync", targets: ["FlatSync"]),
+        .library(name: "FlatSyncTesting", targets: ["FlatSyncTesting"]),
+        .executable(name: "flatsync-demo", targets: ["flatsync-demo"]),
+        .executable(name: "flatsync-bench", targets: ["flatsync-bench"]),
+    ],
+    targets: [
+        .target(name: "FlatSync"),
+        .target(name: "FlatSyncTesting", dependencies: ["FlatSync"]),
+        .executableTarget(name: "flatsync-demo", dependencies: ["FlatSync", "FlatSyncTesting"]),
+        .executableTarget(name: "flatsync-bench", dependencies: ["FlatSync", "FlatSyncTesting"]),
+        // Child processes that the tests start and kill: crash loops and concurrent cloud writers.
+        .executableTarget(name: "flatsync-test-child", dependencies: ["FlatSync", "FlatSyncTesting"]),
+        .testTarget(name: "FlatSyncTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-test-child"]),
+        .testTarget(name: "FlatSyncTestingTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-test-child"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,33 @@
+/// The rules for article IDs, checked before any mutation is written.
+///
+/// An article ID is a non-empty string of at most 256 UTF-8 bytes with no control characters.
+public enum ArticleID {
+    /// The longest article ID accepted, in UTF-8 bytes.
+    public static let maximumUTF8Length = 256
+
+    /// Throws ``FlatSyncError/Code-swift.struct/invalidArticleID`` unless `id` is a valid article ID.
+    public static func validate(_ id: String) throws(FlatSyncError) {
+        if id.isEmpty {
+            throw FlatSyncError(.invalidArticleID, "An article ID must not be empty.")
+        }
+        let length = id.utf8.count
+        if length > maximumUTF8Length {
+            throw FlatSyncError(
+                .invalidArticleID,
+                "The article ID is \(length) UTF-8 bytes long; the limit is \(maximumUTF8Length)."
+            )
+        }
+        for scalar in id.unicodeScalars where scalar.properties.generalCategory == .control {
+            let hex = String(scalar.value, radix: 16, uppercase: true)
+            throw FlatSyncError(
+                .invalidArticleID,
+                "The article ID contains the control character U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex)."
+            )
+        }
+    }
+
+    /// True when `id` is a valid article ID.
+    public static func isValid(_ id: String) -> Bool {
+        (try? validate(id)) != nil
+    }
+}

@@ -1,0 +1,32 @@
+/// Names a record zone in the user's private database.
+///
+/// FlatSync uses two zones, named as in Apple News: ``readingList`` and ``readingHistory``.
+public struct ZoneID: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// The zone's name, unique within the database.
+    public var name: String
+
+    /// Creates a zone ID from its name.
+    public init(_ name: String) {
+        self.name = name
+    }
+
+    /// The zone that holds ``ReadingListEntry`` records.
+    public static let readingList = ZoneID("ReadingList")
+    /// The zone that holds ``ReadingHistoryItem`` records.
+    public static let readingHistory = ZoneID("ReadingHistory")
+    /// Both of FlatSync's zones, reading list first.
+    public static let all: [ZoneID] = [.readingList, .readingHistory]
+
+    public var description: String { name }
+
+    public static func < (lhs: ZoneID, rhs: ZoneID) -> Bool { lhs.name < rhs.name }
+
+    public init(from decoder: any Decoder) throws {
+        name = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(name)
+    }
+}

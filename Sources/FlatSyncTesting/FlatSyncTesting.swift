@@ -1,0 +1,1 @@
+// FlatSyncTesting: test doubles for hosts and for FlatSync's own tests.

@@ -1,0 +1,1 @@
+print("flatsync-bench: not built yet")

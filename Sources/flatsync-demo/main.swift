@@ -1,0 +1,1 @@
+print("flatsync-demo: not built yet")

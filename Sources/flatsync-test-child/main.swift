@@ -1,0 +1,1 @@
+print("flatsync-test-child: not built yet")
