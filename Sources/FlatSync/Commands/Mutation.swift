@@ -1,0 +1,20 @@
+/// One accepted local mutation as the command log records it: a numbered batch of record changes in
+/// one zone. A batch is written as one log entry, so it is durable all or nothing.
+public struct Mutation: Hashable, Sendable {
+    /// The mutation's number; every change in it carries the same ``RecordChange/sequence``.
+    public var sequence: UInt64
+    /// The zone the changes are in.
+    public var zone: ZoneID
+    /// The changes, in the order they were made.
+    public var changes: [RecordChange]
+
+    public init(sequence: UInt64, zone: ZoneID, changes: [RecordChange]) {
+        self.sequence = sequence
+        self.zone = zone
+        self.changes = changes.map { change in
+            var change = change
+            change.sequence = sequence
+            return change
+        }
+    }
+}

@@ -1,0 +1,230 @@
+/// The queue of commands waiting to be sent, coalesced: a pure value type with no I/O and no clock.
+///
+/// Each zone has its own first-in-first-out list of commands. A record appears at most once among the
+/// commands that are not being sent, because every new change is coalesced with the change already
+/// pending for its record (see ``RecordChange/coalesced(with:)``), wherever that change sits in the
+/// zone's queue. Changes of the same kind also join the zone's last command, so many small mutations
+/// leave few commands.
+///
+/// Sending works in rounds. ``seal(_:)`` hands out every pending command of a zone and marks them as
+/// being sent; coalescing never touches a sealed command, so a change made while a round is on the wire
+/// becomes a new command and is sent in the next round. ``acknowledge(_:in:)`` removes records the
+/// server confirmed; a command leaves the queue when its last record is acknowledged.
+/// ``unseal(_:)`` ends a round that could not finish: what is left goes back to pending, and a record
+/// changed again meanwhile keeps only its newer change.
+///
+/// The ``CommandQueue`` logs every transition, so replaying the log through the same transitions
+/// rebuilds the same queue after a restart.
+public struct PendingCommands: Sendable {
+    private var commands: [CommandID: Command] = [:]
+    /// Each zone's commands, oldest first.
+    private var order: [ZoneID: [CommandID]] = [:]
+    /// Where the change of each record that is not being sent lives.
+    private var location: [RecordID: CommandID] = [:]
+    /// Where the change of each record that is being sent lives.
+    private var sealedLocation: [RecordID: CommandID] = [:]
+    /// The commands being sent, per zone.
+    private var sealed: [ZoneID: Set<CommandID>] = [:]
+    /// The ID the next new command gets.
+    public private(set) var nextCommandID: UInt64 = 1
+
+    public init() {}
+
+    // MARK: - Reading
+
+    /// A zone's commands, oldest first, including those being sent.
+    public func commands(in zone: ZoneID) -> [Command] {
+        (order[zone] ?? []).compactMap { commands[$0] }
+    }
+
+    /// Every command, zone by zone, oldest first within a zone.
+    public var allCommands: [Command] {
+        order.keys.sorted().flatMap { commands(in: $0) }
+    }
+
+    /// The number of commands waiting or being sent.
+    public var commandCount: Int { commands.count }
+
+    /// The number of record changes waiting or being sent, in one zone or in all.
+    public func recordCount(in zone: ZoneID? = nil) -> Int {
+        guard let zone else { return location.count + sealedLocation.count }
+        return commands(in: zone).reduce(0) { $0 + $1.recordCount }
+    }
+
+    /// The oldest command of a zone.
+    public func head(of zone: ZoneID) -> Command? {
+        order[zone]?.first.flatMap { commands[$0] }
+    }
+
+    /// A command by ID.
+    public func command(_ id: CommandID) -> Command? { commands[id] }
+
+    /// True while a round of `zone` is being sent.
+    public func isSending(_ zone: ZoneID) -> Bool { !(sealed[zone]?.isEmpty ?? true) }
+
+    /// True when no command is waiting or being sent.
+    public var isEmpty: Bool { commands.isEmpty }
+
+    /// The newest change of a record that is waiting or being sent.
+    public func latestChange(for id: RecordID) -> RecordChange? {
+        if let commandID = location[id] { return commands[commandID]?.changes[id] }
+        if let commandID = sealedLocation[id] { return commands[commandID]?.changes[id] }
+        return nil
+    }
+
+    /// The IDs of every record with a change waiting or being sent in `zone`.
+    public func recordIDs(in zone: ZoneID) -> Set<RecordID> {
+        var ids = Set<RecordID>()
+        for command in commands(in: zone) { ids.formUnion(command.changes.keys) }
+        return ids
+    }
+
+    // MARK: - Enqueueing and coalescing
+
+    /// What ``enqueue(_:)`` did.
+    public struct EnqueueResult: Hashable, Sendable {
+        /// Commands the mutation created.
+        public var newCommands: [CommandID] = []
+        /// Changes folded into a change already pending for the same record.
+        public var coalescedChanges: Int = 0
+    }
+
+    /// Adds a mutation's changes, coalescing each with the change pending for its record.
+    @discardableResult
+    public mutating func enqueue(_ mutation: Mutation) -> EnqueueResult {
+        var result = EnqueueResult()
+        for change in mutation.changes {
+            precondition(change.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
+            var incoming = change
+            if let existingID = location[change.recordID], let existing = commands[existingID]?.changes[change.recordID] {
+                result.coalescedChanges += 1
+                incoming = existing.coalesced(with: change)
+                if commands[existingID]!.kind == incoming.commandKind {
+                    commands[existingID]!.changes[change.recordID] = incoming
+                    continue
+                }
+                removeChange(change.recordID, from: existingID)
+            }
+            let target = targetCommand(in: mutation.zone, kind: incoming.commandKind, result: &result)
+            commands[target]!.changes[incoming.recordID] = incoming
+            location[incoming.recordID] = target
+        }
+        return result
+    }
+
+    /// The zone's last command if it is waiting and of `kind`, else a new command at the end.
+    private mutating func targetCommand(in zone: ZoneID, kind: Command.Kind, result: inout EnqueueResult) -> CommandID {
+        if let lastID = order[zone]?.last, let last = commands[lastID], last.kind == kind,
+            !(sealed[zone]?.contains(lastID) ?? false)
+        {
+            return lastID
+        }
+        let id = CommandID(nextCommandID)
+        nextCommandID += 1
+        commands[id] = Command(id: id, zone: zone, kind: kind)
+        order[zone, default: []].append(id)
+        result.newCommands.append(id)
+        return id
+    }
+
+    /// Removes one record's change from a command, dropping the command once it is empty.
+    private mutating func removeChange(_ recordID: RecordID, from commandID: CommandID) {
+        guard var command = commands[commandID] else { return }
+        command.changes[recordID] = nil
+        if command.changes.isEmpty {
+            commands[commandID] = nil
+            if let index = order[command.zone]?.lastIndex(of: commandID) {
+                order[command.zone]!.remove(at: index)
+                if order[command.zone]!.isEmpty { order[command.zone] = nil }
+            }
+            sealed[command.zone]?.remove(commandID)
+        } else {
+            commands[commandID] = command
+        }
+    }
+
+    // MARK: - Sending
+
+    /// Starts a round: marks every command of `zone` as being sent and returns them, oldest first.
+    /// Returns an empty list while a round of the zone is already being sent.
+    public mutating func seal(_ zone: ZoneID) -> [Command] {
+        guard !isSending(zone), let ids = order[zone], !ids.isEmpty else { return [] }
+        sealed[zone] = Set(ids)
+        let sealedCommands = ids.compactMap { commands[$0] }
+        for command in sealedCommands {
+            for recordID in command.changes.keys {
+                location[recordID] = nil
+                sealedLocation[recordID] = command.id
+            }
+        }
+        return sealedCommands
+    }
+
+    /// Removes records the server acknowledged (or that were dropped) from a command being sent.
+    /// Returns true when that emptied the command, so it left the queue.
+    @discardableResult
+    public mutating func acknowledge(_ recordIDs: [RecordID], in commandID: CommandID) -> Bool {
+        guard commands[commandID] != nil else { return false }
+        for recordID in recordIDs where commands[commandID]?.changes[recordID] != nil {
+            if sealedLocation[recordID] == commandID { sealedLocation[recordID] = nil }
+            if location[recordID] == commandID { location[recordID] = nil }
+            removeChange(recordID, from: commandID)
+        }
+        return commands[commandID] == nil
+    }
+
+    /// Ends a round of `zone`: what was not acknowledged goes back to pending. A record changed again
+    /// while the round was out keeps only its newer change, which already holds the older one.
+    public mutating func unseal(_ zone: ZoneID) {
+        guard let ids = sealed[zone] else { return }
+        sealed[zone] = nil
+        for id in ids.sorted() {
+            guard let command = commands[id] else { continue }
+            for recordID in command.changes.keys {
+                sealedLocation[recordID] = nil
+                if location[recordID] != nil {
+                    removeChange(recordID, from: id)
+                } else {
+                    location[recordID] = id
+                }
+            }
+        }
+    }
+
+    // MARK: - Clearing and restoring
+
+    /// Drops every command of a zone, sent or not.
+    public mutating func clear(zone: ZoneID) {
+        for id in order[zone] ?? [] {
+            guard let command = commands.removeValue(forKey: id) else { continue }
+            for recordID in command.changes.keys {
+                location[recordID] = nil
+                sealedLocation[recordID] = nil
+            }
+        }
+        order[zone] = nil
+        sealed[zone] = nil
+    }
+
+    /// Drops every command.
+    public mutating func clearAll() {
+        let nextID = nextCommandID
+        self = PendingCommands()
+        nextCommandID = nextID
+    }
+
+    /// Puts a command back exactly as it was, without coalescing (used when reading a compacted log,
+    /// which restores a zone's sealed commands, then seals, then restores the rest).
+    package mutating func restore(_ command: Command) {
+        precondition(commands[command.id] == nil, "restoring a command twice")
+        commands[command.id] = command
+        order[command.zone, default: []].append(command.id)
+        for recordID in command.changes.keys { location[recordID] = command.id }
+        nextCommandID = max(nextCommandID, command.id.rawValue + 1)
+    }
+
+    /// Makes sure new commands get IDs above `value` (used when reading a compacted log).
+    package mutating func raiseNextCommandID(to value: UInt64) {
+        nextCommandID = max(nextCommandID, value)
+    }
+}

@@ -1,0 +1,66 @@
+/// One record's change waiting to be sent: save this record, or delete it.
+///
+/// A save carries the *whole* record as the store held it right after the mutation, plus the keys the
+/// user's mutations changed. Carrying the whole record lets the queue be replayed over a stale snapshot
+/// after a crash, and lets a later change to the same record simply supersede an earlier one.
+public struct RecordChange: Hashable, Sendable {
+    /// What to do with the record.
+    public enum Operation: Hashable, Sendable {
+        /// Save this record (its change tag is not used; the engine sends the tag it last saw).
+        case save(Record)
+        /// Delete the record.
+        case delete
+    }
+
+    /// The record this change is for.
+    public var recordID: RecordID
+    /// Save or delete.
+    public var operation: Operation
+    /// The keys the user's mutations changed (empty for a delete).
+    public var changedKeys: Set<String>
+    /// The sequence number of the mutation that last changed this record; mutations are numbered in
+    /// the order the store accepted them.
+    public var sequence: UInt64
+
+    /// A save of `record`.
+    public static func save(_ record: Record, changedKeys: Set<String>, sequence: UInt64 = 0) -> RecordChange {
+        RecordChange(recordID: record.id, operation: .save(record), changedKeys: changedKeys, sequence: sequence)
+    }
+
+    /// A delete of the record with `id`.
+    public static func delete(_ id: RecordID, sequence: UInt64 = 0) -> RecordChange {
+        RecordChange(recordID: id, operation: .delete, changedKeys: [], sequence: sequence)
+    }
+
+    /// The record to save, or `nil` for a delete.
+    public var record: Record? {
+        if case .save(let record) = operation { return record }
+        return nil
+    }
+
+    /// True for a delete.
+    public var isDelete: Bool {
+        if case .delete = operation { return true }
+        return false
+    }
+
+    /// This change followed by `later`, by the coalescing table of DESIGN §4:
+    ///
+    /// | pending | new | result |
+    /// |---|---|---|
+    /// | save | save | one save: the later record (which already holds the earlier change), keys united |
+    /// | save | delete | the delete |
+    /// | delete | save | the save, with the whole record |
+    /// | delete | delete | one delete |
+    public func coalesced(with later: RecordChange) -> RecordChange {
+        precondition(recordID == later.recordID, "coalescing changes of different records")
+        switch (operation, later.operation) {
+        case (.save, .save):
+            var result = later
+            result.changedKeys.formUnion(changedKeys)
+            return result
+        case (_, .delete), (.delete, .save):
+            return later
+        }
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+@Suite struct PendingCommandsTests {
+    private typealias F = Fixtures
+
+    private func queue(_ mutations: [[RecordChange]], zone: ZoneID = .readingList) -> PendingCommands {
+        var queue = PendingCommands()
+        for (index, changes) in mutations.enumerated() {
+            queue.enqueue(Mutation(sequence: UInt64(index + 1), zone: zone, changes: changes))
+        }
+        return queue
+    }
+
+    // MARK: - The coalescing table, pair by pair
+
+    @Test func modifyThenModifyKeepsOneModifyWithTheLaterRecordAndBothKeys() throws {
+        let queue = queue([
+            [F.save("a", ["title": .string("one"), "count": .int(1)], keys: ["title"])],
+            [F.save("a", ["title": .string("one"), "count": .int(2)], keys: ["count"])],
+        ])
+        #expect(queue.commandCount == 1)
+        let change = try #require(queue.latestChange(for: F.id("a")))
+        #expect(change.record?.fields == ["title": .string("one"), "count": .int(2)])
+        #expect(change.changedKeys == ["title", "count"])
+        #expect(change.sequence == 2)
+    }
+
+    @Test func modifyThenRemoveLeavesOnlyTheRemove() throws {
+        let queue = queue([[F.save("a", ["n": .int(1)])], [F.delete("a")]])
+        #expect(queue.commandCount == 1)
+        #expect(queue.allCommands.first?.kind == .removeRecords)
+        #expect(try #require(queue.latestChange(for: F.id("a"))).isDelete)
+    }
+
+    @Test func removeThenModifyLeavesOnlyTheModifyWithTheWholeRecord() throws {
+        let queue = queue([[F.delete("a")], [F.save("a", ["n": .int(1), "m": .int(2)], keys: ["n"])]])
+        #expect(queue.commandCount == 1)
+        #expect(queue.allCommands.first?.kind == .modifyRecords)
+        let change = try #require(queue.latestChange(for: F.id("a")))
+        #expect(change.record?.fields == ["n": .int(1), "m": .int(2)])
+    }
+
+    @Test func removeThenRemoveLeavesOneRemove() {
+        let queue = queue([[F.delete("a")], [F.delete("a")]])
+        #expect(queue.commandCount == 1)
+        #expect(queue.recordCount() == 1)
+        #expect(queue.latestChange(for: F.id("a"))?.sequence == 2)
+    }
+
+    @Test func everyPairCoalescesEvenWhenOtherCommandsFollowThePendingOne() {
+        let operations: [(String, (String) -> RecordChange)] = [
+            ("save", { F.save($0, ["v": .string($0)]) }), ("delete", { F.delete($0) }),
+        ]
+        for (firstName, first) in operations {
+            for (secondName, second) in operations {
+                // The pending change for "a" sits in an older command, behind commands of the other kind.
+                let queue = queue([[first("a")], [F.delete("x")], [F.save("y", ["v": .int(1)])], [second("a")]])
+                let label = "\(firstName) then \(secondName)"
+                #expect(queue.recordCount() == 3, "\(label): one change per record")
+                #expect(queue.latestChange(for: F.id("a"))?.isDelete == (secondName == "delete"), "\(label)")
+                #expect(queue.latestChange(for: F.id("a"))?.sequence == 4, "\(label)")
+            }
+        }
+    }
+
+    @Test func changesOfTheSameKindJoinTheLastCommand() {
+        let mutations = (0..<10_000).map { i in [F.save("article-\(i % 100)", ["n": .int(Int64(i))])] }
+        let queue = queue(mutations)
+        #expect(queue.commandCount == 1)
+        #expect(queue.recordCount() == 100)
+    }
+
+    @Test func zonesKeepSeparateQueues() {
+        var queue = PendingCommands()
+        queue.enqueue(Mutation(sequence: 1, zone: .readingList, changes: [F.save("a", ["n": .int(1)])]))
+        queue.enqueue(
+            Mutation(sequence: 2, zone: .readingHistory, changes: [F.save("a", in: .readingHistory, ["n": .int(1)])])
+        )
+        #expect(queue.commands(in: .readingList).count == 1)
+        #expect(queue.commands(in: .readingHistory).count == 1)
+        #expect(queue.recordCount() == 2)
+    }
+
+    // MARK: - Rounds of sending
+
+    @Test func aChangeMadeWhileARoundIsOutNeverTouchesTheSealedCommand() throws {
+        var queue = queue([[F.save("a", ["n": .int(1)])]])
+        let sealed = queue.seal(.readingList)
+        #expect(sealed.count == 1)
+        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.save("a", ["n": .int(2)])]))
+        #expect(queue.commandCount == 2, "the new change is a new command")
+        #expect(queue.command(sealed[0].id)?.changes[F.id("a")]?.record?.fields == ["n": .int(1)])
+        #expect(queue.latestChange(for: F.id("a"))?.record?.fields == ["n": .int(2)])
+        let secondRound = queue.seal(.readingList)
+        #expect(secondRound.isEmpty, "one round at a time")
+    }
+
+    @Test func aCommandLeavesOnlyWhenEveryRecordIsAcknowledged() {
+        var queue = queue([[F.save("a", ["n": .int(1)]), F.save("b", ["n": .int(1)])]])
+        let command = queue.seal(.readingList)[0]
+        let finishedAfterA = queue.acknowledge([F.id("a")], in: command.id)
+        #expect(!finishedAfterA)
+        #expect(queue.commandCount == 1)
+        let finishedAfterB = queue.acknowledge([F.id("b")], in: command.id)
+        #expect(finishedAfterB)
+        #expect(queue.isEmpty)
+    }
+
+    @Test func unsealingReturnsWhatIsLeftAndKeepsOnlyNewerChanges() throws {
+        var queue = queue([[F.save("a", ["n": .int(1)]), F.save("b", ["n": .int(1)]), F.save("c", ["n": .int(1)])]])
+        let command = queue.seal(.readingList)[0]
+        queue.acknowledge([F.id("a")], in: command.id)
+        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.delete("b")]))
+        queue.unseal(.readingList)
+        #expect(queue.command(command.id)?.changes.keys.sorted() == [F.id("c")])
+        #expect(try #require(queue.latestChange(for: F.id("b"))).isDelete)
+        #expect(queue.recordCount() == 2)
+        // After the round, new changes coalesce with the returned command again.
+        queue.enqueue(Mutation(sequence: 3, zone: .readingList, changes: [F.save("c", ["n": .int(3)])]))
+        #expect(queue.command(command.id)?.changes[F.id("c")]?.record?.fields == ["n": .int(3)])
+    }
+
+    @Test func clearingAZoneDropsItsCommandsOnly() {
+        var queue = PendingCommands()
+        queue.enqueue(Mutation(sequence: 1, zone: .readingList, changes: [F.save("a", ["n": .int(1)])]))
+        queue.enqueue(
+            Mutation(sequence: 2, zone: .readingHistory, changes: [F.save("h", in: .readingHistory, ["n": .int(1)])])
+        )
+        _ = queue.seal(.readingList)
+        queue.clear(zone: .readingList)
+        #expect(queue.commands(in: .readingList).isEmpty)
+        #expect(!queue.isSending(.readingList))
+        #expect(queue.recordCount() == 1)
+        queue.clearAll()
+        #expect(queue.isEmpty)
+        #expect(queue.nextCommandID == 3, "IDs are never reused")
+    }
+
+    // MARK: - Long random sequences against a model server
+
+    /// A server that replaces a record with each save and forgets it on delete.
+    private struct ModelServer: Equatable {
+        var records: [RecordID: [String: FieldValue]] = [:]
+
+        mutating func apply(_ change: RecordChange) {
+            switch change.operation {
+            case .save(let record): records[change.recordID] = record.fields
+            case .delete: records[change.recordID] = nil
+            }
+        }
+    }
+
+    @Test(arguments: 0..<300)
+    func coalescedQueueReachesTheSameServerStateAsTheRawSequence(seed: Int) {
+        var random = TestRandom(seed: UInt64(seed))
+        let zones: [ZoneID] = [.readingList, .readingHistory]
+        var local: [RecordID: [String: FieldValue]] = [:]
+        var rawServer = ModelServer()
+        var server = ModelServer()
+        var queue = PendingCommands()
+        var sequence: UInt64 = 0
+        var sealedRound: [ZoneID: [Command]] = [:]
+
+        for _ in 0..<200 {
+            let zone = zones.randomElement(using: &random)!
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<6:
+                sequence += 1
+                var changes: [RecordChange] = []
+                var touched = Set<RecordID>()
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    let id = F.id("r\(Int.random(in: 0..<6, using: &random))", in: zone)
+                    guard touched.insert(id).inserted else { continue }
+                    if Bool.random(using: &random), local[id] != nil {
+                        local[id] = nil
+                        changes.append(.delete(id))
+                    } else {
+                        let key = ["a", "b", "c"].randomElement(using: &random)!
+                        local[id, default: [:]][key] = .int(Int64(sequence))
+                        changes.append(.save(Record(id: id, type: "T", fields: local[id]!), changedKeys: [key]))
+                    }
+                }
+                let mutation = Mutation(sequence: sequence, zone: zone, changes: changes)
+                mutation.changes.forEach { rawServer.apply($0) }
+                queue.enqueue(mutation)
+            case 6:
+                if sealedRound[zone] == nil { sealedRound[zone] = queue.seal(zone) }
+            case 7, 8:
+                // The server applies some sealed records; some acknowledgements get lost on the way back.
+                for command in sealedRound[zone] ?? [] {
+                    guard let live = queue.command(command.id) else { continue }
+                    for change in live.orderedChanges where Bool.random(using: &random) {
+                        server.apply(change)
+                        if Int.random(in: 0..<4, using: &random) > 0 {
+                            queue.acknowledge([change.recordID], in: command.id)
+                        }
+                    }
+                }
+            default:
+                if sealedRound.removeValue(forKey: zone) != nil { queue.unseal(zone) }
+            }
+        }
+        // Faults stop: finish every round and drain what is left.
+        for zone in zones {
+            queue.unseal(zone)
+            for command in queue.seal(zone) {
+                for change in command.orderedChanges {
+                    server.apply(change)
+                    queue.acknowledge([change.recordID], in: command.id)
+                }
+            }
+            #expect(queue.commands(in: zone).isEmpty, "seed \(seed)")
+        }
+        #expect(server == rawServer, "seed \(seed)")
+        #expect(rawServer.records == local, "seed \(seed)")
+    }
+
+    @Test(arguments: 0..<50)
+    func noRecordAppearsTwiceInTheCommandsOfARound(seed: Int) {
+        var random = TestRandom(seed: UInt64(seed) &+ 1000)
+        var queue = PendingCommands()
+        for sequence in 1...300 {
+            let id = F.id("r\(Int.random(in: 0..<10, using: &random))")
+            let change = Bool.random(using: &random) ? RecordChange.delete(id) : F.save(id.name, ["n": .int(Int64(sequence))])
+            queue.enqueue(Mutation(sequence: UInt64(sequence), zone: .readingList, changes: [change]))
+            if Int.random(in: 0..<20, using: &random) == 0 {
+                let round = queue.seal(.readingList)
+                let ids = round.flatMap { $0.changes.keys }
+                #expect(ids.count == Set(ids).count, "seed \(seed)")
+                queue.unseal(.readingList)
+            }
+        }
+    }
+}
