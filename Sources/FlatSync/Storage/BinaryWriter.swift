@@ -110,10 +110,11 @@ package struct BinaryReader {
         }
     }
 
-    /// A varint that must fit in `Int` and not exceed `limit`.
-    package mutating func readCount(limit: Int = .max) throws(FlatSyncError) -> Int {
+    /// A length or an element count. Every element takes at least one byte, so a count larger than the
+    /// bytes left after it is damage; checking that here keeps damaged input from allocating huge buffers.
+    package mutating func readCount() throws(FlatSyncError) -> Int {
         let value = try readVarint()
-        guard value <= UInt64(limit) else { throw damaged("count \(value) over \(limit)") }
+        guard value <= UInt64(remaining) else { throw damaged("count \(value) over the \(remaining) bytes left") }
         return Int(value)
     }
 
@@ -138,11 +139,13 @@ package struct BinaryReader {
     }
 
     package mutating func readString() throws(FlatSyncError) -> String {
-        let count = try readCount(limit: remaining)
+        let count = try readCount()
         let start = offset
         offset += count
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<start + count])
-        guard let string = String(validating: slice.bindMemory(to: UInt8.self), as: UTF8.self) else {
+        guard count > 0 else { return "" }
+        // The bytes come from a Data, whose memory is bound to UInt8.
+        let utf8 = UnsafeBufferPointer(start: (bytes.baseAddress! + start).assumingMemoryBound(to: UInt8.self), count: count)
+        guard let string = String(validating: utf8, as: UTF8.self) else {
             throw damaged("invalid UTF-8")
         }
         return string
@@ -153,7 +156,7 @@ package struct BinaryReader {
     }
 
     package mutating func readData() throws(FlatSyncError) -> Data {
-        let count = try readCount(limit: remaining)
+        let count = try readCount()
         let data = Data(bytes[offset..<offset + count])
         offset += count
         return data
