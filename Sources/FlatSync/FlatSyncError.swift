@@ -30,6 +30,7 @@ public struct FlatSyncError: Error, Sendable, CustomStringConvertible {
             case damagedFile
             case unsupportedFormatVersion
             case accountUnavailable
+            case malformedRecord
         }
 
         private let base: Base
@@ -54,6 +55,8 @@ public struct FlatSyncError: Error, Sendable, CustomStringConvertible {
         public static let unsupportedFormatVersion = Code(.unsupportedFormatVersion)
         /// The operation needs a signed-in account and there is none.
         public static let accountUnavailable = Code(.accountUnavailable)
+        /// A record from the server lacks a field its type requires, or holds a value of the wrong type.
+        public static let malformedRecord = Code(.malformedRecord)
 
         public var description: String { base.rawValue }
     }

@@ -1,0 +1,162 @@
+import Foundation
+
+/// What the user did with one article: visits, reads, likes, and the flags News keeps.
+public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConvertible {
+    /// Whether the user liked or disliked the article.
+    public enum Liking: Int64, Hashable, Sendable, Codable, CaseIterable, CustomStringConvertible {
+        case none = 0
+        case liked = 1
+        case disliked = 2
+
+        public var description: String {
+            switch self {
+            case .none: return "none"
+            case .liked: return "liked"
+            case .disliked: return "disliked"
+            }
+        }
+    }
+
+    /// Sticky flags: once set on any device, they stay set everywhere.
+    public struct Flags: OptionSet, Hashable, Sendable {
+        public var rawValue: Int64
+        public init(rawValue: Int64) { self.rawValue = rawValue }
+
+        /// The user opened and read the article.
+        public static let read = Flags(rawValue: 1 << 0)
+        /// The article was shown to the user.
+        public static let seen = Flags(rawValue: 1 << 1)
+        /// The user reported the article as offensive.
+        public static let offensive = Flags(rawValue: 1 << 2)
+        /// The user finished the article.
+        public static let consumed = Flags(rawValue: 1 << 3)
+        /// The item must never be pruned.
+        public static let pruningDisabled = Flags(rawValue: 1 << 4)
+
+        /// Each flag with the record field that stores it (written only when set).
+        static let fields: [(Flags, String)] = [
+            (.read, "articleRead"), (.seen, "articleSeen"), (.offensive, "offensive"),
+            (.consumed, "articleConsumed"), (.pruningDisabled, "pruningDisabled"),
+        ]
+    }
+
+    /// The article.
+    public var articleID: String
+    /// The last time the user opened the article, if ever.
+    public var lastVisited: Date?
+    /// The first time the article was seen or visited.
+    public var firstSeen: Date?
+    /// The highest article version seen.
+    public var maxVersionSeen: Int64
+    /// How many times the article was opened (merges take the maximum, as News does).
+    public var readCount: Int64
+    /// The device of the latest visit.
+    public var deviceID: String?
+    /// Liked, disliked or neither.
+    public var liking: Liking
+    /// When ``liking`` was last set; the later setting wins a conflict, so an unlike syncs too.
+    public var likingChangedAt: Date?
+    /// The sticky flags.
+    public var flags: Flags
+
+    public init(
+        articleID: String,
+        lastVisited: Date? = nil,
+        firstSeen: Date? = nil,
+        maxVersionSeen: Int64 = 0,
+        readCount: Int64 = 0,
+        deviceID: String? = nil,
+        liking: Liking = .none,
+        likingChangedAt: Date? = nil,
+        flags: Flags = []
+    ) {
+        self.articleID = articleID
+        self.lastVisited = lastVisited
+        self.firstSeen = firstSeen
+        self.maxVersionSeen = maxVersionSeen
+        self.readCount = readCount
+        self.deviceID = deviceID
+        self.liking = liking
+        self.likingChangedAt = likingChangedAt
+        self.flags = flags
+    }
+
+    public var id: String { articleID }
+    public var isRead: Bool { flags.contains(.read) }
+    public var isSeen: Bool { flags.contains(.seen) }
+    public var isLiked: Bool { liking == .liked }
+    public var isDisliked: Bool { liking == .disliked }
+
+    public static let zone = ZoneID.readingHistory
+    public static let recordType = "ReadingHistoryItem"
+    public static let recordNamePrefix = "rh-"
+
+    /// The item as a `ReadingHistoryItem` record (DESIGN §2). Flags are int fields written only when set.
+    public var record: Record {
+        var fields: [String: FieldValue] = [
+            "articleID": .string(articleID),
+            "maxVersionSeen": .int(maxVersionSeen),
+            "readCount": .int(readCount),
+            "likingStatus": .int(liking.rawValue),
+        ]
+        if let lastVisited { fields["lastVisited"] = .date(lastVisited) }
+        if let firstSeen { fields["firstSeen"] = .date(firstSeen) }
+        if let deviceID { fields["deviceID"] = .string(deviceID) }
+        if let likingChangedAt { fields["likingChangedAt"] = .date(likingChangedAt) }
+        for (flag, key) in Flags.fields where flags.contains(flag) { fields[key] = .int(1) }
+        return Record(id: recordID, type: Self.recordType, fields: fields)
+    }
+
+    public init(record: Record) throws(FlatSyncError) {
+        articleID = try record.checkedArticleID(for: Self.self)
+        lastVisited = try record.optionalDate("lastVisited")
+        firstSeen = try record.optionalDate("firstSeen")
+        maxVersionSeen = try record.int("maxVersionSeen")
+        readCount = try record.int("readCount")
+        deviceID = try record.optionalString("deviceID")
+        guard let liking = Liking(rawValue: try record.int("likingStatus")) else {
+            throw FlatSyncError(.malformedRecord, "The record \(record.id) has an unknown likingStatus.")
+        }
+        self.liking = liking
+        likingChangedAt = try record.optionalDate("likingChangedAt")
+        flags = []
+        for (flag, key) in Flags.fields where try record.int(key) != 0 { flags.insert(flag) }
+    }
+
+    /// Field-wise merge (DESIGN §7): the later `lastVisited` (with its device), the earliest
+    /// `firstSeen`, the highest `maxVersionSeen` and `readCount`, every flag set on either side, and the
+    /// liking set most recently. Ties break on the values themselves, so the merge is commutative,
+    /// associative and idempotent.
+    public func merged(with other: ReadingHistoryItem) -> ReadingHistoryItem {
+        var result = self
+        let mineVisit = (lastVisited ?? .distantPast, deviceID ?? "")
+        let theirVisit = (other.lastVisited ?? .distantPast, other.deviceID ?? "")
+        if theirVisit > mineVisit {
+            result.lastVisited = other.lastVisited
+            result.deviceID = other.deviceID
+        }
+        switch (firstSeen, other.firstSeen) {
+        case (let mine?, let theirs?): result.firstSeen = min(mine, theirs)
+        case (nil, let theirs): result.firstSeen = theirs
+        case (_, nil): break
+        }
+        result.maxVersionSeen = max(maxVersionSeen, other.maxVersionSeen)
+        result.readCount = max(readCount, other.readCount)
+        result.flags.formUnion(other.flags)
+        let mineLiking = (likingChangedAt ?? .distantPast, liking.rawValue)
+        let theirLiking = (other.likingChangedAt ?? .distantPast, other.liking.rawValue)
+        if theirLiking > mineLiking {
+            result.liking = other.liking
+            result.likingChangedAt = other.likingChangedAt
+        }
+        return result
+    }
+
+    public var description: String {
+        var parts = [articleID]
+        if let lastVisited { parts.append("visited \(lastVisited.formatted(.iso8601))") }
+        if isRead { parts.append("read") }
+        if liking != .none { parts.append(liking.description) }
+        return parts.joined(separator: ", ")
+    }
+}

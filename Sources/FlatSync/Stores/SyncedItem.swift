@@ -1,0 +1,94 @@
+import Foundation
+
+/// A value a store keeps per article and syncs as one record: ``ReadingListEntry`` or
+/// ``ReadingHistoryItem``.
+///
+/// Each type fixes its zone, record type and record-name prefix (DESIGN §2), converts to and from
+/// ``Record``, and merges two versions of itself (DESIGN §7). Merging is commutative, associative and
+/// idempotent, so devices converge whatever order changes arrive in.
+public protocol SyncedItem: Hashable, Sendable {
+    /// The zone the item's records live in.
+    static var zone: ZoneID { get }
+    /// The record type, such as `ReadingListEntry`.
+    static var recordType: String { get }
+    /// The prefix of record names, such as `rl-`.
+    static var recordNamePrefix: String { get }
+
+    /// The article the item is about.
+    var articleID: String { get }
+    /// The item as a record without a change tag.
+    var record: Record { get }
+    /// Reads an item from a record, failing with ``FlatSyncError/Code-swift.struct/malformedRecord``
+    /// when a required field is missing or has the wrong type.
+    init(record: Record) throws(FlatSyncError)
+    /// The item that results from merging two versions of it.
+    func merged(with other: Self) -> Self
+}
+
+extension SyncedItem {
+    /// The ID of the record for an article.
+    public static func recordID(for articleID: String) -> RecordID {
+        RecordID(zone: zone, name: recordNamePrefix + articleID)
+    }
+
+    /// The ID of the item's record.
+    public var recordID: RecordID { Self.recordID(for: articleID) }
+
+    /// The article ID a record name stands for, or `nil` for a name without the prefix.
+    static func articleID(fromRecordName name: String) -> String? {
+        guard name.hasPrefix(recordNamePrefix) else { return nil }
+        return String(name.dropFirst(recordNamePrefix.count))
+    }
+}
+
+/// Readers of typed fields that fail with a clear message, for ``SyncedItem/init(record:)``.
+extension Record {
+    func requiredString(_ key: String) throws(FlatSyncError) -> String {
+        guard let value = fields[key]?.stringValue else { throw missing(key, "string") }
+        return value
+    }
+
+    func requiredDate(_ key: String) throws(FlatSyncError) -> Date {
+        guard let value = fields[key]?.dateValue else { throw missing(key, "timestamp") }
+        return value
+    }
+
+    func optionalDate(_ key: String) throws(FlatSyncError) -> Date? {
+        guard let field = fields[key] else { return nil }
+        guard let value = field.dateValue else { throw missing(key, "timestamp") }
+        return value
+    }
+
+    func optionalString(_ key: String) throws(FlatSyncError) -> String? {
+        guard let field = fields[key] else { return nil }
+        guard let value = field.stringValue else { throw missing(key, "string") }
+        return value
+    }
+
+    func int(_ key: String, default defaultValue: Int64 = 0) throws(FlatSyncError) -> Int64 {
+        guard let field = fields[key] else { return defaultValue }
+        guard let value = field.intValue else { throw missing(key, "integer") }
+        return value
+    }
+
+    /// Checks the record's type and that its articleID field matches its name.
+    func checkedArticleID<Item: SyncedItem>(for item: Item.Type) throws(FlatSyncError) -> String {
+        guard type == Item.recordType else {
+            throw FlatSyncError(.malformedRecord, "The record \(id) has type \(type), not \(Item.recordType).")
+        }
+        let articleID = try requiredString("articleID")
+        guard id.name == Item.recordNamePrefix + articleID, id.zone == Item.zone else {
+            throw FlatSyncError(.malformedRecord, "The record \(id) holds the article ID \(articleID), which does not match its name.")
+        }
+        do throws(FlatSyncError) {
+            try ArticleID.validate(articleID)
+        } catch {
+            throw FlatSyncError(.malformedRecord, "The record \(id) holds an invalid article ID: \(error.message)")
+        }
+        return articleID
+    }
+
+    private func missing(_ key: String, _ type: String) -> FlatSyncError {
+        FlatSyncError(.malformedRecord, "The record \(id) has no \(type) field \(key).")
+    }
+}

@@ -1,0 +1,57 @@
+/// One zone's local data, as a value: the items, the change tags the server gave their records, the
+/// zone's change token, and how far through the mutation sequence the data goes.
+///
+/// The token lives beside the data it describes (and is saved in the same snapshot file), so a stale
+/// snapshot is always self-consistent: after a crash the engine fetches again from the token it finds.
+package struct ZoneState<Item: SyncedItem>: Sendable {
+    /// Items by article ID.
+    package var items: [String: Item] = [:]
+    /// The last change tag seen from the server, by record name. A record deleted locally keeps its tag
+    /// until the server confirms the delete, because the delete is sent with it.
+    package var changeTags: [String: ChangeTag] = [:]
+    /// Where the last fetch of the zone ended; `nil` means fetch everything.
+    package var changeToken: ChangeToken?
+    /// Every mutation with a sequence number up to this one is reflected in ``items``.
+    package var appliedThroughSequence: UInt64 = 0
+
+    package init() {}
+
+    /// The item's record with the change tag last seen from the server.
+    package func record(forArticle articleID: String) -> Record? {
+        guard let item = items[articleID] else { return nil }
+        let record = item.record
+        return record.withChangeTag(changeTags[record.id.name])
+    }
+
+    /// The current record for a record ID in this zone, with its change tag.
+    package func record(for id: RecordID) -> Record? {
+        Item.articleID(fromRecordName: id.name).flatMap { record(forArticle: $0) }
+    }
+
+    /// Lays a change over the data exactly as the original mutation left it: a save sets the item from
+    /// the change's whole record, a delete removes it. Changes whose record does not decode are skipped.
+    package mutating func apply(_ change: RecordChange) {
+        guard let articleID = Item.articleID(fromRecordName: change.recordID.name) else { return }
+        switch change.operation {
+        case .save(let record):
+            if let item = try? Item(record: record) { items[articleID] = item }
+        case .delete:
+            items[articleID] = nil
+        }
+    }
+
+    /// Replaces an item (or removes it when `item` is nil) and returns the record change that describes
+    /// the difference, or nil when nothing changed.
+    package mutating func replace(_ articleID: String, with item: Item?, sequence: UInt64) -> RecordChange? {
+        let old = items[articleID]
+        guard old != item else { return nil }
+        items[articleID] = item
+        guard let item else { return .delete(Item.recordID(for: articleID), sequence: sequence) }
+        let newRecord = item.record
+        let oldFields = old?.record.fields ?? [:]
+        var changedKeys = Set<String>()
+        for (key, value) in newRecord.fields where oldFields[key] != value { changedKeys.insert(key) }
+        for key in oldFields.keys where newRecord.fields[key] == nil { changedKeys.insert(key) }
+        return .save(newRecord, changedKeys: changedKeys, sequence: sequence)
+    }
+}
