@@ -137,8 +137,8 @@ import Musl
         }
     }
 
-    @Test func aFailedWriteInBufferedModePoisonsTheLog() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func aFailedWriteInBufferedModePoisonsTheLog() throws {
+        try withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let (log, _) = try AppendLog.open(at: url, durability: .buffered)
             defer { log.close() }

@@ -79,8 +79,8 @@ func frameOffsets(_ bytes: [UInt8]) -> [Int] {
         }
     }
 
-    @Test func bufferedEntriesAreInTheFileWithoutClose() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func bufferedEntriesAreInTheFileWithoutClose() throws {
+        try withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let (log, _) = try AppendLog.open(at: url, durability: .buffered)
             try log.append([logPayload(0), logPayload(1)])
@@ -120,7 +120,7 @@ func frameOffsets(_ bytes: [UInt8]) -> [Int] {
     @Test func anEmptyFileIsGivenAHeader() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
-            FileManager.default.createFile(atPath: url.path, contents: Data())
+            try Data().write(to: url)
             let (log, recovery) = try AppendLog.open(at: url, durability: .fsync)
             #expect(recovery.payloads.isEmpty)
             #expect(recovery.damage == nil)
@@ -130,9 +130,9 @@ func frameOffsets(_ bytes: [UInt8]) -> [Int] {
         }
     }
 
-    @Test func anOversizedPayloadIsRefusedWithoutWritingAnything() async throws {
+    @Test func anOversizedPayloadIsRefusedWithoutWritingAnything() throws {
         // Data(count:) of 512 MiB + 1 is a lazily zeroed allocation: no pages are touched.
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let (log, _) = try AppendLog.open(at: url, durability: .buffered)
             defer { log.close() }
