@@ -72,6 +72,8 @@ package final class AppendLog: Sendable {
 
     /// The log file.
     package let url: URL
+    /// `url.path`, computed once: `URL.path` costs more than a buffered append.
+    package let path: String
     /// What a durable entry has survived; fixed when the log is opened.
     package let durability: Durability
 
@@ -84,6 +86,7 @@ package final class AppendLog: Sendable {
 
     init(url: URL, durability: Durability, descriptor: Int32, fileSize: Int) {
         self.url = url
+        self.path = url.path
         self.durability = durability
         self.state = Mutex(State(descriptor: descriptor, fileSize: fileSize))
     }
@@ -109,10 +112,10 @@ package final class AppendLog: Sendable {
             throw FlatSyncError(
                 .invalidArgument,
                 "A log entry of \(payload.count) bytes is over the limit of \(Self.maxPayloadSize) bytes.",
-                path: url.path
+                path: path
             )
         }
-        let path = url.path
+        let path = self.path
         switch durability {
         case .fsync:
             return try state.withLock { (s: inout State) throws(FlatSyncError) -> Ticket in
@@ -130,7 +133,7 @@ package final class AppendLog: Sendable {
                 let fd = s.descriptor
                 let count = s.pending.count
                 var failure: FlatSyncError?
-                if let injected = s.takeInjectedFailure(at: [.write]) {
+                if let injected = s.takeInjectedFailure(where: { $0 == .write }) {
                     failure = .syscall("write", errno: injected.errno, path: path)
                 } else if !s.pending.withUnsafeBytes({ DurableFileWriter.writeAll(fd, $0) }) {
                     failure = .syscall("write", errno: errno, path: path)
@@ -195,7 +198,7 @@ package final class AppendLog: Sendable {
     /// Writes and flushes everything buffered, then resumes the waiters it covered and hands leadership to
     /// the first waiter it did not cover (if any). Only one leader runs at a time (`State.flushing`).
     private func flushAsLeader() throws(FlatSyncError) {
-        let path = url.path
+        let path = self.path
         let (resumptions, failure) = io.withLock { _ -> ([Resumption], FlatSyncError?) in
             let job = state.withLock { (s: inout State) -> FlushJob? in
                 if s.failure != nil { return nil }
@@ -242,22 +245,23 @@ package final class AppendLog: Sendable {
             throw FlatSyncError(
                 .invalidArgument,
                 "A log entry of \(payload.count) bytes is over the limit of \(Self.maxPayloadSize) bytes.",
-                path: url.path
+                path: path
             )
         }
         let contents = Data(Self.encodeLog(payloads))
         let url = self.url
+        let path = self.path
         let (resumptions, failure) = io.withLock { _ -> ([Resumption], FlatSyncError?) in
             state.withLock { (s: inout State) -> ([Resumption], FlatSyncError?) in
                 do throws(FlatSyncError) {
-                    try s.checkAcceptingWrites(path: url.path)
+                    try s.checkAcceptingWrites(path: path)
                 } catch {
                     return ([], error)
                 }
-                let writer = DurableFileWriter(injectedFailure: s.takeInjectedFailure(at: Set(DurableFileWriter.Step.allCases)))
+                let writer = DurableFileWriter(injectedFailure: s.takeInjectedFailure(where: { _ in true }))
                 do throws(FlatSyncError) {
                     try writer.write(contents, to: url)
-                    let descriptor = try Self.openForAppending(url.path)
+                    let descriptor = try Self.openForAppending(path)
                     closeDescriptor(s.descriptor)
                     s.descriptor = descriptor
                 } catch {
@@ -282,7 +286,7 @@ package final class AppendLog: Sendable {
     /// If that last flush fails, its waiters get the error and the entries may be lost; they were never
     /// acknowledged.
     package func close() {
-        let path = url.path
+        let path = self.path
         let resumptions = io.withLock { _ -> [Resumption] in
             let job = state.withLock { (s: inout State) -> FlushJob? in
                 guard !s.closed else { return nil }
@@ -480,7 +484,7 @@ extension AppendLog {
                 descriptor: descriptor,
                 bytes: bytes,
                 through: appended,
-                injected: takeInjectedFailure(at: [.write, .sync])
+                injected: takeInjectedFailure(where: { $0 == .write || $0 == .sync })
             )
         }
 
@@ -523,8 +527,8 @@ extension AppendLog {
             return resumptions
         }
 
-        mutating func takeInjectedFailure(at steps: Set<DurableFileWriter.Step>) -> InjectedFailure? {
-            guard let injected = injectedFailure, steps.contains(injected.step) else { return nil }
+        mutating func takeInjectedFailure(where matches: (DurableFileWriter.Step) -> Bool) -> InjectedFailure? {
+            guard let injected = injectedFailure, matches(injected.step) else { return nil }
             injectedFailure = nil
             return injected
         }
