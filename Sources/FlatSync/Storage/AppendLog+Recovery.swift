@@ -274,6 +274,8 @@ extension AppendLog {
             result = ftruncate(fd, off_t(length))
         } while result != 0 && errno == EINTR
         guard result == 0 else { throw FlatSyncError.syscall("ftruncate", errno: errno, path: path) }
-        guard DurableFileWriter.fullSync(fd) == 0 else { throw FlatSyncError.syscall("fsync", errno: errno, path: path) }
+        guard DurableFileWriter.fullSync(fd) == 0 else {
+            throw FlatSyncError.syscall("fsync", errno: errno, path: path)
+        }
     }
 }

@@ -51,7 +51,9 @@ package enum Quarantine {
         let rest = Array(name[range.upperBound...].utf8)
         // YYYYMMDD T HHMMSS Z
         guard rest.count >= 16 else { return false }
-        func digits(_ slice: ArraySlice<UInt8>) -> Bool { slice.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }
+        func digits(_ slice: ArraySlice<UInt8>) -> Bool {
+            slice.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        }
         guard digits(rest[0..<8]), rest[8] == UInt8(ascii: "T"), digits(rest[9..<15]), rest[15] == UInt8(ascii: "Z")
         else { return false }
         if rest.count == 16 { return true }

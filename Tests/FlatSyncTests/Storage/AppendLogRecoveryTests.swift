@@ -42,19 +42,28 @@ import Testing
 
     static let tails: [(String, [UInt8])] = [
         ("zeros", [UInt8](repeating: 0, count: 100)),
-        ("garbage", {
-            var state: UInt32 = 12345
-            return (0..<100).map { _ in
-                state = state &* 1_103_515_245 &+ 12345
-                return UInt8(truncatingIfNeeded: state >> 16)
-            }
-        }()),
+        (
+            "garbage",
+            {
+                var state: UInt32 = 12345
+                return (0..<100).map { _ in
+                    state = state &* 1_103_515_245 &+ 12345
+                    return UInt8(truncatingIfNeeded: state >> 16)
+                }
+            }()
+        ),
         ("a lone frame marker", withUnsafeBytes(of: AppendLog.frameMagic.littleEndian) { Array($0) }),
-        ("a frame header claiming a huge payload",
-         withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, UInt32(1_000_000).littleEndian, UInt32(0))) { Array($0) }),
-        ("a frame header over the size limit",
-         withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, UInt32.max.littleEndian, UInt32(0))) { Array($0) }
-            + [UInt8](repeating: 7, count: 40)),
+        (
+            "a frame header claiming a huge payload",
+            withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, UInt32(1_000_000).littleEndian, UInt32(0))) {
+                Array($0)
+            }
+        ),
+        (
+            "a frame header over the size limit",
+            withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, UInt32.max.littleEndian, UInt32(0))) { Array($0) }
+                + [UInt8](repeating: 7, count: 40)
+        ),
     ]
 
     @Test(arguments: tails)
@@ -131,9 +140,30 @@ import Testing
     // MARK: - Damaged headers and versions
 
     static let damagedHeaders: [(String, @Sendable ([UInt8]) -> [UInt8])] = [
-        ("a flipped marker byte", { var b = $0; b[0] ^= 0x20; return b }),
-        ("a flipped version byte", { var b = $0; b[9] ^= 1; return b }),
-        ("a flipped checksum byte", { var b = $0; b[13] ^= 0x80; return b }),
+        (
+            "a flipped marker byte",
+            {
+                var b = $0
+                b[0] ^= 0x20
+                return b
+            }
+        ),
+        (
+            "a flipped version byte",
+            {
+                var b = $0
+                b[9] ^= 1
+                return b
+            }
+        ),
+        (
+            "a flipped checksum byte",
+            {
+                var b = $0
+                b[13] ^= 0x80
+                return b
+            }
+        ),
         ("a file shorter than a header", { Array($0.prefix(5)) }),
         ("a single byte", { Array($0.prefix(1)) }),
         ("another kind of file", { _ in Array("bplist00 this is not a log at all, just some bytes".utf8) }),

@@ -50,8 +50,10 @@ func frameOffsets(_ bytes: [UInt8]) -> [Int] {
     func entriesComeBackInOrderAfterCloseAndReopen(durability: Durability) async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
-            let batches: [[Data]] = [[logPayload(0)], [logPayload(1), logPayload(2, size: 300)], [], [Data()],
-                                     (3..<10).map { logPayload($0) }]
+            let batches: [[Data]] = [
+                [logPayload(0)], [logPayload(1), logPayload(2, size: 300)], [], [Data()],
+                (3..<10).map { logPayload($0) },
+            ]
             let (log, recovery) = try AppendLog.open(at: url, durability: durability)
             #expect(recovery.payloads.isEmpty)
             #expect(permissions(of: url) == 0o600)

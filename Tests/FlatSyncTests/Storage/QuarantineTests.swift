@@ -20,12 +20,16 @@ import Testing
                 try Data(content.utf8).write(to: url)
                 moved.append(try Quarantine.moveAside(url, now: Self.date))
             }
-            #expect(moved.map(\.lastPathComponent) == [
-                "commands.log.corrupt-20261122T045734Z",
-                "commands.log.corrupt-20261122T045734Z-2",
-                "commands.log.corrupt-20261122T045734Z-3",
-            ])
-            #expect(try moved.map { String(decoding: try Data(contentsOf: $0), as: UTF8.self) } == ["first", "second", "third"])
+            #expect(
+                moved.map(\.lastPathComponent) == [
+                    "commands.log.corrupt-20261122T045734Z",
+                    "commands.log.corrupt-20261122T045734Z-2",
+                    "commands.log.corrupt-20261122T045734Z-3",
+                ])
+            #expect(
+                try moved.map { String(decoding: try Data(contentsOf: $0), as: UTF8.self) } == [
+                    "first", "second", "third",
+                ])
             #expect(moved.allSatisfy { $0.deletingLastPathComponent().path == directory.path })
             #expect(!FileManager.default.fileExists(atPath: url.path))
             #expect(try fileNames(in: directory).count == 3)

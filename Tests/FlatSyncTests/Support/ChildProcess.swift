@@ -53,7 +53,7 @@ final class ChildProcess {
     }
 
     deinit {
-        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { sendSignal(SIGKILL, to: process.processIdentifier) }
     }
 
     /// The next line the child printed on standard output, without its newline; nil at end of file.
@@ -87,7 +87,7 @@ final class ChildProcess {
 
     /// Sends `signal` (by default `SIGKILL`) to the child.
     func kill(_ signal: Int32 = SIGKILL) {
-        Foundation.kill(process.processIdentifier, signal)
+        sendSignal(signal, to: process.processIdentifier)
     }
 
     /// Waits until the child has ended and returns how.
@@ -128,9 +128,16 @@ final class ChildProcess {
         }
         throw CocoaError(
             .fileNoSuchFile,
-            userInfo: [NSLocalizedDescriptionKey: "\(name) not found near \(starts.map(\.path)); set FLATSYNC_TEST_CHILD"]
+            userInfo: [
+                NSLocalizedDescriptionKey: "\(name) not found near \(starts.map(\.path)); set FLATSYNC_TEST_CHILD"
+            ]
         )
     }
+}
+
+/// `kill(2)`, under a name that `ChildProcess.kill(_:)` does not shadow.
+private func sendSignal(_ signal: Int32, to process: pid_t) {
+    _ = kill(process, signal)
 }
 
 /// The child's exit, reported once by `Process.terminationHandler`, possibly before anyone waits.
