@@ -1,0 +1,555 @@
+import Foundation
+import Synchronization
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A durable, append-only log of framed binary entries: the durability point of FlatSync's command queue.
+///
+/// ## File format
+///
+/// A 16-byte header — the ASCII bytes `FSYNCLOG`, the format version (`UInt32`, little-endian, 1) and the
+/// CRC-32 of those 12 bytes — followed by frames:
+///
+/// | bytes | content |
+/// |---|---|
+/// | 4 | ``frameMagic``, little-endian |
+/// | 4 | payload length, little-endian, at most ``maxPayloadSize`` |
+/// | 4 | CRC-32 of the 4 length bytes followed by the payload, little-endian |
+/// | n | payload |
+///
+/// ## Durability
+///
+/// In ``Durability/buffered`` mode ``append(_:)`` writes the frames with `write(2)` before it returns, so
+/// they survive the process being killed. In ``Durability/fsync`` mode ``append(_:)`` only buffers them in
+/// memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first waiter becomes the
+/// leader and writes and flushes everything buffered so far on its own thread, while waiters that arrive
+/// during that flush suspend and are covered by the next one.
+///
+/// A failed write or flush is never retried (after a failed `fsync` the kernel may have dropped the dirty
+/// pages, so a second `fsync` could report success for lost data): it poisons the log, the waiters get the
+/// ``FlatSyncError/Code-swift.struct/ioFailed`` error and every later append throws
+/// ``FlatSyncError/Code-swift.struct/storeClosed``. Reopening the log recovers whatever reached the file.
+///
+/// Open it with ``open(at:durability:now:)``, which also recovers from torn tails and damage; only one
+/// opener may use a file at a time (the caller holds the directory's lock).
+package final class AppendLog: Sendable {
+    /// Identifies everything appended up to and including one ``AppendLog/append(_:)`` call; pass it to
+    /// ``AppendLog/waitUntilDurable(_:)``. Later appends have greater tickets.
+    package struct Ticket: Comparable, Hashable, Sendable, CustomStringConvertible {
+        /// The number of entries this log instance had accepted when the ticket was issued.
+        package let sequence: UInt64
+
+        package init(sequence: UInt64) { self.sequence = sequence }
+
+        package static func < (lhs: Ticket, rhs: Ticket) -> Bool { lhs.sequence < rhs.sequence }
+
+        package var description: String { "Ticket(\(sequence))" }
+    }
+
+    /// A failure to inject in tests, as the `errno` the system call would have returned. `.write` and
+    /// `.sync` fail the next write or flush of appended entries; any step also fails the next
+    /// ``AppendLog/rewrite(_:)`` at that step of its durable replacement. It fires once.
+    package typealias InjectedFailure = (step: DurableFileWriter.Step, errno: Int32)
+
+    /// The first 8 bytes of every log file.
+    package static let headerMagic: [UInt8] = Array("FSYNCLOG".utf8)
+    /// The format version this code writes and reads.
+    package static let formatVersion: UInt32 = 1
+    /// Bytes in the file header.
+    package static let headerSize = 16
+    /// The marker at the start of every frame (the bytes `B9 79 37 9E` on disk).
+    package static let frameMagic: UInt32 = 0x9E37_79B9
+    /// Bytes in a frame before its payload: marker, length, checksum.
+    package static let frameHeaderSize = 12
+    /// The largest payload a frame may carry: 512 MiB.
+    package static let maxPayloadSize = 512 << 20
+
+    /// The log file.
+    package let url: URL
+    /// `url.path`, computed once: `URL.path` costs more than a buffered append.
+    package let path: String
+    /// What a durable entry has survived; fixed when the log is opened.
+    package let durability: Durability
+
+    /// Everything that changes. Never held while waiting for the disk, except by ``rewrite(_:)`` and by
+    /// ``append(_:)`` in buffered mode, whose `write(2)` must happen in ticket order.
+    private let state: Mutex<State>
+    /// Held while frames are written and flushed, and while ``rewrite(_:)`` or ``close()`` swap or close the
+    /// file, so that those never race a leader's flush. Lock order: `io`, then `state`.
+    private let io = Mutex(())
+
+    init(url: URL, durability: Durability, descriptor: Int32, fileSize: Int) {
+        self.url = url
+        self.path = url.path
+        self.durability = durability
+        self.state = Mutex(State(descriptor: descriptor, fileSize: fileSize))
+    }
+
+    deinit {
+        close()
+    }
+
+    // MARK: - Appending
+
+    /// Encodes `payloads` as frames, in order, after everything appended before.
+    ///
+    /// In buffered mode the frames are in the file (the page cache) when this returns. In fsync mode they
+    /// are only buffered: pass the ticket to ``waitUntilDurable(_:)``.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument`` for a payload over
+    ///   ``maxPayloadSize`` (nothing is appended); ``FlatSyncError/Code-swift.struct/storeClosed`` after
+    ///   ``close()`` or an I/O failure; ``FlatSyncError/Code-swift.struct/ioFailed`` when the buffered-mode
+    ///   write fails (which also poisons the log).
+    @discardableResult
+    package func append(_ payloads: [Data]) throws(FlatSyncError) -> Ticket {
+        for payload in payloads where payload.count > Self.maxPayloadSize {
+            throw FlatSyncError(
+                .invalidArgument,
+                "A log entry of \(payload.count) bytes is over the limit of \(Self.maxPayloadSize) bytes.",
+                path: path
+            )
+        }
+        let path = self.path
+        switch durability {
+        case .fsync:
+            return try state.withLock { (s: inout State) throws(FlatSyncError) -> Ticket in
+                try s.checkAcceptingWrites(path: path)
+                for payload in payloads { Self.appendFrame(payload, to: &s.pending) }
+                s.appended += UInt64(payloads.count)
+                return Ticket(sequence: s.appended)
+            }
+        case .buffered:
+            return try state.withLock { (s: inout State) throws(FlatSyncError) -> Ticket in
+                try s.checkAcceptingWrites(path: path)
+                guard !payloads.isEmpty else { return Ticket(sequence: s.appended) }
+                // In buffered mode `pending` is only a scratch buffer, empty between calls.
+                for payload in payloads { Self.appendFrame(payload, to: &s.pending) }
+                let fd = s.descriptor
+                let count = s.pending.count
+                var failure: FlatSyncError?
+                if let injected = s.takeInjectedFailure(where: { $0 == .write }) {
+                    failure = .syscall("write", errno: injected.errno, path: path)
+                } else if !s.pending.withUnsafeBytes({ DurableFileWriter.writeAll(fd, $0) }) {
+                    failure = .syscall("write", errno: errno, path: path)
+                }
+                State.recycle(&s.pending)
+                if let failure {
+                    // Part of the frames may be in the file: a torn tail that the next open drops.
+                    s.failure = failure
+                    throw failure
+                }
+                s.fileSize += count
+                s.appended += UInt64(payloads.count)
+                s.durable = s.appended
+                return Ticket(sequence: s.appended)
+            }
+        }
+    }
+
+    /// Returns when every entry up to `ticket` is durable at the log's ``durability`` level.
+    ///
+    /// Buffered mode: returns at once (``append(_:)`` already wrote the entries). Fsync mode: group commit.
+    /// If no flush is running the caller becomes the leader and writes and flushes everything buffered so
+    /// far on its own thread; otherwise it suspends until a flush covers its ticket. It runs on the global
+    /// executor, never on the caller's actor, and is not cancellable (the entries are appended already).
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` (cause: the `POSIXError`) when the flush that
+    ///   would cover the ticket failed, or failed earlier.
+    #if compiler(>=6.2)
+    @concurrent
+    package func waitUntilDurable(_ ticket: Ticket) async throws(FlatSyncError) {
+        try await waitForFlush(ticket)
+    }
+    #else
+    package func waitUntilDurable(_ ticket: Ticket) async throws(FlatSyncError) {
+        try await waitForFlush(ticket)
+    }
+    #endif
+
+    private func waitForFlush(_ ticket: Ticket) async throws(FlatSyncError) {
+        guard durability == .fsync else { return }
+        let sequence = ticket.sequence
+        while true {
+            var wakeup = state.withLock { $0.decide(sequence) }
+            if wakeup == nil {
+                wakeup = await withCheckedContinuation { (continuation: CheckedContinuation<Wakeup, Never>) in
+                    let now = state.withLock { (s: inout State) -> Wakeup? in
+                        if let now = s.decide(sequence) { return now }
+                        s.waiters.append(Waiter(sequence: sequence, continuation: continuation))
+                        return nil
+                    }
+                    if let now { continuation.resume(returning: now) }
+                }
+            }
+            switch wakeup {
+            case .durable, nil: return
+            case .failed(let error): throw error
+            case .lead: try flushAsLeader()
+            }
+        }
+    }
+
+    /// Writes and flushes everything buffered, then resumes the waiters it covered and hands leadership to
+    /// the first waiter it did not cover (if any). Only one leader runs at a time (`State.flushing`).
+    private func flushAsLeader() throws(FlatSyncError) {
+        let path = self.path
+        let (resumptions, failure) = io.withLock { _ -> ([Resumption], FlatSyncError?) in
+            let job = state.withLock { (s: inout State) -> FlushJob? in
+                if s.failure != nil { return nil }
+                return s.takePendingForFlush()
+            }
+            var failure: FlatSyncError?
+            var through: UInt64?
+            if var job {
+                failure = Self.writeAndSync(job.descriptor, job.bytes, injected: job.injected, path: path)
+                if failure == nil { through = job.through }
+                job.bytes.removeAll(keepingCapacity: true)
+                let buffer = job.bytes
+                return state.withLock { (s: inout State) in
+                    s.spare = buffer
+                    s.recordFlush(through: through, failure: failure)
+                    s.flushing = false
+                    return (s.settleWaiters(), s.failure)
+                }
+            }
+            // Nothing was buffered (a rewrite or close covered it), or the log failed meanwhile.
+            return state.withLock { (s: inout State) in
+                s.flushing = false
+                return (s.settleWaiters(), s.failure)
+            }
+        }
+        Self.resume(resumptions)
+        if let failure { throw failure }
+    }
+
+    // MARK: - Compaction and closing
+
+    /// Durably replaces the log with exactly `payloads` and continues appending to the new file.
+    ///
+    /// The new file is written through ``DurableFileWriter`` (temporary file, flush, rename, directory
+    /// flush), so after a crash the log holds either the old entries or exactly these. Entries buffered
+    /// but not yet flushed are discarded (the caller's payloads supersede them) and every ticket issued so
+    /// far counts as durable afterwards. Appends that run concurrently wait for the swap and land in the
+    /// new file; a running flush is allowed to finish first.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/storeClosed`` after ``close()`` or an I/O failure;
+    ///   ``FlatSyncError/Code-swift.struct/ioFailed`` when the replacement fails, which poisons the log.
+    package func rewrite(_ payloads: [Data]) throws(FlatSyncError) {
+        for payload in payloads where payload.count > Self.maxPayloadSize {
+            throw FlatSyncError(
+                .invalidArgument,
+                "A log entry of \(payload.count) bytes is over the limit of \(Self.maxPayloadSize) bytes.",
+                path: path
+            )
+        }
+        let contents = Data(Self.encodeLog(payloads))
+        let url = self.url
+        let path = self.path
+        let (resumptions, failure) = io.withLock { _ -> ([Resumption], FlatSyncError?) in
+            state.withLock { (s: inout State) -> ([Resumption], FlatSyncError?) in
+                do throws(FlatSyncError) {
+                    try s.checkAcceptingWrites(path: path)
+                } catch {
+                    return ([], error)
+                }
+                let writer = DurableFileWriter(injectedFailure: s.takeInjectedFailure(where: { _ in true }))
+                do throws(FlatSyncError) {
+                    try writer.write(contents, to: url)
+                    let descriptor = try Self.openForAppending(path)
+                    closeDescriptor(s.descriptor)
+                    s.descriptor = descriptor
+                } catch {
+                    // The path may already hold the new file while the descriptor still points at the old
+                    // one: stop writing rather than guess.
+                    s.recordFlush(through: nil, failure: error)
+                    return (s.settleWaiters(), error)
+                }
+                s.fileSize = contents.count
+                s.pending = []
+                s.durable = s.appended
+                return (s.settleWaiters(), nil)
+            }
+        }
+        Self.resume(resumptions)
+        if let failure { throw failure }
+    }
+
+    /// In fsync mode, writes and flushes the entries still buffered; then closes the file. Later appends
+    /// throw ``FlatSyncError/Code-swift.struct/storeClosed``. Calling it again does nothing.
+    ///
+    /// If that last flush fails, its waiters get the error and the entries may be lost; they were never
+    /// acknowledged.
+    package func close() {
+        let path = self.path
+        let resumptions = io.withLock { _ -> [Resumption] in
+            let job = state.withLock { (s: inout State) -> FlushJob? in
+                guard !s.closed else { return nil }
+                s.closed = true
+                guard s.failure == nil, !s.pending.isEmpty else { return nil }
+                return s.takePendingForFlush()
+            }
+            let failure = job.flatMap { Self.writeAndSync($0.descriptor, $0.bytes, injected: $0.injected, path: path) }
+            return state.withLock { (s: inout State) -> [Resumption] in
+                if s.descriptor >= 0 {
+                    closeDescriptor(s.descriptor)
+                    s.descriptor = -1
+                }
+                s.recordFlush(through: job?.through, failure: failure)
+                return s.settleWaiters()
+            }
+        }
+        Self.resume(resumptions)
+    }
+
+    // MARK: - Inspection and test seams
+
+    /// The size of the log in bytes, including entries buffered but not yet written.
+    package var byteCount: Int {
+        state.withLock { $0.fileSize + $0.pending.count }
+    }
+
+    /// How many successful flushes (`fsync`, or `F_FULLFSYNC` on Darwin) of appended entries this log has
+    /// performed. Group commit keeps it below the number of appends.
+    package var flushCount: Int {
+        state.withLock { $0.flushCount }
+    }
+
+    /// A failure to inject into the next write, flush or rewrite step; see ``InjectedFailure``.
+    package var injectedFailure: InjectedFailure? {
+        get { state.withLock { $0.injectedFailure } }
+        set { state.withLock { $0.injectedFailure = newValue } }
+    }
+
+    // MARK: - Encoding
+
+    /// The 16-byte file header for `version`.
+    package static func encodedHeader(version: UInt32 = formatVersion) -> [UInt8] {
+        var header = headerMagic
+        withUnsafeBytes(of: version.littleEndian) { header.append(contentsOf: $0) }
+        let crc = header.withUnsafeBytes { CRC32.checksum($0) }
+        withUnsafeBytes(of: crc.littleEndian) { header.append(contentsOf: $0) }
+        return header
+    }
+
+    /// A whole log file holding `payloads`.
+    package static func encodeLog(_ payloads: [Data]) -> [UInt8] {
+        var bytes = encodedHeader()
+        bytes.reserveCapacity(payloads.reduce(headerSize) { $0 + frameHeaderSize + $1.count })
+        for payload in payloads { appendFrame(payload, to: &bytes) }
+        return bytes
+    }
+
+    /// Appends one frame holding `payload` to `buffer`.
+    @inline(__always)
+    package static func appendFrame(_ payload: Data, to buffer: inout [UInt8]) {
+        let length = UInt32(truncatingIfNeeded: payload.count).littleEndian
+        payload.withUnsafeBytes { (body: UnsafeRawBufferPointer) in
+            let crc = withUnsafeBytes(of: length) { CRC32.checksum(body, continuing: CRC32.checksum($0)) }
+            withUnsafeBytes(of: (frameMagic.littleEndian, length, crc.littleEndian)) { buffer.append(contentsOf: $0) }
+            buffer.append(contentsOf: body)
+        }
+    }
+
+    // MARK: - System calls
+
+    /// Opens an existing log for reading and appending.
+    static func openForAppending(_ path: String) throws(FlatSyncError) -> Int32 {
+        var fd: Int32
+        repeat {
+            fd = openDescriptor(path, O_RDWR | O_APPEND | O_CLOEXEC)
+        } while fd < 0 && errno == EINTR
+        guard fd >= 0 else { throw FlatSyncError.syscall("open", errno: errno, path: path) }
+        return fd
+    }
+
+    /// Writes `bytes` and flushes them, or fails with the injected failure. Never retries a flush.
+    private static func writeAndSync(
+        _ fd: Int32,
+        _ bytes: [UInt8],
+        injected: InjectedFailure?,
+        path: String
+    ) -> FlatSyncError? {
+        if let injected, injected.step == .write { return .syscall("write", errno: injected.errno, path: path) }
+        if !bytes.withUnsafeBytes({ DurableFileWriter.writeAll(fd, $0) }) {
+            return .syscall("write", errno: errno, path: path)
+        }
+        if let injected, injected.step == .sync { return .syscall("fsync", errno: injected.errno, path: path) }
+        if DurableFileWriter.fullSync(fd) != 0 { return .syscall("fsync", errno: errno, path: path) }
+        return nil
+    }
+
+    private static func resume(_ resumptions: [Resumption]) {
+        for (continuation, wakeup) in resumptions { continuation.resume(returning: wakeup) }
+    }
+}
+
+// MARK: - State
+
+extension AppendLog {
+    /// What a waiter is told when it resumes.
+    fileprivate enum Wakeup: Sendable {
+        /// Its ticket is durable.
+        case durable
+        /// It is the leader now: flush.
+        case lead
+        /// The flush failed, or an earlier one did.
+        case failed(FlatSyncError)
+    }
+
+    fileprivate struct Waiter: Sendable {
+        var sequence: UInt64
+        var continuation: CheckedContinuation<Wakeup, Never>
+    }
+
+    fileprivate typealias Resumption = (CheckedContinuation<Wakeup, Never>, Wakeup)
+
+    /// Bytes taken from the buffer by a leader (or ``AppendLog/close()``) to write and flush.
+    fileprivate struct FlushJob: Sendable {
+        var descriptor: Int32
+        var bytes: [UInt8]
+        /// The sequence of the last entry in `bytes`.
+        var through: UInt64
+        var injected: InjectedFailure?
+    }
+
+    fileprivate struct State: Sendable {
+        /// The open log file (`O_APPEND`), or -1 once closed.
+        var descriptor: Int32
+        /// Bytes in the file, counting bytes a leader is writing now.
+        var fileSize: Int
+        /// Fsync mode: frames appended but not yet handed to a leader. Buffered mode: a scratch buffer.
+        var pending: [UInt8] = []
+        /// An empty buffer with capacity, swapped in for `pending` when a leader takes it.
+        var spare: [UInt8] = []
+        /// Entries accepted by ``AppendLog/append(_:)`` since open; the sequence of the latest ticket.
+        var appended: UInt64 = 0
+        /// Every ticket up to this sequence is durable.
+        var durable: UInt64 = 0
+        /// A leader is flushing or has been chosen; new waiters suspend instead of leading.
+        var flushing = false
+        /// Suspended waiters, in arrival order.
+        var waiters: [Waiter] = []
+        var closed = false
+        /// The I/O failure that poisoned the log.
+        var failure: FlatSyncError?
+        var flushCount = 0
+        var injectedFailure: InjectedFailure?
+
+        init(descriptor: Int32, fileSize: Int) {
+            self.descriptor = descriptor
+            self.fileSize = fileSize
+        }
+
+        func checkAcceptingWrites(path: String) throws(FlatSyncError) {
+            if let failure {
+                throw FlatSyncError(
+                    .storeClosed,
+                    "The log stopped accepting writes after an I/O failure; reopen the store.",
+                    cause: failure,
+                    path: path
+                )
+            }
+            if closed { throw FlatSyncError(.storeClosed, "The log is closed; reopen the store.", path: path) }
+        }
+
+        /// What a waiter for `sequence` does now, or nil to suspend.
+        mutating func decide(_ sequence: UInt64) -> Wakeup? {
+            if sequence <= durable { return .durable }
+            if let failure { return .failed(failure) }
+            if !flushing {
+                flushing = true
+                return .lead
+            }
+            return nil
+        }
+
+        /// Takes everything buffered for a flush; nil (and everything counts as durable) when nothing is.
+        /// Call it holding the `io` lock: then nothing outside `pending` is in flight.
+        mutating func takePendingForFlush() -> FlushJob? {
+            guard !pending.isEmpty else {
+                durable = appended
+                return nil
+            }
+            var bytes = spare
+            swap(&bytes, &pending)
+            spare = []
+            fileSize += bytes.count
+            return FlushJob(
+                descriptor: descriptor,
+                bytes: bytes,
+                through: appended,
+                injected: takeInjectedFailure(where: { $0 == .write || $0 == .sync })
+            )
+        }
+
+        /// Records the outcome of a flush: `through` is the sequence it made durable (nil when it flushed
+        /// nothing), `failure` poisons the log.
+        mutating func recordFlush(through: UInt64?, failure: FlatSyncError?) {
+            if let failure {
+                if self.failure == nil { self.failure = failure }
+            } else if let through {
+                durable = max(durable, through)
+                flushCount += 1
+            }
+        }
+
+        /// Returns the waiters to resume now: all of them with the failure if the log is poisoned, else the
+        /// covered ones, plus — when no leader is running — the first uncovered one as the next leader.
+        /// A leader clears `flushing` before calling this, so that it hands over to a waiter whose entries
+        /// were buffered during its flush; ``AppendLog/rewrite(_:)`` and ``AppendLog/close()`` leave the
+        /// flag to the leader that set it.
+        mutating func settleWaiters() -> [Resumption] {
+            if let failure {
+                let all = waiters.map { ($0.continuation, Wakeup.failed(failure)) }
+                waiters = []
+                return all
+            }
+            var resumptions: [Resumption] = []
+            var remaining: [Waiter] = []
+            for waiter in waiters {
+                if waiter.sequence <= durable {
+                    resumptions.append((waiter.continuation, .durable))
+                } else {
+                    remaining.append(waiter)
+                }
+            }
+            if !remaining.isEmpty && !flushing {
+                flushing = true
+                resumptions.append((remaining.removeFirst().continuation, .lead))
+            }
+            waiters = remaining
+            return resumptions
+        }
+
+        mutating func takeInjectedFailure(where matches: (DurableFileWriter.Step) -> Bool) -> InjectedFailure? {
+            guard let injected = injectedFailure, matches(injected.step) else { return nil }
+            injectedFailure = nil
+            return injected
+        }
+
+        /// Empties a buffer, keeping its storage unless it grew large (a big batch should not pin memory).
+        static func recycle(_ buffer: inout [UInt8]) {
+            if buffer.capacity > 1 << 20 {
+                buffer = []
+            } else {
+                buffer.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+}
+
+/// `close(2)`, under a name that `AppendLog.close()` does not shadow.
+func closeDescriptor(_ fd: Int32) {
+    _ = close(fd)
+}
+
+/// `open(2)` without creation, under a name that `AppendLog.open(at:durability:now:)` does not shadow.
+func openDescriptor(_ path: String, _ flags: Int32) -> Int32 {
+    open(path, flags)
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Moves damaged files out of the way without ever deleting them.
+///
+/// A damaged file is renamed to `<name>.corrupt-<UTC timestamp>` (for example
+/// `commands.log.corrupt-20261122T045734Z`) in the same directory, so a person or a support tool can
+/// still look at it, and the store can start again under the original name. Call it only while holding
+/// the directory's lock.
+package enum Quarantine {
+    /// The marker between a file's name and the timestamp of its quarantine.
+    package static let marker = ".corrupt-"
+
+    /// Renames the file at `url` to `<name>.corrupt-<timestamp>` (with `-2`, `-3`… appended if that name
+    /// is taken), then flushes the directory so the rename is durable.
+    ///
+    /// - Returns: the file's new location.
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the rename or the directory flush fails.
+    @discardableResult
+    package static func moveAside(_ url: URL, now: Date = Date()) throws(FlatSyncError) -> URL {
+        let directory = url.deletingLastPathComponent()
+        let base = url.lastPathComponent + marker + timestamp(now)
+        var destination = directory.appendingPathComponent(base)
+        var suffix = 1
+        while exists(destination.path) {
+            suffix += 1
+            destination = directory.appendingPathComponent("\(base)-\(suffix)")
+        }
+        var result: Int32
+        repeat {
+            result = rename(url.path, destination.path)
+        } while result != 0 && errno == EINTR
+        guard result == 0 else { throw FlatSyncError.syscall("rename", errno: errno, path: url.path) }
+        try DurableFileWriter().syncDirectory(directory)
+        return destination
+    }
+
+    /// True when `name` is the name of a quarantined file: `<name>.corrupt-YYYYMMDDTHHMMSSZ`, optionally
+    /// followed by `-<number>`.
+    package static func isQuarantined(_ name: String) -> Bool {
+        guard let range = name.range(of: marker, options: .backwards), range.lowerBound != name.startIndex else {
+            return false
+        }
+        let rest = Array(name[range.upperBound...].utf8)
+        // YYYYMMDD T HHMMSS Z
+        guard rest.count >= 16 else { return false }
+        func digits(_ slice: ArraySlice<UInt8>) -> Bool {
+            slice.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        }
+        guard digits(rest[0..<8]), rest[8] == UInt8(ascii: "T"), digits(rest[9..<15]), rest[15] == UInt8(ascii: "Z")
+        else { return false }
+        if rest.count == 16 { return true }
+        return rest[16] == UInt8(ascii: "-") && rest.count > 17 && digits(rest[17...])
+    }
+
+    /// `date` in UTC as `YYYYMMDDTHHMMSSZ`.
+    package static func timestamp(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return pad(parts.tm_year + 1900, 4) + pad(parts.tm_mon + 1, 2) + pad(parts.tm_mday, 2) + "T"
+            + pad(parts.tm_hour, 2) + pad(parts.tm_min, 2) + pad(parts.tm_sec, 2) + "Z"
+    }
+
+    /// True when anything, even a dangling symbolic link, has this path.
+    private static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+@Suite struct AppendLogRecoveryTests {
+    /// 2026-11-22 04:57:34 UTC, the time in quarantined files' names.
+    static let now = Date(timeIntervalSince1970: 1_795_323_454)
+    static let quarantineName = "commands.log.corrupt-20261122T045734Z"
+
+    // MARK: - Torn tails
+
+    @Test func aTornLastEntryIsDroppedSilentlyAtEveryCut() async throws {
+        try await withTemporaryDirectory { directory in
+            let source = directory.appendingPathComponent("source.log")
+            let payloads = (0..<4).map { logPayload($0, size: 20 + $0) }
+            let bytes = try await writeLog(payloads, to: source)
+            let lastStart = try #require(frameOffsets(bytes).last)
+            #expect(bytes.count - lastStart == AppendLog.frameHeaderSize + payloads[3].count)
+
+            let url = directory.appendingPathComponent("commands.log")
+            for cut in lastStart..<bytes.count {
+                try Data(bytes[..<cut]).write(to: url)
+                let (log, recovery) = try AppendLog.open(at: url, durability: .buffered, now: Self.now)
+                #expect(recovery.payloads == Array(payloads.prefix(3)), "cut at \(cut)")
+                #expect(recovery.truncatedTailBytes == cut - lastStart, "cut at \(cut)")
+                #expect(recovery.quarantinedFile == nil, "cut at \(cut)")
+                #expect(recovery.damage == nil, "cut at \(cut)")
+                #expect(try fileBytes(url) == Array(bytes[..<lastStart]), "the file is cut after the last valid frame")
+                #expect(log.byteCount == lastStart)
+
+                try log.append([logPayload(99)])
+                log.close()
+                let (reopened, again) = try AppendLog.open(at: url, durability: .buffered, now: Self.now)
+                reopened.close()
+                #expect(again.payloads == payloads.prefix(3) + [logPayload(99)], "cut at \(cut)")
+                #expect(again.truncatedTailBytes == 0 && again.damage == nil, "cut at \(cut)")
+            }
+            #expect(try fileNames(in: directory) == ["commands.log", "source.log"], "nothing was quarantined")
+        }
+    }
+
+    static let tails: [(String, [UInt8])] = [
+        ("zeros", [UInt8](repeating: 0, count: 100)),
+        (
+            "garbage",
+            {
+                var state: UInt32 = 12345
+                return (0..<100).map { _ in
+                    state = state &* 1_103_515_245 &+ 12345
+                    return UInt8(truncatingIfNeeded: state >> 16)
+                }
+            }()
+        ),
+        ("a lone frame marker", withUnsafeBytes(of: AppendLog.frameMagic.littleEndian) { Array($0) }),
+        (
+            "a frame header claiming a huge payload",
+            withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, UInt32(1_000_000).littleEndian, UInt32(0))) {
+                Array($0)
+            }
+        ),
+        (
+            "a frame header over the size limit",
+            withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, UInt32.max.littleEndian, UInt32(0))) { Array($0) }
+                + [UInt8](repeating: 7, count: 40)
+        ),
+    ]
+
+    @Test(arguments: tails)
+    func aTailOfBytesThatAreNoFrameIsDropped(name: String, tail: [UInt8]) async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let payloads = (0..<3).map { logPayload($0) }
+            let bytes = try await writeLog(payloads, to: url)
+            try Data(bytes + tail).write(to: url)
+
+            let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
+            #expect(recovery.payloads == payloads)
+            #expect(recovery.truncatedTailBytes == tail.count)
+            #expect(recovery.quarantinedFile == nil)
+            #expect(recovery.damage == nil)
+            try await log.waitUntilDurable(log.append([logPayload(3)]))
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0..<4).map { logPayload($0) })
+            #expect(try fileNames(in: directory) == ["commands.log"])
+        }
+    }
+
+    // MARK: - Damage in the middle
+
+    /// Offsets inside a frame: its marker, length, checksum, and first, middle and last payload bytes.
+    @Test(arguments: [0, 3, 4, 7, 8, 11, 12, 12 + 15, 12 + 29])
+    func aFlippedByteInAMiddleEntryQuarantinesTheFileAndKeepsTheEntriesBefore(position: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let payloads = (0..<5).map { logPayload($0, size: 30) }
+            var bytes = try await writeLog(payloads, to: url)
+            let damagedFrame = frameOffsets(bytes)[2]
+            bytes[damagedFrame + position] ^= 0x5A
+            try Data(bytes).write(to: url)
+
+            let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
+            #expect(recovery.payloads == Array(payloads.prefix(2)))
+            #expect(recovery.truncatedTailBytes == 0)
+            let quarantined = try #require(recovery.quarantinedFile)
+            #expect(quarantined.lastPathComponent == Self.quarantineName)
+            #expect(try fileBytes(quarantined) == bytes, "the damaged file is kept byte for byte")
+            let damage = try #require(recovery.damage)
+            #expect(damage.code == .damagedFile)
+            #expect(damage.message.contains("byte offset \(damagedFrame)"), "\(damage.message)")
+            #expect(damage.path == url.path)
+            #expect(try fileNames(in: directory) == ["commands.log", Self.quarantineName])
+
+            // The fresh log holds the kept entries and works like any other.
+            #expect(try fileBytes(url) == AppendLog.encodeLog(Array(payloads.prefix(2))))
+            #expect(permissions(of: url) == 0o600)
+            try await log.waitUntilDurable(log.append([logPayload(7)]))
+            log.close()
+            let (reopened, again) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
+            reopened.close()
+            #expect(again.payloads == payloads.prefix(2) + [logPayload(7)])
+            #expect(again.damage == nil && again.quarantinedFile == nil && again.truncatedTailBytes == 0)
+        }
+    }
+
+    @Test func damageInTheFirstEntryKeepsNothingButTheQuarantinedFile() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            var bytes = try await writeLog((0..<3).map { logPayload($0) }, to: url)
+            bytes[AppendLog.headerSize + AppendLog.frameHeaderSize] ^= 1
+            try Data(bytes).write(to: url)
+            let (log, recovery) = try AppendLog.open(at: url, durability: .buffered, now: Self.now)
+            log.close()
+            #expect(recovery.payloads.isEmpty)
+            #expect(recovery.damage?.message.contains("byte offset \(AppendLog.headerSize)") == true)
+            #expect(try recovery.quarantinedFile.map(fileBytes) == bytes)
+        }
+    }
+
+    // MARK: - Damaged headers and versions
+
+    static let damagedHeaders: [(String, @Sendable ([UInt8]) -> [UInt8])] = [
+        (
+            "a flipped marker byte",
+            {
+                var b = $0
+                b[0] ^= 0x20
+                return b
+            }
+        ),
+        (
+            "a flipped version byte",
+            {
+                var b = $0
+                b[9] ^= 1
+                return b
+            }
+        ),
+        (
+            "a flipped checksum byte",
+            {
+                var b = $0
+                b[13] ^= 0x80
+                return b
+            }
+        ),
+        ("a file shorter than a header", { Array($0.prefix(5)) }),
+        ("a single byte", { Array($0.prefix(1)) }),
+        ("another kind of file", { _ in Array("bplist00 this is not a log at all, just some bytes".utf8) }),
+    ]
+
+    @Test(arguments: damagedHeaders)
+    func aDamagedHeaderQuarantinesTheFileAndStartsAnEmptyLog(
+        name: String,
+        damage: @Sendable ([UInt8]) -> [UInt8]
+    ) async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let bytes = damage(try await writeLog([logPayload(0), logPayload(1)], to: url))
+            try Data(bytes).write(to: url)
+
+            let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
+            #expect(recovery.payloads.isEmpty)
+            #expect(recovery.damage?.code == .damagedFile)
+            #expect(try recovery.quarantinedFile.map(fileBytes) == bytes)
+            #expect(try fileBytes(url) == AppendLog.encodedHeader())
+            try await log.waitUntilDurable(log.append([logPayload(2)]))
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == [logPayload(2)])
+        }
+    }
+
+    @Test func anUnknownFormatVersionQuarantinesTheFileAndStartsAnEmptyLog() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let current = try await writeLog([logPayload(0)], to: url)
+            let bytes = AppendLog.encodedHeader(version: 2) + current[AppendLog.headerSize...]
+            try Data(bytes).write(to: url)
+
+            let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
+            log.close()
+            #expect(recovery.payloads.isEmpty)
+            #expect(recovery.damage?.code == .unsupportedFormatVersion)
+            #expect(recovery.damage?.message.contains("version 2") == true)
+            #expect(recovery.quarantinedFile?.lastPathComponent == Self.quarantineName)
+            #expect(try recovery.quarantinedFile.map(fileBytes) == bytes)
+            #expect(try fileBytes(url) == AppendLog.encodedHeader())
+        }
+    }
+
+    // MARK: - Never crash
+
+    /// Random damage (flipped bytes, cuts, garbage, zeroed ranges) never crashes the reader, and what comes
+    /// back is always a prefix of what was written; the file it leaves opens cleanly.
+    @Test func randomDamageAlwaysRecoversAPrefix() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let payloads = (0..<6).map { logPayload($0, size: 10 + 9 * $0) }
+            let original = try await writeLog(payloads, to: url)
+            var random = SplitMix64(seed: 2026)
+            for round in 0..<60 {
+                var bytes = original
+                for _ in 0..<(1 + Int(random.next() % 3)) {
+                    let position = Int(random.next() % UInt64(max(bytes.count, 1)))
+                    switch random.next() % 4 {
+                    case 0: if !bytes.isEmpty { bytes[position] ^= UInt8(truncatingIfNeeded: random.next() | 1) }
+                    case 1: bytes = Array(bytes.prefix(position))
+                    case 2: bytes += (0..<Int(random.next() % 40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                    default:
+                        let end = min(bytes.count, position + Int(random.next() % 30))
+                        for index in position..<end { bytes[index] = 0 }
+                    }
+                }
+                try Data(bytes).write(to: url)
+                let (log, recovery) = try AppendLog.open(at: url, durability: .buffered, now: Self.now)
+                log.close()
+                #expect(payloads.starts(with: recovery.payloads), "round \(round)")
+                let (again, second) = try AppendLog.open(at: url, durability: .buffered, now: Self.now)
+                again.close()
+                #expect(second.payloads == recovery.payloads, "round \(round)")
+                #expect(second.damage == nil && second.truncatedTailBytes == 0, "round \(round)")
+            }
+        }
+    }
+}
+
+/// A small deterministic random number generator for reproducible damage.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

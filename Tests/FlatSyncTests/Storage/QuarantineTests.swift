@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+@Suite struct QuarantineTests {
+    /// 2026-11-22 04:57:34 UTC.
+    static let date = Date(timeIntervalSince1970: 1_795_323_454)
+
+    @Test func formatsTheTimestampInUTC() {
+        #expect(Quarantine.timestamp(Self.date) == "20261122T045734Z")
+        #expect(Quarantine.timestamp(Date(timeIntervalSince1970: 0.999)) == "19700101T000000Z")
+    }
+
+    @Test func movesTheFileAsideAndAddsSuffixesOnCollision() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            var moved: [URL] = []
+            for content in ["first", "second", "third"] {
+                try Data(content.utf8).write(to: url)
+                moved.append(try Quarantine.moveAside(url, now: Self.date))
+            }
+            #expect(
+                moved.map(\.lastPathComponent) == [
+                    "commands.log.corrupt-20261122T045734Z",
+                    "commands.log.corrupt-20261122T045734Z-2",
+                    "commands.log.corrupt-20261122T045734Z-3",
+                ])
+            #expect(
+                try moved.map { String(decoding: try Data(contentsOf: $0), as: UTF8.self) } == [
+                    "first", "second", "third",
+                ])
+            #expect(moved.allSatisfy { $0.deletingLastPathComponent().path == directory.path })
+            #expect(!FileManager.default.fileExists(atPath: url.path))
+            #expect(try fileNames(in: directory).count == 3)
+        }
+    }
+
+    @Test func movingAMissingFileFails() throws {
+        try withTemporaryDirectory { directory throws in
+            let error = #expect(throws: FlatSyncError.self) {
+                try Quarantine.moveAside(directory.appendingPathComponent("missing"), now: Self.date)
+            }
+            #expect(error?.code == .ioFailed)
+            #expect(try fileNames(in: directory).isEmpty)
+        }
+    }
+
+    @Test(arguments: [
+        ("commands.log.corrupt-20261122T045734Z", true),
+        ("commands.log.corrupt-20261122T045734Z-2", true),
+        ("reading-list.plist.corrupt-19991231T235959Z-17", true),
+        ("commands.log", false),
+        ("commands.log.corrupt-", false),
+        ("commands.log.corrupt-2026112", false),
+        ("commands.log.corrupt-20261122X045734Z", false),
+        ("commands.log.corrupt-20261122T045734Zx", false),
+        ("commands.log.corrupt-20261122T045734Z-", false),
+        ("commands.log.corrupt-20261122T045734Z-2a", false),
+        (".corrupt-20261122T045734Z", false),
+    ])
+    func recognisesQuarantinedNames(name: String, quarantined: Bool) {
+        #expect(Quarantine.isQuarantined(name) == quarantined)
+    }
+}
