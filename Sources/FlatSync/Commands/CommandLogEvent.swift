@@ -12,10 +12,11 @@ package enum CommandLogEvent: Hashable, Sendable {
     case unsealed(ZoneID)
     /// The server acknowledged these records of a command, or they were dropped.
     case acknowledged(CommandID, [RecordID])
-    /// Every command of a zone was dropped (the user deleted the zone).
-    case clearedZone(ZoneID)
-    /// Every command was dropped (the account changed).
-    case clearedAll
+    /// The zone's data and commands were wiped (the user deleted the zone) by the mutation numbered
+    /// `sequence`. A snapshot covering less than that predates the wipe and is not used.
+    case clearedZone(ZoneID, sequence: UInt64)
+    /// Every zone's data and commands were wiped (the account changed) by the mutation numbered `sequence`.
+    case clearedAll(sequence: UInt64)
     /// Compaction: a live command, exactly as it was.
     case restored(Command)
     /// Compaction: changes already acknowledged but not yet in a snapshot. Reopening lays them over the
@@ -58,11 +59,13 @@ extension CommandLogEvent {
             writer.write(varint: command.rawValue)
             writer.write(varint: UInt64(ids.count))
             for id in ids { writer.write(id) }
-        case .clearedZone(let zone):
+        case .clearedZone(let zone, let sequence):
             writer.write(Tag.clearedZone.rawValue)
             writer.write(zone.name)
-        case .clearedAll:
+            writer.write(varint: sequence)
+        case .clearedAll(let sequence):
             writer.write(Tag.clearedAll.rawValue)
+            writer.write(varint: sequence)
         case .restored(let command):
             writer.write(Tag.restored.rawValue)
             writer.write(varint: command.id.rawValue)
@@ -123,9 +126,9 @@ extension CommandLogEvent {
             for _ in 0..<count { ids.append(try reader.readRecordID()) }
             return .acknowledged(command, ids)
         case .clearedZone:
-            return .clearedZone(ZoneID(try reader.readString()))
+            return .clearedZone(ZoneID(try reader.readString()), sequence: try reader.readVarint())
         case .clearedAll:
-            return .clearedAll
+            return .clearedAll(sequence: try reader.readVarint())
         case .restored:
             let id = CommandID(try reader.readVarint())
             let zone = ZoneID(try reader.readString())

@@ -62,6 +62,12 @@ public struct PendingCommands: Sendable {
     /// True while a round of `zone` is being sent.
     public func isSending(_ zone: ZoneID) -> Bool { !(sealed[zone]?.isEmpty ?? true) }
 
+    /// True when the command is part of the round being sent.
+    public func isSealed(_ id: CommandID) -> Bool {
+        guard let zone = commands[id]?.zone else { return false }
+        return sealed[zone]?.contains(id) ?? false
+    }
+
     /// True when no command is waiting or being sent.
     public var isEmpty: Bool { commands.isEmpty }
 

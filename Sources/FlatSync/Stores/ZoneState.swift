@@ -55,3 +55,21 @@ package struct ZoneState<Item: SyncedItem>: Sendable {
         return .save(newRecord, changedKeys: changedKeys, sequence: sequence)
     }
 }
+
+/// Both zones' states, kept together so code can reach either through a key path.
+package struct ZoneStates: Sendable {
+    package var readingList = ZoneState<ReadingListEntry>()
+    package var history = ZoneState<ReadingHistoryItem>()
+
+    package init() {}
+
+    /// The sequence number a zone's data covers.
+    package func appliedThroughSequence(of zone: ZoneID) -> UInt64 {
+        zone == .readingList ? readingList.appliedThroughSequence : history.appliedThroughSequence
+    }
+
+    /// The current record for an ID in either zone, with its change tag.
+    package func record(for id: RecordID) -> Record? {
+        id.zone == .readingList ? readingList.record(for: id) : history.record(for: id)
+    }
+}

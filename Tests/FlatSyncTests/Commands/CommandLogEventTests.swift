@@ -29,7 +29,7 @@ import Testing
         ),
         .sealed(.readingList), .unsealed(.readingHistory),
         .acknowledged(CommandID(12), [F.id("a"), F.id("b")]),
-        .clearedZone(.readingHistory), .clearedAll,
+        .clearedZone(.readingHistory, sequence: 8), .clearedAll(sequence: 300),
         .restored(
             Command(
                 id: CommandID(3),

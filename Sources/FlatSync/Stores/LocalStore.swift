@@ -1,0 +1,424 @@
+import Foundation
+
+/// The on-device half of FlatSync: the reading list, the reading history and the durable queue of
+/// commands waiting to be sent, in one directory that one process owns at a time.
+///
+/// Every mutation returns only after its command is durable at the directory's ``Durability``: the
+/// command log is the durability point. The stores themselves live in memory and are saved as snapshot
+/// files off the caller's path; after a crash, the commands in the log are laid over the snapshots
+/// again, so nothing acknowledged is lost.
+///
+/// ```swift
+/// let store = try LocalStore(directory: url)
+/// try await store.readingList.add("article-1", title: "Tides")
+/// for entry in await store.readingList.entries() { print(entry.articleID) }
+/// try await store.close()
+/// ```
+///
+/// A ``SyncContext`` owns a local store and syncs it; a `LocalStore` alone works offline.
+///
+/// Files in the directory: `lock` (held with `flock` while open), `commands.log` (the append-only
+/// command log), `reading-list.plist` and `reading-history.plist` (snapshots), `device.plist` (the
+/// device ID and sync bookkeeping). Damaged files are moved aside as `<name>.corrupt-<timestamp>`.
+public actor LocalStore {
+    /// How a directory is opened.
+    public struct Options: Sendable {
+        /// When a mutation counts as done. Default: ``Durability/fsync``.
+        public var durability: Durability
+        /// The device's ID in history items; `nil` uses the one saved in the directory (made on first open).
+        public var deviceID: String?
+        /// The clock snapshot writes are debounced on.
+        public var clock: any Clock<Duration>
+        /// The time stamped on entries and history items.
+        public var currentDate: @Sendable () -> Date
+        /// How long after a mutation the snapshot is written (later mutations push it back).
+        public var snapshotDelay: Duration
+        /// How long history items are kept.
+        public var historyRetention: HistoryRetention
+        /// The log is compacted once it is larger than this many bytes…
+        package var compactionMinimumBytes = 4 << 20
+        /// …and this many times its size after the previous compaction.
+        package var compactionGrowthFactor = 4
+
+        public init(
+            durability: Durability = .fsync,
+            deviceID: String? = nil,
+            clock: any Clock<Duration> = ContinuousClock(),
+            currentDate: @escaping @Sendable () -> Date = { Date() },
+            snapshotDelay: Duration = .seconds(1),
+            historyRetention: HistoryRetention = .default
+        ) {
+            self.durability = durability
+            self.deviceID = deviceID
+            self.clock = clock
+            self.currentDate = currentDate
+            self.snapshotDelay = snapshotDelay
+            self.historyRetention = historyRetention
+        }
+    }
+
+    /// The directory the store owns.
+    public nonisolated let directory: URL
+    /// This device's ID, stamped on history items it visits.
+    public nonisolated let deviceID: String
+    /// The reading list.
+    public nonisolated var readingList: ReadingList { ReadingList(store: self) }
+    /// The reading history.
+    public nonisolated var history: ReadingHistory { ReadingHistory(store: self) }
+
+    package let options: Options
+    package let eventHub = EventHub()
+    private let lock: DirectoryLock
+    private let log: AppendLog
+    package private(set) var pending: PendingCommands
+    package private(set) var zones: ZoneStates
+    package private(set) var deviceFile: DeviceFile
+    /// The sequence number the next mutation gets.
+    private var nextSequence: UInt64
+    /// What the snapshot on disk covers, per zone.
+    private var snapshotSequenceOnDisk: [ZoneID: UInt64]
+    /// The sequence of each zone's latest wipe.
+    private var lastWipeSequence: [ZoneID: UInt64] = [:]
+    /// Changes the server acknowledged that no snapshot on disk holds yet; compaction keeps them.
+    private var acknowledgedSinceSnapshot: [ZoneID: [RecordChange]] = [:]
+    /// Counts in-memory changes per zone, so a snapshot write knows whether it is needed.
+    private var stateVersion: [ZoneID: UInt64] = [:]
+    private var versionOnDisk: [ZoneID: UInt64] = [:]
+    private var snapshotTimers: [ZoneID: Task<Void, Never>] = [:]
+    private let snapshotWrites = AsyncSerialQueue()
+    private var logSizeAfterCompaction: Int
+    private var isClosed = false
+    private var mutationObserver: (@Sendable (ZoneID) -> Void)?
+
+    /// Opens (creating if needed) the store in `directory`, taking ownership of it.
+    ///
+    /// Opening reads the snapshots, replays the command log over them and repairs what it can: a torn
+    /// log tail is dropped (it was never acknowledged); any other damaged file is moved aside, reported
+    /// as a ``SyncEvent/fileQuarantined(original:movedTo:reason:)`` event, and its zone starts empty
+    /// with no change token, so the next sync fetches it again. Commands before damage are kept.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/storeLocked`` if another process or another open
+    ///   store owns the directory; ``FlatSyncError/Code-swift.struct/ioFailed`` if it cannot be read
+    ///   or written.
+    public init(directory: URL, options: Options = Options()) throws {
+        let directory = directory.standardizedFileURL
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+            )
+        } catch {
+            throw FlatSyncError(.ioFailed, "The store directory could not be created.", cause: error, path: directory.path)
+        }
+        let lock = try DirectoryLock.acquire(in: directory)
+        _ = DurableFileWriter.removeLeftoverTemporaryFiles(in: directory)
+        let recovered = try Recovery(directory: directory, options: options)
+        self.directory = directory
+        self.options = options
+        self.lock = lock
+        self.log = recovered.log
+        self.pending = recovered.pending
+        self.zones = recovered.zones
+        self.deviceFile = recovered.deviceFile
+        self.deviceID = recovered.deviceFile.deviceID
+        self.nextSequence = recovered.nextSequence
+        self.snapshotSequenceOnDisk = recovered.snapshotSequenceOnDisk
+        self.lastWipeSequence = recovered.lastWipeSequence
+        self.logSizeAfterCompaction = recovered.log.byteCount
+        // Zones the replay changed get a snapshot when one is next written.
+        self.stateVersion = Dictionary(uniqueKeysWithValues: recovered.zonesChangedByReplay.map { ($0, 1) })
+        recovered.forwardEvents(to: eventHub)
+    }
+
+    /// A stream of events: files quarantined when the store opened, then whatever happens next.
+    public nonisolated func events() -> AsyncStream<SyncEvent> {
+        eventHub.subscribe()
+    }
+
+    /// The commands waiting to be sent, zone by zone, oldest first.
+    public func pendingCommands() -> [Command] {
+        pending.allCommands
+    }
+
+    /// The number of record changes waiting to be sent.
+    public func pendingRecordCount() -> Int {
+        pending.recordCount()
+    }
+
+    /// Saves both snapshots, flushes the log and gives up the directory. Later calls throw
+    /// ``FlatSyncError/Code-swift.struct/storeClosed``.
+    public func close() async throws {
+        guard !isClosed else { return }
+        for timer in snapshotTimers.values { timer.cancel() }
+        snapshotTimers = [:]
+        var firstError: (any Error)?
+        for zone in ZoneID.all {
+            do { try await persistSnapshot(of: zone) } catch { firstError = firstError ?? error }
+        }
+        isClosed = true
+        await snapshotWrites.waitUntilEmpty()
+        log.close()
+        lock.release()
+        eventHub.finish()
+        if let firstError { throw firstError }
+    }
+
+    /// Gives up the directory the way a killed process would: no snapshots are written and nothing
+    /// buffered is flushed beyond what was acknowledged. For tests of crash recovery in one process.
+    package func abandon() {
+        for timer in snapshotTimers.values { timer.cancel() }
+        snapshotTimers = [:]
+        isClosed = true
+        log.close()
+        lock.release()
+        eventHub.finish()
+    }
+
+    /// Throws ``FlatSyncError/Code-swift.struct/storeClosed`` once the store is closed.
+    package func checkOpen() throws(FlatSyncError) {
+        if isClosed {
+            throw FlatSyncError(.storeClosed, "The store is closed; open it again.", path: directory.path)
+        }
+    }
+
+    /// Registers the function the sync engine uses to hear about durable local mutations.
+    package func setMutationObserver(_ observer: (@Sendable (ZoneID) -> Void)?) {
+        mutationObserver = observer
+    }
+
+    // MARK: - Mutations
+
+    /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
+    /// mutation is durable. Returns how many records changed.
+    package func mutate<Item: SyncedItem>(
+        _ zone: WritableKeyPath<ZoneStates, ZoneState<Item>>,
+        _ change: (_ current: Item?, _ articleID: String) -> Item?,
+        articleIDs: [String]
+    ) async throws -> Int {
+        try checkOpen()
+        let sequence = nextSequence
+        var changes: [RecordChange] = []
+        var indexByRecord: [RecordID: Int] = [:]
+        for articleID in articleIDs {
+            let current = zones[keyPath: zone].items[articleID]
+            guard let recordChange = zones[keyPath: zone].replace(articleID, with: change(current, articleID), sequence: sequence)
+            else { continue }
+            if let index = indexByRecord[recordChange.recordID] {
+                changes[index] = changes[index].coalesced(with: recordChange)
+            } else {
+                indexByRecord[recordChange.recordID] = changes.count
+                changes.append(recordChange)
+            }
+        }
+        guard !changes.isEmpty else { return 0 }
+        nextSequence += 1
+        zones[keyPath: zone].appliedThroughSequence = sequence
+        let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: changes)
+        pending.enqueue(mutation)
+        let ticket = try log.append([CommandLogEvent.mutation(mutation).encoded()])
+        stateDidChange(Item.zone)
+        try await log.waitUntilDurable(ticket)
+        mutationObserver?(Item.zone)
+        try compactIfNeeded()
+        return changes.count
+    }
+
+    /// Local history pruning (DESIGN §8): removes expired items from this device only; the server keeps
+    /// them. Returns how many items were removed.
+    package func pruneHistory(now: Date) -> Int {
+        let retention = options.historyRetention
+        let expired = zones.history.items.values.filter { retention.isPrunable($0, now: now) }
+        guard !expired.isEmpty else { return 0 }
+        for item in expired { zones.history.items[item.articleID] = nil }
+        stateDidChange(.readingHistory)
+        return expired.count
+    }
+
+    // MARK: - Snapshots
+
+    /// Notes that a zone's in-memory state changed and schedules its snapshot.
+    package func stateDidChange(_ zone: ZoneID) {
+        stateVersion[zone, default: 0] += 1
+        guard snapshotTimers[zone] == nil, !isClosed else { return }
+        let clock = options.clock
+        let delay = options.snapshotDelay
+        snapshotTimers[zone] = Task {
+            try? await clock.sleep(for: delay)
+            await self.snapshotTimerFired(zone)
+        }
+    }
+
+    private func snapshotTimerFired(_ zone: ZoneID) async {
+        snapshotTimers[zone] = nil
+        guard !isClosed else { return }
+        do {
+            try await persistSnapshot(of: zone)
+        } catch {
+            eventHub.emit(.error(SyncEventError(code: "\((error as? FlatSyncError)?.code.description ?? "ioFailed")", message: "The snapshot of \(zone) could not be saved: \(error)")))
+        }
+    }
+
+    /// Writes the zone's snapshot if the state changed since the last one, and returns when a snapshot
+    /// holding at least the state at the time of the call is durable.
+    package func persistSnapshot(of zone: ZoneID) async throws {
+        try await snapshotWrites.perform { try await self.writeSnapshotIfChanged(zone) }
+    }
+
+    private func writeSnapshotIfChanged(_ zone: ZoneID) async throws {
+        let version = stateVersion[zone, default: 0]
+        guard version > versionOnDisk[zone, default: 0] || !FileManager.default.fileExists(atPath: snapshotURL(zone).path)
+        else { return }
+        let url = snapshotURL(zone)
+        let covered: UInt64
+        if zone == .readingList {
+            let state = zones.readingList
+            covered = state.appliedThroughSequence
+            try await Self.writeSnapshot(state, to: url)
+        } else {
+            let state = zones.history
+            covered = state.appliedThroughSequence
+            try await Self.writeSnapshot(state, to: url)
+        }
+        versionOnDisk[zone] = max(versionOnDisk[zone, default: 0], version)
+        snapshotSequenceOnDisk[zone] = covered
+        acknowledgedSinceSnapshot[zone]?.removeAll { $0.sequence <= covered }
+    }
+
+    /// Encodes and writes a snapshot away from the actor, so mutations go on meanwhile.
+    private nonisolated static func writeSnapshot<Item: ColumnarItem>(_ state: ZoneState<Item>, to url: URL) async throws {
+        let data = try SnapshotFile(state).encoded()
+        try DurableFileWriter().write(data, to: url)
+    }
+
+    package nonisolated func snapshotURL(_ zone: ZoneID) -> URL {
+        directory.appendingPathComponent(Self.snapshotFileName(zone))
+    }
+
+    package static func snapshotFileName(_ zone: ZoneID) -> String {
+        zone == .readingList ? "reading-list.plist" : "reading-history.plist"
+    }
+
+    // MARK: - Compaction
+
+    /// Rewrites the log as the live commands once it has grown past a multiple of its compacted size.
+    private func compactIfNeeded() throws(FlatSyncError) {
+        let size = log.byteCount
+        guard size > options.compactionMinimumBytes,
+            size > options.compactionGrowthFactor * logSizeAfterCompaction
+        else { return }
+        try compact()
+    }
+
+    /// Rewrites the log to hold only what a reopen needs: counters, wipes no snapshot covers yet, the
+    /// live commands (and which were being sent), and acknowledged changes no snapshot holds yet.
+    package func compact() throws(FlatSyncError) {
+        var events: [CommandLogEvent] = [.counters(nextSequence: nextSequence, nextCommandID: pending.nextCommandID)]
+        for zone in ZoneID.all {
+            if let wipe = lastWipeSequence[zone], wipe > snapshotSequenceOnDisk[zone, default: 0] {
+                events.append(.clearedZone(zone, sequence: wipe))
+            }
+            let commands = pending.commands(in: zone)
+            let sealed = commands.filter { pending.isSealed($0.id) }
+            events += sealed.map(CommandLogEvent.restored)
+            if !sealed.isEmpty { events.append(.sealed(zone)) }
+            events += commands.filter { !pending.isSealed($0.id) }.map(CommandLogEvent.restored)
+            if let acknowledged = acknowledgedSinceSnapshot[zone], !acknowledged.isEmpty {
+                events.append(.applied(zone, acknowledged))
+            }
+        }
+        try log.rewrite(events.map { $0.encoded() })
+        logSizeAfterCompaction = log.byteCount
+    }
+
+    // MARK: - Logging queue transitions
+
+    /// Appends queue transitions to the log and waits until they are durable.
+    package func record(_ events: [CommandLogEvent]) async throws {
+        try checkOpen()
+        let ticket = try log.append(events.map { $0.encoded() })
+        try await log.waitUntilDurable(ticket)
+        try compactIfNeeded()
+    }
+
+    /// Starts a sending round of `zone` and logs it.
+    package func sealPendingCommands(in zone: ZoneID) async throws -> [Command] {
+        let commands = pending.seal(zone)
+        guard !commands.isEmpty else { return [] }
+        try await record([.sealed(zone)])
+        return commands
+    }
+
+    /// Ends the sending round of `zone` and logs it.
+    package func unsealPendingCommands(in zone: ZoneID) async throws {
+        guard pending.isSending(zone) else { return }
+        pending.unseal(zone)
+        try await record([.unsealed(zone)])
+    }
+
+    /// Removes acknowledged (or dropped) records from a command being sent, and logs it.
+    package func acknowledge(_ recordIDs: [RecordID], in commandID: CommandID) async throws {
+        guard let command = pending.command(commandID) else { return }
+        let present = recordIDs.filter { command.changes[$0] != nil }
+        guard !present.isEmpty else { return }
+        let onDisk = snapshotSequenceOnDisk[command.zone, default: 0]
+        for id in present {
+            if let change = command.changes[id], change.sequence > onDisk {
+                acknowledgedSinceSnapshot[command.zone, default: []].append(change)
+            }
+        }
+        pending.acknowledge(present, in: commandID)
+        try await record([.acknowledged(commandID, present)])
+    }
+
+    // MARK: - Wiping
+
+    /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
+    package func wipe(_ zone: ZoneID) async throws {
+        try checkOpen()
+        let sequence = nextSequence
+        nextSequence += 1
+        lastWipeSequence[zone] = sequence
+        acknowledgedSinceSnapshot[zone] = nil
+        pending.clear(zone: zone)
+        if zone == .readingList {
+            zones.readingList = ZoneState()
+            zones.readingList.appliedThroughSequence = sequence
+        } else {
+            zones.history = ZoneState()
+            zones.history.appliedThroughSequence = sequence
+        }
+        try await record([.clearedZone(zone, sequence: sequence)])
+        stateVersion[zone, default: 0] += 1
+        try await persistSnapshot(of: zone)
+    }
+
+    /// Wipes every zone and the sync bookkeeping, durably: the account changed.
+    package func wipeAll(newAccount: String?) async throws {
+        try checkOpen()
+        let sequence = nextSequence
+        nextSequence += 1
+        for zone in ZoneID.all { lastWipeSequence[zone] = sequence }
+        acknowledgedSinceSnapshot = [:]
+        pending.clearAll()
+        zones.readingList = ZoneState()
+        zones.readingList.appliedThroughSequence = sequence
+        zones.history = ZoneState()
+        zones.history.appliedThroughSequence = sequence
+        try await record([.clearedAll(sequence: sequence)])
+        var file = DeviceFile(deviceID: deviceID)
+        file.account = newAccount
+        try saveDeviceFile(file)
+        for zone in ZoneID.all {
+            stateVersion[zone, default: 0] += 1
+            try await persistSnapshot(of: zone)
+        }
+    }
+
+    // MARK: - Device file
+
+    /// Durably replaces `device.plist`.
+    package func saveDeviceFile(_ file: DeviceFile) throws {
+        try checkOpen()
+        try DurableFileWriter().write(try file.encoded(), to: directory.appendingPathComponent(Recovery.deviceFileName))
+        deviceFile = file
+    }
+}

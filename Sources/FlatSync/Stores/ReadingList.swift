@@ -1,0 +1,168 @@
+import Foundation
+
+/// The articles the user saved to read later.
+///
+/// Every mutation returns once its change is durable on this device; a ``SyncContext`` sends it to the
+/// server at once (reading-list changes are urgent). Article IDs are checked first: a bad one throws
+/// ``FlatSyncError/Code-swift.struct/invalidArticleID`` and nothing is written.
+///
+/// ```swift
+/// try await context.readingList.add("article-1", title: "Tides")
+/// let newestFirst = await context.readingList.entries()
+/// ```
+public struct ReadingList: Sendable {
+    let store: LocalStore
+
+    /// Saves an article. Returns false if it was already on the list (nothing changes then).
+    @discardableResult
+    public func add(_ articleID: String, title: String? = nil, origin: Int64 = 0) async throws -> Bool {
+        try await apply([.add(articleID: articleID, title: title, origin: origin)]) > 0
+    }
+
+    /// Removes an article. Returns false if it was not on the list.
+    @discardableResult
+    public func remove(_ articleID: String) async throws -> Bool {
+        try await apply([.remove(articleID: articleID)]) > 0
+    }
+
+    /// Applies many changes as one durable mutation: all of them or, on an error, none. Returns how many
+    /// entries changed.
+    @discardableResult
+    public func apply(_ changes: [ReadingListChange]) async throws -> Int {
+        for change in changes { try change.validate() }
+        return try await store.mutateReadingList(changes)
+    }
+
+    /// True when the article is on the list.
+    public func contains(_ articleID: String) async -> Bool {
+        await store.zones.readingList.items[articleID] != nil
+    }
+
+    /// The entry for an article, if it is on the list.
+    public func entry(_ articleID: String) async -> ReadingListEntry? {
+        await store.zones.readingList.items[articleID]
+    }
+
+    /// Every entry, most recently saved first.
+    public func entries() async -> [ReadingListEntry] {
+        await store.zones.readingList.items.values.sorted {
+            ($0.dateAdded, $0.articleID) > ($1.dateAdded, $1.articleID)
+        }
+    }
+
+    /// The number of saved articles.
+    public func count() async -> Int {
+        await store.zones.readingList.items.count
+    }
+}
+
+/// What the user read, liked and saw.
+///
+/// Every mutation returns once its change is durable on this device; a ``SyncContext`` sends history
+/// changes after a debounce (5 s by default, pushed back by each new change).
+///
+/// ```swift
+/// try await context.history.visit("article-1", version: 2)
+/// try await context.history.setLiking("article-1", .liked)
+/// ```
+public struct ReadingHistory: Sendable {
+    let store: LocalStore
+
+    /// Records a visit: the article counts as seen and read, and its visit count goes up.
+    public func visit(_ articleID: String, version: Int64? = nil) async throws {
+        try await apply([.visit(articleID: articleID, version: version)])
+    }
+
+    /// Records that the article was shown without being opened.
+    public func markSeen(_ articleID: String, version: Int64? = nil) async throws {
+        try await apply([.markSeen(articleID: articleID, version: version)])
+    }
+
+    /// Marks the article read.
+    public func markRead(_ articleID: String) async throws {
+        try await apply([.markRead(articleID: articleID)])
+    }
+
+    /// Likes, dislikes, or clears either (`.none`).
+    public func setLiking(_ articleID: String, _ liking: ReadingHistoryItem.Liking) async throws {
+        try await apply([.setLiking(articleID: articleID, liking)])
+    }
+
+    /// Marks the article offensive.
+    public func markOffensive(_ articleID: String) async throws {
+        try await apply([.markOffensive(articleID: articleID)])
+    }
+
+    /// Marks the article consumed (finished).
+    public func markConsumed(_ articleID: String) async throws {
+        try await apply([.markConsumed(articleID: articleID)])
+    }
+
+    /// Keeps the item from ever being pruned.
+    public func disablePruning(_ articleID: String) async throws {
+        try await apply([.disablePruning(articleID: articleID)])
+    }
+
+    /// Forgets one article's history, here and (once synced) on every device.
+    public func remove(_ articleID: String) async throws {
+        try await apply([.remove(articleID: articleID)])
+    }
+
+    /// Forgets all history, here and (once synced) on every device.
+    public func clear() async throws {
+        let ids = await store.zones.history.items.keys.sorted()
+        try await apply(ids.map { .remove(articleID: $0) })
+    }
+
+    /// Applies many changes as one durable mutation: all of them or, on an error, none. Returns how many
+    /// items changed.
+    @discardableResult
+    public func apply(_ changes: [ReadingHistoryChange]) async throws -> Int {
+        for change in changes { try change.validate() }
+        return try await store.mutateHistory(changes)
+    }
+
+    /// The item for an article, if there is one.
+    public func item(_ articleID: String) async -> ReadingHistoryItem? {
+        await store.zones.history.items[articleID]
+    }
+
+    /// Every item, most recently visited (or seen) first.
+    public func items() async -> [ReadingHistoryItem] {
+        func lastActivity(_ item: ReadingHistoryItem) -> Date { item.lastVisited ?? item.firstSeen ?? .distantPast }
+        return await store.zones.history.items.values.sorted {
+            (lastActivity($0), $0.articleID) > (lastActivity($1), $1.articleID)
+        }
+    }
+
+    /// The number of items.
+    public func count() async -> Int {
+        await store.zones.history.items.count
+    }
+
+    /// Removes items past their retention (DESIGN §8) from this device; the server keeps its copies.
+    /// Returns how many were removed.
+    @discardableResult
+    public func prune() async -> Int {
+        await store.pruneHistory(now: store.options.currentDate())
+    }
+}
+
+extension LocalStore {
+    func mutateReadingList(_ changes: [ReadingListChange]) async throws -> Int {
+        let now = options.currentDate()
+        var remaining = changes[...]
+        return try await mutate(\.readingList, { current, _ in
+            remaining.popFirst()!.applied(to: current, now: now)
+        }, articleIDs: changes.map(\.articleID))
+    }
+
+    func mutateHistory(_ changes: [ReadingHistoryChange]) async throws -> Int {
+        let now = options.currentDate()
+        let deviceID = self.deviceID
+        var remaining = changes[...]
+        return try await mutate(\.history, { current, _ in
+            remaining.popFirst()!.applied(to: current, now: now, deviceID: deviceID)
+        }, articleIDs: changes.map(\.articleID))
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// Something the engine did that a host may want to show or log, delivered in order by
+/// ``SyncContext/events()`` (and ``LocalStore/events()``).
+public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
+    /// A fetch of a zone's changes is starting.
+    case willFetch(zone: ZoneID)
+    /// A fetch of a zone's changes finished and was applied.
+    case didFetch(zone: ZoneID, changed: Int, deleted: Int)
+    /// A request saving and deleting records is going out.
+    case willSend(zone: ZoneID, saves: Int, deletes: Int)
+    /// A request's results came back.
+    case didSend(zone: ZoneID, saved: Int, deleted: Int, failed: Int)
+    /// A local change met a newer server version; the two were merged by the merge rules.
+    case conflictResolved(RecordID)
+    /// The zone's local data was rebuilt or wiped.
+    case zoneReset(zone: ZoneID, reason: ZoneResetReason)
+    /// The account changed; the old account's local data is gone.
+    case accountChanged(from: String?, to: String?)
+    /// A damaged file was moved aside and the store continued without it.
+    case fileQuarantined(original: String, movedTo: String, reason: String)
+    /// Sending stopped until something changes: the iCloud storage is full, or nobody is signed in.
+    case paused(reason: PauseReason)
+    /// Something failed; the event says what and whether a record's change was dropped.
+    case error(SyncEventError)
+
+    public var description: String {
+        switch self {
+        case .willFetch(let zone): return "will fetch \(zone)"
+        case .didFetch(let zone, let changed, let deleted): return "fetched \(zone): \(changed) changed, \(deleted) deleted"
+        case .willSend(let zone, let saves, let deletes): return "will send \(zone): \(saves) saves, \(deletes) deletes"
+        case .didSend(let zone, let saved, let deleted, let failed):
+            return "sent \(zone): \(saved) saved, \(deleted) deleted, \(failed) failed"
+        case .conflictResolved(let id): return "conflict resolved for \(id)"
+        case .zoneReset(let zone, let reason): return "zone \(zone) reset (\(reason))"
+        case .accountChanged(let from, let to): return "account changed from \(from ?? "none") to \(to ?? "none")"
+        case .fileQuarantined(let original, let movedTo, let reason):
+            return "quarantined \(original) as \(movedTo): \(reason)"
+        case .paused(let reason): return "sending paused (\(reason))"
+        case .error(let error): return "error: \(error)"
+        }
+    }
+}
+
+/// Why a zone's local data was rebuilt or wiped.
+public enum ZoneResetReason: String, Sendable, Hashable, CustomStringConvertible {
+    /// The server no longer accepted the change token; the zone was fetched again from the start.
+    case tokenExpired
+    /// The user deleted the zone's data; local data and pending changes were wiped.
+    case deletedByUser
+
+    public var description: String { rawValue }
+}
+
+/// Why sending paused.
+public enum PauseReason: String, Sendable, Hashable, CustomStringConvertible {
+    /// The user's iCloud storage is full; sending resumes on ``SyncContext/syncNow()``.
+    case quotaExceeded
+    /// No account can be used; sending resumes after ``SyncContext/accountDidChange(to:)``.
+    case notAuthenticated
+
+    public var description: String { rawValue }
+}
+
+/// What an ``SyncEvent/error(_:)`` event reports.
+public struct SyncEventError: Sendable, Hashable, CustomStringConvertible {
+    /// The error's code, such as `quotaExceeded` or `ioFailed`.
+    public var code: String
+    /// What failed, in a sentence.
+    public var message: String
+    /// The record whose change was dropped, when one was.
+    public var droppedRecord: RecordID?
+
+    public init(code: String, message: String, droppedRecord: RecordID? = nil) {
+        self.code = code
+        self.message = message
+        self.droppedRecord = droppedRecord
+    }
+
+    public var description: String {
+        "\(code): \(message)\(droppedRecord.map { " (dropped change to \($0))" } ?? "")"
+    }
+}
