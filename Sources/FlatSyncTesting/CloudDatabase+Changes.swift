@@ -70,25 +70,20 @@ extension CloudDatabase {
         let window = try token.map { (token) throws(CloudError) in try readZoneToken(token, for: zone) }
         let cursor = window?.cursor ?? 0
 
-        // What to serve: slots changed after the cursor, oldest change first; deletions only of
-        // records the client may hold (those that existed somewhere in the token's window).
-        let candidates = zone.slots
-            .filter { $0.value.modifiedSequence > cursor }
-            .sorted { $0.value.modifiedSequence < $1.value.modifiedSequence }
+        // What to serve: slots changed after the cursor, oldest change first (the zone's change order
+        // holds them sorted); deletions only of records the client may hold (those that existed
+        // somewhere in the token's window).
         var changed: [Record] = []
         var deleted: [RecordID] = []
         var lastServed = cursor
         var moreComing = false
-        for (name, slot) in candidates {
-            let reportable: Bool
-            if slot.record != nil {
-                reportable = true
-            } else if let window {
-                reportable = slot.existed(from: window.base, through: window.mint)
-            } else {
-                reportable = false
+        let entries = zone.changeOrder.entries
+        for index in zone.changeOrder.firstIndex(after: cursor)..<entries.count {
+            let (step, name) = entries[index]
+            guard let slot = zone.slots[name], slot.modifiedSequence == step else { continue }  // superseded
+            if slot.record == nil {
+                guard let window, slot.existed(from: window.base, through: window.mint) else { continue }
             }
-            guard reportable else { continue }
             if changed.count + deleted.count == resultsLimit {
                 moreComing = true
                 break
@@ -98,7 +93,7 @@ extension CloudDatabase {
             } else {
                 deleted.append(RecordID(zone: id, name: name))
             }
-            lastServed = slot.modifiedSequence
+            lastServed = step
         }
 
         let next: ZoneTokenWindow

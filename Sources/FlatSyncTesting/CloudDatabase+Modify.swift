@@ -60,6 +60,7 @@ extension CloudDatabase {
             for name in touched {
                 zones[name]!.changedAt = databaseSequence
                 zones[name]!.compact(keeping: changeHistoryLimit)
+                zones[name]!.trimChangeOrder()
             }
         }
         counters.recordsSaved += result.saved.count
@@ -174,6 +175,7 @@ extension CloudDatabase {
                 zone.slots[id.name]!.record = saved
                 zone.slots[id.name]!.modifiedSequence = step
             }
+            zone.noteChange(id.name, at: step)
         }
         return saved
     }
@@ -189,6 +191,7 @@ extension CloudDatabase {
             zone.slots[id.name]!.pastLives.append(Life(start: created, end: step))
             zone.slots[id.name]!.record = nil
             zone.slots[id.name]!.modifiedSequence = step
+            zone.noteChange(id.name, at: step)
         }
         return true
     }

@@ -45,6 +45,43 @@ struct ZoneDeletionEvent: Sendable, Hashable, Codable {
     var byUser: Bool
 }
 
+/// Every record change of a zone as (step, name), in step order, so a fetch finds the changes after
+/// a token without scanning and sorting the whole zone. Derived from the slots: an entry counts only
+/// while its slot's `modifiedSequence` equals its step (later changes leave older entries stale), it
+/// is rebuilt when decoded, and it never makes two states differ.
+struct ChangeOrder: Sendable, Equatable {
+    private(set) var entries: [(step: UInt64, name: String)] = []
+
+    static func == (lhs: ChangeOrder, rhs: ChangeOrder) -> Bool { true }
+
+    init() {}
+
+    init(_ slots: [String: RecordSlot]) {
+        entries = slots.map { ($0.value.modifiedSequence, $0.key) }.sorted { $0.step < $1.step }
+    }
+
+    /// Notes a change; steps only grow, so the entries stay sorted.
+    mutating func append(step: UInt64, name: String) {
+        entries.append((step, name))
+    }
+
+    /// The index of the first entry after `step`.
+    func firstIndex(after step: UInt64) -> Int {
+        var low = 0
+        var high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].step <= step { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// True when stale entries outnumber live ones enough that rebuilding pays.
+    func isBloated(liveCount: Int) -> Bool {
+        entries.count > 2 * liveCount + 64
+    }
+}
+
 /// One zone, existing or deleted.
 struct ZoneState: Sendable, Equatable {
     let id: ZoneID
@@ -62,6 +99,8 @@ struct ZoneState: Sendable, Equatable {
     var horizon: UInt64 = 0
     /// Records and tombstones by record name.
     var slots: [String: RecordSlot] = [:]
+    /// The slots' changes in step order.
+    var changeOrder = ChangeOrder()
     /// The database step that created the zone's current (or last) life.
     var createdAt: UInt64
     /// The database step of the last creation of the zone or change to its records.
@@ -83,6 +122,7 @@ struct ZoneState: Sendable, Equatable {
         sequence = 0
         horizon = 0
         slots = [:]
+        changeOrder = ChangeOrder()
         createdAt = step
         changedAt = step
     }
@@ -92,7 +132,20 @@ struct ZoneState: Sendable, Equatable {
         exists = false
         deletedByUser = byUser
         slots = [:]
+        changeOrder = ChangeOrder()
         deletions.append(ZoneDeletionEvent(createdAt: createdAt, deletedAt: step, byUser: byUser))
+    }
+
+    /// Notes that record `name` changed at `step`.
+    mutating func noteChange(_ name: String, at step: UInt64) {
+        changeOrder.append(step: step, name: name)
+    }
+
+    /// Drops stale entries of ``changeOrder`` once they pile up.
+    mutating func trimChangeOrder() {
+        if changeOrder.isBloated(liveCount: slots.count) {
+            changeOrder = ChangeOrder(slots)
+        }
     }
 
     /// Forgets history older than the last `limit` changes; tokens from before then expire.
@@ -135,6 +188,7 @@ extension ZoneState: Codable {
         let packed = try container.decode(Data.self, forKey: .slots)
         do {
             slots = try Self.unpackSlots(packed, zone: id)
+            changeOrder = ChangeOrder(slots)
         } catch {
             throw DecodingError.dataCorruptedError(
                 forKey: .slots, in: container, debugDescription: "the records of zone \(id) are malformed: \(error)"

@@ -146,6 +146,31 @@ struct CloudChangesConformanceTests {
     }
 
     @Test(arguments: CloudUnderTest.allCases)
+    func recordsChangedManyTimesComeOnceFromAnyToken(_ kind: CloudUnderTest) async throws {
+        try await kind.withCloud { cloud in
+            try await cloud.createZones([.notes])
+            var tokens: [(token: ChangeToken, changedAfter: Set<String>)] = []
+            for round in 0..<60 {
+                // Rounds change a sliding pair of five records; remember what changed after each token.
+                let names = ["r\(round % 5)", "r\((round + 1) % 5)"]
+                try await cloud.save(names.map { makeRecord($0, ["round": .int(Int64(round))]) }, policy: .allKeys)
+                for index in tokens.indices { tokens[index].changedAfter.formUnion(names) }
+                if round.isMultiple(of: 7) { tokens.append((try await cloud.currentToken(), [])) }
+            }
+            let server = try await cloud.records(in: .notes)
+            for (token, changedAfter) in tokens {
+                let changes = try await cloud.fetchAll(since: token, resultsLimit: 2)
+                #expect(Set(changes.changed.keys.map(\.name)) == changedAfter)
+                #expect(changes.deleted.isEmpty)
+                #expect(Set(changes.changed.values).isSubset(of: Set(server)), "as the server holds them now")
+            }
+            let fromNil = try await cloud.fetchAll(resultsLimit: 2)
+            #expect(fromNil.changed.values.sorted { $0.id < $1.id } == server)
+            #expect(fromNil.pages == 3)
+        }
+    }
+
+    @Test(arguments: CloudUnderTest.allCases)
     func aResultsLimitBelowOneIsInvalid(_ kind: CloudUnderTest) async throws {
         try await kind.withCloud { cloud in
             try await cloud.createZones([.notes])
