@@ -50,7 +50,9 @@ extension CloudDatabase {
     /// ``ZoneChanges/moreComing`` is true and the returned token continues after the last one
     /// served, so pages never skip or repeat a record; a record changed again between two pages comes
     /// again in a later page, with its new version. Deletions of records delivered on earlier pages are
-    /// always reported, because the token remembers where paging started.
+    /// always reported, because the token remembers where paging started (so a page may also report
+    /// the deletion of a record created and deleted while the client was paging; deleting a record it
+    /// does not hold is a no-op for a client).
     ///
     /// - Throws: ``CloudError/Code-swift.struct/zoneNotFound`` or
     ///   ``CloudError/Code-swift.struct/userDeletedZone`` when the zone does not exist;

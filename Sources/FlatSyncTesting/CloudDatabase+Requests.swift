@@ -4,7 +4,7 @@ extension CloudDatabase {
     /// Serves one client request as the server would: counts it, consults the fault plan, then runs
     /// `body` (one of the request methods) unless a fault says otherwise.
     ///
-    /// - An ``FaultEffect/error(_:retryAfter:)`` fault throws its error and applies nothing.
+    /// - A ``FaultEffect/error(_:retryAfter:)`` fault throws its error and applies nothing.
     /// - A ``FaultEffect/responseLost`` fault runs `body`, keeps whatever it changed, and throws
     ///   ``CloudError/Code-swift.struct/networkFailure`` whatever `body` returned or threw: the caller
     ///   cannot tell whether its change was committed.

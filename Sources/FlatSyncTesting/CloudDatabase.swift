@@ -16,7 +16,10 @@ import FlatSync
 ///   returns *net* changes (see ``fetchZoneChanges(in:since:resultsLimit:)``).
 /// - Compaction: with a ``changeHistoryLimit``, a zone keeps its last `limit` changes and older
 ///   tokens expire. Tokens also expire when their zone is deleted, when an administrator expires them,
-///   and when they were minted by another server or are not tokens at all.
+///   and when they were minted by another server (another ``serverID``: another `InMemoryCloud`, another
+///   `DirectoryCloud` directory) or are not tokens at all: all of these fail with
+///   ``CloudError/Code-swift.struct/changeTokenExpired``, because the remedy is the same (fetch
+///   again from `nil`) and a real server cannot tell them apart either.
 /// - Request limits: at most ``maximumOperationsPerRequest`` operations, records of at most
 ///   ``maximumRecordSize`` bytes.
 /// - ``CloudCounters`` and a ``FaultPlan``, applied by ``perform(_:_:)``.
