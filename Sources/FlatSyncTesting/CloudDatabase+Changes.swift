@@ -1,0 +1,117 @@
+import FlatSync
+
+extension CloudDatabase {
+    /// The zones that changed or were deleted since a database token.
+    ///
+    /// - A zone is *changed* when it exists now and was created, or had a record saved or deleted,
+    ///   after the token. From `nil`, every existing zone is changed.
+    /// - A zone is *deleted* when it existed at the token and was deleted after it (so a zone created
+    ///   and deleted since the token is not mentioned). The reason is
+    ///   ``ZoneDeletion/Reason/deletedByUser`` when any deletion since the token was the user's, so a
+    ///   client never re-uploads data the user threw away. A zone deleted and created again since the
+    ///   token is in both lists.
+    ///
+    /// All changes fit in one response: ``DatabaseChanges/moreComing`` is always false. Database tokens
+    /// expire only through ``expireAllChangeTokens()`` (the history limit applies to zones).
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/changeTokenExpired`` for a token this server cannot use.
+    public mutating func fetchDatabaseChanges(since token: ChangeToken?) throws(CloudError) -> DatabaseChanges {
+        let position = try token.map { (token) throws(CloudError) in try readDatabaseToken(token) }
+        var changed: [ZoneID] = []
+        var deleted: [ZoneDeletion] = []
+        for zone in zones.values {
+            if zone.exists, position.map({ zone.changedAt > $0 }) ?? true {
+                changed.append(zone.id)
+            }
+            guard let position else { continue }
+            let deletionsSince = zone.deletions.filter { $0.deletedAt > position }
+            if deletionsSince.contains(where: { $0.createdAt <= position }) {
+                let byUser = deletionsSince.contains(where: \.byUser)
+                deleted.append(ZoneDeletion(zone: zone.id, reason: byUser ? .deletedByUser : .deleted))
+            }
+        }
+        return DatabaseChanges(
+            changedZones: changed.sorted(),
+            deletedZones: deleted.sorted { $0.zone < $1.zone },
+            token: makeDatabaseToken(),
+            moreComing: false
+        )
+    }
+
+    /// The net changes to a zone since a token, at most `resultsLimit` records and deletions at a time.
+    ///
+    /// Net means: a record created or changed since the token is returned once, as the server holds it
+    /// now (created then changed three times: once); a record is reported deleted only if it existed
+    /// at the token and does not exist now (created and deleted since the token: not mentioned;
+    /// deleted, re-created and deleted again: reported if it existed at the token). From `nil`, the
+    /// zone's records are returned and no deletions.
+    ///
+    /// Changes are served in the order they were last made. When more than `resultsLimit` remain,
+    /// ``ZoneChanges/moreComing`` is true and the returned token continues after the last one
+    /// served, so pages never skip or repeat a record; a record changed again between two pages comes
+    /// again in a later page, with its new version. Deletions of records delivered on earlier pages are
+    /// always reported, because the token remembers where paging started (so a page may also report
+    /// the deletion of a record created and deleted while the client was paging; deleting a record it
+    /// does not hold is a no-op for a client).
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/zoneNotFound`` or
+    ///   ``CloudError/Code-swift.struct/userDeletedZone`` when the zone does not exist;
+    ///   ``CloudError/Code-swift.struct/changeTokenExpired`` when the token is older than the zone's
+    ///   history, from before the zone was deleted, expired by an administrator, from another server,
+    ///   or not a token; ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name or a
+    ///   `resultsLimit` below 1.
+    public mutating func fetchZoneChanges(in id: ZoneID, since token: ChangeToken?, resultsLimit: Int)
+        throws(CloudError) -> ZoneChanges
+    {
+        try Self.validateZoneNames([id])
+        guard resultsLimit >= 1 else {
+            throw CloudError(.invalidArguments, "resultsLimit must be at least 1; it was \(resultsLimit).")
+        }
+        try requireZone(id)
+        let zone = zones[id.name]!
+        let window = try token.map { (token) throws(CloudError) in try readZoneToken(token, for: zone) }
+        let cursor = window?.cursor ?? 0
+
+        // What to serve: slots changed after the cursor, oldest change first (the zone's change order
+        // holds them sorted); deletions only of records the client may hold (those that existed
+        // somewhere in the token's window).
+        var changed: [Record] = []
+        var deleted: [RecordID] = []
+        var lastServed = cursor
+        var moreComing = false
+        let entries = zone.changeOrder.entries
+        for index in zone.changeOrder.firstIndex(after: cursor)..<entries.count {
+            let (step, name) = entries[index]
+            guard let slot = zone.slots[name], slot.modifiedSequence == step else { continue }  // superseded
+            if slot.record == nil {
+                guard let window, slot.existed(from: window.base, through: window.mint) else { continue }
+            }
+            if changed.count + deleted.count == resultsLimit {
+                moreComing = true
+                break
+            }
+            if let record = slot.record {
+                changed.append(record)
+            } else {
+                deleted.append(RecordID(zone: id, name: name))
+            }
+            lastServed = step
+        }
+
+        let next: ZoneTokenWindow
+        if moreComing {
+            // Keep where paging started (from nil: now), so later pages still report deletions of
+            // records served on this one.
+            next = ZoneTokenWindow(base: window?.base ?? zone.sequence, cursor: lastServed, mint: zone.sequence)
+        } else {
+            next = ZoneTokenWindow(base: zone.sequence, cursor: zone.sequence, mint: zone.sequence)
+        }
+        counters.recordsReturned += changed.count
+        return ZoneChanges(
+            changedRecords: changed,
+            deletedRecordIDs: deleted,
+            token: makeZoneToken(zone, next),
+            moreComing: moreComing
+        )
+    }
+}

@@ -1,0 +1,212 @@
+import FlatSync
+
+extension CloudDatabase {
+    /// Saves and deletes records, with a result for each.
+    ///
+    /// The whole request is refused, with nothing changed, when it is malformed:
+    /// ``CloudError/Code-swift.struct/limitExceeded`` for more than ``maximumOperationsPerRequest``
+    /// operations or a record larger than ``maximumRecordSize``;
+    /// ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name, record name or record
+    /// type, or a record named twice (among the saves and deletes together).
+    ///
+    /// Otherwise each record succeeds or fails on its own (see ``SavePolicy`` and ``DeletePolicy``):
+    /// ``CloudError/Code-swift.struct/serverRecordChanged`` with the server's record for a stale tag,
+    /// ``CloudError/Code-swift.struct/unknownItem`` for a tagged save of a record that is gone,
+    /// ``CloudError/Code-swift.struct/zoneNotFound`` or ``CloudError/Code-swift.struct/userDeletedZone``
+    /// for a record in a zone that does not exist. With `atomically`, one failure fails the request:
+    /// nothing is applied, failed records keep their errors and the others fail with
+    /// ``CloudError/Code-swift.struct/batchRequestFailed``.
+    ///
+    /// Every save gets a new change tag and is one step in its zone's history, as is every delete of a
+    /// record that existed.
+    public mutating func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
+        throws(CloudError) -> ModifyRecordsResult
+    {
+        try Self.validateModify(saves, deletes)
+        // Record IDs are unique within a request, so each record's outcome depends only on the server's
+        // state before the request: check them all first, then apply the ones that succeed.
+        var failed: [RecordID: CloudError] = [:]
+        for save in saves {
+            if let error = saveFailure(save) { failed[save.record.id] = error }
+        }
+        for deletion in deletes {
+            if let error = deleteFailure(deletion) { failed[deletion.id] = error }
+        }
+        if atomically && !failed.isEmpty {
+            for id in saves.map(\.record.id) + deletes.map(\.id) where failed[id] == nil {
+                failed[id] = CloudError(
+                    .batchRequestFailed,
+                    "The atomic request failed because another record in it failed; nothing was applied."
+                )
+            }
+            return ModifyRecordsResult(failed: failed)
+        }
+        var result = ModifyRecordsResult(failed: failed)
+        var touched = Set<String>()
+        var removed = 0
+        for save in saves where failed[save.record.id] == nil {
+            result.saved[save.record.id] = applySave(save)
+            touched.insert(save.record.id.zone.name)
+        }
+        for deletion in deletes where failed[deletion.id] == nil {
+            result.deleted.insert(deletion.id)
+            if applyDelete(deletion) {
+                removed += 1
+                touched.insert(deletion.id.zone.name)
+            }
+        }
+        if !touched.isEmpty {
+            databaseSequence += 1
+            for name in touched {
+                zones[name]!.changedAt = databaseSequence
+                zones[name]!.compact(keeping: changeHistoryLimit)
+                zones[name]!.trimChangeOrder()
+            }
+        }
+        counters.recordsSaved += result.saved.count
+        counters.recordsDeleted += removed
+        return result
+    }
+
+    /// The records with these IDs that exist. IDs in zones that do not exist, and of records that do
+    /// not exist, are left out.
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone or record name.
+    public mutating func lookupRecords(_ ids: [RecordID]) throws(CloudError) -> [RecordID: Record] {
+        if ids.contains(where: { $0.name.isEmpty || $0.zone.name.isEmpty }) {
+            throw CloudError(.invalidArguments, "A record or zone name must not be empty.")
+        }
+        var found: [RecordID: Record] = [:]
+        for id in ids {
+            guard let zone = zones[id.zone.name], zone.exists, let record = zone.slots[id.name]?.record else { continue }
+            found[id] = record
+        }
+        counters.recordsReturned += found.count
+        return found
+    }
+
+    // MARK: - Applying
+
+    private static func validateModify(_ saves: [RecordSave], _ deletes: [RecordDeletion]) throws(CloudError) {
+        let operations = saves.count + deletes.count
+        if operations > maximumOperationsPerRequest {
+            throw CloudError(
+                .limitExceeded,
+                "The request has \(operations) operations; the limit is \(maximumOperationsPerRequest). "
+                    + "Split it. Nothing was changed."
+            )
+        }
+        if let large = saves.first(where: { $0.record.approximateSize > maximumRecordSize }) {
+            throw CloudError(
+                .limitExceeded,
+                "The record \(large.record.id) is \(large.record.approximateSize) bytes; the limit is "
+                    + "\(maximumRecordSize). Nothing was changed."
+            )
+        }
+        var seen = Set<RecordID>()
+        for id in saves.map(\.record.id) + deletes.map(\.id) {
+            if id.name.isEmpty || id.zone.name.isEmpty {
+                throw CloudError(.invalidArguments, "A record or zone name must not be empty. Nothing was changed.")
+            }
+            if !seen.insert(id).inserted {
+                throw CloudError(
+                    .invalidArguments,
+                    "The record \(id) appears more than once in the request. Nothing was changed."
+                )
+            }
+        }
+        if let untyped = saves.first(where: { $0.record.type.isEmpty }) {
+            throw CloudError(
+                .invalidArguments, "The record \(untyped.record.id) has an empty record type. Nothing was changed."
+            )
+        }
+    }
+
+    /// The server's current version of a record, if any. (Reads through the dictionaries without
+    /// keeping a copy of the zone, which would make the next mutation copy all its records.)
+    private func currentRecord(_ id: RecordID) -> Record? {
+        zones[id.zone.name]?.slots[id.name]?.record
+    }
+
+    /// Why a save would fail now, or `nil` if it would succeed.
+    private func saveFailure(_ save: RecordSave) -> CloudError? {
+        let id = save.record.id
+        guard zones[id.zone.name]?.exists == true else { return Self.missingZoneError(id.zone, zones[id.zone.name]) }
+        guard save.policy == .ifServerRecordUnchanged else { return nil }
+        if let existing = currentRecord(id) {
+            return save.record.changeTag == existing.changeTag ? nil : Self.changedError(existing, sent: save.record.changeTag)
+        }
+        if let tag = save.record.changeTag {
+            return CloudError(
+                .unknownItem, "The record \(id) no longer exists on the server (the save carried the tag \(tag))."
+            )
+        }
+        return nil
+    }
+
+    /// Why a delete would fail now, or `nil` if it would succeed.
+    private func deleteFailure(_ deletion: RecordDeletion) -> CloudError? {
+        let id = deletion.id
+        guard zones[id.zone.name]?.exists == true else { return Self.missingZoneError(id.zone, zones[id.zone.name]) }
+        guard deletion.policy == .ifServerRecordUnchanged, let existing = currentRecord(id) else { return nil }
+        return deletion.changeTag == existing.changeTag ? nil : Self.changedError(existing, sent: deletion.changeTag)
+    }
+
+    /// Saves a record that ``saveFailure(_:)`` accepted; returns it as the server now holds it.
+    private mutating func applySave(_ save: RecordSave) -> Record {
+        let id = save.record.id
+        let fields: [String: FieldValue]
+        switch save.policy {
+        case .changedKeys:
+            fields = currentRecord(id)?.fields.merging(save.record.fields) { $1 } ?? save.record.fields
+        case .ifServerRecordUnchanged, .allKeys:
+            fields = save.record.fields
+        }
+        let saved = Record(id: id, type: save.record.type, fields: fields, changeTag: nextChangeTag())
+        modifyZone(id.zone.name) { zone in
+            zone.sequence += 1
+            let step = zone.sequence
+            if zone.slots[id.name] == nil {
+                zone.slots[id.name] = RecordSlot(record: saved, createdSequence: step, modifiedSequence: step)
+            } else {
+                if zone.slots[id.name]!.record == nil {
+                    zone.slots[id.name]!.createdSequence = step
+                }
+                zone.slots[id.name]!.record = saved
+                zone.slots[id.name]!.modifiedSequence = step
+            }
+            zone.noteChange(id.name, at: step)
+        }
+        return saved
+    }
+
+    /// Deletes a record that ``deleteFailure(_:)`` accepted; returns whether one was actually removed.
+    private mutating func applyDelete(_ deletion: RecordDeletion) -> Bool {
+        let id = deletion.id
+        guard currentRecord(id) != nil else { return false }
+        modifyZone(id.zone.name) { zone in
+            zone.sequence += 1
+            let step = zone.sequence
+            let created = zone.slots[id.name]!.createdSequence
+            zone.slots[id.name]!.pastLives.append(Life(start: created, end: step))
+            zone.slots[id.name]!.record = nil
+            zone.slots[id.name]!.modifiedSequence = step
+            zone.noteChange(id.name, at: step)
+        }
+        return true
+    }
+
+    /// Mutates a zone in place, so the zone's dictionary of slots is not copied.
+    private mutating func modifyZone(_ name: String, _ body: (inout ZoneState) -> Void) {
+        body(&zones[name]!)
+    }
+
+    private static func changedError(_ server: Record, sent: ChangeTag?) -> CloudError {
+        CloudError(
+            .serverRecordChanged,
+            "The record \(server.id) is at tag \(server.changeTag?.rawValue ?? "nil") on the server, "
+                + "not \(sent?.rawValue ?? "nil") as sent. Merge with the server's record and save again.",
+            serverRecord: server
+        )
+    }
+}

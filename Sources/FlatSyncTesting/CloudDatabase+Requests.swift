@@ -1,0 +1,52 @@
+import FlatSync
+
+extension CloudDatabase {
+    /// Serves one client request as the server would: counts it, consults the fault plan, then runs
+    /// `body` (one of the request methods) unless a fault says otherwise.
+    ///
+    /// - A ``FaultEffect/error(_:retryAfter:)`` fault throws its error and applies nothing.
+    /// - A ``FaultEffect/responseLost`` fault runs `body`, keeps whatever it changed, and throws
+    ///   ``CloudError/Code-swift.struct/networkFailure`` whatever `body` returned or threw: the caller
+    ///   cannot tell whether its change was committed.
+    ///
+    /// ``InMemoryCloud`` and ``DirectoryCloud`` serve every request through this method, so faults
+    /// and counters work the same in both.
+    public mutating func perform<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T)
+        throws(CloudError) -> T
+    {
+        counters.requestsByKind[kind, default: 0] += 1
+        guard let fault = nextFault(for: kind) else {
+            return try body(&self)
+        }
+        counters.faultsInjected[fault.counterKey, default: 0] += 1
+        switch fault {
+        case .error(let code, let retryAfter):
+            throw CloudError(code, "Injected fault: \(code) for \(kind.rawValue).", retryAfter: retryAfter)
+        case .responseLost:
+            _ = try? body(&self)
+            throw CloudError(
+                .networkFailure,
+                "Injected fault: the server handled the \(kind.rawValue) request but the response was lost."
+            )
+        }
+    }
+
+    /// The fault for the next request of `kind`, if any, using up a scripted fault or a random draw.
+    private mutating func nextFault(for kind: RequestKind) -> FaultEffect? {
+        if let index = faultPlan.scripted.firstIndex(where: { $0.count > 0 && ($0.kind == nil || $0.kind == kind) }) {
+            let effect = faultPlan.scripted[index].effect
+            faultPlan.scripted[index].count -= 1
+            if faultPlan.scripted[index].count <= 0 {
+                faultPlan.scripted.remove(at: index)
+            }
+            return effect
+        }
+        guard let random = faultPlan.random, !random.effects.isEmpty, random.kinds?.contains(kind) ?? true else {
+            return nil
+        }
+        var generator = faultGenerator ?? SeededRandomNumberGenerator(seed: random.seed)
+        defer { faultGenerator = generator }
+        guard generator.nextUnitInterval() < random.rate else { return nil }
+        return random.effects[generator.nextIndex(below: random.effects.count)]
+    }
+}

@@ -1,0 +1,200 @@
+import FlatSync
+
+/// A CloudKit-style private database as a plain value: the reference semantics of FlatSync's test
+/// clouds, with no I/O and no clock.
+///
+/// ``InMemoryCloud`` keeps one in an actor; ``DirectoryCloud`` decodes one from a file for every
+/// request, applies the request and writes it back. Both call the same methods, so they behave the
+/// same by construction, and the conformance suite checks it.
+///
+/// What it models:
+/// - Zones, each with its records, a change sequence (every save or delete of a record is one step),
+///   and a generation that changes when the zone is deleted and created again.
+/// - Server-assigned change tags, unique for every save, and the save and delete policies of
+///   ``SavePolicy`` and ``DeletePolicy``.
+/// - Change tokens naming a position in a zone's history (or the database's); fetching since a token
+///   returns *net* changes (see ``fetchZoneChanges(in:since:resultsLimit:)``).
+/// - Compaction: with a ``changeHistoryLimit``, a zone keeps its last `limit` changes and older
+///   tokens expire. Tokens also expire when their zone is deleted, when an administrator expires them,
+///   and when they were minted by another server (another ``serverID``: another `InMemoryCloud`, another
+///   `DirectoryCloud` directory) or are not tokens at all: all of these fail with
+///   ``CloudError/Code-swift.struct/changeTokenExpired``, because the remedy is the same (fetch
+///   again from `nil`) and a real server cannot tell them apart either.
+/// - Request limits: at most ``maximumOperationsPerRequest`` operations, records of at most
+///   ``maximumRecordSize`` bytes.
+/// - ``CloudCounters`` and a ``FaultPlan``, applied by ``perform(_:_:)``.
+///
+/// The request methods (``modifyRecords(saving:deleting:atomically:)`` and the others) neither count the
+/// request nor inject faults; wrap them in ``perform(_:_:)`` to serve a request as a server would:
+///
+/// ```swift
+/// var database = CloudDatabase()
+/// let result = try database.perform(.modifyRecords) {
+///     try $0.modifyRecords(saving: [RecordSave(record)], deleting: [], atomically: true)
+/// }
+/// ```
+public struct CloudDatabase: Sendable, Codable, Equatable {
+    /// The most saves plus deletes one modify request may carry, as in CloudKit.
+    public static let maximumOperationsPerRequest = 400
+    /// The largest record accepted, in bytes of ``Record/approximateSize``.
+    public static let maximumRecordSize = 1_048_576
+
+    /// Identifies this server. Tokens carry it, so a token from another server is refused.
+    public let serverID: UInt64
+    /// How many record changes each zone keeps for fetching since a token; `nil` keeps everything.
+    public private(set) var changeHistoryLimit: Int?
+    /// What the server has served.
+    public internal(set) var counters = CloudCounters()
+    /// The faults still to inject.
+    public internal(set) var faultPlan = FaultPlan.none
+    /// The random fault generator's state, persisted with the plan so that runs repeat for a seed.
+    var faultGenerator: SeededRandomNumberGenerator?
+    /// Every zone ever created, by name; deleted zones stay to remember their generation and history.
+    var zones: [String: ZoneState] = [:]
+    /// The database's change sequence: one step per zone created, deleted or changed.
+    var databaseSequence: UInt64 = 0
+    /// Bumped by ``expireAllChangeTokens()``; database tokens carry it.
+    var databaseEpoch: UInt64 = 0
+    /// The number of change tags handed out.
+    var tagCounter: UInt64 = 0
+
+    /// Creates an empty database.
+    ///
+    /// - Parameters:
+    ///   - changeHistoryLimit: how many record changes each zone keeps (`nil`: all); must not be negative.
+    ///   - faultPlan: faults to inject into requests served through ``perform(_:_:)``.
+    ///   - serverID: this server's identity, random unless a test needs a fixed one.
+    public init(changeHistoryLimit: Int? = nil, faultPlan: FaultPlan = .none, serverID: UInt64 = .random(in: .min ... .max)) {
+        precondition((changeHistoryLimit ?? 0) >= 0, "changeHistoryLimit must not be negative")
+        self.serverID = serverID
+        self.changeHistoryLimit = changeHistoryLimit
+        setFaultPlan(faultPlan)
+    }
+
+    // MARK: - Zones
+
+    /// The zones that exist, sorted by name.
+    public func listZones() -> [ZoneID] {
+        zones.values.filter(\.exists).map(\.id).sorted()
+    }
+
+    /// Creates the zones that do not exist; existing zones are left as they are. A zone deleted
+    /// earlier comes back empty, in a new generation, so tokens minted before its deletion stay expired.
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name (nothing is
+    ///   created).
+    public mutating func createZones(_ ids: [ZoneID]) throws(CloudError) {
+        try Self.validateZoneNames(ids)
+        for id in ids where zones[id.name]?.exists != true {
+            databaseSequence += 1
+            if zones[id.name] != nil {
+                zones[id.name]!.recreate(at: databaseSequence)
+            } else {
+                zones[id.name] = ZoneState(id: id, createdAt: databaseSequence)
+            }
+        }
+    }
+
+    /// Deletes zones and their records, as an app would. Later requests for them fail with
+    /// ``CloudError/Code-swift.struct/zoneNotFound``. Deleting a zone that does not exist does nothing
+    /// (a zone the user deleted stays marked as deleted by the user).
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name (nothing is
+    ///   deleted).
+    public mutating func deleteZones(_ ids: [ZoneID]) throws(CloudError) {
+        try Self.validateZoneNames(ids)
+        for id in ids where zones[id.name]?.exists == true {
+            deleteZone(id, byUser: false)
+        }
+    }
+
+    // MARK: - Administration
+
+    /// Expires every change token minted so far, zone and database tokens alike.
+    public mutating func expireAllChangeTokens() {
+        databaseEpoch += 1
+        for name in zones.keys {
+            zones[name]!.epoch += 1
+        }
+    }
+
+    /// Expires the change tokens minted so far for `zone`. Does nothing for a zone never created.
+    public mutating func expireChangeTokens(in zone: ZoneID) {
+        zones[zone.name]?.epoch += 1
+    }
+
+    /// Deletes a zone as the user would: requests for it fail with
+    /// ``CloudError/Code-swift.struct/userDeletedZone`` until it is created again.
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/zoneNotFound`` if the zone does not exist.
+    public mutating func deleteZoneAsUser(_ zone: ZoneID) throws(CloudError) {
+        guard zones[zone.name]?.exists == true else {
+            throw CloudError(.zoneNotFound, "There is no zone \(zone) to delete.")
+        }
+        deleteZone(zone, byUser: true)
+    }
+
+    /// Replaces the fault plan and seeds its random generator afresh.
+    public mutating func setFaultPlan(_ plan: FaultPlan) {
+        faultPlan = plan
+        faultGenerator = plan.random.map { SeededRandomNumberGenerator(seed: $0.seed) }
+    }
+
+    /// Changes how many record changes each zone keeps, compacting at once if the limit shrank.
+    public mutating func setChangeHistoryLimit(_ limit: Int?) {
+        precondition((limit ?? 0) >= 0, "changeHistoryLimit must not be negative")
+        changeHistoryLimit = limit
+        for name in zones.keys where zones[name]!.exists {
+            zones[name]!.compact(keeping: limit)
+        }
+    }
+
+    /// Sets every counter back to zero.
+    public mutating func resetCounters() {
+        counters = CloudCounters()
+    }
+
+    /// The records in `zone`, sorted by name; empty if the zone does not exist.
+    public func records(in zone: ZoneID) -> [Record] {
+        guard let state = zones[zone.name], state.exists else { return [] }
+        return state.slots.keys.sorted().compactMap { state.slots[$0]!.record }
+    }
+
+    // MARK: - Helpers
+
+    /// Removes a zone's records and notes the deletion in the database history.
+    private mutating func deleteZone(_ id: ZoneID, byUser: Bool) {
+        databaseSequence += 1
+        zones[id.name]!.delete(at: databaseSequence, byUser: byUser)
+    }
+
+    /// The error for a request about a zone that does not exist now.
+    static func missingZoneError(_ id: ZoneID, _ state: ZoneState?) -> CloudError {
+        if state?.deletedByUser == true {
+            return CloudError(
+                .userDeletedZone,
+                "The user deleted the zone \(id); its data is gone. Create the zone again to use it."
+            )
+        }
+        return CloudError(.zoneNotFound, "The zone \(id) does not exist. Create it first.")
+    }
+
+    /// Throws the error for `id` unless the zone exists.
+    func requireZone(_ id: ZoneID) throws(CloudError) {
+        let state = zones[id.name]
+        guard state?.exists == true else { throw Self.missingZoneError(id, state) }
+    }
+
+    static func validateZoneNames(_ ids: [ZoneID]) throws(CloudError) {
+        if ids.contains(where: { $0.name.isEmpty }) {
+            throw CloudError(.invalidArguments, "A zone name must not be empty. Nothing was changed.")
+        }
+    }
+
+    /// A change tag never handed out before by this server.
+    mutating func nextChangeTag() -> ChangeTag {
+        tagCounter += 1
+        // The server ID keeps tags from a server that was wiped and started over from matching.
+        return ChangeTag("\(tagCounter).\(String(serverID >> 32, radix: 16))")
+    }
+}

@@ -1,0 +1,113 @@
+import FlatSync
+import Foundation
+
+/// The file in which a ``DirectoryCloud`` keeps its ``CloudDatabase``.
+///
+/// Layout: a 24-byte header, then the database as a binary property list.
+///
+/// | bytes | content |
+/// |---|---|
+/// | 0..<8 | the signature `FSCLOUD` and a zero byte |
+/// | 8..<12 | the format version, little-endian (1) |
+/// | 12..<16 | the CRC-32 of the property list, little-endian |
+/// | 16..<24 | the length of the property list, little-endian |
+///
+/// The length and checksum catch a truncated, extended or altered file with certainty, so damage is
+/// reported instead of being decoded into a wrong server.
+enum CloudStateFile {
+    static let signature: [UInt8] = Array("FSCLOUD".utf8) + [0]
+    static let formatVersion: UInt32 = 1
+    static let headerSize = 24
+
+    /// The database in `url`, or `nil` when there is no file yet.
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/internalError`` naming the file when it cannot be read,
+    ///   is damaged, or was written by a newer format.
+    static func read(_ url: URL) throws(CloudError) -> CloudDatabase? {
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw CloudError(.internalError, "Could not read the DirectoryCloud state file \(url.path): \(error)")
+        }
+        return try decode(data, from: url)
+    }
+
+    static func decode(_ data: Data, from url: URL) throws(CloudError) -> CloudDatabase {
+        let bytes = [UInt8](data)
+        guard bytes.count >= headerSize else {
+            throw damaged(url, "it is \(bytes.count) bytes long, shorter than its \(headerSize)-byte header")
+        }
+        guard bytes.starts(with: signature) else {
+            throw damaged(url, "it does not start with the DirectoryCloud signature")
+        }
+        var header = BinaryReader(Array(bytes[signature.count..<headerSize]))
+        let version = (try? header.uint32()) ?? 0
+        let crc = (try? header.uint32()) ?? 0
+        let length = (try? header.uint64()) ?? 0
+        guard version == formatVersion else {
+            if version > formatVersion {
+                throw CloudError(
+                    .internalError,
+                    "The DirectoryCloud state file \(url.path) has format version \(version), written by a newer "
+                        + "FlatSync; this one reads version \(formatVersion). Use the newer FlatSync, or move the "
+                        + "file aside to start over with an empty cloud."
+                )
+            }
+            throw damaged(url, "its format version is \(version)")
+        }
+        let payload = bytes[headerSize...]
+        guard length == UInt64(payload.count) else {
+            throw damaged(url, "its header promises \(length) bytes of state but \(payload.count) follow (cut short or extended)")
+        }
+        guard crc == payload.withUnsafeBytes({ CRC32.checksum($0) }) else {
+            throw damaged(url, "its checksum does not match its contents")
+        }
+        do {
+            return try PropertyListDecoder().decode(CloudDatabase.self, from: Data(payload))
+        } catch {
+            throw damaged(url, "its contents do not decode (\(error))")
+        }
+    }
+
+    static func encode(_ database: CloudDatabase) throws(CloudError) -> Data {
+        let payload: Data
+        do {
+            let encoder = PropertyListEncoder()
+            encoder.outputFormat = .binary
+            payload = try encoder.encode(database)
+        } catch {
+            throw CloudError(.internalError, "Could not encode the DirectoryCloud state: \(error)")
+        }
+        var header = BinaryWriter()
+        header.append(signature)
+        header.append(formatVersion)
+        header.append(CRC32.checksum(payload))
+        header.append(UInt64(payload.count))
+        return Data(header.bytes) + payload
+    }
+
+    /// Replaces the file durably: afterwards it holds the new state, or (after a crash) the old one.
+    static func write(_ database: CloudDatabase, to url: URL) throws(CloudError) {
+        let data = try encode(database)
+        do {
+            try DurableFileWriter().write(data, to: url)
+        } catch {
+            throw CloudError(
+                .internalError,
+                "Could not save the DirectoryCloud state file \(url.path): \(error.message). "
+                    + "The request may not have been applied."
+            )
+        }
+    }
+
+    private static func damaged(_ url: URL, _ reason: String) -> CloudError {
+        CloudError(
+            .internalError,
+            "The DirectoryCloud state file \(url.path) is damaged: \(reason). It was left untouched. To start "
+                + "over with an empty cloud, move the file aside (or delete the cloud directory); devices will "
+                + "then upload their data again."
+        )
+    }
+}

@@ -1,0 +1,221 @@
+import Dispatch
+import FlatSync
+import Foundation
+
+/// A CloudKit-style server kept in a directory, which several processes can use at once: two demo
+/// processes sharing one act as two devices on one account.
+///
+/// The semantics are ``InMemoryCloud``'s (both serve requests through ``CloudDatabase``). Each request
+/// takes an exclusive `flock` on the directory's lock file, reads and checks the state file, applies
+/// the request, writes the state back durably (temporary file, `fsync`, rename, directory `fsync`) if
+/// anything changed, and lets go. Requests from any number of processes are therefore serialized and
+/// never lost or torn. The waiting and the file work run on a Dispatch queue, never on the Swift
+/// concurrency pool's threads.
+///
+/// The state file holds the fault plan and its random generator too, so a seeded ``FaultPlan`` gives
+/// the same sequence of faults whichever process sends the requests, and the counters count the
+/// requests of every process.
+///
+/// A damaged state file (a bad checksum, a wrong length, bytes that do not decode) makes every request
+/// fail with ``CloudError/Code-swift.struct/internalError`` and a message naming the file; the file is
+/// never overwritten, so nothing is lost silently. Move it aside to start over with an empty cloud.
+///
+/// # Usage
+///
+/// ```swift
+/// let cloud = try DirectoryCloud(directory: URL(fileURLWithPath: ".flatsync/cloud"))
+/// try await cloud.createZones(ZoneID.all)
+/// try await cloud.setFaultPlan(.random(rate: 0.2, seed: 42))   // seen by every process
+/// print(try await cloud.counters())
+/// ```
+public struct DirectoryCloud: CloudTransport, CloudAdministration {
+    /// The directory holding the state file and the lock file.
+    public let directory: URL
+    /// When not `nil`, the history limit every request through this value sets on the directory
+    /// before it is served (see ``CloudDatabase/changeHistoryLimit``).
+    public let changeHistoryLimit: Int?
+
+    /// The name of the file holding the server's state.
+    public static let stateFileName = "cloud-state"
+    /// The name of the lock file, which is never renamed or removed.
+    public static let lockFileName = "lock"
+
+    /// At most ``CloudDatabase/maximumOperationsPerRequest`` (400) operations per modify request.
+    public var maximumOperationsPerRequest: Int { CloudDatabase.maximumOperationsPerRequest }
+
+    /// The file holding the server's state.
+    public var stateFile: URL { directory.appendingPathComponent(Self.stateFileName) }
+
+    /// Uses `directory` as a server, creating it (mode `0700`) if needed. An empty directory is an
+    /// empty server; the state file is written by the first request.
+    ///
+    /// - Parameters:
+    ///   - directory: the directory shared by every process using this server.
+    ///   - changeHistoryLimit: how many record changes each zone keeps. `nil` leaves the directory's
+    ///     setting as it is (no limit for a new directory); a number is applied by every request sent
+    ///     through this value, so give every process the same one.
+    /// - Throws: ``CloudError/Code-swift.struct/internalError`` when the directory cannot be created.
+    public init(directory: URL, changeHistoryLimit: Int? = nil) throws(CloudError) {
+        precondition((changeHistoryLimit ?? 0) >= 0, "changeHistoryLimit must not be negative")
+        self.directory = directory.standardizedFileURL
+        self.changeHistoryLimit = changeHistoryLimit
+        do {
+            try FileManager.default.createDirectory(
+                at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+            )
+        } catch {
+            throw CloudError(
+                .internalError, "Could not create the DirectoryCloud directory \(self.directory.path): \(error)"
+            )
+        }
+    }
+
+    // MARK: - CloudTransport
+
+    public func listZones() async throws -> [ZoneID] {
+        try await request(.listZones) { $0.listZones() }
+    }
+
+    public func createZones(_ zones: [ZoneID]) async throws {
+        try await request(.createZones) { (database) throws(CloudError) in try database.createZones(zones) }
+    }
+
+    public func deleteZones(_ zones: [ZoneID]) async throws {
+        try await request(.deleteZones) { (database) throws(CloudError) in try database.deleteZones(zones) }
+    }
+
+    public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
+        try await request(.fetchDatabaseChanges) { (database) throws(CloudError) in
+            try database.fetchDatabaseChanges(since: token)
+        }
+    }
+
+    public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws
+        -> ZoneChanges
+    {
+        try await request(.fetchZoneChanges) { (database) throws(CloudError) in
+            try database.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
+        }
+    }
+
+    public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
+        async throws -> ModifyRecordsResult
+    {
+        try await request(.modifyRecords) { (database) throws(CloudError) in
+            try database.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+        }
+    }
+
+    public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
+        try await request(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
+    }
+
+    // MARK: - CloudAdministration
+
+    public func expireAllChangeTokens() async throws {
+        try await administer { $0.expireAllChangeTokens() }
+    }
+
+    public func expireChangeTokens(in zone: ZoneID) async throws {
+        try await administer { $0.expireChangeTokens(in: zone) }
+    }
+
+    public func deleteZoneAsUser(_ zone: ZoneID) async throws {
+        try await administer { (database) throws(CloudError) in try database.deleteZoneAsUser(zone) }
+    }
+
+    public func setFaultPlan(_ plan: FaultPlan) async throws {
+        try await administer { $0.setFaultPlan(plan) }
+    }
+
+    public func faultPlan() async throws -> FaultPlan {
+        try await administer { $0.faultPlan }
+    }
+
+    public func setChangeHistoryLimit(_ limit: Int?) async throws {
+        try await administer { $0.setChangeHistoryLimit(limit) }
+    }
+
+    public func counters() async throws -> CloudCounters {
+        try await administer { $0.counters }
+    }
+
+    public func resetCounters() async throws {
+        try await administer { $0.resetCounters() }
+    }
+
+    public func records(in zone: ZoneID) async throws -> [Record] {
+        try await administer { $0.records(in: zone) }
+    }
+
+    // MARK: - Transactions
+
+    /// Blocking waits for the lock and file I/O run here, off the Swift concurrency pool. Concurrent, so
+    /// requests of one process queue on the `flock` like those of other processes.
+    private static let queue = DispatchQueue(label: "FlatSync.DirectoryCloud", attributes: .concurrent)
+
+    /// Serves a client request: counted and subject to the fault plan.
+    private func request<T: Sendable>(
+        _ kind: RequestKind,
+        _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> T
+    ) async throws(CloudError) -> T {
+        try await transaction { (database) throws(CloudError) in try database.perform(kind, body) }
+    }
+
+    /// Runs an administration call: neither counted nor faulted.
+    private func administer<T: Sendable>(
+        _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> T
+    ) async throws(CloudError) -> T {
+        try await transaction(body)
+    }
+
+    /// Runs `body` on the directory's state under its lock, on the Dispatch queue.
+    private func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> T
+    ) async throws(CloudError) -> T {
+        let result: Result<T, CloudError> = await withCheckedContinuation { continuation in
+            Self.queue.async {
+                continuation.resume(returning: Result { () throws(CloudError) in try self.lockedTransaction(body) })
+            }
+        }
+        return try result.get()
+    }
+
+    /// Takes the lock, loads the state, applies `body`, saves the state if it changed, lets go. Blocks.
+    private func lockedTransaction<T>(_ body: (inout CloudDatabase) throws(CloudError) -> T) throws(CloudError) -> T {
+        let lock: DirectoryLock
+        do {
+            lock = try DirectoryLock.acquire(in: directory, name: Self.lockFileName, blocking: true)
+        } catch {
+            throw CloudError(
+                .internalError, "Could not lock the DirectoryCloud directory \(directory.path): \(error.message)"
+            )
+        }
+        defer { lock.release() }
+
+        let file = stateFile
+        var database = try CloudStateFile.read(file) ?? CloudDatabase(changeHistoryLimit: changeHistoryLimit)
+        let before = database
+        if let changeHistoryLimit, database.changeHistoryLimit != changeHistoryLimit {
+            database.setChangeHistoryLimit(changeHistoryLimit)
+        }
+        // Whatever `body` does, a change it made (if only to the counters or the fault plan) is saved,
+        // as a server would keep it, before its result or error goes back.
+        let outcome = Result { () throws(CloudError) in try body(&database) }
+        if database != before {
+            removeLeftoverTemporaryFiles()
+            try CloudStateFile.write(database, to: file)
+        }
+        return try outcome.get()
+    }
+
+    /// Removes temporary files of writers that died before renaming them. Only called under the lock,
+    /// when no other writer can be midway.
+    private func removeLeftoverTemporaryFiles() {
+        let prefix = DurableFileWriter.temporaryPrefix + Self.stateFileName
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in names where name.hasPrefix(prefix) {
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
+    }
+}

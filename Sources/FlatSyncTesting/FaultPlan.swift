@@ -1,0 +1,174 @@
+import FlatSync
+
+/// Failures a test cloud injects into the requests it receives, to exercise a client's error handling.
+///
+/// A plan has scripted faults, consumed in order ("the next 3 modify requests fail with `zoneBusy`"),
+/// and optionally random faults drawn from a seeded generator, so a failing run can be replayed
+/// exactly from its seed. Scripted faults take precedence; a request that a scripted fault matches
+/// draws nothing from the random generator.
+///
+/// ```swift
+/// let cloud = InMemoryCloud(faultPlan: .failNext(2, .modifyRecords, with: .zoneBusy, retryAfter: .seconds(2)))
+/// try await cloud.setFaultPlan(.random(rate: 0.3, seed: 7))   // replaces the plan
+/// ```
+///
+/// Faults are decided by ``CloudDatabase/perform(_:_:)``, so ``InMemoryCloud`` and ``DirectoryCloud``
+/// inject them identically; a ``DirectoryCloud`` persists the plan and its generator state, so a
+/// seeded plan is deterministic across processes sharing the directory.
+public struct FaultPlan: Sendable, Codable, Hashable {
+    /// Faults for the next requests, in order. Each request uses the first entry that matches its kind
+    /// and has a count left; an entry is removed when its count reaches zero.
+    public var scripted: [ScriptedFault]
+    /// Faults at a seeded random rate, for requests no scripted fault matched.
+    public var random: RandomFaults?
+
+    /// Creates a plan.
+    public init(scripted: [ScriptedFault] = [], random: RandomFaults? = nil) {
+        self.scripted = scripted
+        self.random = random
+    }
+
+    /// No faults: every request is served.
+    public static let none = FaultPlan()
+
+    /// True when the plan injects nothing more.
+    public var isEmpty: Bool {
+        scripted.allSatisfy { $0.count <= 0 } && (random.map { $0.rate <= 0 || $0.effects.isEmpty } ?? true)
+    }
+
+    /// The next `count` requests of `kind` (`nil`: of any kind) fail with `code`.
+    public static func failNext(
+        _ count: Int,
+        _ kind: RequestKind? = nil,
+        with code: CloudError.Code,
+        retryAfter: Duration? = nil
+    ) -> FaultPlan {
+        FaultPlan(scripted: [ScriptedFault(kind: kind, count: count, effect: .error(code, retryAfter: retryAfter))])
+    }
+
+    /// The server applies the next `count` requests of `kind` but their responses are lost: the caller
+    /// gets ``CloudError/Code-swift.struct/networkFailure``.
+    public static func loseResponses(_ count: Int = 1, _ kind: RequestKind? = .modifyRecords) -> FaultPlan {
+        FaultPlan(scripted: [ScriptedFault(kind: kind, count: count, effect: .responseLost)])
+    }
+
+    /// Requests of `kinds` (`nil`: every kind) fail with probability `rate`, with an effect chosen
+    /// uniformly from `effects`, drawn from a generator seeded with `seed`.
+    public static func random(
+        rate: Double,
+        seed: UInt64,
+        effects: [FaultEffect] = FaultEffect.transient,
+        kinds: Set<RequestKind>? = nil
+    ) -> FaultPlan {
+        FaultPlan(random: RandomFaults(rate: rate, effects: effects, kinds: kinds, seed: seed))
+    }
+
+    /// This plan followed by `other`'s scripted faults; `other`'s random faults replace this plan's
+    /// when it has any.
+    public func then(_ other: FaultPlan) -> FaultPlan {
+        FaultPlan(scripted: scripted + other.scripted, random: other.random ?? random)
+    }
+}
+
+/// A fault for the next ``count`` requests of one kind.
+public struct ScriptedFault: Sendable, Codable, Hashable {
+    /// The kind of request to fail, or `nil` for any kind.
+    public var kind: RequestKind?
+    /// How many more requests to fail.
+    public var count: Int
+    /// What happens to each of them.
+    public var effect: FaultEffect
+
+    /// Creates a scripted fault.
+    public init(kind: RequestKind?, count: Int, effect: FaultEffect) {
+        self.kind = kind
+        self.count = count
+        self.effect = effect
+    }
+}
+
+/// Faults injected at random, reproducibly for a seed.
+public struct RandomFaults: Sendable, Codable, Hashable {
+    /// The probability, from 0 to 1, that an eligible request fails.
+    public var rate: Double
+    /// The effects to choose from, uniformly, when a request fails.
+    public var effects: [FaultEffect]
+    /// The kinds of request eligible to fail, or `nil` for every kind.
+    public var kinds: Set<RequestKind>?
+    /// The seed of the generator that decides.
+    public var seed: UInt64
+
+    /// Creates random faults.
+    public init(rate: Double, effects: [FaultEffect] = FaultEffect.transient, kinds: Set<RequestKind>? = nil, seed: UInt64) {
+        self.rate = rate
+        self.effects = effects
+        self.kinds = kinds
+        self.seed = seed
+    }
+}
+
+/// What an injected fault does to a request.
+public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The request fails with `code` before the server applies anything, carrying `retryAfter` if given.
+    case error(CloudError.Code, retryAfter: Duration? = nil)
+    /// The server applies the request, then the response is lost: the caller gets
+    /// ``CloudError/Code-swift.struct/networkFailure`` and cannot know the change was committed.
+    /// This is the fault that makes blind retries dangerous.
+    case responseLost
+
+    /// The transient failures a client must survive by retrying: no network, a lost request, an
+    /// unavailable or throttling service (with `retryAfter`), a busy zone, and a lost response.
+    public static let transient: [FaultEffect] = [
+        .error(.networkUnavailable),
+        .error(.networkFailure),
+        .error(.serviceUnavailable, retryAfter: .seconds(1)),
+        .error(.requestRateLimited, retryAfter: .seconds(2)),
+        .error(.zoneBusy),
+        .responseLost,
+    ]
+
+    /// The key this effect counts under in ``CloudCounters/faultsInjected``.
+    public var counterKey: String {
+        switch self {
+        case .error(let code, _): return code.name
+        case .responseLost: return CloudCounters.responseLostKey
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .error(let code, let retryAfter?): return "\(code) (retry after \(retryAfter))"
+        case .error(let code, nil): return code.name
+        case .responseLost: return "responseLost"
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case code, retryAfter
+    }
+
+    // Encoded as a code name (or "responseLost") plus an optional `Duration`, so persisted plans stay
+    // readable and survive new cases.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let name = try container.decode(String.self, forKey: .code)
+        if name == CloudCounters.responseLostKey {
+            self = .responseLost
+            return
+        }
+        guard let code = CloudError.Code(name: name) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .code, in: container, debugDescription: "unknown fault effect \(name)"
+            )
+        }
+        self = .error(code, retryAfter: try container.decodeIfPresent(Duration.self, forKey: .retryAfter))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(counterKey, forKey: .code)
+        if case .error(_, let retryAfter?) = self {
+            try container.encode(retryAfter, forKey: .retryAfter)
+        }
+    }
+}

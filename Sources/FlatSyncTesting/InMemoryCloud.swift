@@ -1,0 +1,148 @@
+import FlatSync
+
+/// A CloudKit-style server in memory: the reference semantics of ``CloudTransport``, for tests, the
+/// demo tour and benchmarks.
+///
+/// It keeps a ``CloudDatabase`` (which holds every rule: change tags, save and delete policies, net
+/// changes since a token, paging, token expiry, request limits, counters and faults) and serves one
+/// request at a time. ``CloudAdministration`` lets a test reach behind the client's back: expire
+/// tokens, delete a zone as the user, inject faults, read counters and records.
+///
+/// # Usage
+///
+/// ```swift
+/// let cloud = InMemoryCloud(changeHistoryLimit: 1_000)
+/// try await cloud.createZones([.readingList])
+/// let record = Record(id: RecordID(zone: .readingList, name: "rl-42"), type: "ReadingListEntry")
+/// let result = try await cloud.modifyRecords(saving: [RecordSave(record)], deleting: [], atomically: true)
+///
+/// // The next two modify requests fail as if the zone were busy, then requests succeed again.
+/// await cloud.setFaultPlan(.failNext(2, .modifyRecords, with: .zoneBusy, retryAfter: .seconds(2)))
+///
+/// // What the client sent, as the server counted it.
+/// let counters = await cloud.counters()
+/// #expect(counters.recordsSaved == 1)
+/// ```
+///
+/// With `latency`, every request first sleeps on the injected clock, so a test clock controls it.
+public actor InMemoryCloud: CloudTransport, CloudAdministration {
+    private var database: CloudDatabase
+    private var latency: Duration?
+    private let clock: any Clock<Duration>
+
+    /// At most ``CloudDatabase/maximumOperationsPerRequest`` (400) operations per modify request.
+    public nonisolated var maximumOperationsPerRequest: Int { CloudDatabase.maximumOperationsPerRequest }
+
+    /// Creates an empty server.
+    ///
+    /// - Parameters:
+    ///   - changeHistoryLimit: how many record changes each zone keeps (`nil`: all); older tokens expire.
+    ///   - faultPlan: faults to inject into requests.
+    ///   - latency: how long every request takes, slept on `clock` before the request is served.
+    ///   - clock: the clock latency is slept on.
+    public init(
+        changeHistoryLimit: Int? = nil,
+        faultPlan: FaultPlan = .none,
+        latency: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock()
+    ) {
+        self.database = CloudDatabase(changeHistoryLimit: changeHistoryLimit, faultPlan: faultPlan)
+        self.latency = latency
+        self.clock = clock
+    }
+
+    /// Changes the latency of later requests (`nil`: none).
+    public func setLatency(_ latency: Duration?) {
+        self.latency = latency
+    }
+
+    /// A copy of the server's whole state, for assertions that the administration calls do not cover.
+    public var snapshot: CloudDatabase { database }
+
+    /// Serves one request: waits out the latency, then lets the database count it, fault it or apply it.
+    private func serve<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T) async throws -> T {
+        if let latency {
+            // Cancellation during the wait surfaces as CancellationError, before the server saw anything.
+            try await clock.sleep(for: latency)
+        }
+        return try database.perform(kind, body)
+    }
+
+    // MARK: - CloudTransport
+
+    public func listZones() async throws -> [ZoneID] {
+        try await serve(.listZones) { $0.listZones() }
+    }
+
+    public func createZones(_ zones: [ZoneID]) async throws {
+        try await serve(.createZones) { (database) throws(CloudError) in try database.createZones(zones) }
+    }
+
+    public func deleteZones(_ zones: [ZoneID]) async throws {
+        try await serve(.deleteZones) { (database) throws(CloudError) in try database.deleteZones(zones) }
+    }
+
+    public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
+        try await serve(.fetchDatabaseChanges) { (database) throws(CloudError) in
+            try database.fetchDatabaseChanges(since: token)
+        }
+    }
+
+    public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws
+        -> ZoneChanges
+    {
+        try await serve(.fetchZoneChanges) { (database) throws(CloudError) in
+            try database.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
+        }
+    }
+
+    public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
+        async throws -> ModifyRecordsResult
+    {
+        try await serve(.modifyRecords) { (database) throws(CloudError) in
+            try database.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+        }
+    }
+
+    public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
+        try await serve(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
+    }
+
+    // MARK: - CloudAdministration
+
+    public func expireAllChangeTokens() {
+        database.expireAllChangeTokens()
+    }
+
+    public func expireChangeTokens(in zone: ZoneID) {
+        database.expireChangeTokens(in: zone)
+    }
+
+    public func deleteZoneAsUser(_ zone: ZoneID) throws(CloudError) {
+        try database.deleteZoneAsUser(zone)
+    }
+
+    public func setFaultPlan(_ plan: FaultPlan) {
+        database.setFaultPlan(plan)
+    }
+
+    public func faultPlan() -> FaultPlan {
+        database.faultPlan
+    }
+
+    public func setChangeHistoryLimit(_ limit: Int?) {
+        database.setChangeHistoryLimit(limit)
+    }
+
+    public func counters() -> CloudCounters {
+        database.counters
+    }
+
+    public func resetCounters() {
+        database.resetCounters()
+    }
+
+    public func records(in zone: ZoneID) -> [Record] {
+        database.records(in: zone)
+    }
+}

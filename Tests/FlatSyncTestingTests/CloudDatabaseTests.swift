@@ -1,0 +1,102 @@
+import FlatSync
+import FlatSyncTesting
+import Foundation
+import Testing
+
+// The pieces under the clouds: the database value's encoding, the seeded generator, fault plans.
+
+@Suite("CloudDatabase and fault plans")
+struct CloudDatabaseTests {
+    /// A database with a bit of everything: zones deleted and re-created, records of every field type,
+    /// tombstones with several lives, a fault plan mid-way, counters.
+    private func busyDatabase() throws -> CloudDatabase {
+        var database = CloudDatabase(changeHistoryLimit: 50, faultPlan: .random(rate: 0.5, seed: 3), serverID: 42)
+        try database.createZones([.notes, .photos])
+        _ = try database.modifyRecords(
+            saving: [
+                RecordSave(makeRecord("a", ["s": .string("ü"), "i": .int(-7), "d": .date(Date(timeIntervalSince1970: 1.25))])),
+                RecordSave(makeRecord("b")), RecordSave(makeRecord("c", in: .photos)),
+            ],
+            deleting: [],
+            atomically: true
+        )
+        _ = try database.modifyRecords(saving: [], deleting: [RecordDeletion(recordID("b"), policy: .force)], atomically: false)
+        _ = try database.modifyRecords(saving: [RecordSave(makeRecord("b"))], deleting: [], atomically: false)
+        _ = try database.modifyRecords(saving: [], deleting: [RecordDeletion(recordID("b"), policy: .force)], atomically: false)
+        try database.deleteZoneAsUser(.photos)
+        try database.createZones([.photos])
+        _ = try? database.perform(.listZones) { $0.listZones() }
+        return database
+    }
+
+    @Test func theDatabaseRoundTripsThroughAPropertyList() throws {
+        let database = try busyDatabase()
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        let decoded = try PropertyListDecoder().decode(CloudDatabase.self, from: encoder.encode(database))
+        #expect(decoded == database)
+
+        // And it behaves the same afterwards: the same next tag, the same token bytes.
+        var original = database
+        var copy = decoded
+        #expect(try original.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 1) == copy.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 1))
+        let save = [RecordSave(makeRecord("z"))]
+        #expect(try original.modifyRecords(saving: save, deleting: [], atomically: true) == copy.modifyRecords(saving: save, deleting: [], atomically: true))
+    }
+
+    @Test func faultPlansRoundTripThroughAPropertyList() throws {
+        let plan = FaultPlan.failNext(2, .modifyRecords, with: .zoneBusy, retryAfter: .milliseconds(1_500))
+            .then(.loseResponses(1, nil))
+            .then(.random(rate: 0.25, seed: .max, effects: [.responseLost, .error(.networkFailure)], kinds: [.fetchZoneChanges]))
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        #expect(try PropertyListDecoder().decode(FaultPlan.self, from: encoder.encode(plan)) == plan)
+    }
+
+    @Test func theGeneratorIsSplitMix64() {
+        // The published SplitMix64 sequence for seed 1234567.
+        var generator = SeededRandomNumberGenerator(seed: 1_234_567)
+        let expected: [UInt64] = [
+            6_457_827_717_110_365_317, 3_203_168_211_198_807_973, 9_817_491_932_198_370_423,
+            4_593_380_528_125_082_431, 16_408_922_859_458_223_821,
+        ]
+        #expect((0..<5).map { _ in generator.next() } == expected)
+
+        var unit = SeededRandomNumberGenerator(seed: 9)
+        for _ in 0..<1_000 {
+            let value = unit.nextUnitInterval()
+            #expect(value >= 0 && value < 1)
+            #expect((0..<3).contains(unit.nextIndex(below: 3)))
+        }
+    }
+
+    @Test func tokensFromAnotherServerIDAreRefused() throws {
+        var first = CloudDatabase(serverID: 1)
+        var second = CloudDatabase(serverID: 2)
+        try first.createZones([.notes])
+        try second.createZones([.notes])
+        let token = try first.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 1).token
+        #expect(throws: CloudError.self) { try second.fetchZoneChanges(in: .notes, since: token, resultsLimit: 1) }
+        do {
+            _ = try second.fetchZoneChanges(in: .notes, since: token, resultsLimit: 1)
+        } catch {
+            #expect(error.code == .changeTokenExpired)
+            #expect(error.message.contains("another server"))
+        }
+    }
+
+    @Test func compactionForgetsOldTombstonesButKeepsTheRecords() throws {
+        var database = CloudDatabase(changeHistoryLimit: 2, serverID: 5)
+        try database.createZones([.notes])
+        _ = try database.modifyRecords(saving: (0..<10).map { RecordSave(makeRecord("r\($0)")) }, deleting: [], atomically: true)
+        _ = try database.modifyRecords(saving: [], deleting: (0..<5).map { RecordDeletion(recordID("r\($0)"), policy: .force) }, atomically: true)
+        let token = try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 100).token
+        _ = try database.modifyRecords(saving: (0..<2).map { RecordSave(makeRecord("s\($0)")) }, deleting: [], atomically: true)
+        #expect(database.records(in: .notes).count == 7)
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        var restored = try PropertyListDecoder().decode(CloudDatabase.self, from: encoder.encode(database))
+        let changes = try restored.fetchZoneChanges(in: .notes, since: token, resultsLimit: 100)
+        #expect(Set(changes.changedRecords.map(\.id.name)) == ["s0", "s1"])
+    }
+}

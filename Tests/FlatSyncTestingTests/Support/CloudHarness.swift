@@ -1,0 +1,159 @@
+import FlatSync
+import FlatSyncTesting
+import Foundation
+import Testing
+
+/// A server the conformance suite can drive: the transport plus the administration calls its tests
+/// use to set the scene (faults, expired tokens, zones deleted by the user) and to look behind it.
+typealias TestCloud = CloudTransport & CloudAdministration
+
+/// The implementations the conformance suite runs against. A new transport joins the suite by adding
+/// a case and building it in ``withCloud(changeHistoryLimit:_:)``.
+enum CloudUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case inMemory
+    case directory
+
+    var testDescription: String { rawValue }
+
+    /// Runs `body` with a new, empty server of this kind, and removes whatever it left on disk.
+    func withCloud(changeHistoryLimit: Int? = nil, _ body: (any TestCloud) async throws -> Void) async throws {
+        switch self {
+        case .inMemory:
+            try await body(InMemoryCloud(changeHistoryLimit: changeHistoryLimit))
+        case .directory:
+            try await withTemporaryDirectory { directory in
+                try await body(DirectoryCloud(directory: directory, changeHistoryLimit: changeHistoryLimit))
+            }
+        }
+    }
+
+    /// Runs `body` with two unrelated servers of this kind (for tokens from "another server").
+    func withTwoClouds(_ body: (any TestCloud, any TestCloud) async throws -> Void) async throws {
+        try await withCloud { first in
+            try await withCloud { second in
+                try await body(first, second)
+            }
+        }
+    }
+}
+
+/// Runs `body` with a new empty directory, removed afterwards.
+func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("flatsync-cloud-tests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    return try await body(directory)
+}
+
+// MARK: - Records
+
+extension ZoneID {
+    /// The zone most conformance tests use.
+    static let notes = ZoneID("Notes")
+    /// A second zone, for tests about several zones.
+    static let photos = ZoneID("Photos")
+}
+
+/// A record in `zone` named `name`, with a `value` field unless `fields` says otherwise.
+func makeRecord(
+    _ name: String,
+    in zone: ZoneID = .notes,
+    _ fields: [String: FieldValue]? = nil,
+    tag: ChangeTag? = nil
+) -> Record {
+    Record(id: RecordID(zone: zone, name: name), type: "Note", fields: fields ?? ["value": .string(name)], changeTag: tag)
+}
+
+func recordID(_ name: String, in zone: ZoneID = .notes) -> RecordID {
+    RecordID(zone: zone, name: name)
+}
+
+extension CloudTransport {
+    /// Saves records with one policy in one request and returns the result.
+    @discardableResult
+    func save(_ records: [Record], policy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = false)
+        async throws -> ModifyRecordsResult
+    {
+        try await modifyRecords(saving: records.map { RecordSave($0, policy: policy) }, deleting: [], atomically: atomically)
+    }
+
+    /// Saves one record that must succeed, returning it as the server holds it.
+    func saveOne(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged) async throws -> Record {
+        let result = try await save([record], policy: policy)
+        #expect(result.failed.isEmpty, "saving \(record.id) failed: \(result.failed)")
+        return try #require(result.saved[record.id])
+    }
+
+    /// Deletes records with one policy in one request and returns the result.
+    @discardableResult
+    func delete(_ deletions: [RecordDeletion], atomically: Bool = false) async throws -> ModifyRecordsResult {
+        try await modifyRecords(saving: [], deleting: deletions, atomically: atomically)
+    }
+
+    /// Force-deletes records by name.
+    @discardableResult
+    func forceDelete(_ names: [String], in zone: ZoneID = .notes) async throws -> ModifyRecordsResult {
+        try await delete(names.map { RecordDeletion(recordID($0, in: zone), policy: .force) })
+    }
+
+    /// A token at the zone's current position (fetching everything since `nil`).
+    func currentToken(_ zone: ZoneID = .notes) async throws -> ChangeToken {
+        try await fetchAll(zone).token
+    }
+
+    /// Every page of changes since `token`, merged: the last token, the records by ID (later pages
+    /// win), the deleted IDs, and the number of pages.
+    func fetchAll(_ zone: ZoneID = .notes, since token: ChangeToken? = nil, resultsLimit: Int = 1_000)
+        async throws -> (token: ChangeToken, changed: [RecordID: Record], deleted: Set<RecordID>, pages: Int)
+    {
+        var token = token
+        var changed: [RecordID: Record] = [:]
+        var deleted: Set<RecordID> = []
+        var pages = 0
+        while true {
+            let page = try await fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
+            pages += 1
+            for record in page.changedRecords {
+                changed[record.id] = record
+                deleted.remove(record.id)
+            }
+            for id in page.deletedRecordIDs {
+                changed[id] = nil
+                deleted.insert(id)
+            }
+            token = page.token
+            if !page.moreComing { return (page.token, changed, deleted, pages) }
+        }
+    }
+}
+
+/// Runs `operation` and returns the CloudError it throws, recording an issue if it throws nothing or
+/// something else.
+func cloudError(
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ operation: () async throws -> Void
+) async -> CloudError? {
+    do {
+        try await operation()
+        Issue.record("expected a CloudError, got success", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as CloudError {
+        return error
+    } catch {
+        Issue.record("expected a CloudError, got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// Expects `operation` to throw a CloudError with `code`, and returns it.
+@discardableResult
+func expectCloudError(
+    _ code: CloudError.Code,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ operation: () async throws -> Void
+) async -> CloudError? {
+    let error = await cloudError(sourceLocation: sourceLocation, operation)
+    #expect(error?.code == code, "\(error.map(String.init(describing:)) ?? "no error")", sourceLocation: sourceLocation)
+    return error
+}
