@@ -1,6 +1,106 @@
+import FlatSync
+import FlatSyncTesting
 import Foundation
 
+/// `crash-child DIR SEED DURABILITY`: opens a store in DIR and performs random mutations forever, printing
+/// `op N <operation>` before each one and `ack N` once it returned, until the parent kills it.
+///
+/// Snapshots are debounced by 2 ms and the log compacts every few kilobytes, so kills land in snapshot
+/// writes, compactions and simulated send rounds as well as in appends.
 func runCrashChild(_ arguments: [String]) async -> Int32 {
-    FileHandle.standardError.write(Data("crash-child: not built yet\n".utf8))
-    return 1
+    guard arguments.count == 3, let seed = UInt64(arguments[1]), let durability = Durability(rawValue: arguments[2])
+    else {
+        FileHandle.standardError.write(Data("usage: crash-child DIR SEED fsync|buffered\n".utf8))
+        return 2
+    }
+    var options = LocalStore.Options(durability: durability, deviceID: "crash-child", snapshotDelay: .milliseconds(2))
+    options.compactionMinimumBytes = 16 << 10
+    options.compactionGrowthFactor = 2
+    let store: LocalStore
+    do {
+        store = try LocalStore(directory: URL(fileURLWithPath: arguments[0]), options: options)
+    } catch {
+        FileHandle.standardError.write(Data("crash-child: \(error)\n".utf8))
+        return 1
+    }
+    print("ready")
+    var random = SeededRandomNumberGenerator(seed: seed)
+    var number = 0
+    while true {
+        number += 1
+        let operation = CrashOperation.random(using: &random)
+        print("op \(number) \(operation.line)")
+        do {
+            try await operation.perform(on: store)
+        } catch {
+            FileHandle.standardError.write(Data("crash-child: op \(number) failed: \(error)\n".utf8))
+            return 1
+        }
+        print("ack \(number)")
+    }
+}
+
+/// One line, written with a single write(2) so a kill never splits it.
+private func print(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// The operations a crash child performs; the test parses the same lines back (see CrashRecoveryTests).
+enum CrashOperation {
+    case add([String])
+    case remove(String)
+    case visit(String, version: Int64)
+    case liking(String, ReadingHistoryItem.Liking)
+    case markRead(String)
+    case forget(String)
+    case clearHistory
+    case sendRound
+
+    static func random(using random: inout SeededRandomNumberGenerator) -> CrashOperation {
+        func id(_ prefix: String) -> String { "\(prefix)\(Int.random(in: 0..<24, using: &random))" }
+        switch Int.random(in: 0..<100, using: &random) {
+        case 0..<25: return .add([id("r")])
+        case 25..<30: return .add((0..<Int.random(in: 2...6, using: &random)).map { _ in id("r") })
+        case 30..<45: return .remove(id("r"))
+        case 45..<65: return .visit(id("h"), version: Int64.random(in: 0..<5, using: &random))
+        case 65..<75: return .liking(id("h"), ReadingHistoryItem.Liking.allCases.randomElement(using: &random)!)
+        case 75..<82: return .markRead(id("h"))
+        case 82..<88: return .forget(id("h"))
+        case 88..<90: return .clearHistory
+        default: return .sendRound
+        }
+    }
+
+    var line: String {
+        switch self {
+        case .add(let ids): return "add \(ids.joined(separator: ","))"
+        case .remove(let id): return "remove \(id)"
+        case .visit(let id, let version): return "visit \(id) \(version)"
+        case .liking(let id, let liking): return "liking \(id) \(liking.rawValue)"
+        case .markRead(let id): return "read \(id)"
+        case .forget(let id): return "forget \(id)"
+        case .clearHistory: return "clear"
+        case .sendRound: return "send"
+        }
+    }
+
+    func perform(on store: LocalStore) async throws {
+        switch self {
+        case .add(let ids): try await store.readingList.apply(ids.map { .add(articleID: $0) })
+        case .remove(let id): try await store.readingList.remove(id)
+        case .visit(let id, let version): try await store.history.visit(id, version: version)
+        case .liking(let id, let liking): try await store.history.setLiking(id, liking)
+        case .markRead(let id): try await store.history.markRead(id)
+        case .forget(let id): try await store.history.remove(id)
+        case .clearHistory: try await store.history.clear()
+        case .sendRound:
+            // What a successful push does to the queue: seal each zone, acknowledge everything, unseal.
+            for zone in ZoneID.all {
+                for command in try await store.sealPendingCommands(in: zone) {
+                    try await store.acknowledge(Array(command.changes.keys), in: command.id)
+                }
+                try await store.unsealPendingCommands(in: zone)
+            }
+        }
+    }
 }

@@ -67,7 +67,7 @@ public actor LocalStore {
     public nonisolated var history: ReadingHistory { ReadingHistory(store: self) }
 
     package let options: Options
-    package let eventHub = EventHub()
+    package nonisolated let eventHub = EventHub()
     private let lock: DirectoryLock
     private let log: AppendLog
     package private(set) var pending: PendingCommands

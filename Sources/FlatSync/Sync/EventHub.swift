@@ -36,6 +36,11 @@ package final class EventHub: Sendable {
         return stream
     }
 
+    /// The kept events (those replayed to new subscribers).
+    package var keptEvents: [SyncEvent] {
+        state.withLock { $0.replayed }
+    }
+
     /// Sends an event to every subscriber.
     package func emit(_ event: SyncEvent) {
         state.withLock { state in

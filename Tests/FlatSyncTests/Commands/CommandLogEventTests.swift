@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+import FlatSyncTesting
+
 @testable import FlatSync
 
 @Suite struct CommandLogEventTests {
@@ -57,7 +59,7 @@ import Testing
     }
 
     @Test func randomBytesNeverCrashTheDecoder() {
-        var random = TestRandom(seed: 99)
+        var random = SeededRandomNumberGenerator(seed: 99)
         for _ in 0..<20_000 {
             let bytes = Data((0..<Int.random(in: 0..<40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
             _ = try? CommandLogEvent.decode(bytes)

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+import FlatSyncTesting
+
 @testable import FlatSync
 
 @Suite struct PendingCommandsTests {
@@ -155,7 +157,7 @@ import Testing
 
     @Test(arguments: 0..<300)
     func coalescedQueueReachesTheSameServerStateAsTheRawSequence(seed: Int) {
-        var random = TestRandom(seed: UInt64(seed))
+        var random = SeededRandomNumberGenerator(seed: UInt64(seed))
         let zones: [ZoneID] = [.readingList, .readingHistory]
         var local: [RecordID: [String: FieldValue]] = [:]
         var rawServer = ModelServer()
@@ -222,7 +224,7 @@ import Testing
 
     @Test(arguments: 0..<50)
     func noRecordAppearsTwiceInTheCommandsOfARound(seed: Int) {
-        var random = TestRandom(seed: UInt64(seed) &+ 1000)
+        var random = SeededRandomNumberGenerator(seed: UInt64(seed) &+ 1000)
         var queue = PendingCommands()
         for sequence in 1...300 {
             let id = F.id("r\(Int.random(in: 0..<10, using: &random))")

@@ -1,16 +1,18 @@
 import Foundation
 import Testing
 
+import FlatSyncTesting
+
 @testable import FlatSync
 
 @Suite struct MergeRuleTests {
     private static let base = Date(timeIntervalSinceReferenceDate: 800_000_000)
 
-    private static func date(_ random: inout TestRandom) -> Date? {
+    private static func date(_ random: inout SeededRandomNumberGenerator) -> Date? {
         Int.random(in: 0..<4, using: &random) == 0 ? nil : base.addingTimeInterval(Double(Int.random(in: 0..<5, using: &random)))
     }
 
-    private static func historyItem(_ random: inout TestRandom) -> ReadingHistoryItem {
+    private static func historyItem(_ random: inout SeededRandomNumberGenerator) -> ReadingHistoryItem {
         ReadingHistoryItem(
             articleID: "a",
             lastVisited: date(&random),
@@ -24,7 +26,7 @@ import Testing
         )
     }
 
-    private static func entry(_ random: inout TestRandom) -> ReadingListEntry {
+    private static func entry(_ random: inout SeededRandomNumberGenerator) -> ReadingListEntry {
         ReadingListEntry(
             articleID: "a", dateAdded: date(&random) ?? base, origin: Int64.random(in: 0..<2, using: &random),
             title: ["x", "y", nil].randomElement(using: &random)!
@@ -33,8 +35,8 @@ import Testing
 
     /// Commutative, associative and idempotent: the laws that make devices converge whatever order
     /// changes arrive in.
-    private func checkLaws<T: SyncedItem>(_ make: (inout TestRandom) -> T, seed: UInt64) {
-        var random = TestRandom(seed: seed)
+    private func checkLaws<T: SyncedItem>(_ make: (inout SeededRandomNumberGenerator) -> T, seed: UInt64) {
+        var random = SeededRandomNumberGenerator(seed: seed)
         for _ in 0..<2_000 {
             let a = make(&random), b = make(&random), c = make(&random)
             #expect(a.merged(with: b) == b.merged(with: a), "commutative: \(a) \(b)")

@@ -58,7 +58,7 @@ import Testing
                 let decoded = try SnapshotFile.decode(damaged, path: "t").state(of: ReadingHistoryItem.self, path: "t")
                 // A flip in plist structure that still decodes to the same content loses nothing.
                 #expect(decoded.items == state.items && decoded.changeTags == state.changeTags, "byte \(index)")
-            } catch let error as FlatSyncError {
+            } catch {
                 #expect(error.code == .damagedFile || error.code == .unsupportedFormatVersion, "byte \(index)")
                 detected += 1
             }

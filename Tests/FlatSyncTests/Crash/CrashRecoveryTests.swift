@@ -1,0 +1,146 @@
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// Kills a real child process with SIGKILL at random moments while it performs acknowledged mutations
+/// (with snapshot writes, compactions and send rounds going on), reopens the directory each time, and
+/// checks that every acknowledged mutation is there.
+///
+/// `FLATSYNC_CRASH_KILLS` sets the number of kills per durability level (default 30, for CI); run with
+/// 1000 or more by hand.
+@Suite(.serialized) struct CrashRecoveryTests {
+    static let kills = Int(ProcessInfo.processInfo.environment["FLATSYNC_CRASH_KILLS"] ?? "") ?? 30
+
+    @Test(arguments: Durability.allCases)
+    func acknowledgedMutationsSurviveSIGKILL(durability: Durability) async throws {
+        try await withTemporaryDirectory { directory in
+            var random = SeededRandomNumberGenerator(seed: durability == .fsync ? 11 : 12)
+            var model = CrashModel()
+            var acknowledged = 0
+            var lost = 0
+            var killedMidOperation = 0
+            for round in 0..<Self.kills {
+                let child = try ChildProcess(["crash-child", directory.path, "\(random.next())", durability.rawValue])
+                let ready = await child.readLine()
+                try #require(ready == "ready", "round \(round): the child did not start")
+                // Let it run for a random number of acknowledged operations, then kill it a random few
+                // hundred microseconds later, inside whatever it is doing by then.
+                let target = Int.random(in: 0..<80, using: &random)
+                var lines: [String] = []
+                var acks = 0
+                while acks < target, let line = await child.readLine() {
+                    lines.append(line)
+                    if line.hasPrefix("ack ") { acks += 1 }
+                }
+                try await Task.sleep(for: .microseconds(Int.random(in: 0..<1_500, using: &random)))
+                child.kill()
+                _ = await child.waitForExit()
+                while let line = await child.readLine() { lines.append(line) }
+
+                let (operations, unacknowledged) = try CrashModel.parse(lines)
+                var expected = model
+                for operation in operations { expected.apply(operation) }
+                acknowledged += operations.count
+
+                let store = try LocalStore(directory: directory, options: LocalStore.Options(durability: durability))
+                let repaired = store.eventHub.keptEvents
+                #expect(repaired.isEmpty, "round \(round): a kill must never damage a file: \(repaired)")
+                let names = try fileNames(in: directory)
+                #expect(!names.contains { $0.hasPrefix(".tmp-") || $0.contains(".corrupt-") }, "round \(round): \(names)")
+                let actual = await CrashModel(store)
+                if actual != expected {
+                    // The operation the child was killed in may have become durable before its ack.
+                    var alternative = expected
+                    if let unacknowledged { alternative.apply(unacknowledged) }
+                    if actual == alternative {
+                        killedMidOperation += 1
+                    } else {
+                        lost += 1
+                        Issue.record("round \(round): acknowledged state lost\nexpected \(expected)\nactual \(actual)")
+                    }
+                }
+                model = actual
+                try await store.close()
+            }
+            #expect(lost == 0)
+            #expect(acknowledged > Self.kills, "the child must get work done between kills")
+            print(
+                "crash test (\(durability)): \(Self.kills) kills, \(acknowledged) acknowledged mutations checked, "
+                    + "\(killedMidOperation) durable before their ack, lost = \(lost)"
+            )
+        }
+    }
+}
+
+/// The visible state a crash child builds, without dates (the child's clock is not the test's).
+struct CrashModel: Equatable, CustomStringConvertible {
+    struct HistoryFacts: Equatable {
+        var readCount: Int64
+        var maxVersionSeen: Int64
+        var liking: ReadingHistoryItem.Liking
+        var flags: ReadingHistoryItem.Flags
+    }
+
+    var readingList: Set<String> = []
+    var history: [String: ReadingHistoryItem] = [:]
+
+    init() {}
+
+    init(_ store: LocalStore) async {
+        readingList = Set(await store.readingList.entries().map(\.articleID))
+        for item in await store.history.items() { history[item.articleID] = item }
+    }
+
+    static func == (lhs: CrashModel, rhs: CrashModel) -> Bool {
+        lhs.readingList == rhs.readingList && lhs.history.mapValues(\.facts) == rhs.history.mapValues(\.facts)
+    }
+
+    var description: String {
+        "list \(readingList.sorted()), history \(history.keys.sorted().map { "\($0): \(history[$0]!.facts)" })"
+    }
+
+    /// Applies one operation line (`add r1,r2`, `visit h3 2`, …) as the child performed it.
+    mutating func apply(_ operation: [String]) {
+        let now = Date()
+        func change(_ change: ReadingHistoryChange) {
+            history[change.articleID] = change.applied(to: history[change.articleID], now: now, deviceID: "crash-child")
+        }
+        switch operation[0] {
+        case "add": readingList.formUnion(operation[1].split(separator: ",").map(String.init))
+        case "remove": readingList.remove(operation[1])
+        case "visit": change(.visit(articleID: operation[1], version: Int64(operation[2])!))
+        case "liking": change(.setLiking(articleID: operation[1], .init(rawValue: Int64(operation[2])!)!))
+        case "read": change(.markRead(articleID: operation[1]))
+        case "forget": history[operation[1]] = nil
+        case "clear": history = [:]
+        case "send": break
+        default: Issue.record("unknown operation \(operation)")
+        }
+    }
+
+    /// The acknowledged operations in order, and the one the child was in when it died (if any).
+    static func parse(_ lines: [String]) throws -> (acknowledged: [[String]], unacknowledged: [String]?) {
+        var started: [Int: [String]] = [:]
+        var acknowledged: [[String]] = []
+        var last: Int?
+        for line in lines {
+            let words = line.split(separator: " ").map(String.init)
+            guard words.count >= 2, let number = Int(words[1]) else { continue }
+            if words[0] == "op" {
+                started[number] = Array(words.dropFirst(2))
+                last = number
+            } else if words[0] == "ack", let operation = started.removeValue(forKey: number) {
+                acknowledged.append(operation)
+            }
+        }
+        return (acknowledged, last.flatMap { started[$0] })
+    }
+}
+
+extension ReadingHistoryItem {
+    var facts: CrashModel.HistoryFacts {
+        CrashModel.HistoryFacts(readCount: readCount, maxVersionSeen: maxVersionSeen, liking: liking, flags: flags)
+    }
+}
