@@ -62,16 +62,16 @@ public actor LocalStore {
     /// This device's ID, stamped on history items it visits.
     public nonisolated let deviceID: String
     /// The reading list.
-    public nonisolated var readingList: ReadingList { ReadingList(store: self) }
+    public nonisolated var readingList: ReadingList { ReadingList(store: self, observer: nil) }
     /// The reading history.
-    public nonisolated var history: ReadingHistory { ReadingHistory(store: self) }
+    public nonisolated var history: ReadingHistory { ReadingHistory(store: self, observer: nil) }
 
     package let options: Options
     package nonisolated let eventHub = EventHub()
     private let lock: DirectoryLock
     private let log: AppendLog
-    package private(set) var pending: PendingCommands
-    package private(set) var zones: ZoneStates
+    package internal(set) var pending: PendingCommands
+    package internal(set) var zones: ZoneStates
     package private(set) var deviceFile: DeviceFile
     /// The sequence number the next mutation gets.
     private var nextSequence: UInt64
@@ -88,7 +88,6 @@ public actor LocalStore {
     private let snapshotWrites = AsyncSerialQueue()
     private var logSizeAfterCompaction: Int
     private var isClosed = false
-    private var mutationObserver: (@Sendable (ZoneID) -> Void)?
 
     /// Opens (creating if needed) the store in `directory`, taking ownership of it.
     ///
@@ -180,11 +179,6 @@ public actor LocalStore {
         }
     }
 
-    /// Registers the function the sync engine uses to hear about durable local mutations.
-    package func setMutationObserver(_ observer: (@Sendable (ZoneID) -> Void)?) {
-        mutationObserver = observer
-    }
-
     // MARK: - Mutations
 
     /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
@@ -210,16 +204,21 @@ public actor LocalStore {
             }
         }
         guard !changes.isEmpty else { return 0 }
-        nextSequence += 1
+        _ = takeSequence()
         zones[keyPath: zone].appliedThroughSequence = sequence
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: changes)
         pending.enqueue(mutation)
         let ticket = try log.append([CommandLogEvent.mutation(mutation).encoded()])
         stateDidChange(Item.zone)
         try await log.waitUntilDurable(ticket)
-        mutationObserver?(Item.zone)
         try compactIfNeeded()
         return changes.count
+    }
+
+    /// Uses up the next mutation sequence number.
+    package func takeSequence() -> UInt64 {
+        defer { nextSequence += 1 }
+        return nextSequence
     }
 
     /// Local history pruning (DESIGN §8): removes expired items from this device only; the server keeps
@@ -374,8 +373,7 @@ public actor LocalStore {
     /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
     package func wipe(_ zone: ZoneID) async throws {
         try checkOpen()
-        let sequence = nextSequence
-        nextSequence += 1
+        let sequence = takeSequence()
         lastWipeSequence[zone] = sequence
         acknowledgedSinceSnapshot[zone] = nil
         pending.clear(zone: zone)
@@ -394,8 +392,7 @@ public actor LocalStore {
     /// Wipes every zone and the sync bookkeeping, durably: the account changed.
     package func wipeAll(newAccount: String?) async throws {
         try checkOpen()
-        let sequence = nextSequence
-        nextSequence += 1
+        let sequence = takeSequence()
         for zone in ZoneID.all { lastWipeSequence[zone] = sequence }
         acknowledgedSinceSnapshot = [:]
         pending.clearAll()

@@ -12,6 +12,8 @@ import Foundation
 /// ```
 public struct ReadingList: Sendable {
     let store: LocalStore
+    /// The sync engine, told about every durable change so it can send it.
+    let observer: (any LocalChangeObserver)?
 
     /// Saves an article. Returns false if it was already on the list (nothing changes then).
     @discardableResult
@@ -30,7 +32,9 @@ public struct ReadingList: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingListChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        return try await store.mutateReadingList(changes)
+        let changed = try await store.mutateReadingList(changes)
+        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingList) }
+        return changed
     }
 
     /// True when the article is on the list.
@@ -67,6 +71,8 @@ public struct ReadingList: Sendable {
 /// ```
 public struct ReadingHistory: Sendable {
     let store: LocalStore
+    /// The sync engine, told about every durable change so it can send it.
+    let observer: (any LocalChangeObserver)?
 
     /// Records a visit: the article counts as seen and read, and its visit count goes up.
     public func visit(_ articleID: String, version: Int64? = nil) async throws {
@@ -119,7 +125,9 @@ public struct ReadingHistory: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingHistoryChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        return try await store.mutateHistory(changes)
+        let changed = try await store.mutateHistory(changes)
+        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingHistory) }
+        return changed
     }
 
     /// The item for an article, if there is one.
@@ -146,6 +154,11 @@ public struct ReadingHistory: Sendable {
     public func prune() async -> Int {
         await store.pruneHistory(now: store.options.currentDate())
     }
+}
+
+/// Hears about local changes once they are durable; the sync engine schedules sends this way.
+package protocol LocalChangeObserver: Sendable {
+    func localChangeDidBecomeDurable(in zone: ZoneID) async
 }
 
 extension LocalStore {

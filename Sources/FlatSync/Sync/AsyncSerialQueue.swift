@@ -1,33 +1,44 @@
+import Synchronization
+
 /// Runs async jobs strictly one at a time, first in, first out (News: `FCAsyncSerialQueue`).
 ///
-/// A job starts only after the previous one has finished, including everything it awaited.
+/// A job starts only after the previous one has finished, including everything it awaited. Enqueueing
+/// is synchronous, so jobs enqueued one after another from any context run in that order.
 ///
 /// ```swift
 /// let queue = AsyncSerialQueue()
-/// await queue.enqueue { await push() }
-/// let summary = try await queue.perform { try await fetch() }   // waits for the push first
+/// queue.enqueue { await push() }
+/// let summary = try await queue.perform { try await fetch() }   // runs after the push
 /// await queue.waitUntilEmpty()
 /// ```
-public actor AsyncSerialQueue {
-    private struct Job {
+public final class AsyncSerialQueue: Sendable {
+    private struct Job: Sendable {
         let run: @Sendable () async -> Void
         /// Called instead of `run` when the job is cancelled before it starts.
         let cancel: @Sendable () -> Void
     }
 
-    private var jobs: [Job] = []
-    private var nextJob = 0
-    private var runner: Task<Void, Never>?
-    private var current: Task<Void, Never>?
-    private var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+    private struct State {
+        var jobs: [Job] = []
+        var head = 0
+        var isRunning = false
+        var current: Task<Void, Never>?
+        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
 
     public init() {}
 
     /// The number of jobs waiting, plus the one running.
-    public var count: Int { jobs.count - nextJob + (current == nil ? 0 : 1) }
+    public var count: Int {
+        state.withLock { $0.jobs.count - $0.head + ($0.current == nil ? 0 : 1) }
+    }
 
     /// True when no job is waiting or running.
-    public var isEmpty: Bool { count == 0 && runner == nil }
+    public var isEmpty: Bool {
+        state.withLock { !$0.isRunning }
+    }
 
     /// Adds a job to the end of the queue.
     public func enqueue(_ job: @escaping @Sendable () async -> Void) {
@@ -35,7 +46,7 @@ public actor AsyncSerialQueue {
     }
 
     /// Adds a job and waits for its result. Throws `CancellationError` if ``cancelAll()`` drops the job
-    /// before it starts; a running job sees cancellation through `Task.isCancelled`.
+    /// before it starts; a job already running sees cancellation through `Task.isCancelled`.
     public func perform<T: Sendable>(_ job: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             append(
@@ -55,44 +66,67 @@ public actor AsyncSerialQueue {
 
     /// Drops every job that has not started and cancels the running one.
     public func cancelAll() {
-        let dropped = jobs[nextJob...]
-        jobs = []
-        nextJob = 0
-        current?.cancel()
+        let dropped = state.withLock { state -> ArraySlice<Job> in
+            let dropped = state.jobs[state.head...]
+            state.jobs = []
+            state.head = 0
+            state.current?.cancel()
+            return dropped
+        }
         for job in dropped { job.cancel() }
     }
 
     /// Returns once no job is waiting or running.
     public func waitUntilEmpty() async {
-        if isEmpty { return }
-        await withCheckedContinuation { emptyWaiters.append($0) }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let idle = state.withLock { state -> Bool in
+                if !state.isRunning { return true }
+                state.emptyWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
     }
 
     private func append(_ job: Job) {
-        jobs.append(job)
-        if runner == nil {
-            runner = Task { await self.runJobs() }
+        let start = state.withLock { state -> Bool in
+            state.jobs.append(job)
+            guard !state.isRunning else { return false }
+            state.isRunning = true
+            return true
+        }
+        if start {
+            Task { await self.runJobs() }
         }
     }
 
     private func runJobs() async {
-        while nextJob < jobs.count {
-            let job = jobs[nextJob]
-            nextJob += 1
-            if nextJob > 64 && nextJob * 2 > jobs.count {
-                jobs.removeFirst(nextJob)
-                nextJob = 0
+        while true {
+            let (task, waiters) = state.withLock { state -> (Task<Void, Never>?, [CheckedContinuation<Void, Never>]) in
+                guard state.head < state.jobs.count else {
+                    state.jobs = []
+                    state.head = 0
+                    state.isRunning = false
+                    defer { state.emptyWaiters = [] }
+                    return (nil, state.emptyWaiters)
+                }
+                let job = state.jobs[state.head]
+                state.head += 1
+                if state.head > 64 && state.head * 2 > state.jobs.count {
+                    state.jobs.removeFirst(state.head)
+                    state.head = 0
+                }
+                // Created under the lock, so cancelAll() always sees the running job.
+                let task = Task { await job.run() }
+                state.current = task
+                return (task, [])
             }
-            let task = Task { await job.run() }
-            current = task
+            guard let task else {
+                for waiter in waiters { waiter.resume() }
+                return
+            }
             await task.value
-            current = nil
+            state.withLock { $0.current = nil }
         }
-        jobs = []
-        nextJob = 0
-        runner = nil
-        let waiters = emptyWaiters
-        emptyWaiters = []
-        for waiter in waiters { waiter.resume() }
     }
 }

@@ -1,7 +1,7 @@
 /// A small, fast, seedable random number generator (SplitMix64) whose whole state is one `UInt64`.
 ///
 /// Fault plans and simulations need runs that repeat exactly for a seed, also across processes (the
-/// state is `Codable`, so a ``DirectoryCloud`` persists it between requests). SplitMix64 passes BigCrush,
+/// state is `Codable`, so `DirectoryCloud` persists it between requests). SplitMix64 passes BigCrush,
 /// which is plenty for choosing faults; it is not cryptographic.
 ///
 /// ```swift

@@ -1,0 +1,204 @@
+import Foundation
+
+/// What the sync engine asks of the store: records to send, the server's answers, fetched changes.
+extension LocalStore {
+    /// The zone's change token.
+    package func changeToken(for zone: ZoneID) -> ChangeToken? {
+        zone == .readingList ? zones.readingList.changeToken : zones.history.changeToken
+    }
+
+    /// The request for a batch of changes: each save carries the store's current record (which holds the
+    /// change and anything merged in since) and each delete the change tag last seen, so the server
+    /// refuses either if someone else changed the record meanwhile.
+    package func request(for changes: [RecordChange]) -> (saves: [RecordSave], deletes: [RecordDeletion]) {
+        var saves: [RecordSave] = []
+        var deletes: [RecordDeletion] = []
+        for change in changes {
+            let tag = changeTag(for: change.recordID)
+            switch change.operation {
+            case .save(let record):
+                let current = zones.record(for: change.recordID) ?? record
+                saves.append(RecordSave(current.withChangeTag(tag), policy: .ifServerRecordUnchanged))
+            case .delete:
+                deletes.append(RecordDeletion(change.recordID, changeTag: tag, policy: .ifServerRecordUnchanged))
+            }
+        }
+        return (saves, deletes)
+    }
+
+    /// The change tag last seen for a record.
+    package func changeTag(for id: RecordID) -> ChangeTag? {
+        id.zone == .readingList ? zones.readingList.changeTags[id.name] : zones.history.changeTags[id.name]
+    }
+
+    private func setChangeTag(_ tag: ChangeTag?, for id: RecordID) {
+        if id.zone == .readingList {
+            zones.readingList.changeTags[id.name] = tag
+        } else {
+            zones.history.changeTags[id.name] = tag
+        }
+        stateDidChange(id.zone)
+    }
+
+    /// The server saved a record: remember its new tag. The local content stays; if it changed since the
+    /// request went out, a newer command sends it again.
+    package func serverSaved(_ record: Record) {
+        setChangeTag(record.changeTag, for: record.id)
+    }
+
+    /// The server deleted a record (or never had it).
+    package func serverDeleted(_ id: RecordID) {
+        setChangeTag(nil, for: id)
+    }
+
+    /// A save was sent with a tag, but the record is gone from the server: the next send creates it.
+    package func forgetChangeTag(_ id: RecordID) {
+        setChangeTag(nil, for: id)
+    }
+
+    /// A save met a newer server version: keep the merge of both, with the server's tag. Returns true when
+    /// the server already holds everything the merge does (so there is nothing left to send, as when the
+    /// server committed this very save but its response was lost).
+    package func mergeServerRecord(_ server: Record) -> Bool {
+        let local = zones.record(for: server.id)
+        let merged = local.flatMap { RecordMerge.merge($0, server) } ?? server
+        adopt(merged.withChangeTag(server.changeTag))
+        return merged.hasSameContent(as: server)
+    }
+
+    /// A delete met a newer server version: the other device's edit wins, so the record comes back.
+    package func adoptServerRecord(_ server: Record) {
+        adopt(server)
+    }
+
+    private func adopt(_ record: Record) {
+        switch record.id.zone {
+        case .readingList:
+            if let entry = try? ReadingListEntry(record: record) { zones.readingList.items[entry.articleID] = entry }
+        case .readingHistory:
+            if let item = try? ReadingHistoryItem(record: record) { zones.history.items[item.articleID] = item }
+        default:
+            return
+        }
+        setChangeTag(record.changeTag, for: record.id)
+    }
+
+    /// What applying fetched changes did.
+    package struct FetchApplication: Sendable, Equatable {
+        package var changed = 0
+        package var deleted = 0
+        package var malformed = 0
+    }
+
+    /// Applies a zone's fetched changes with pending changes laid over them, then saves the snapshot with
+    /// the new token, in that order.
+    ///
+    /// A record with a pending save keeps the local change merged with the server's version (a pending
+    /// edit beats a remote delete, too); a record with a pending delete is left to the delete, which the
+    /// server refuses if the record changed since this device saw it. With `isReset`, every local record
+    /// the server did not return is deleted, unless a change to it is pending.
+    package func applyFetchedChanges(
+        in zone: ZoneID,
+        changed: [Record],
+        deleted: Set<RecordID>,
+        token: ChangeToken,
+        isReset: Bool
+    ) async throws -> FetchApplication {
+        try checkOpen()
+        var result: FetchApplication
+        var malformed: [SyncEvent] = []
+        if zone == .readingList {
+            result = Self.apply(changed, deleted, token, isReset, to: &zones.readingList, pending: pending, events: &malformed)
+        } else {
+            result = Self.apply(changed, deleted, token, isReset, to: &zones.history, pending: pending, events: &malformed)
+        }
+        for event in malformed { eventHub.emit(event) }
+        stateDidChange(zone)
+        try await persistSnapshot(of: zone)
+        result.malformed = malformed.count
+        return result
+    }
+
+    private static func apply<Item: SyncedItem>(
+        _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool,
+        to state: inout ZoneState<Item>, pending: PendingCommands, events: inout [SyncEvent]
+    ) -> FetchApplication {
+        var result = FetchApplication()
+        var returned = Set<String>()
+        for record in changed where record.id.zone == Item.zone {
+            returned.insert(record.id.name)
+            guard let articleID = Item.articleID(fromRecordName: record.id.name) else { continue }
+            let item: Item
+            do {
+                item = try Item(record: record)
+            } catch {
+                events.append(.error(SyncEventError(code: error.code.description, message: error.message)))
+                continue
+            }
+            switch pending.latestChange(for: record.id)?.operation {
+            case nil:
+                state.items[articleID] = item
+            case .save:
+                // Nothing new if the server still holds the version this device last saw.
+                if state.changeTags[record.id.name] == record.changeTag { continue }
+                state.items[articleID] = state.items[articleID].map { $0.merged(with: item) } ?? item
+            case .delete:
+                continue
+            }
+            state.changeTags[record.id.name] = record.changeTag
+            result.changed += 1
+        }
+        var gone = deleted.filter { $0.zone == Item.zone }.map(\.name)
+        if isReset {
+            let known = Set(state.items.keys.map { Item.recordNamePrefix + $0 }).union(state.changeTags.keys)
+            gone += known.subtracting(returned).subtracting(gone)
+        }
+        for name in gone {
+            guard let articleID = Item.articleID(fromRecordName: name) else { continue }
+            state.changeTags[name] = nil
+            if pending.latestChange(for: RecordID(zone: Item.zone, name: name)) == nil,
+                state.items.removeValue(forKey: articleID) != nil
+            {
+                result.deleted += 1
+            }
+        }
+        state.changeToken = token
+        return result
+    }
+
+    /// Queues saves of the zone's local data for a zone just created on the server (history as DESIGN §8
+    /// allows: the newest 1,000 items plus anything newer than 28 days). Returns how many were queued.
+    package func seed(_ zone: ZoneID) async throws -> Int {
+        let records: [Record]
+        if zone == .readingList {
+            records = zones.readingList.items.values.map(\.record)
+        } else {
+            let now = options.currentDate()
+            records = options.historyRetention.itemsForSeeding(Array(zones.history.items.values), now: now).map(\.record)
+        }
+        guard !records.isEmpty else { return 0 }
+        return try await enqueueSaves(records.sorted { $0.id < $1.id }, in: zone)
+    }
+
+    /// Logs saves of records the store already holds as one durable mutation.
+    private func enqueueSaves(_ records: [Record], in zone: ZoneID) async throws -> Int {
+        try checkOpen()
+        let sequence = takeSequence()
+        let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys), sequence: sequence) }
+        let mutation = Mutation(sequence: sequence, zone: zone, changes: changes)
+        if zone == .readingList {
+            zones.readingList.appliedThroughSequence = sequence
+        } else {
+            zones.history.appliedThroughSequence = sequence
+        }
+        pending.enqueue(mutation)
+        try await record([.mutation(mutation)])
+        stateDidChange(zone)
+        return changes.count
+    }
+
+    /// The change pending for a record, if any.
+    package func pendingChange(for id: RecordID) -> RecordChange? {
+        pending.latestChange(for: id)
+    }
+}

@@ -1,0 +1,68 @@
+/// What the engine does about a failed send or fetch: DESIGN §5's error table as a pure function.
+///
+/// | error | action |
+/// |---|---|
+/// | network unavailable / failure | keep; retry when the network returns or after backoff |
+/// | service unavailable, rate limited, zone busy, batch failed | keep; wait `retryAfter`, else back off |
+/// | limit exceeded | split the batch in half (a single record: drop it) |
+/// | server record changed | merge local over the server record, resend with the server's tag |
+/// | zone not found | create the zone, resend |
+/// | user deleted zone | wipe the zone and its commands, do not resend |
+/// | change token expired | fetch again from nil (reset) |
+/// | not authenticated | stop; wait for an account change |
+/// | quota exceeded | keep, pause sending |
+/// | unknown item | a save is resent as a create; a delete is done |
+/// | anything else | drop that record's change with an error event |
+package enum CloudErrorPolicy {
+    package enum Action: Equatable, Sendable {
+        /// Keep the change; try again after the delay (or backoff when nil).
+        case retryLater(after: Duration?)
+        /// Keep the change; try again when the network is back (or after backoff).
+        case waitForNetwork
+        /// Split the request in half and send each half (one record: drop it).
+        case split
+        /// Merge the local record over the server's and resend with its tag.
+        case mergeWithServerRecord
+        /// Create the zone and resend.
+        case createZone
+        /// Wipe the zone's local data and commands; do not resend.
+        case wipeZone
+        /// Fetch the zone again from the beginning.
+        case resetZone
+        /// Keep the change and stop sending until something changes.
+        case pause(PauseReason)
+        /// The record is gone on the server: resend a save as a create, count a delete as done.
+        case recordMissing
+        /// Drop this record's change and report it.
+        case drop
+    }
+
+    /// The action for an error.
+    package static func action(for error: CloudError) -> Action {
+        switch error.code {
+        case .networkUnavailable, .networkFailure:
+            return .waitForNetwork
+        case .serviceUnavailable, .requestRateLimited, .zoneBusy, .batchRequestFailed:
+            return .retryLater(after: error.retryAfter)
+        case .limitExceeded:
+            return .split
+        case .serverRecordChanged:
+            return error.serverRecord == nil ? .retryLater(after: nil) : .mergeWithServerRecord
+        case .zoneNotFound:
+            return .createZone
+        case .userDeletedZone:
+            return .wipeZone
+        case .changeTokenExpired:
+            return .resetZone
+        case .notAuthenticated:
+            return .pause(.notAuthenticated)
+        case .quotaExceeded:
+            return .pause(.quotaExceeded)
+        case .unknownItem:
+            return .recordMissing
+        default:
+            // invalidArguments, internalError, partialFailure without detail, and codes added later.
+            return .drop
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+
+extension SyncContext {
+    /// What one fetch did.
+    struct FetchOutcome: Sendable {
+        var changed = 0
+        var deleted = 0
+        var resets: [SyncSummary.ZoneReset] = []
+        var stop: Stop?
+    }
+
+    /// Fetches changes: with `full`, first the database's changed zones (and zones deleted by the user,
+    /// which are wiped), then each changed zone page by page; otherwise only `zones`.
+    func fetch(full: Bool, zones: Set<ZoneID>, epoch: Int) async -> FetchOutcome {
+        var outcome = FetchOutcome()
+        guard epoch == accountEpoch, let transport = account?.transport else {
+            outcome.stop = .cancelled
+            return outcome
+        }
+        var targets = zones
+        var databaseToken: ChangeToken?
+        if full {
+            let stored = await localStore.deviceFile.databaseChangeToken.map(ChangeToken.init(data:))
+            var token = stored
+            var expired = false
+            while true {
+                let changes: DatabaseChanges
+                do {
+                    changes = try await transport.fetchDatabaseChanges(since: token)
+                } catch let error as CloudError where error.code == .changeTokenExpired && !expired {
+                    expired = true
+                    token = nil
+                    targets.formUnion(ZoneID.all)
+                    continue
+                } catch {
+                    outcome.stop = .from(error)
+                    return outcome
+                }
+                // On a first fetch, deletions predate this device's data and say nothing about it.
+                if stored != nil {
+                    for deletion in changes.deletedZones where ZoneID.all.contains(deletion.zone) {
+                        await wipeZone(deletion.zone, epoch: epoch)
+                        outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))
+                    }
+                }
+                targets.formUnion(changes.changedZones.filter { ZoneID.all.contains($0) })
+                token = changes.token
+                if !changes.moreComing { break }
+            }
+            databaseToken = token
+            for zone in ZoneID.all where await localStore.changeToken(for: zone) == nil {
+                targets.insert(zone)
+            }
+        }
+        for zone in ZoneID.all where targets.contains(zone) {
+            if let stop = await fetchZone(zone, via: transport, epoch: epoch, into: &outcome) {
+                outcome.stop = stop
+                return outcome
+            }
+        }
+        if full, let databaseToken, epoch == accountEpoch {
+            do {
+                var file = await localStore.deviceFile
+                file.databaseChangeToken = databaseToken.data
+                try await localStore.saveDeviceFile(file)
+            } catch {
+                outcome.stop = .from(error)
+            }
+        }
+        return outcome
+    }
+
+    /// Fetches one zone from its token, page by page while more are coming, then applies every page at
+    /// once with pending changes laid over them and saves the snapshot with the new token.
+    ///
+    /// An expired token starts over from nil as a reset: the zone is rebuilt from what the server
+    /// returns, and local records it did not return are deleted unless a change to them is pending.
+    private func fetchZone(
+        _ zone: ZoneID, via transport: any CloudTransport, epoch: Int, into outcome: inout FetchOutcome
+    ) async -> Stop? {
+        if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
+        emit(.willFetch(zone: zone))
+        var token = await localStore.changeToken(for: zone)
+        var isReset = false
+        var recreated = false
+        var changed: [RecordID: Record] = [:]
+        var deleted = Set<RecordID>()
+        while true {
+            guard epoch == accountEpoch, !Task.isCancelled else { return .cancelled }
+            let page: ZoneChanges
+            do {
+                page = try await transport.fetchZoneChanges(
+                    in: zone, since: token, resultsLimit: max(1, configuration.fetchResultsLimit)
+                )
+            } catch let error as CloudError {
+                switch CloudErrorPolicy.action(for: error) {
+                case .resetZone where !isReset:
+                    isReset = true
+                case .createZone where !recreated:
+                    // The server lost the zone: create it again, upload the local data, fetch from scratch.
+                    recreated = true
+                    preparedZones.remove(zone)
+                    if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
+                case .wipeZone:
+                    await wipeZone(zone, epoch: epoch)
+                    outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                    return nil
+                default:
+                    return .from(error)
+                }
+                token = nil
+                changed = [:]
+                deleted = []
+                continue
+            } catch {
+                return .from(error)
+            }
+            for record in page.changedRecords {
+                changed[record.id] = record
+                deleted.remove(record.id)
+            }
+            for id in page.deletedRecordIDs {
+                changed[id] = nil
+                deleted.insert(id)
+            }
+            token = page.token
+            if !page.moreComing { break }
+        }
+        guard epoch == accountEpoch, let token else { return .cancelled }
+        do {
+            let applied = try await localStore.applyFetchedChanges(
+                in: zone, changed: Array(changed.values), deleted: deleted, token: token, isReset: isReset
+            )
+            outcome.changed += applied.changed
+            outcome.deleted += applied.deleted
+            emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
+        } catch {
+            return .from(error)
+        }
+        if isReset {
+            outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .tokenExpired))
+            emit(.zoneReset(zone: zone, reason: .tokenExpired))
+        }
+        return nil
+    }
+}

@@ -1,0 +1,332 @@
+import Foundation
+
+extension SyncContext {
+    /// Why a send or fetch stopped before it was done.
+    enum Stop: Sendable, Equatable {
+        /// A transient failure: try again after the delay (or backoff when nil).
+        case retryLater(Duration?)
+        /// No network: try again when it returns, or after backoff.
+        case waitForNetwork
+        /// Storage full or nobody signed in: wait for the host.
+        case paused(PauseReason)
+        /// The user deleted the zone; it was wiped.
+        case zoneWiped
+        /// The account changed or the context closed.
+        case cancelled
+        /// Something that retrying soon will not fix (a local I/O error, say).
+        case failed(CloudError)
+
+        /// The stop for an error from the transport or the store.
+        static func from(_ error: any Error) -> Stop {
+            if error is CancellationError { return .cancelled }
+            guard let cloudError = error as? CloudError else {
+                return .failed(CloudError(.internalError, "\(error)"))
+            }
+            switch CloudErrorPolicy.action(for: cloudError) {
+            case .retryLater(let after): return .retryLater(after)
+            case .waitForNetwork: return .waitForNetwork
+            case .pause(let reason): return .paused(reason)
+            default: return .failed(cloudError)
+            }
+        }
+
+        /// A sentence for the summary, or nil for stops that are not problems.
+        var problem: String? {
+            switch self {
+            case .retryLater: return "the server asked to retry later"
+            case .waitForNetwork: return "the network is unavailable"
+            case .paused(let reason): return "sending is paused (\(reason))"
+            case .failed(let error): return error.message
+            case .zoneWiped, .cancelled: return nil
+            }
+        }
+
+        /// The stop as an error to throw.
+        var error: any Error {
+            switch self {
+            case .retryLater(let after): return CloudError(.serviceUnavailable, "The server asked to retry later.", retryAfter: after)
+            case .waitForNetwork: return CloudError(.networkUnavailable, "The network is unavailable.")
+            case .paused(.quotaExceeded): return CloudError(.quotaExceeded, "The account's storage is full.")
+            case .paused(.notAuthenticated): return CloudError(.notAuthenticated, "No account can be used.")
+            case .zoneWiped: return CloudError(.userDeletedZone, "The user deleted the zone.")
+            case .cancelled: return CancellationError()
+            case .failed(let error): return error
+            }
+        }
+    }
+
+    /// What one push of a zone did.
+    struct PushOutcome: Sendable {
+        var saved = 0
+        var deleted = 0
+        var dropped = 0
+        var resets: [SyncSummary.ZoneReset] = []
+        var stop: Stop?
+    }
+
+    /// How often one record may meet a conflict in one push before it waits for the next.
+    private static let conflictLimit = 5
+
+    /// Sends the zone's pending commands, round after round, until none are left or something stops it.
+    ///
+    /// A round seals every pending command of the zone and sends their records in batches. Each record is
+    /// acknowledged (and leaves its command) only when the server confirmed it, or when it was dropped for
+    /// good. Changes made during a round are new commands, sent by the next round.
+    func push(_ zone: ZoneID, epoch: Int) async -> PushOutcome {
+        var outcome = PushOutcome()
+        var conflicts: [RecordID: Int] = [:]
+        rounds: while true {
+            guard epoch == accountEpoch, !Task.isCancelled, let transport = account?.transport else {
+                outcome.stop = .cancelled
+                break
+            }
+            if let stop = await ensurePrepared([zone], epoch: epoch) {
+                outcome.stop = stop
+                break
+            }
+            let commands: [Command]
+            do {
+                commands = try await localStore.sealPendingCommands(in: zone)
+            } catch {
+                outcome.stop = .from(error)
+                break
+            }
+            if commands.isEmpty { break }
+            var commandOf: [RecordID: CommandID] = [:]
+            var changes: [RecordChange] = []
+            for command in commands {
+                for change in command.orderedChanges {
+                    commandOf[change.recordID] = command.id
+                    changes.append(change)
+                }
+            }
+            let batchSize = max(1, min(configuration.batchSize, transport.maximumOperationsPerRequest))
+            var work = stride(from: 0, to: changes.count, by: batchSize).map {
+                Array(changes[$0..<min($0 + batchSize, changes.count)])
+            }
+            var progressed = false
+            var zoneCreations = 0
+            while !work.isEmpty, outcome.stop == nil {
+                let batch = work.removeFirst()
+                if batch.isEmpty { continue }
+                let result = await send(batch, in: zone, via: transport, epoch: epoch, conflicts: &conflicts)
+                outcome.saved += result.saved
+                outcome.deleted += result.deleted
+                outcome.dropped += result.dropped
+                if !result.acknowledged.isEmpty { progressed = true }
+                await acknowledge(result.acknowledged, commandOf: commandOf)
+                switch result.next {
+                case .continue:
+                    if !result.resend.isEmpty { work.append(result.resend) }
+                case .split:
+                    let half = batch.count / 2
+                    work.insert(contentsOf: [Array(batch[..<half]), Array(batch[half...])], at: 0)
+                case .createZone:
+                    zoneCreations += 1
+                    preparedZones.remove(zone)
+                    if zoneCreations > 2 {
+                        outcome.stop = .retryLater(nil)
+                    } else if let stop = await ensurePrepared([zone], epoch: epoch) {
+                        outcome.stop = stop
+                    } else {
+                        work.insert(batch, at: 0)
+                    }
+                case .stop(let stop):
+                    outcome.stop = stop
+                    if stop == .zoneWiped {
+                        outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                    }
+                }
+            }
+            do {
+                try await localStore.unsealPendingCommands(in: zone)
+            } catch {
+                outcome.stop = outcome.stop ?? .from(error)
+            }
+            if outcome.stop != nil { break }
+            if !progressed {
+                // Records came back neither confirmed nor failed; do not spin on them.
+                outcome.stop = .retryLater(nil)
+                break
+            }
+        }
+        return outcome
+    }
+
+    /// What sending one batch did.
+    private struct BatchResult {
+        enum Next { case `continue`, split, createZone, stop(Stop) }
+        var saved = 0
+        var deleted = 0
+        var dropped = 0
+        var acknowledged: [RecordID] = []
+        var resend: [RecordChange] = []
+        var next = Next.continue
+    }
+
+    /// Sends one batch and handles the result of each record by DESIGN §5's table.
+    private func send(
+        _ batch: [RecordChange], in zone: ZoneID, via transport: any CloudTransport, epoch: Int,
+        conflicts: inout [RecordID: Int]
+    ) async -> BatchResult {
+        var result = BatchResult()
+        let request = await localStore.request(for: batch)
+        emit(.willSend(zone: zone, saves: request.saves.count, deletes: request.deletes.count))
+        let response: ModifyRecordsResult
+        do {
+            response = try await transport.modifyRecords(saving: request.saves, deleting: request.deletes, atomically: false)
+        } catch {
+            guard let cloudError = error as? CloudError else {
+                result.next = .stop(.from(error))
+                return result
+            }
+            switch CloudErrorPolicy.action(for: cloudError) {
+            case .split where batch.count > 1, .drop where batch.count > 1:
+                // Too large, or rejected as malformed: halve until the culprit stands alone.
+                result.next = .split
+            case .split, .drop:
+                drop(batch[0], because: cloudError)
+                result.acknowledged = [batch[0].recordID]
+                result.dropped = 1
+            case .createZone:
+                result.next = .createZone
+            case .wipeZone:
+                await wipeZone(zone, epoch: epoch)
+                result.next = .stop(.zoneWiped)
+            default:
+                result.next = .stop(.from(cloudError))
+            }
+            return result
+        }
+        guard epoch == accountEpoch else {
+            result.next = .stop(.cancelled)
+            return result
+        }
+        emit(.didSend(zone: zone, saved: response.saved.count, deleted: response.deleted.count, failed: response.failed.count))
+        for change in batch {
+            let id = change.recordID
+            if let saved = response.saved[id] {
+                await localStore.serverSaved(saved)
+                result.acknowledged.append(id)
+                result.saved += 1
+                continue
+            }
+            if response.deleted.contains(id) {
+                await localStore.serverDeleted(id)
+                result.acknowledged.append(id)
+                result.deleted += 1
+                continue
+            }
+            guard let error = response.failed[id] else { continue }
+            switch CloudErrorPolicy.action(for: error) {
+            case .mergeWithServerRecord:
+                conflicts[id, default: 0] += 1
+                guard conflicts[id]! <= Self.conflictLimit, let server = error.serverRecord else {
+                    result.next = .stop(.retryLater(nil))
+                    continue
+                }
+                emit(.conflictResolved(id))
+                if change.isDelete {
+                    // Someone changed the record after this device last saw it: their edit beats the delete.
+                    await localStore.adoptServerRecord(server)
+                    result.acknowledged.append(id)
+                } else if await localStore.mergeServerRecord(server) {
+                    result.acknowledged.append(id)
+                    result.saved += 1
+                } else {
+                    result.resend.append(change)
+                }
+            case .recordMissing:
+                if change.isDelete {
+                    await localStore.serverDeleted(id)
+                    result.acknowledged.append(id)
+                    result.deleted += 1
+                } else {
+                    // Deleted by another device since this one saw it: this edit beats that delete.
+                    conflicts[id, default: 0] += 1
+                    await localStore.forgetChangeTag(id)
+                    if conflicts[id]! <= Self.conflictLimit { result.resend.append(change) }
+                }
+            case .createZone:
+                result.next = .createZone
+            case .wipeZone:
+                await wipeZone(zone, epoch: epoch)
+                result.next = .stop(.zoneWiped)
+                return result
+            case .retryLater(let after):
+                result.next = .stop(.retryLater(after))
+            case .waitForNetwork:
+                result.next = .stop(.waitForNetwork)
+            case .pause(let reason):
+                result.next = .stop(.paused(reason))
+            case .split, .drop, .resetZone:
+                drop(change, because: error)
+                result.acknowledged.append(id)
+                result.dropped += 1
+            }
+        }
+        if case .createZone = result.next {
+            // Resend the whole batch once the zone exists; what was confirmed is already acknowledged.
+            result.resend = []
+        }
+        return result
+    }
+
+    private func drop(_ change: RecordChange, because error: CloudError) {
+        emit(.error(SyncEventError(code: error.code.name, message: error.message, droppedRecord: change.recordID)))
+    }
+
+    private func acknowledge(_ ids: [RecordID], commandOf: [RecordID: CommandID]) async {
+        var byCommand: [CommandID: [RecordID]] = [:]
+        for id in ids {
+            if let command = commandOf[id] { byCommand[command, default: []].append(id) }
+        }
+        for (command, ids) in byCommand.sorted(by: { $0.key < $1.key }) {
+            // A failure to log the acknowledgement only means the records are sent again: saves and
+            // deletes are idempotent on the server.
+            try? await localStore.acknowledge(ids, in: command)
+        }
+    }
+
+    // MARK: - Zones
+
+    /// Makes sure the zones exist on the server, creating missing ones and queueing the local data for a
+    /// zone that was just created. Remembered in `device.plist`, so it happens once.
+    func ensurePrepared(_ zones: [ZoneID], epoch: Int) async -> Stop? {
+        let needed = zones.filter { !preparedZones.contains($0) }
+        guard !needed.isEmpty else { return nil }
+        guard epoch == accountEpoch, let transport = account?.transport else { return .cancelled }
+        do {
+            let existing = Set(try await transport.listZones())
+            let missing = needed.filter { !existing.contains($0) }
+            if !missing.isEmpty { try await transport.createZones(missing) }
+            guard epoch == accountEpoch else { return .cancelled }
+            for zone in missing { _ = try await localStore.seed(zone) }
+            preparedZones.formUnion(needed)
+            try await savePreparedZones()
+            return nil
+        } catch {
+            return .from(error)
+        }
+    }
+
+    private func savePreparedZones() async throws {
+        var file = await localStore.deviceFile
+        file.preparedZones = ZoneID.all.filter { preparedZones.contains($0) }.map(\.name)
+        try await localStore.saveDeviceFile(file)
+    }
+
+    /// The user deleted the zone: wipe its local data and commands, and make sure it is created again
+    /// before it is used next.
+    func wipeZone(_ zone: ZoneID, epoch: Int) async {
+        guard epoch == accountEpoch else { return }
+        do {
+            try await localStore.wipe(zone)
+            preparedZones.remove(zone)
+            try await savePreparedZones()
+        } catch {
+            emit(.error(SyncEventError(code: "ioFailed", message: "Wiping \(zone) failed: \(error)")))
+        }
+        emit(.zoneReset(zone: zone, reason: .deletedByUser))
+    }
+}

@@ -1,0 +1,549 @@
+import Foundation
+
+/// A signed-in account and the transport that reaches its private database.
+public struct CloudAccount: Sendable {
+    /// Identifies the account; data of one account is never sent to another.
+    public var id: String
+    /// The server holding the account's data.
+    public var transport: any CloudTransport
+
+    public init(id: String, transport: any CloudTransport) {
+        self.id = id
+        self.transport = transport
+    }
+}
+
+/// FlatSync's host-facing facade: a device directory kept in sync with one account's private database.
+///
+/// A context owns the ``LocalStore`` (reading list, history, durable command queue) and one
+/// ``AsyncSerialQueue`` that runs all sync work one job at a time: sending the queued commands (push)
+/// and fetching the server's changes with change tokens (pull). Reading-list changes are sent at once;
+/// history changes after a debounce. Time comes from the injected clock, so tests control it.
+///
+/// ```swift
+/// let context = try await SyncContext.open(
+///     directory: url,
+///     account: CloudAccount(id: "user-1", transport: cloud)
+/// )
+/// try await context.start()                       // make sure the zones exist; send and fetch
+/// try await context.readingList.add("article-1")  // durable now, sent right away
+/// let summary = try await context.syncNow()        // pull to refresh: send, then fetch
+/// for await event in context.events() { print(event) }
+/// ```
+///
+/// The host forwards system signals: ``handleRemoteNotification(zones:)`` for pushes,
+/// ``networkDidBecomeAvailable()`` when connectivity returns, ``accountDidChange(to:)`` when the user
+/// signs in, out, or switches accounts.
+public actor SyncContext: LocalChangeObserver {
+    /// How a context syncs.
+    public struct Configuration: Sendable {
+        /// When a mutation counts as done. Default: ``Durability/fsync``.
+        public var durability: Durability = .fsync
+        /// The device's ID in history items; `nil` keeps the one saved in the directory.
+        public var deviceID: String?
+        /// Time for debounces and retries.
+        public var clock: any Clock<Duration> = ContinuousClock()
+        /// The time stamped on entries and history items.
+        public var currentDate: @Sendable () -> Date = { Date() }
+        /// How long history changes wait before they are sent; each new change pushes it back.
+        public var historyDebounce: Duration = .seconds(5)
+        /// The most records in one modify request (never more than the transport accepts).
+        public var batchSize = 100
+        /// The most records one fetch page returns.
+        public var fetchResultsLimit = 400
+        /// How long to wait after a failure.
+        public var retryPolicy = RetryPolicy.default
+        /// Seeds the retry jitter, for tests that need it to repeat; `nil` seeds from the system.
+        public var randomSeed: UInt64?
+        /// How long after a local change the snapshot is written.
+        public var snapshotDelay: Duration = .seconds(1)
+        /// How long history items are kept, and which seed a fresh zone.
+        public var historyRetention = HistoryRetention.default
+
+        public init() {}
+
+        /// A configuration with a clock (a `TestClock` in tests) and the rest as defaults.
+        public init(clock: any Clock<Duration>) {
+            self.clock = clock
+        }
+
+        var storeOptions: LocalStore.Options {
+            LocalStore.Options(
+                durability: durability, deviceID: deviceID, clock: clock, currentDate: currentDate,
+                snapshotDelay: snapshotDelay, historyRetention: historyRetention
+            )
+        }
+    }
+
+    /// The store this context syncs.
+    public nonisolated let localStore: LocalStore
+    /// The reading list; changes are sent at once.
+    public nonisolated var readingList: ReadingList { ReadingList(store: localStore, observer: self) }
+    /// The reading history; changes are sent after ``Configuration/historyDebounce``.
+    public nonisolated var history: ReadingHistory { ReadingHistory(store: localStore, observer: self) }
+
+    let configuration: Configuration
+    let clock: EngineClock
+    let queue = AsyncSerialQueue()
+    var account: CloudAccount?
+    /// Bumped by every account change; work started for an older epoch stops touching the store.
+    var accountEpoch = 0
+    var preparedZones: Set<ZoneID>
+    var paused: PauseReason?
+    var isStarted = false
+    var isClosed = false
+    private var random: SeededRandomNumberGenerator
+    private var pushTriggers: [ZoneID: SyncTrigger] = [:]
+    private var fetchTrigger = SyncTrigger()
+    private var zonesToFetch: Set<ZoneID> = []
+    private var fullFetchRequested = false
+    private var pushFailures: [ZoneID: Int] = [:]
+    private var fetchFailures = 0
+    private var timers: [TimerKey: ScheduledTimer] = [:]
+    private var timerGeneration: UInt64 = 0
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+    enum TimerKey: Hashable {
+        case historyDebounce
+        case pushRetry(ZoneID)
+        case fetchRetry
+    }
+
+    private struct ScheduledTimer {
+        var deadline: Duration
+        var task: Task<Void, Never>
+        var generation: UInt64
+    }
+
+    private init(store: LocalStore, account: CloudAccount?, configuration: Configuration) {
+        self.localStore = store
+        self.account = account
+        self.configuration = configuration
+        self.clock = EngineClock(configuration.clock)
+        self.random = SeededRandomNumberGenerator(seed: configuration.randomSeed ?? .random(in: .min ... .max))
+        self.preparedZones = []
+    }
+
+    /// Opens the device directory for `account` (`nil`: nobody is signed in, so nothing syncs).
+    ///
+    /// If the directory holds another account's data (the account changed while the app was not
+    /// running), that data, its pending commands and its tokens are wiped first.
+    ///
+    /// - Throws: ``FlatSyncError`` as ``LocalStore/init(directory:options:)`` does.
+    public static func open(
+        directory: URL,
+        account: CloudAccount?,
+        configuration: Configuration = Configuration()
+    ) async throws -> SyncContext {
+        let store = try LocalStore(directory: directory, options: configuration.storeOptions)
+        let context = SyncContext(store: store, account: account, configuration: configuration)
+        do {
+            try await context.adoptAccountAtOpen()
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        return context
+    }
+
+    private func adoptAccountAtOpen() async throws {
+        let device = await localStore.deviceFile
+        let stored = device.account
+        if let stored, stored != account?.id {
+            try await localStore.wipeAll(newAccount: account?.id)
+            localStore.eventHub.emitAndKeep(.accountChanged(from: stored, to: account?.id))
+        } else if stored == nil, let id = account?.id {
+            var file = device
+            file.account = id
+            try await localStore.saveDeviceFile(file)
+        }
+        preparedZones = Set(await localStore.deviceFile.preparedZones.map(ZoneID.init))
+    }
+
+    /// The engine's events, in order: fetches, sends, conflicts, resets, quarantined files, errors.
+    public nonisolated func events() -> AsyncStream<SyncEvent> {
+        localStore.eventHub.subscribe()
+    }
+
+    func emit(_ event: SyncEvent) {
+        localStore.eventHub.emit(event)
+    }
+
+    // MARK: - Starting, syncing, signals
+
+    /// Makes sure both zones exist on the server (creating them once and remembering it, and seeding a
+    /// new zone with local data), then starts sending pending commands and fetching changes in the
+    /// background. Call ``waitUntilIdle()`` to wait for that work.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/accountUnavailable`` without an account; the
+    ///   ``CloudError`` that stopped the zones from being prepared (call `start()` again later).
+    public func start() async throws {
+        try await checkUsable()
+        let epoch = accountEpoch
+        if let stop = try await queue.perform({ await self.ensurePrepared(ZoneID.all, epoch: epoch) }) {
+            throw stop.error
+        }
+        isStarted = true
+        for zone in ZoneID.all { requestPush(zone) }
+        requestFetch(full: true)
+    }
+
+    /// Pull to refresh: sends every pending command (history too, without waiting for its debounce),
+    /// then fetches every zone's changes. Clears a pause and any retry wait first, since the user asked.
+    ///
+    /// Failures do not throw: the summary lists them, the work left is retried later, and
+    /// ``SyncSummary/isComplete`` says whether everything got through.
+    public func syncNow() async throws -> SyncSummary {
+        try await checkUsable()
+        paused = nil
+        for key in Array(timers.keys) { cancelTimer(key) }
+        let epoch = accountEpoch
+        return try await queue.perform { await self.runFullSync(epoch: epoch) }
+    }
+
+    /// Call for each push notification: the named zones are fetched soon. Notifications that arrive while
+    /// a fetch runs cause at most one more fetch.
+    public func handleRemoteNotification(zones: [ZoneID]) {
+        zonesToFetch.formUnion(zones.filter { ZoneID.all.contains($0) })
+        requestFetch(full: false)
+    }
+
+    /// Call when the network comes back: work waiting for it (or backing off) runs now.
+    public func networkDidBecomeAvailable() {
+        var retry: [ZoneID] = []
+        for zone in ZoneID.all where timers[.pushRetry(zone)] != nil {
+            cancelTimer(.pushRetry(zone))
+            retry.append(zone)
+        }
+        for zone in retry { requestPush(zone) }
+        if timers[.fetchRetry] != nil {
+            cancelTimer(.fetchRetry)
+            requestFetch(full: true)
+        }
+    }
+
+    /// Call when the account changes (`nil`: signed out). The old account's stores, commands and tokens
+    /// are wiped before anything else runs, so nothing of one account ever reaches another.
+    public func accountDidChange(to newAccount: CloudAccount?) async throws {
+        try await localStore.checkOpen()
+        let old = account?.id
+        guard old != newAccount?.id else {
+            account = newAccount
+            return
+        }
+        accountEpoch += 1
+        account = nil
+        for key in Array(timers.keys) { cancelTimer(key) }
+        pushTriggers = [:]
+        fetchTrigger.reset()
+        queue.cancelAll()
+        await queue.waitUntilEmpty()
+        try await localStore.wipeAll(newAccount: newAccount?.id)
+        preparedZones = []
+        paused = nil
+        pushFailures = [:]
+        fetchFailures = 0
+        zonesToFetch = []
+        account = newAccount
+        emit(.accountChanged(from: old, to: newAccount?.id))
+        if isStarted, newAccount != nil {
+            for zone in ZoneID.all { requestPush(zone) }
+            requestFetch(full: true)
+        }
+    }
+
+    /// Returns once no sync work is queued or running and no timer (debounce, retry) is due. A timer still
+    /// in the future counts as idle: advance the clock to make it due.
+    public func waitUntilIdle() async {
+        while true {
+            await queue.waitUntilEmpty()
+            let now = clock.now()
+            if timers.values.contains(where: { $0.deadline <= now }) {
+                await withCheckedContinuation { idleWaiters.append($0) }
+                continue
+            }
+            if queue.isEmpty { return }
+        }
+    }
+
+    /// Stops syncing, then closes the store (saving its snapshots). Later calls throw
+    /// ``FlatSyncError/Code-swift.struct/storeClosed``.
+    public func close() async throws {
+        guard !isClosed else { return }
+        isClosed = true
+        accountEpoch += 1
+        for key in Array(timers.keys) { cancelTimer(key) }
+        queue.cancelAll()
+        await queue.waitUntilEmpty()
+        resumeIdleWaiters()
+        try await localStore.close()
+    }
+
+    /// What the context is doing, for a status screen.
+    public func status() async -> SyncStatus {
+        SyncStatus(
+            account: account?.id,
+            pendingCommands: await localStore.pendingCommands().count,
+            pendingRecords: await localStore.pendingRecordCount(),
+            paused: paused,
+            retrying: ZoneID.all.filter { timers[.pushRetry($0)] != nil },
+            preparedZones: ZoneID.all.filter { preparedZones.contains($0) },
+            readingListCount: await localStore.readingList.count(),
+            historyCount: await localStore.history.count()
+        )
+    }
+
+    private func checkUsable() async throws {
+        try await localStore.checkOpen()
+        guard account != nil else {
+            throw FlatSyncError(.accountUnavailable, "No account is signed in; call accountDidChange(to:) first.")
+        }
+    }
+
+    // MARK: - Local changes
+
+    package func localChangeDidBecomeDurable(in zone: ZoneID) async {
+        if zone == .readingHistory {
+            schedule(.historyDebounce, after: configuration.historyDebounce)
+        } else {
+            requestPush(zone)
+        }
+    }
+
+    // MARK: - Queueing work
+
+    func requestPush(_ zone: ZoneID) {
+        guard account != nil, paused == nil, !isClosed, timers[.pushRetry(zone)] == nil else { return }
+        if pushTriggers[zone, default: SyncTrigger()].request() {
+            enqueuePush(zone)
+        }
+    }
+
+    private func enqueuePush(_ zone: ZoneID) {
+        let epoch = accountEpoch
+        queue.enqueue { await self.runPushJob(zone, epoch: epoch) }
+    }
+
+    private func runPushJob(_ zone: ZoneID, epoch: Int) async {
+        guard epoch == accountEpoch else { return }
+        pushTriggers[zone, default: SyncTrigger()].started()
+        let outcome = await push(zone, epoch: epoch)
+        handle(outcome, of: zone)
+        let followUp = pushTriggers[zone, default: SyncTrigger()].finished()
+        if followUp {
+            if outcome.stop == nil {
+                enqueuePush(zone)
+            } else {
+                pushTriggers[zone]?.reset()
+            }
+        }
+    }
+
+    func requestFetch(full: Bool) {
+        guard account != nil, !isClosed else { return }
+        if full { fullFetchRequested = true }
+        if fetchTrigger.request() {
+            let epoch = accountEpoch
+            queue.enqueue { await self.runFetchJob(epoch: epoch) }
+        }
+    }
+
+    private func runFetchJob(epoch: Int) async {
+        guard epoch == accountEpoch else { return }
+        fetchTrigger.started()
+        let full = fullFetchRequested
+        let zones = zonesToFetch
+        fullFetchRequested = false
+        zonesToFetch = []
+        let outcome = await fetch(full: full, zones: zones, epoch: epoch)
+        handle(outcome, full: full, zones: zones)
+        if fetchTrigger.finished() {
+            if outcome.stop == nil {
+                queue.enqueue { await self.runFetchJob(epoch: epoch) }
+            } else {
+                fetchTrigger.reset()
+            }
+        }
+    }
+
+    private func runFullSync(epoch: Int) async -> SyncSummary {
+        var summary = SyncSummary()
+        guard epoch == accountEpoch else { return summary }
+        cancelTimer(.historyDebounce)
+        for zone in ZoneID.all {
+            let outcome = await push(zone, epoch: epoch)
+            handle(outcome, of: zone)
+            summary.add(outcome)
+        }
+        let zones = zonesToFetch
+        zonesToFetch = []
+        fullFetchRequested = false
+        let outcome = await fetch(full: true, zones: zones, epoch: epoch)
+        handle(outcome, full: true, zones: zones)
+        summary.add(outcome)
+        summary.pendingRecords = await localStore.pendingRecordCount()
+        return summary
+    }
+
+    // MARK: - Outcomes
+
+    private func handle(_ outcome: PushOutcome, of zone: ZoneID) {
+        guard let stop = outcome.stop else {
+            pushFailures[zone] = 0
+            return
+        }
+        switch stop {
+        case .retryLater(let after):
+            pushFailures[zone, default: 0] += 1
+            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: after))
+        case .waitForNetwork:
+            pushFailures[zone, default: 0] += 1
+            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil))
+        case .paused(let reason):
+            if paused == nil { emit(.paused(reason: reason)) }
+            paused = reason
+        case .failed(let error):
+            emit(.error(SyncEventError(code: "\(error.code)", message: "Sending \(zone) failed: \(error.message)")))
+            pushFailures[zone, default: 0] += 1
+            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil))
+        case .zoneWiped, .cancelled:
+            break
+        }
+    }
+
+    private func handle(_ outcome: FetchOutcome, full: Bool, zones: Set<ZoneID>) {
+        guard let stop = outcome.stop else {
+            fetchFailures = 0
+            return
+        }
+        // Whatever was asked for is asked for again.
+        zonesToFetch.formUnion(zones)
+        if full { fullFetchRequested = true }
+        switch stop {
+        case .retryLater(let after):
+            fetchFailures += 1
+            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: after))
+        case .waitForNetwork:
+            fetchFailures += 1
+            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil))
+        case .paused(let reason):
+            if paused == nil { emit(.paused(reason: reason)) }
+            paused = reason
+        case .failed(let error):
+            emit(.error(SyncEventError(code: "\(error.code)", message: "Fetching failed: \(error.message)")))
+            fetchFailures += 1
+            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil))
+        case .zoneWiped, .cancelled:
+            break
+        }
+    }
+
+    private func retryDelay(failures: Int, retryAfter: Duration?) -> Duration {
+        configuration.retryPolicy.delay(afterFailures: failures, retryAfter: retryAfter, random: random.nextUnitInterval())
+    }
+
+    // MARK: - Timers
+
+    private func schedule(_ key: TimerKey, after delay: Duration) {
+        guard !isClosed else { return }
+        timers[key]?.task.cancel()
+        timerGeneration += 1
+        let generation = timerGeneration
+        let deadline = clock.now() + delay
+        let clock = self.clock
+        let task = Task {
+            do {
+                try await clock.sleep(deadline)
+            } catch {
+                return
+            }
+            self.timerFired(key, generation: generation)
+        }
+        timers[key] = ScheduledTimer(deadline: deadline, task: task, generation: generation)
+    }
+
+    private func cancelTimer(_ key: TimerKey) {
+        timers.removeValue(forKey: key)?.task.cancel()
+    }
+
+    private func timerFired(_ key: TimerKey, generation: UInt64) {
+        guard timers[key]?.generation == generation else { return }
+        timers[key] = nil
+        switch key {
+        case .historyDebounce: requestPush(.readingHistory)
+        case .pushRetry(let zone): requestPush(zone)
+        case .fetchRetry: requestFetch(full: fullFetchRequested)
+        }
+        resumeIdleWaiters()
+    }
+
+    private func resumeIdleWaiters() {
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// What ``SyncContext/syncNow()`` did.
+public struct SyncSummary: Sendable, Hashable {
+    /// Records the server acknowledged (saved or deleted).
+    public var sent = 0
+    /// Records fetched and applied.
+    public var fetched = 0
+    /// Local records deleted because the server deleted them.
+    public var deleted = 0
+    /// Record changes dropped after a permanent error.
+    public var dropped = 0
+    /// Zones reset, with why.
+    public var resets: [ZoneReset] = []
+    /// Why sending or fetching stopped early, if it did.
+    public var problems: [String] = []
+    /// Record changes still waiting to be sent afterwards.
+    public var pendingRecords = 0
+
+    public init() {}
+
+    /// True when everything was sent and fetched.
+    public var isComplete: Bool { problems.isEmpty && pendingRecords == 0 }
+
+    /// One zone reset.
+    public struct ZoneReset: Sendable, Hashable, CustomStringConvertible {
+        public var zone: ZoneID
+        public var reason: ZoneResetReason
+        public var description: String { "\(zone): \(reason)" }
+    }
+
+    mutating func add(_ outcome: SyncContext.PushOutcome) {
+        sent += outcome.saved + outcome.deleted
+        dropped += outcome.dropped
+        resets += outcome.resets
+        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
+    }
+
+    mutating func add(_ outcome: SyncContext.FetchOutcome) {
+        fetched += outcome.changed
+        deleted += outcome.deleted
+        resets += outcome.resets
+        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
+    }
+}
+
+/// A snapshot of what a context is doing (``SyncContext/status()``).
+public struct SyncStatus: Sendable, Hashable {
+    /// The signed-in account.
+    public var account: String?
+    /// Commands waiting to be sent.
+    public var pendingCommands: Int
+    /// Record changes waiting to be sent.
+    public var pendingRecords: Int
+    /// Why sending is paused, if it is.
+    public var paused: PauseReason?
+    /// Zones waiting to retry a failed send.
+    public var retrying: [ZoneID]
+    /// Zones known to exist on the server.
+    public var preparedZones: [ZoneID]
+    /// Entries on the reading list.
+    public var readingListCount: Int
+    /// Items in the history.
+    public var historyCount: Int
+}
