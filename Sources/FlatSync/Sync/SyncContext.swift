@@ -228,7 +228,14 @@ public actor SyncContext: LocalChangeObserver {
         try await localStore.checkOpen()
         let old = account?.id
         guard old != newAccount?.id else {
+            // The same account again (signed back in, or a new transport for it): resume if it was the
+            // reason sending stopped.
             account = newAccount
+            if paused == .notAuthenticated, newAccount != nil {
+                paused = nil
+                for zone in ZoneID.all { requestPush(zone) }
+                requestFetch(full: true)
+            }
             return
         }
         accountEpoch += 1

@@ -1,0 +1,95 @@
+import FlatSyncTesting
+import Foundation
+import Synchronization
+
+@testable import FlatSync
+
+/// Wraps a transport and runs a hook before each request, numbered per kind from 1, so a test can act
+/// at an exact point: expire tokens before the second page, hold a fetch in flight, count calls.
+final class InterceptingTransport: CloudTransport, Sendable {
+    typealias Hook = @Sendable (_ kind: RequestKind, _ number: Int) async -> Void
+
+    let base: any CloudTransport
+    private let hook: Hook
+    private let counts = Mutex<[RequestKind: Int]>([:])
+
+    init(_ base: any CloudTransport, before hook: @escaping Hook) {
+        self.base = base
+        self.hook = hook
+    }
+
+    /// How many requests of `kind` went through.
+    func count(_ kind: RequestKind) -> Int { counts.withLock { $0[kind, default: 0] } }
+
+    private func before(_ kind: RequestKind) async {
+        let number = counts.withLock { counts -> Int in
+            counts[kind, default: 0] += 1
+            return counts[kind]!
+        }
+        await hook(kind, number)
+    }
+
+    var maximumOperationsPerRequest: Int { base.maximumOperationsPerRequest }
+
+    func listZones() async throws -> [ZoneID] {
+        await before(.listZones)
+        return try await base.listZones()
+    }
+
+    func createZones(_ zones: [ZoneID]) async throws {
+        await before(.createZones)
+        try await base.createZones(zones)
+    }
+
+    func deleteZones(_ zones: [ZoneID]) async throws {
+        await before(.deleteZones)
+        try await base.deleteZones(zones)
+    }
+
+    func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
+        await before(.fetchDatabaseChanges)
+        return try await base.fetchDatabaseChanges(since: token)
+    }
+
+    func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws -> ZoneChanges {
+        await before(.fetchZoneChanges)
+        return try await base.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
+    }
+
+    func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool) async throws
+        -> ModifyRecordsResult
+    {
+        await before(.modifyRecords)
+        return try await base.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+    }
+
+    func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
+        await before(.lookupRecords)
+        return try await base.lookupRecords(ids)
+    }
+}
+
+/// A one-shot signal: `wait()` returns once `open()` has been called (before or after).
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let isOpen = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if isOpen { continuation.resume() }
+        }
+    }
+}
