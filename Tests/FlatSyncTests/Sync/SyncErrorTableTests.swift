@@ -107,7 +107,7 @@ import Testing
     @Test func aRecordTooLargeOnItsOwnIsDroppedAndTheRestGetThrough() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")
-            var events = a.events().makeAsyncIterator()
+            let events = a.events()
             let huge = String(repeating: "x", count: 1_100_000)
             try await a.readingList.apply([
                 .add(articleID: "a1"), .add(articleID: "big", title: huge), .add(articleID: "a2"), .add(articleID: "a3"),
@@ -116,15 +116,12 @@ import Testing
             #expect(await serverNames(harness.cloud) == ["rl-a1", "rl-a2", "rl-a3"])
             #expect(await a.localStore.pendingRecordCount() == 0, "dropped, not retried forever")
             #expect(await a.readingList.contains("big"), "the local entry stays")
-            var dropped: RecordID?
-            while let event = await events.next() {
-                if case .error(let error) = event, let record = error.droppedRecord {
-                    dropped = record
-                    break
-                }
-            }
-            #expect(dropped == ReadingListEntry.recordID(for: "big"))
             try await a.close()
+            let dropped = await collect(events).compactMap { event -> RecordID? in
+                if case .error(let error) = event { return error.droppedRecord }
+                return nil
+            }
+            #expect(dropped == [ReadingListEntry.recordID(for: "big")])
         }
     }
 
@@ -142,16 +139,8 @@ import Testing
             try await b.history.visit("h", version: 4)
             try await b.history.markOffensive("h")
             _ = try await a.syncNow()
-            var events = b.events().makeAsyncIterator()
+            let events = b.events()
             _ = try await b.syncNow()
-            var resolved = false
-            while let event = await events.next() {
-                if case .conflictResolved(let id) = event, id.name == "rh-h" {
-                    resolved = true
-                    break
-                }
-            }
-            #expect(resolved)
             _ = try await a.syncNow()
             let server = try #require(try await DeviceView(server: harness.cloud).history["h"])
             #expect(server.liking == .liked && server.flags.contains(.offensive) && server.maxVersionSeen == 4)
@@ -160,6 +149,7 @@ import Testing
             #expect(try await DeviceView(server: harness.cloud) == DeviceView(a))
             try await a.close()
             try await b.close()
+            #expect(await collect(events).contains(.conflictResolved(ReadingHistoryItem.recordID(for: "h"))))
         }
     }
 
@@ -187,24 +177,17 @@ import Testing
             try await a.readingList.add("old")
             await a.waitUntilIdle()
             try await harness.cloud.deleteZoneAsUser(.readingList)
-            var events = a.events().makeAsyncIterator()
+            let events = a.events()
             try await a.readingList.add("made-before-a-sync")
             await a.waitUntilIdle()
             #expect(await a.readingList.entries().isEmpty)
             #expect(await a.localStore.pendingRecordCount() == 0)
-            var reset = false
-            while let event = await events.next() {
-                if case .zoneReset(.readingList, .deletedByUser) = event {
-                    reset = true
-                    break
-                }
-            }
-            #expect(reset)
             // Later changes go to a zone created afresh; the wiped data never comes back.
             try await a.readingList.add("new")
             await a.waitUntilIdle()
             #expect(await serverNames(harness.cloud) == ["rl-new"])
             try await a.close()
+            #expect(await collect(events).contains(.zoneReset(zone: .readingList, reason: .deletedByUser)))
         }
     }
 
@@ -232,7 +215,7 @@ import Testing
     @Test func quotaExceededPausesSendingUntilTheUserSyncs() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")
-            var events = a.events().makeAsyncIterator()
+            let events = a.events()
             await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .quotaExceeded))
             try await a.readingList.add("x")
             await a.waitUntilIdle()
@@ -241,17 +224,10 @@ import Testing
             await a.waitUntilIdle()
             #expect(await harness.cloud.counters().modifyRequests == 1)
             #expect(await a.localStore.pendingRecordCount() == 2, "kept")
-            var paused = false
-            while let event = await events.next() {
-                if case .paused(.quotaExceeded) = event {
-                    paused = true
-                    break
-                }
-            }
-            #expect(paused)
             let summary = try await a.syncNow()
             #expect(summary.sent == 2 && summary.isComplete)
             try await a.close()
+            #expect(await collect(events).contains(.paused(reason: .quotaExceeded)))
         }
     }
 

@@ -90,3 +90,11 @@ struct DeviceView: Equatable, CustomStringConvertible {
         "list \(readingList.keys.sorted()) history \(history.keys.sorted().map { "\($0):\(history[$0]!.readCount)/\(history[$0]!.liking)" })"
     }
 }
+
+/// Every event a stream delivered, once its context has closed (closing ends the stream, so a missing
+/// event fails the test instead of hanging it).
+func collect(_ events: AsyncStream<SyncEvent>) async -> [SyncEvent] {
+    var all: [SyncEvent] = []
+    for await event in events { all.append(event) }
+    return all
+}

@@ -1,0 +1,233 @@
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// Fetching: paging, resets after an expired token, pending edits laid over fetched records, account
+/// changes, and the coalescing of notifications.
+@Suite struct SyncPullTests {
+    @Test func tokenExpiryMidwayThroughPagingRefetchesFromTheStart() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            try await a.history.apply((0..<4).map { .visit(articleID: "old\($0)") })
+            _ = try await a.syncNow()
+            // Once armed, the server expires every token just before B asks for its second page.
+            let cloud = harness.cloud
+            let armedAt = ArmedCounter()
+            let transport = InterceptingTransport(cloud) { kind, number in
+                if kind == .fetchZoneChanges, armedAt.isSecondAfterArming(number) { await cloud.expireAllChangeTokens() }
+            }
+            let b = try await harness.device("B", transport: transport) { $0.fetchResultsLimit = 3 }
+            #expect(await b.history.count() == 4)
+            try await a.history.apply((0..<10).map { .visit(articleID: "new\($0)") })
+            _ = try await a.syncNow()
+            armedAt.arm(at: transport.count(.fetchZoneChanges))
+            let events = b.events()
+            let summary = try await b.syncNow()
+            #expect(summary.resets == [SyncSummary.ZoneReset(zone: .readingHistory, reason: .tokenExpired)])
+            #expect(await b.history.count() == 14)
+            #expect(await DeviceView(a) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+            #expect(await collect(events).contains(.zoneReset(zone: .readingHistory, reason: .tokenExpired)))
+        }
+    }
+
+    @Test func aResetDeletesWhatTheServerNoLongerHasExceptPendingChanges() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            let b = try await harness.device("B")
+            try await a.readingList.apply([.add(articleID: "kept"), .add(articleID: "gone"), .add(articleID: "edited")])
+            await a.waitUntilIdle()
+            _ = try await b.syncNow()
+            // While B is away, A removes two entries and the server forgets B's token.
+            try await a.readingList.apply([.remove(articleID: "gone"), .remove(articleID: "edited")])
+            await a.waitUntilIdle()
+            await harness.cloud.expireAllChangeTokens()
+            // B re-saves one of them offline (its edit must survive the reset), then syncs.
+            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
+            try await b.readingList.remove("edited")
+            try await b.readingList.add("edited", title: "mine")
+            await b.waitUntilIdle()
+            #expect(await b.localStore.pendingRecordCount() == 1)
+            let summary = try await b.syncNow()
+            #expect(summary.resets.contains { $0.zone == .readingList && $0.reason == .tokenExpired })
+            #expect(Set(await b.readingList.entries().map(\.articleID)) == ["kept", "edited"])
+            #expect(await b.readingList.entry("edited")?.title == "mine")
+            _ = try await a.syncNow()
+            #expect(await DeviceView(a) == DeviceView(b))
+            #expect(try await DeviceView(server: harness.cloud) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test func aPendingEditSurvivesARemoteDelete() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            let b = try await harness.device("B")
+            try await a.history.visit("h")
+            _ = try await a.syncNow()
+            _ = try await b.syncNow()
+            try await a.history.remove("h")
+            _ = try await a.syncNow()
+            // B likes the item; its send fails, so the like is pending when B fetches A's delete.
+            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .zoneBusy))
+            try await b.history.setLiking("h", .liked)
+            let first = try await b.syncNow()
+            #expect(first.fetched == 0 && first.deleted == 0, "the remote delete did not remove the pending edit")
+            #expect(await b.history.item("h")?.liking == .liked)
+            _ = try await b.syncNow()
+            _ = try await a.syncNow()
+            #expect(await a.history.item("h")?.liking == .liked, "the edit beat the delete everywhere")
+            #expect(await DeviceView(a) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test func anAccountChangeWipesTheOldAccountBeforeAnythingIsSent() async throws {
+        try await SyncHarness.run { harness in
+            let bobsCloud = InMemoryCloud()
+            let a = try await harness.device("A", account: "alice")
+            try await a.readingList.add("alice-synced")
+            await a.waitUntilIdle()
+            // Alice's next changes cannot be sent yet.
+            await harness.cloud.setFaultPlan(.failNext(100, with: .networkUnavailable))
+            try await a.readingList.add("alice-pending")
+            try await a.history.visit("alice-history")
+            #expect(await a.localStore.pendingRecordCount() == 2)
+            let events = a.events()
+            try await a.accountDidChange(to: CloudAccount(id: "bob", transport: bobsCloud))
+            #expect(await a.readingList.entries().isEmpty)
+            #expect(await a.history.items().isEmpty)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.readingList.add("bob-1")
+            _ = try await a.syncNow()
+            let bobs = Set(await bobsCloud.records(in: .readingList).map(\.id.name))
+            #expect(bobs == ["rl-bob-1"], "nothing of Alice's reached Bob's database")
+            #expect(await bobsCloud.records(in: .readingHistory).isEmpty)
+            try await a.close()
+            #expect(await collect(events).contains(.accountChanged(from: "alice", to: "bob")))
+            // Opening the directory for someone else wipes it too.
+            let reopened = try await harness.device("A", account: "carol", transport: InMemoryCloud())
+            #expect(await reopened.readingList.entries().isEmpty)
+            try await reopened.close()
+        }
+    }
+
+    @Test func aNotificationStormDuringAFetchCausesOneMoreFetch() async throws {
+        try await SyncHarness.run { harness in
+            let fetchStarted = Gate()
+            let release = Gate()
+            let holding = HoldState()
+            let transport = InterceptingTransport(harness.cloud) { kind, _ in
+                guard kind == .fetchZoneChanges, holding.takeFirst() else { return }
+                fetchStarted.open()
+                await release.wait()
+            }
+            let a = try await harness.device("A", transport: transport)
+            holding.arm()
+            let before = transport.count(.fetchZoneChanges)
+            await a.handleRemoteNotification(zones: [.readingList])
+            await fetchStarted.wait()
+            for _ in 0..<50 { await a.handleRemoteNotification(zones: [.readingList, .readingHistory]) }
+            release.open()
+            await a.waitUntilIdle()
+            // The held fetch (one zone), then exactly one more fetch (both zones).
+            #expect(transport.count(.fetchZoneChanges) - before == 3)
+            try await a.close()
+        }
+    }
+
+    @Test func historyChangesWaitForTheDebounceAndEachChangePushesItBack() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            try await a.history.visit("h1")
+            harness.clock.advance(by: .milliseconds(4_900))
+            await a.waitUntilIdle()
+            try await a.history.visit("h2")
+            harness.clock.advance(by: .milliseconds(4_900))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == 0)
+            harness.clock.advance(by: .milliseconds(100))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == 1, "one request for both visits")
+            #expect(await harness.cloud.records(in: .readingHistory).count == 2)
+            try await a.close()
+        }
+    }
+
+    @Test func readingListChangesAreSentAtOnce() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            try await a.readingList.add("x")
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == 1)
+            try await a.close()
+        }
+    }
+
+    @Test func tenThousandMutationsOnAHundredArticlesSendAHundredRecordsInOneRequest() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            for round in 0..<100 {
+                _ = try await a.history.apply((0..<100).map { .visit(articleID: "article-\($0)", version: Int64(round)) })
+            }
+            let summary = try await a.syncNow()
+            #expect(summary.sent == 100)
+            #expect(await harness.cloud.counters().modifyRequests == 1)
+            #expect(await harness.cloud.counters().recordsSaved == 100)
+            try await a.close()
+        }
+    }
+
+    @Test func batchesHoldAtMostTheBatchSize() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            try await a.readingList.apply((0..<250).map { .add(articleID: "a\($0)") })
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == 3)
+            #expect(await harness.cloud.records(in: .readingList).count == 250)
+            try await a.close()
+        }
+    }
+
+    @Test func aSyncReportsItsWorkAsEventsInOrder() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            let b = try await harness.device("B")
+            try await a.readingList.add("x")
+            await a.waitUntilIdle()
+            var events = b.events().makeAsyncIterator()
+            _ = try await b.syncNow()
+            #expect(await events.next() == .willFetch(zone: .readingList))
+            #expect(await events.next() == .didFetch(zone: .readingList, changed: 1, deleted: 0))
+            try await a.close()
+            try await b.close()
+        }
+    }
+}
+
+/// Counts requests from the moment it is armed.
+final class ArmedCounter: Sendable {
+    private let start = Mutex<Int?>(nil)
+    func arm(at count: Int) { start.withLock { $0 = count } }
+    func isSecondAfterArming(_ number: Int) -> Bool { start.withLock { $0.map { number == $0 + 2 } ?? false } }
+}
+
+/// Holds only the first request after `arm()`.
+final class HoldState: Sendable {
+    private let state = Mutex<(armed: Bool, taken: Bool)>((false, false))
+    func arm() { state.withLock { $0.armed = true } }
+    func takeFirst() -> Bool {
+        state.withLock { state in
+            guard state.armed, !state.taken else { return false }
+            state.taken = true
+            return true
+        }
+    }
+}
+
+import Synchronization
