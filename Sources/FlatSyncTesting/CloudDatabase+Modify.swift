@@ -162,7 +162,10 @@ extension CloudDatabase {
         case .ifServerRecordUnchanged, .allKeys:
             fields = save.record.fields
         }
-        let saved = Record(id: id, type: save.record.type, fields: fields, changeTag: nextChangeTag())
+        let saved = Record(
+            id: id, type: save.record.type, fields: fields, changeTag: nextChangeTag(),
+            lastModifiedBy: save.record.lastModifiedBy
+        )
         modifyZone(id.zone.name) { zone in
             zone.sequence += 1
             let step = zone.sequence

@@ -238,6 +238,7 @@ extension ZoneState: Codable {
             writer.append(UInt8(1))
             writer.append(record.type)
             writer.append(record.changeTag?.rawValue ?? "")
+            writer.append(record.lastModifiedBy ?? "")
             writer.append(UInt64(record.fields.count))
             for key in record.fields.keys.sorted() {
                 writer.append(key)
@@ -276,6 +277,7 @@ extension ZoneState: Codable {
             case 1:
                 let type = try reader.string()
                 let tag = try reader.string()
+                let modifiedBy = try reader.string()
                 let fieldCount = try reader.count()
                 var fields = [String: FieldValue](minimumCapacity: fieldCount)
                 for _ in 0..<fieldCount {
@@ -293,7 +295,8 @@ extension ZoneState: Codable {
                     id: RecordID(zone: zone, name: name),
                     type: type,
                     fields: fields,
-                    changeTag: tag.isEmpty ? nil : ChangeTag(tag)
+                    changeTag: tag.isEmpty ? nil : ChangeTag(tag),
+                    lastModifiedBy: modifiedBy.isEmpty ? nil : modifiedBy
                 )
             default:
                 throw BinaryReader.Malformed(reason: "unknown slot marker")

@@ -8,7 +8,7 @@ import Foundation
 /// | bytes | content |
 /// |---|---|
 /// | 0..<8 | the signature `FSCLOUD` and a zero byte |
-/// | 8..<12 | the format version, little-endian (1) |
+/// | 8..<12 | the format version, little-endian (2: records keep the device that last modified them) |
 /// | 12..<16 | the CRC-32 of the property list, little-endian |
 /// | 16..<24 | the length of the property list, little-endian |
 ///
@@ -16,7 +16,7 @@ import Foundation
 /// reported instead of being decoded into a wrong server.
 enum CloudStateFile {
     static let signature: [UInt8] = Array("FSCLOUD".utf8) + [0]
-    static let formatVersion: UInt32 = 1
+    static let formatVersion: UInt32 = 2
     static let headerSize = 24
 
     /// The database in `url`, or `nil` when there is no file yet.

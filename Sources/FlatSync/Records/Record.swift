@@ -13,13 +13,24 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
     public var fields: [String: FieldValue]
     /// The server's version stamp; `nil` for a record the server has not seen yet.
     public var changeTag: ChangeTag?
+    /// The device that wrote this version: a system field, like CloudKit's `modified.deviceID`, kept
+    /// apart from ``fields``. A saving client sets it to its own device ID; the server keeps it with the
+    /// version, so a client can tell its own writes from someone else's with the same content.
+    public var lastModifiedBy: String?
 
     /// Creates a record.
-    public init(id: RecordID, type: String, fields: [String: FieldValue] = [:], changeTag: ChangeTag? = nil) {
+    public init(
+        id: RecordID,
+        type: String,
+        fields: [String: FieldValue] = [:],
+        changeTag: ChangeTag? = nil,
+        lastModifiedBy: String? = nil
+    ) {
         self.id = id
         self.type = type
         self.fields = fields
         self.changeTag = changeTag
+        self.lastModifiedBy = lastModifiedBy
     }
 
     /// The value of one field, or `nil` when the record lacks it.

@@ -21,6 +21,8 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     package var columns: [String: Data]
     package var changeTagNames: Data
     package var changeTagValues: Data
+    /// Names of records created since the last fetch (see ``ZoneState/createdSinceFetch``); absent when none.
+    package var createdSinceFetch: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
@@ -40,6 +42,11 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         }
         changeTagNames = names.data
         changeTagValues = tags.data
+        if !state.createdSinceFetch.isEmpty {
+            var created = BinaryWriter()
+            for name in state.createdSinceFetch.sorted() { created.write(name) }
+            createdSinceFetch = created.data
+        }
         checksum = 0
         checksum = computedChecksum()
     }
@@ -58,7 +65,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             crc = CRC32.checksum(columns[name]!, continuing: crc)
         }
         crc = CRC32.checksum(changeTagNames, continuing: crc)
-        return CRC32.checksum(changeTagValues, continuing: crc)
+        crc = CRC32.checksum(changeTagValues, continuing: crc)
+        if let createdSinceFetch { crc = CRC32.checksum(createdSinceFetch, continuing: crc) }
+        return crc
     }
 
     /// The encoded file contents.
@@ -121,6 +130,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
                     }
                     guard tags.isAtEnd else { throw FlatSyncError(.damagedFile, "Change tag columns differ in length.") }
                 }
+            }
+            try createdSinceFetch?.withBinaryReader { (names) throws(FlatSyncError) in
+                while !names.isAtEnd { state.createdSinceFetch.insert(try names.readString()) }
             }
         } catch {
             throw FlatSyncError(.damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)

@@ -17,8 +17,10 @@ extension LocalStore {
             let tag = changeTag(for: change.recordID)
             switch change.operation {
             case .save(let record):
-                let current = zones.record(for: change.recordID) ?? record
-                saves.append(RecordSave(current.withChangeTag(tag), policy: .ifServerRecordUnchanged))
+                var current = zones.record(for: change.recordID) ?? record
+                current.changeTag = tag
+                current.lastModifiedBy = deviceID
+                saves.append(RecordSave(current, policy: .ifServerRecordUnchanged))
             case .delete:
                 deletes.append(RecordDeletion(change.recordID, changeTag: tag, policy: .ifServerRecordUnchanged))
             }
@@ -41,9 +43,19 @@ extension LocalStore {
     }
 
     /// The server saved a record: remember its new tag. The local content stays; if it changed since the
-    /// request went out, a newer command sends it again.
-    package func serverSaved(_ record: Record) {
+    /// request went out, a newer command sends it again. `created` says the save was sent without a tag,
+    /// so it may have created the record after this device's change token.
+    package func serverSaved(_ record: Record, created: Bool) {
         setChangeTag(record.changeTag, for: record.id)
+        if created { noteCreated(record.id) }
+    }
+
+    private func noteCreated(_ id: RecordID) {
+        if id.zone == .readingList {
+            zones.readingList.createdSinceFetch.insert(id.name)
+        } else {
+            zones.history.createdSinceFetch.insert(id.name)
+        }
     }
 
     /// The server deleted a record (or never had it).
@@ -59,10 +71,16 @@ extension LocalStore {
     /// A save met a newer server version: keep the merge of both, with the server's tag. Returns true when
     /// the server already holds everything the merge does (so there is nothing left to send, as when the
     /// server committed this very save but its response was lost).
-    package func mergeServerRecord(_ server: Record) -> Bool {
+    ///
+    /// `sentWithoutTag` says the save was sent as a create: then the server's version may be this device's
+    /// own create whose response was lost, made after its change token (see ``serverSaved(_:created:)``).
+    /// A save sent with a tag proves the record existed before; any newer version is reported by the next
+    /// fetch, deletions included.
+    package func mergeServerRecord(_ server: Record, sentWithoutTag: Bool) -> Bool {
         let local = zones.record(for: server.id)
         let merged = local.flatMap { RecordMerge.merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
+        if sentWithoutTag { noteCreated(server.id) }
         return merged.hasSameContent(as: server)
     }
 
@@ -149,6 +167,9 @@ extension LocalStore {
             result.changed += 1
         }
         var gone = deleted.filter { $0.zone == Item.zone }.map(\.name)
+        // Records this device created after its token exist on the server only if the fetch returned them.
+        gone += state.createdSinceFetch.subtracting(returned).subtracting(gone)
+        state.createdSinceFetch = []
         if isReset {
             let known = Set(state.items.keys.map { Item.recordNamePrefix + $0 }).union(state.changeTags.keys)
             gone += known.subtracting(returned).subtracting(gone)

@@ -13,6 +13,10 @@ package struct ZoneState<Item: SyncedItem>: Sendable {
     package var changeToken: ChangeToken?
     /// Every mutation with a sequence number up to this one is reflected in ``items``.
     package var appliedThroughSequence: UInt64 = 0
+    /// Records this device created on the server since its last completed fetch. A fetch reports net
+    /// changes since the token, so a record created and deleted after the token is reported as nothing:
+    /// the next fetch must return each of these, or it was deleted.
+    package var createdSinceFetch: Set<String> = []
 
     package init() {}
 

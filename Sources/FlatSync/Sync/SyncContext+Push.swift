@@ -171,6 +171,11 @@ extension SyncContext {
     ) async -> BatchResult {
         var result = BatchResult()
         let request = await localStore.request(for: batch)
+        var sentTags: [RecordID: ChangeTag?] = [:]
+        for save in request.saves {
+            sentTags[save.record.id] = save.record.changeTag
+            unconfirmedSaves[save.record.id] = save.record
+        }
         emit(.willSend(zone: zone, saves: request.saves.count, deletes: request.deletes.count))
         let response: ModifyRecordsResult
         do {
@@ -206,7 +211,8 @@ extension SyncContext {
         for change in batch {
             let id = change.recordID
             if let saved = response.saved[id] {
-                await localStore.serverSaved(saved)
+                unconfirmedSaves[id] = nil
+                await localStore.serverSaved(saved, created: sentTags[id] == .some(nil))
                 result.acknowledged.append(id)
                 result.saved += 1
                 continue
@@ -225,15 +231,31 @@ extension SyncContext {
                     result.next = .stop(.retryLater(nil))
                     continue
                 }
+                if change.isDelete, isOwnUnconfirmedWrite(server) {
+                    // The server holds this device's own save, whose response was lost: delete it after all.
+                    await localStore.serverSaved(server, created: false)
+                    unconfirmedSaves[id] = nil
+                    result.resend.append(change)
+                    continue
+                }
                 emit(.conflictResolved(id))
                 if change.isDelete {
                     // Someone changed the record after this device last saw it: their edit beats the delete.
                     await localStore.adoptServerRecord(server)
                     result.acknowledged.append(id)
-                } else if await localStore.mergeServerRecord(server) {
+                    continue
+                }
+                // The server may hold this very save, committed by an earlier attempt whose response was
+                // lost: then there is nothing left to write.
+                let ownWrite = isOwnUnconfirmedWrite(server)
+                let serverHasAll = await localStore.mergeServerRecord(server, sentWithoutTag: sentTags[id] == .some(nil))
+                if serverHasAll && ownWrite {
+                    unconfirmedSaves[id] = nil
                     result.acknowledged.append(id)
                     result.saved += 1
                 } else {
+                    // Write the merge even when it equals the server's version: the new version is what
+                    // makes deletes by devices that never saw this edit conflict, so the edit wins.
                     result.resend.append(change)
                 }
             case .recordMissing:
@@ -270,6 +292,13 @@ extension SyncContext {
             result.resend = []
         }
         return result
+    }
+
+    /// True when the server's version is this device's own save whose response never arrived: written by
+    /// this device, with exactly the content it sent.
+    private func isOwnUnconfirmedWrite(_ server: Record) -> Bool {
+        guard server.lastModifiedBy == localStore.deviceID, let sent = unconfirmedSaves[server.id] else { return false }
+        return sent.hasSameContent(as: server)
     }
 
     private func drop(_ change: RecordChange, because error: CloudError) {

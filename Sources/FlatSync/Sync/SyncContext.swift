@@ -89,6 +89,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Bumped by every account change; work started for an older epoch stops touching the store.
     var accountEpoch = 0
     var preparedZones: Set<ZoneID>
+    /// Saves sent whose outcome is unknown (no response yet, or a lost one), by record: a later delete that
+    /// meets exactly this content on the server is meeting this device's own write, not someone's edit.
+    var unconfirmedSaves: [RecordID: Record] = [:]
     var paused: PauseReason?
     var isStarted = false
     var isClosed = false
@@ -107,6 +110,15 @@ public actor SyncContext: LocalChangeObserver {
         case historyDebounce
         case pushRetry(ZoneID)
         case fetchRetry
+
+        /// Fixes the order in which timers due at the same moment fire.
+        var rank: Int {
+            switch self {
+            case .historyDebounce: return 0
+            case .pushRetry(let zone): return zone == .readingList ? 1 : 2
+            case .fetchRetry: return 3
+            }
+        }
     }
 
     private struct ScheduledTimer {
@@ -247,6 +259,7 @@ public actor SyncContext: LocalChangeObserver {
         await queue.waitUntilEmpty()
         try await localStore.wipeAll(newAccount: newAccount?.id)
         preparedZones = []
+        unconfirmedSaves = [:]
         paused = nil
         pushFailures = [:]
         fetchFailures = 0
@@ -473,13 +486,21 @@ public actor SyncContext: LocalChangeObserver {
         timers.removeValue(forKey: key)?.task.cancel()
     }
 
+    /// Fires every timer that is due, not only the one whose task woke: timers that come due together
+    /// wake together, and firing them in a fixed order (deadline, then kind) keeps runs repeatable.
     private func timerFired(_ key: TimerKey, generation: UInt64) {
         guard timers[key]?.generation == generation else { return }
-        timers[key] = nil
-        switch key {
-        case .historyDebounce: requestPush(.readingHistory)
-        case .pushRetry(let zone): requestPush(zone)
-        case .fetchRetry: requestFetch(full: fullFetchRequested)
+        let now = clock.now()
+        let due = timers.filter { $0.value.deadline <= now }
+            .sorted { ($0.value.deadline, $0.key.rank) < ($1.value.deadline, $1.key.rank) }
+        for (key, timer) in due {
+            timers[key] = nil
+            timer.task.cancel()
+            switch key {
+            case .historyDebounce: requestPush(.readingHistory)
+            case .pushRetry(let zone): requestPush(zone)
+            case .fetchRetry: requestFetch(full: fullFetchRequested)
+            }
         }
         resumeIdleWaiters()
     }

@@ -11,7 +11,7 @@ import Testing
             let b = try await harness.device("B")
             try await a.readingList.add("article-1", title: "Tides")
             await a.waitUntilIdle()
-            #expect(try await harness.cloud.records(in: .readingList).count == 1)
+            #expect(await harness.cloud.records(in: .readingList).count == 1)
             let summary = try await b.syncNow()
             #expect(summary.fetched == 1)
             #expect(await b.readingList.entry("article-1")?.title == "Tides")

@@ -89,6 +89,18 @@ struct DeviceView: Equatable, CustomStringConvertible {
     var description: String {
         "list \(readingList.keys.sorted()) history \(history.keys.sorted().map { "\($0):\(history[$0]!.readCount)/\(history[$0]!.liking)" })"
     }
+
+    /// What differs from `other`, item by item, for failure messages.
+    func differences(from other: DeviceView) -> [String] {
+        var lines: [String] = []
+        for key in Set(readingList.keys).union(other.readingList.keys).sorted() where readingList[key] != other.readingList[key] {
+            lines.append("list \(key): \(readingList[key].map { "\($0)" } ?? "absent") vs \(other.readingList[key].map { "\($0)" } ?? "absent")")
+        }
+        for key in Set(history.keys).union(other.history.keys).sorted() where history[key] != other.history[key] {
+            lines.append("history \(key): \(history[key].map { "\($0.record)" } ?? "absent") vs \(other.history[key].map { "\($0.record)" } ?? "absent")")
+        }
+        return lines
+    }
 }
 
 /// Every event a stream delivered, once its context has closed (closing ends the stream, so a missing

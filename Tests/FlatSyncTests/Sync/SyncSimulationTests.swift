@@ -1,0 +1,453 @@
+import FlatSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import FlatSync
+
+/// The seeded simulation: three devices, random mutations and syncs, random faults on at least a fifth of
+/// the requests (including responses lost after the server committed, busy zones, throttling) and token
+/// expiries; then faults stop, every device syncs until nothing moves, and the run checks that
+///
+/// 1. every device's stores equal each other and the server, with nothing left pending, and
+/// 2. every acknowledged mutation's effect is there, unless a later mutation superseded it by the merge
+///    rules (or a concurrent one its device had not seen: a delete loses to an edit it did not see).
+///
+/// `FLATSYNC_SIM_SEEDS` sets how many seeds run (default 12, for CI) and `FLATSYNC_SIM_STEPS` the steps per
+/// seed (default 400); run with hundreds of seeds by hand.
+@Suite(.serialized) struct SyncSimulationTests {
+    static let seeds = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_SEEDS"] ?? "") ?? 12
+    static let steps = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_STEPS"] ?? "") ?? 400
+    /// Few enough articles that devices often touch the same ones, enough that most effects stay checkable.
+    static let articles = 40
+
+    /// Debugging: `FLATSYNC_SIM_ONLY=8` runs one seed; `FLATSYNC_SIM_TRACE=a8` prints what happens to one article.
+    static let only = ProcessInfo.processInfo.environment["FLATSYNC_SIM_ONLY"].flatMap(UInt64.init)
+    static let trace = ProcessInfo.processInfo.environment["FLATSYNC_SIM_TRACE"]
+
+    @Test func devicesConvergeAndNoAcknowledgedMutationIsLost() async throws {
+        var totals = SimulationTotals()
+        for seed in Self.only.map({ [$0] }) ?? Array(0..<UInt64(Self.seeds)) {
+            let result = try await Self.run(seed: seed, steps: Self.steps)
+            totals.add(result)
+        }
+        print(totals.report(seeds: Self.only == nil ? Self.seeds : 1))
+        #expect(totals.lost == 0)
+        #expect(totals.diverged == 0)
+        #expect(totals.faultRate >= 0.2, "the simulation must fault at least a fifth of the requests")
+    }
+
+    struct Result {
+        var mutations = 0
+        var checked = 0
+        var lost = 0
+        var diverged = false
+        var requests = 0
+        var faults: [String: Int] = [:]
+        var expiries = 0
+    }
+
+    static func run(seed: UInt64, steps: Int) async throws -> Result {
+        try await SyncHarness.run(cloud: InMemoryCloud(changeHistoryLimit: 60)) { harness in
+            var random = SeededRandomNumberGenerator(seed: seed &* 0x9E37_79B9 &+ 1)
+            var result = Result()
+            // Each device has its own clock and its own view of the cloud (which can hold a request), and
+            // every step waits for its device to finish, so a seed replays exactly.
+            var devices: [SyncContext] = []
+            var clocks: [TestClock] = []
+            var holds: [RequestHold] = []
+            for name in ["A", "B", "C"] {
+                let clock = TestClock()
+                let hold = RequestHold()
+                let transport = InterceptingTransport(harness.cloud) { kind, _ in await hold.pass(kind) }
+                devices.append(try await harness.device(name, transport: transport) { $0.clock = clock })
+                clocks.append(clock)
+                holds.append(hold)
+            }
+            var ledger = Ledger()
+            let effects: [FaultEffect] = FaultEffect.transient + [.responseLost, .error(.zoneBusy), .error(.batchRequestFailed)]
+            await harness.cloud.setFaultPlan(.random(rate: 0.3, seed: seed, effects: effects))
+
+            for step in 0..<steps {
+                let index = Int.random(in: 0..<devices.count, using: &random)
+                let device = devices[index]
+                switch Int.random(in: 0..<100, using: &random) {
+                case 0..<62:
+                    let operation = Operation.random(using: &random)
+                    if let entry = try await operation.perform(on: device, device: index) {
+                        ledger.append(entry)
+                        result.mutations += 1
+                    }
+                case 62..<70:
+                    // Mutations while a send is on the wire: hold the device's next request, change things,
+                    // then let the request go.
+                    holds[index].armForNextModify()
+                    let trigger = Operation.add("a\(Int.random(in: 0..<Self.articles, using: &random))")
+                    if let entry = try await trigger.perform(on: device, device: index) {
+                        ledger.append(entry)
+                        result.mutations += 1
+                    }
+                    // Either the send reaches the hold, or the device goes idle without sending (which
+                    // disarms the hold and opens `reached`). The idle wait ends only after the release.
+                    let hold = holds[index]
+                    let idle = Task {
+                        await device.waitUntilIdle()
+                        hold.disarm()
+                    }
+                    await hold.reached.wait()
+                    for _ in 0..<Int.random(in: 1...4, using: &random) {
+                        let operation = Operation.random(using: &random)
+                        if let entry = try await operation.perform(on: device, device: index) {
+                            ledger.append(entry)
+                            result.mutations += 1
+                        }
+                    }
+                    hold.release()
+                    await idle.value
+                case 70..<85:
+                    let start = ledger.tick()
+                    let summary = try await device.syncNow()
+                    ledger.syncs[index, default: []].append(SyncRecord(start: start, end: ledger.tick(), clean: summary.isComplete))
+                case 85..<90:
+                    await device.handleRemoteNotification(zones: ZoneID.all)
+                case 90..<95:
+                    let elapsed = Duration.milliseconds(Int64.random(in: 0..<20_000, using: &random))
+                    for (clock, device) in zip(clocks, devices) {
+                        clock.advance(by: elapsed)
+                        await device.waitUntilIdle()
+                    }
+                case 95..<97:
+                    await harness.cloud.expireAllChangeTokens()
+                    result.expiries += 1
+                default:
+                    await device.networkDidBecomeAvailable()
+                }
+                await device.waitUntilIdle()
+                if let article = Self.trace {
+                    var line = "step \(step) device \(index): "
+                    if let entry = ledger.entries.last { line += "last entry #\(entry.step) \(entry.kind) \(entry.article) " }
+                    let server = await harness.cloud.records(in: .readingHistory).first { $0.id.name == "rh-\(article)" }
+                    line += "| server \(server.map { "\($0.fields["maxVersionSeen"]!) \($0.fields["lastVisited"] != nil) \($0.changeTag!)" } ?? "-")"
+                    for (i, d) in devices.enumerated() {
+                        let item = await d.history.item(article)
+                        let tag = await d.localStore.changeTag(for: ReadingHistoryItem.recordID(for: article))
+                        let pending = await d.localStore.pendingChange(for: ReadingHistoryItem.recordID(for: article))
+                        line += " | \(i): \(item.map { "\($0.maxVersionSeen) \($0.lastVisited != nil)" } ?? "-") tag \(tag?.rawValue ?? "nil") \(pending.map { $0.isDelete ? "P-del" : "P-save" } ?? "")"
+                    }
+                    print(line)
+                }
+            }
+
+            // Faults stop; everyone syncs until a whole round moves nothing.
+            await harness.cloud.setFaultPlan(.none)
+            let counters = await harness.cloud.counters()
+            result.requests = counters.requests
+            result.faults = counters.faultsInjected
+            for _ in 0..<10 {
+                var moved = false
+                for device in devices {
+                    let summary = try await device.syncNow()
+                    if summary.sent > 0 || summary.fetched > 0 || summary.deleted > 0 || !summary.isComplete { moved = true }
+                }
+                if !moved { break }
+            }
+            var views: [DeviceView] = []
+            for device in devices {
+                views.append(await DeviceView(device))
+                #expect(await device.localStore.pendingRecordCount() == 0, "seed \(seed): work left pending")
+            }
+            let server = try await DeviceView(server: harness.cloud)
+            if views.contains(where: { $0 != server }) {
+                result.diverged = true
+                let differences = views.enumerated().map { index, view in
+                    "device \(index):\n  " + view.differences(from: server).joined(separator: "\n  ")
+                }
+                Issue.record("seed \(seed): devices diverged from the server\n\(differences.joined(separator: "\n"))")
+            }
+            let (checked, lost) = ledger.check(against: server, seed: seed)
+            result.checked = checked
+            result.lost = lost
+            for device in devices { try await device.close() }
+            return result
+        }
+    }
+
+    // MARK: - Operations
+
+    enum Operation {
+        case add(String)
+        case remove(String)
+        case visit(String, Int64)
+        case liking(String, ReadingHistoryItem.Liking)
+        case markRead(String)
+        case offensive(String)
+        case forget(String)
+        case clear
+
+        static func random(using random: inout SeededRandomNumberGenerator) -> Operation {
+            func article() -> String { "a\(Int.random(in: 0..<SyncSimulationTests.articles, using: &random))" }
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<25: return .add(article())
+            case 25..<40: return .remove(article())
+            case 40..<60: return .visit(article(), Int64.random(in: 0..<6, using: &random))
+            case 60..<75: return .liking(article(), ReadingHistoryItem.Liking.allCases.randomElement(using: &random)!)
+            case 75..<82: return .markRead(article())
+            case 82..<86: return .offensive(article())
+            case 86..<97: return .forget(article())
+            default: return .clear
+            }
+        }
+
+        /// Performs the operation; returns what the ledger needs if it changed something.
+        func perform(on context: SyncContext, device: Int) async throws -> Ledger.Entry? {
+            func entry(_ kind: Ledger.Kind, _ article: String) async -> Ledger.Entry {
+                Ledger.Entry(device: device, kind: kind, article: article, after: await context.history.item(article))
+            }
+            switch self {
+            case .add(let id):
+                return try await context.readingList.add(id) ? await entry(.add, id) : nil
+            case .remove(let id):
+                return try await context.readingList.remove(id) ? await entry(.remove, id) : nil
+            case .visit(let id, let version):
+                try await context.history.visit(id, version: version)
+                return await entry(.visit(version), id)
+            case .liking(let id, let liking):
+                guard (await context.history.item(id)?.liking ?? .none) != liking else { return nil }
+                try await context.history.setLiking(id, liking)
+                return await entry(.liking(liking), id)
+            case .markRead(let id):
+                guard await context.history.item(id)?.isRead != true else { return nil }
+                try await context.history.markRead(id)
+                return await entry(.flag(.read), id)
+            case .offensive(let id):
+                guard await context.history.item(id)?.flags.contains(.offensive) != true else { return nil }
+                try await context.history.markOffensive(id)
+                return await entry(.flag(.offensive), id)
+            case .forget(let id):
+                guard await context.history.item(id) != nil else { return nil }
+                try await context.history.remove(id)
+                return await entry(.forget, id)
+            case .clear:
+                let ids = await context.history.items().map(\.articleID)
+                guard !ids.isEmpty else { return nil }
+                try await context.history.clear()
+                return Ledger.Entry(device: device, kind: .clear(ids), article: "", after: nil)
+            }
+        }
+    }
+}
+
+/// Holds a device's next modify request until released, so a test can change things while it is on the wire.
+final class RequestHold: Sendable {
+    private let state = Mutex<(armed: Bool, waiting: Bool, release: Gate?)>((false, false, nil))
+    private let reachedGate = Mutex(Gate())
+
+    /// Opens when the held request has arrived.
+    var reached: Gate { reachedGate.withLock { $0 } }
+
+    /// Stops waiting for a request: no request will be held, and waiters on ``reached`` go on.
+    func disarm() {
+        state.withLock { $0.armed = false }
+        reached.open()
+    }
+
+    func armForNextModify() {
+        reachedGate.withLock { $0 = Gate() }
+        state.withLock { $0 = (true, false, Gate()) }
+    }
+
+    func release() {
+        let gate = state.withLock { state -> Gate? in
+            state.armed = false
+            return state.release
+        }
+        gate?.open()
+    }
+
+    func pass(_ kind: RequestKind) async {
+        guard kind == .modifyRecords else { return }
+        let gate = state.withLock { state -> Gate? in
+            guard state.armed else { return nil }
+            state.armed = false
+            state.waiting = true
+            return state.release
+        }
+        guard let gate else { return }
+        reached.open()
+        await gate.wait()
+        state.withLock { $0.waiting = false }
+    }
+}
+
+// MARK: - The ledger of acknowledged mutations and syncs
+
+struct SyncRecord {
+    var start: Int
+    var end: Int
+    var clean: Bool
+}
+
+/// Every acknowledged mutation and every sync, with the global step each happened at, and the checker
+/// that decides which effects must be visible at the end.
+struct Ledger {
+    enum Kind {
+        case add, remove, visit(Int64), liking(ReadingHistoryItem.Liking), flag(ReadingHistoryItem.Flags), forget
+        case clear([String])
+    }
+
+    struct Entry {
+        /// When the mutation was acknowledged, on the ledger's clock.
+        var step = 0
+        var device: Int
+        var kind: Kind
+        var article: String
+        /// The device's history item right after the mutation (for its timestamps).
+        var after: ReadingHistoryItem?
+
+        var isReadingList: Bool {
+            if case .add = kind { return true }
+            if case .remove = kind { return true }
+            return false
+        }
+
+        var isHistoryDelete: Bool {
+            switch kind {
+            case .forget, .clear: return true
+            default: return false
+            }
+        }
+
+        func touchesHistory(_ article: String) -> Bool {
+            if case .clear(let ids) = kind { return ids.contains(article) }
+            return !isReadingList && self.article == article
+        }
+    }
+
+    var entries: [Entry] = []
+    /// Each device's syncs, with when they started and ended on the ledger's clock.
+    var syncs: [Int: [SyncRecord]] = [:]
+    /// The ledger's clock: every mutation and every sync's start and end get their own tick, so all of
+    /// them are ordered, across devices.
+    private var clock = 0
+
+    mutating func tick() -> Int {
+        clock += 1
+        return clock
+    }
+
+    mutating func append(_ entry: Entry) {
+        var entry = entry
+        entry.step = tick()
+        entries.append(entry)
+    }
+
+    /// True when the device had certainly seen `entry` by `step`: the entry's device finished a clean
+    /// sync after making it, and this device then finished a clean sync before `step`.
+    func saw(_ device: Int, _ entry: Entry, before step: Int) -> Bool {
+        if entry.device == device { return entry.step < step }
+        guard let pushed = syncs[entry.device]?.first(where: { $0.clean && $0.start > entry.step }) else { return false }
+        return syncs[device]?.contains { $0.clean && $0.start > pushed.end && $0.end < step } ?? false
+    }
+
+    /// Counts the effects checked and the ones lost.
+    func check(against server: DeviceView, seed: UInt64) -> (checked: Int, lost: Int) {
+        var checked = 0
+        var lost = 0
+        func fail(_ entry: Entry, _ what: String) {
+            lost += 1
+            Issue.record("seed \(seed): step \(entry.step) device \(entry.device) \(entry.kind) \(entry.article): \(what)")
+        }
+        for entry in entries {
+            switch entry.kind {
+            case .add:
+                // Superseded only by a later remove of the same article.
+                if entries.contains(where: { if case .remove = $0.kind { $0.article == entry.article && $0.step > entry.step } else { false } }) { continue }
+                checked += 1
+                if server.readingList[entry.article] == nil { fail(entry, "the saved article is missing") }
+            case .remove:
+                // Superseded by a later add, or by an add this device had not seen.
+                let superseded = entries.contains { other in
+                    guard case .add = other.kind, other.article == entry.article else { return false }
+                    return other.step > entry.step || !saw(entry.device, other, before: entry.step)
+                }
+                if superseded { continue }
+                checked += 1
+                if server.readingList[entry.article] != nil { fail(entry, "the removed article is back") }
+            case .forget, .clear:
+                let articles: [String]
+                if case .clear(let ids) = entry.kind { articles = ids } else { articles = [entry.article] }
+                for article in articles {
+                    let superseded = entries.contains { other in
+                        guard !other.isHistoryDelete, other.touchesHistory(article) else { return false }
+                        return other.step > entry.step || !saw(entry.device, other, before: entry.step)
+                    }
+                    if superseded { continue }
+                    checked += 1
+                    if server.history[article] != nil {
+                        lost += 1
+                        Issue.record("seed \(seed): step \(entry.step) device \(entry.device) forgot \(article), but it is back")
+                    }
+                }
+            case .visit, .liking, .flag:
+                // Superseded by a later delete of the item.
+                if entries.contains(where: { $0.isHistoryDelete && $0.touchesHistory(entry.article) && $0.step > entry.step }) {
+                    continue
+                }
+                checked += 1
+                guard let item = server.history[entry.article], let after = entry.after else {
+                    fail(entry, "the history item is missing")
+                    continue
+                }
+                switch entry.kind {
+                case .visit(let version):
+                    if item.maxVersionSeen < version || !item.isRead || (item.lastVisited ?? .distantPast) < after.lastVisited! {
+                        fail(entry, "the visit is not reflected: \(item)")
+                    }
+                case .liking(let liking):
+                    // A later liking change anywhere may win; otherwise this one must show.
+                    let later = entries.contains { other in
+                        guard case .liking = other.kind, other.article == entry.article else { return false }
+                        return (other.after?.likingChangedAt ?? .distantPast) > after.likingChangedAt!
+                    }
+                    if !later && item.liking != liking { fail(entry, "liking is \(item.liking), not \(liking)") }
+                case .flag(let flag):
+                    if !item.flags.contains(flag) { fail(entry, "flag \(flag) is not set") }
+                default:
+                    break
+                }
+            }
+        }
+        return (checked, lost)
+    }
+}
+
+struct SimulationTotals {
+    var mutations = 0
+    var checked = 0
+    var lost = 0
+    var diverged = 0
+    var requests = 0
+    var faults: [String: Int] = [:]
+    var expiries = 0
+
+    mutating func add(_ result: SyncSimulationTests.Result) {
+        mutations += result.mutations
+        checked += result.checked
+        lost += result.lost
+        diverged += result.diverged ? 1 : 0
+        requests += result.requests
+        faults.merge(result.faults, uniquingKeysWith: +)
+        expiries += result.expiries
+    }
+
+    var faultRate: Double { requests == 0 ? 0 : Double(faults.values.reduce(0, +)) / Double(requests) }
+
+    func report(seeds: Int) -> String {
+        let kinds = faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        return """
+            simulation: \(seeds) seeds, \(mutations) acknowledged mutations, \(checked) effects checked, \
+            \(requests) requests, \(faults.values.reduce(0, +)) faults injected (\(String(format: "%.0f", faultRate * 100)) %: \
+            \(kinds)), \(expiries) token expiries by the admin call, diverged seeds = \(diverged), lost = \(lost)
+            """
+    }
+}
