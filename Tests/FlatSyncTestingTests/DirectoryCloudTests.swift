@@ -150,7 +150,7 @@ struct DirectoryCloudTests {
             case .truncatedToHalfTheHeader: bytes = bytes.prefix(12)
             case .extended: bytes.append(0)
             case .empty: bytes = Data()
-            case .newerFormat: bytes[8] = 2
+            case .newerFormat: bytes[8] = 99  // a version far above any this FlatSync writes
             }
             return bytes
         }
