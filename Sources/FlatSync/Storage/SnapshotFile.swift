@@ -23,6 +23,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     package var changeTagValues: Data
     /// Names of records created since the last fetch (see ``ZoneState/createdSinceFetch``); absent when none.
     package var createdSinceFetch: Data?
+    /// Versions skipped for a pending delete (see ``ZoneState/skippedVersions``), as name and tag pairs;
+    /// absent when none.
+    package var skippedVersions: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
@@ -47,6 +50,14 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             for name in state.createdSinceFetch.sorted() { created.write(name) }
             createdSinceFetch = created.data
         }
+        if !state.skippedVersions.isEmpty {
+            var skipped = BinaryWriter()
+            for (name, tag) in state.skippedVersions.sorted(by: { $0.key < $1.key }) {
+                skipped.write(name)
+                skipped.write(tag.rawValue)
+            }
+            skippedVersions = skipped.data
+        }
         checksum = 0
         checksum = computedChecksum()
     }
@@ -67,6 +78,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         crc = CRC32.checksum(changeTagNames, continuing: crc)
         crc = CRC32.checksum(changeTagValues, continuing: crc)
         if let createdSinceFetch { crc = CRC32.checksum(createdSinceFetch, continuing: crc) }
+        if let skippedVersions { crc = CRC32.checksum(skippedVersions, continuing: crc) }
         return crc
     }
 
@@ -133,6 +145,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             }
             try createdSinceFetch?.withBinaryReader { (names) throws(FlatSyncError) in
                 while !names.isAtEnd { state.createdSinceFetch.insert(try names.readString()) }
+            }
+            try skippedVersions?.withBinaryReader { (pairs) throws(FlatSyncError) in
+                while !pairs.isAtEnd { state.skippedVersions[try pairs.readString()] = ChangeTag(try pairs.readString()) }
             }
         } catch {
             throw FlatSyncError(.damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)

@@ -61,6 +61,19 @@ extension LocalStore {
     /// The server deleted a record (or never had it).
     package func serverDeleted(_ id: RecordID) {
         setChangeTag(nil, for: id)
+        setSkippedVersion(nil, for: id)
+    }
+
+    private func setSkippedVersion(_ tag: ChangeTag?, for id: RecordID) {
+        if id.zone == .readingList {
+            zones.readingList.skippedVersions[id.name] = tag
+        } else {
+            zones.history.skippedVersions[id.name] = tag
+        }
+    }
+
+    private func skippedVersion(for id: RecordID) -> ChangeTag? {
+        id.zone == .readingList ? zones.readingList.skippedVersions[id.name] : zones.history.skippedVersions[id.name]
     }
 
     /// A save was sent with a tag, but the record is gone from the server: the next send creates it.
@@ -85,7 +98,13 @@ extension LocalStore {
     }
 
     /// A delete met a newer server version: the other device's edit wins, so the record comes back.
+    ///
+    /// Unless a fetch already delivered this very version (and skipped it for the pending delete), it may
+    /// be newer than the change token, created after it even; the next fetch must then confirm it (see
+    /// ``ZoneState/createdSinceFetch``).
     package func adoptServerRecord(_ server: Record) {
+        if skippedVersion(for: server.id) != server.changeTag { noteCreated(server.id) }
+        setSkippedVersion(nil, for: server.id)
         adopt(server)
     }
 
@@ -161,6 +180,7 @@ extension LocalStore {
                 if state.changeTags[record.id.name] == record.changeTag { continue }
                 state.items[articleID] = state.items[articleID].map { $0.merged(with: item) } ?? item
             case .delete:
+                state.skippedVersions[record.id.name] = record.changeTag
                 continue
             }
             state.changeTags[record.id.name] = record.changeTag
@@ -177,6 +197,7 @@ extension LocalStore {
         for name in gone {
             guard let articleID = Item.articleID(fromRecordName: name) else { continue }
             state.changeTags[name] = nil
+            state.skippedVersions[name] = nil
             if pending.latestChange(for: RecordID(zone: Item.zone, name: name)) == nil,
                 state.items.removeValue(forKey: articleID) != nil
             {

@@ -17,6 +17,10 @@ package struct ZoneState<Item: SyncedItem>: Sendable {
     /// changes since the token, so a record created and deleted after the token is reported as nothing:
     /// the next fetch must return each of these, or it was deleted.
     package var createdSinceFetch: Set<String> = []
+    /// Versions a fetch returned but did not apply because a delete of the record was pending, by record
+    /// name. They are covered by the change token, so if the delete loses to one of them later, the next
+    /// fetch will not return it again.
+    package var skippedVersions: [String: ChangeTag] = [:]
 
     package init() {}
 

@@ -19,6 +19,8 @@ import Testing
         }
         state.changeToken = ChangeToken(data: Data([1, 2, 3]))
         state.appliedThroughSequence = 42
+        state.createdSinceFetch = ["rh-article-1", "rh-article-2"]
+        state.skippedVersions = ["rh-article-3": ChangeTag("t-9")]
         return state
     }
 
@@ -30,6 +32,8 @@ import Testing
         #expect(decoded.changeTags == state.changeTags)
         #expect(decoded.changeToken == state.changeToken)
         #expect(decoded.appliedThroughSequence == 42)
+        #expect(decoded.createdSinceFetch == state.createdSinceFetch)
+        #expect(decoded.skippedVersions == state.skippedVersions)
     }
 
     @Test func readingListStateRoundTripsAndIsABinaryPropertyList() throws {
