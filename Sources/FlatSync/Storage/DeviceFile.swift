@@ -41,12 +41,6 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     }
 
     package func encoded() throws(FlatSyncError) -> Data {
-        let encoder = PropertyListEncoder()
-        encoder.outputFormat = .binary
-        do {
-            return try encoder.encode(self)
-        } catch {
-            throw FlatSyncError(.ioFailed, "device.plist could not be encoded.", cause: error)
-        }
+        try BinaryPropertyList.encode(self, what: "device.plist")
     }
 }

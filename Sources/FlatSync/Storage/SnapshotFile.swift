@@ -84,13 +84,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
 
     /// The encoded file contents.
     package func encoded() throws(FlatSyncError) -> Data {
-        let encoder = PropertyListEncoder()
-        encoder.outputFormat = .binary
-        do {
-            return try encoder.encode(self)
-        } catch {
-            throw FlatSyncError(.ioFailed, "The snapshot of \(zone) could not be encoded.", cause: error)
-        }
+        try BinaryPropertyList.encode(self, what: "The snapshot of \(zone)")
     }
 
     /// Decodes and checks a snapshot file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
@@ -199,6 +193,20 @@ package struct ColumnReader: ~Copyable {
                 throw FlatSyncError(.damagedFile, "The column \(name) holds more than \(count) values.")
             }
             return values
+        }
+    }
+}
+
+/// Encodes values as binary property lists, the format of every FlatSync file but the command log.
+package enum BinaryPropertyList {
+    /// `value` as a binary property list; `what` names it in the error ("The snapshot of ReadingList").
+    package static func encode<T: Encodable>(_ value: T, what: String) throws(FlatSyncError) -> Data {
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        do {
+            return try encoder.encode(value)
+        } catch {
+            throw FlatSyncError(.ioFailed, "\(what) could not be encoded.", cause: error)
         }
     }
 }

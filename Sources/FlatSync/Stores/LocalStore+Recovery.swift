@@ -149,7 +149,7 @@ extension LocalStore {
         }
 
         private func coveredSequence(_ zone: ZoneID) -> UInt64 {
-            zone == .readingList ? zones.readingList.appliedThroughSequence : zones.history.appliedThroughSequence
+            zones.appliedThroughSequence(of: zone)
         }
 
         /// A wipe the zone's snapshot does not cover: the snapshot's data predates it and is dropped.
@@ -157,13 +157,7 @@ extension LocalStore {
             lastWipeSequence[zone] = sequence
             nextSequence = max(nextSequence, sequence + 1)
             guard coveredSequence(zone) < sequence else { return }
-            if zone == .readingList {
-                zones.readingList = ZoneState()
-                zones.readingList.appliedThroughSequence = sequence
-            } else {
-                zones.history = ZoneState()
-                zones.history.appliedThroughSequence = sequence
-            }
+            zones.wipe(zone, at: sequence)
             zonesChangedByReplay.insert(zone)
         }
 

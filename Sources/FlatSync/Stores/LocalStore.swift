@@ -377,13 +377,7 @@ public actor LocalStore {
         lastWipeSequence[zone] = sequence
         acknowledgedSinceSnapshot[zone] = nil
         pending.clear(zone: zone)
-        if zone == .readingList {
-            zones.readingList = ZoneState()
-            zones.readingList.appliedThroughSequence = sequence
-        } else {
-            zones.history = ZoneState()
-            zones.history.appliedThroughSequence = sequence
-        }
+        zones.wipe(zone, at: sequence)
         try await record([.clearedZone(zone, sequence: sequence)])
         stateVersion[zone, default: 0] += 1
         try await persistSnapshot(of: zone)
@@ -396,10 +390,7 @@ public actor LocalStore {
         for zone in ZoneID.all { lastWipeSequence[zone] = sequence }
         acknowledgedSinceSnapshot = [:]
         pending.clearAll()
-        zones.readingList = ZoneState()
-        zones.readingList.appliedThroughSequence = sequence
-        zones.history = ZoneState()
-        zones.history.appliedThroughSequence = sequence
+        for zone in ZoneID.all { zones.wipe(zone, at: sequence) }
         try await record([.clearedAll(sequence: sequence)])
         var file = DeviceFile(deviceID: deviceID)
         file.account = newAccount

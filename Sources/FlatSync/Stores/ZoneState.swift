@@ -76,6 +76,17 @@ package struct ZoneStates: Sendable {
         zone == .readingList ? readingList.appliedThroughSequence : history.appliedThroughSequence
     }
 
+    /// Empties a zone (no items, tags or token), as wiped by the mutation numbered `sequence`.
+    package mutating func wipe(_ zone: ZoneID, at sequence: UInt64) {
+        if zone == .readingList {
+            readingList = ZoneState()
+            readingList.appliedThroughSequence = sequence
+        } else {
+            history = ZoneState()
+            history.appliedThroughSequence = sequence
+        }
+    }
+
     /// The current record for an ID in either zone, with its change tag.
     package func record(for id: RecordID) -> Record? {
         id.zone == .readingList ? readingList.record(for: id) : history.record(for: id)
