@@ -63,9 +63,12 @@ public struct FlatSyncError: Error, Sendable, CustomStringConvertible {
 
     /// Where in FlatSync's source the error was raised.
     public struct SourceLocation: Hashable, Sendable, CustomStringConvertible {
+        /// The source file, as `#fileID` gives it.
         public var file: String
+        /// The line in that file.
         public var line: Int
 
+        /// A location in FlatSync's source.
         public init(file: String, line: Int) {
             self.file = file
             self.line = line

@@ -1,7 +1,9 @@
 /// Identifies a command in the queue; later commands have larger IDs.
 public struct CommandID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The command's number; commands are numbered in the order they were created.
     public var rawValue: UInt64
 
+    /// Wraps a command number.
     public init(_ rawValue: UInt64) {
         self.rawValue = rawValue
     }
@@ -26,9 +28,11 @@ public struct Command: Hashable, Sendable, Identifiable {
         public var description: String { self == .modifyRecords ? "modify" : "remove" }
     }
 
+    /// Identifies the command in its queue.
     public let id: CommandID
     /// The zone every record of the command lives in.
     public let zone: ZoneID
+    /// Whether the command saves or deletes its records.
     public let kind: Kind
     /// The command's record changes by record ID.
     public internal(set) var changes: [RecordID: RecordChange]

@@ -8,6 +8,7 @@ public struct Mutation: Hashable, Sendable {
     /// The changes, in the order they were made.
     public var changes: [RecordChange]
 
+    /// Creates a mutation; every change takes the mutation's sequence number.
     public init(sequence: UInt64, zone: ZoneID, changes: [RecordChange]) {
         self.sequence = sequence
         self.zone = zone

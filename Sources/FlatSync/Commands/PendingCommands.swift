@@ -28,6 +28,7 @@ public struct PendingCommands: Sendable {
     /// The ID the next new command gets.
     public private(set) var nextCommandID: UInt64 = 1
 
+    /// An empty queue.
     public init() {}
 
     // MARK: - Reading

@@ -3,8 +3,10 @@
 /// The server assigns a new tag every time it saves a record. Sending the tag you last saw with a save
 /// or a delete asks the server to refuse the change if someone else changed the record meanwhile.
 public struct ChangeTag: Hashable, Sendable, Codable, RawRepresentable, CustomStringConvertible {
+    /// The server's string for this version.
     public var rawValue: String
 
+    /// Creates a change tag from the server's string.
     public init(rawValue: String) {
         self.rawValue = rawValue
     }

@@ -11,6 +11,7 @@ public struct HistoryRetention: Hashable, Sendable {
     /// …plus every item newer than this. Default: 28 days.
     public var seedRecentWindow: Duration
 
+    /// A retention policy; the defaults are News's limits.
     public init(
         visitedLifetime: Duration = .seconds(90 * 86_400),
         seenOnlyLifetime: Duration = .seconds(10 * 86_400),

@@ -40,6 +40,7 @@ public actor LocalStore {
         /// …and this many times its size after the previous compaction.
         package var compactionGrowthFactor = 4
 
+        /// Options for opening a store; every default is what an app wants.
         public init(
             durability: Durability = .fsync,
             deviceID: String? = nil,

@@ -19,7 +19,9 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
 
     /// Sticky flags: once set on any device, they stay set everywhere.
     public struct Flags: OptionSet, Hashable, Sendable {
+        /// The flags as bits.
         public var rawValue: Int64
+        /// Flags from their bits.
         public init(rawValue: Int64) { self.rawValue = rawValue }
 
         /// The user opened and read the article.
@@ -59,6 +61,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     /// The sticky flags.
     public var flags: Flags
 
+    /// An item; an article nobody has visited or marked has only its ID.
     public init(
         articleID: String,
         lastVisited: Date? = nil,
@@ -81,10 +84,15 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         self.flags = flags
     }
 
+    /// The article ID.
     public var id: String { articleID }
+    /// True once the article was read on any device.
     public var isRead: Bool { flags.contains(.read) }
+    /// True once the article was shown on any device.
     public var isSeen: Bool { flags.contains(.seen) }
+    /// True when the latest liking is a like.
     public var isLiked: Bool { liking == .liked }
+    /// True when the latest liking is a dislike.
     public var isDisliked: Bool { liking == .disliked }
 
     public static let zone = ZoneID.readingHistory

@@ -11,6 +11,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
     /// The article's title, when the saver knew it.
     public var title: String?
 
+    /// An entry for an article saved at `dateAdded`.
     public init(articleID: String, dateAdded: Date, origin: Int64 = 0, title: String? = nil) {
         self.articleID = articleID
         self.dateAdded = dateAdded
@@ -18,6 +19,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
         self.title = title
     }
 
+    /// The article ID.
     public var id: String { articleID }
 
     public static let zone = ZoneID.readingList

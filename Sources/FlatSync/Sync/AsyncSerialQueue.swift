@@ -28,6 +28,7 @@ public final class AsyncSerialQueue: Sendable {
 
     private let state = Mutex(State())
 
+    /// An empty queue.
     public init() {}
 
     /// The number of jobs waiting, plus the one running.

@@ -13,6 +13,7 @@ public struct RetryPolicy: Hashable, Sendable {
     /// do not retry together.
     public var jitter: Double
 
+    /// A policy; the defaults are 1 s doubling to 5 minutes with up to 50 % jitter.
     public init(initialDelay: Duration = .seconds(1), multiplier: Double = 2, maximumDelay: Duration = .seconds(300), jitter: Double = 0.5) {
         self.initialDelay = initialDelay
         self.multiplier = multiplier

@@ -7,6 +7,7 @@ public struct CloudAccount: Sendable {
     /// The server holding the account's data.
     public var transport: any CloudTransport
 
+    /// An account and the transport that reaches it.
     public init(id: String, transport: any CloudTransport) {
         self.id = id
         self.transport = transport
@@ -60,6 +61,7 @@ public actor SyncContext: LocalChangeObserver {
         /// How long history items are kept, and which seed a fresh zone.
         public var historyRetention = HistoryRetention.default
 
+        /// The default configuration: `fsync` durability, the continuous clock, a 5 s history debounce.
         public init() {}
 
         /// A configuration with a clock (a `TestClock` in tests) and the rest as defaults.
@@ -529,6 +531,7 @@ public struct SyncSummary: Sendable, Hashable {
     /// Record changes still waiting to be sent afterwards.
     public var pendingRecords = 0
 
+    /// An empty summary.
     public init() {}
 
     /// True when everything was sent and fetched.
@@ -536,7 +539,9 @@ public struct SyncSummary: Sendable, Hashable {
 
     /// One zone reset.
     public struct ZoneReset: Sendable, Hashable, CustomStringConvertible {
+        /// The zone that was reset.
         public var zone: ZoneID
+        /// Why.
         public var reason: ZoneResetReason
         public var description: String { "\(zone): \(reason)" }
     }

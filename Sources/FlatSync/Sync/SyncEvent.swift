@@ -71,6 +71,7 @@ public struct SyncEventError: Sendable, Hashable, CustomStringConvertible {
     /// The record whose change was dropped, when one was.
     public var droppedRecord: RecordID?
 
+    /// Creates an error report.
     public init(code: String, message: String, droppedRecord: RecordID? = nil) {
         self.code = code
         self.message = message

@@ -75,6 +75,7 @@ public struct RecordSave: Hashable, Sendable, Codable {
     /// What to do if the server's version differs.
     public var policy: SavePolicy
 
+    /// A save of `record` under `policy`.
     public init(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged) {
         self.record = record
         self.policy = policy
@@ -90,6 +91,7 @@ public struct RecordDeletion: Hashable, Sendable, Codable {
     /// What to do if the server's version differs.
     public var policy: DeletePolicy
 
+    /// A delete of the record `id`, last seen with `changeTag`, under `policy`.
     public init(_ id: RecordID, changeTag: ChangeTag? = nil, policy: DeletePolicy = .ifServerRecordUnchanged) {
         self.id = id
         self.changeTag = changeTag
@@ -106,6 +108,7 @@ public struct ModifyRecordsResult: Hashable, Sendable {
     /// The records that failed, with why.
     public var failed: [RecordID: CloudError]
 
+    /// A result; transports build it.
     public init(saved: [RecordID: Record] = [:], deleted: Set<RecordID> = [], failed: [RecordID: CloudError] = [:]) {
         self.saved = saved
         self.deleted = deleted
@@ -132,6 +135,7 @@ public struct DatabaseChanges: Hashable, Sendable {
     /// True when more changes wait: call again with ``token``.
     public var moreComing: Bool
 
+    /// A page of database changes; transports build it.
     public init(changedZones: [ZoneID], deletedZones: [ZoneDeletion], token: ChangeToken, moreComing: Bool) {
         self.changedZones = changedZones
         self.deletedZones = deletedZones
@@ -150,9 +154,12 @@ public struct ZoneDeletion: Hashable, Sendable, Codable {
         case deletedByUser
     }
 
+    /// The deleted zone.
     public var zone: ZoneID
+    /// Who deleted it.
     public var reason: Reason
 
+    /// A zone deletion.
     public init(zone: ZoneID, reason: Reason) {
         self.zone = zone
         self.reason = reason
@@ -170,6 +177,7 @@ public struct ZoneChanges: Hashable, Sendable {
     /// True when more changes wait: call again with ``token``.
     public var moreComing: Bool
 
+    /// A page of zone changes; transports build it.
     public init(changedRecords: [Record], deletedRecordIDs: [RecordID], token: ChangeToken, moreComing: Bool) {
         self.changedRecords = changedRecords
         self.deletedRecordIDs = deletedRecordIDs
