@@ -175,7 +175,10 @@ enum CommandTable {
                 server busy, injected faults), it prints its summary, then one line on standard error saying
                 what is left, and exits 1: nothing is lost, run sync again.
                 JSON: {"sent": Int, "fetched": Int, "deleted": Int, "resets": [String]}
-                ("resets" holds entries such as "ReadingList: tokenExpired" or "ReadingHistory: deletedByUser")
+                "sent" counts records the server confirmed saved or deleted; "fetched" the records fetched and
+                applied (the server returns this device's own changes too, so they count again); "deleted" the
+                local records removed because another device deleted them; "resets" holds entries such as
+                "ReadingList: tokenExpired" or "ReadingHistory: deletedByUser".
                 """,
             make: { _ in .sync }
         ),
