@@ -23,7 +23,8 @@ struct SyncTally: Equatable, Sendable {
     mutating func record(_ event: SyncEvent) {
         switch event {
         case .didSend(_, let saved, let deleted, _): sent += saved + deleted
-        case .didFetch(_, let changed, let deleted): fetched += changed
+        case .didFetch(_, let changed, let deleted):
+            fetched += changed
             self.deleted += deleted
         case .zoneReset(let zone, let reason): resets.append(Reset(zone: zone, reason: reason))
         case .error(let error) where error.droppedRecord != nil: dropped += 1

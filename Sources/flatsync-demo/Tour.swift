@@ -55,6 +55,8 @@ private final class TourRun {
     let clock = TestClock()
     let calendar: TourCalendar
     let names: [String]
+    /// How long history changes wait before they are sent (the engine's default).
+    let historyDebounce: Duration
     var devices: [String: TourDevice] = [:]
     var journal: [JournalEntry] = []
     var lastComparison: Bool?
@@ -79,6 +81,7 @@ private final class TourRun {
         configuration.currentDate = { calendar.now }
         configuration.randomSeed = 1
         configuration.retryPolicy.jitter = 0
+        historyDebounce = configuration.historyDebounce
         for name in names {
             devices[name] = try await TourDevice(name: name, directory: directory, cloud: cloud, configuration: configuration)
         }
@@ -169,7 +172,7 @@ private final class TourRun {
         case .save, .unsave, .resave:
             note(offline ? "→ \(count(pending, "change")) pending: \(device.name) is offline" : "→ sent at once: reading-list changes are urgent")
         case .visit, .like, .dislike:
-            let because = "history changes wait for a 5 s debounce" + (offline ? " (and \(device.name) is offline)" : "")
+            let because = "history changes wait for a \(historyDebounce.components.seconds) s debounce" + (offline ? " (and \(device.name) is offline)" : "")
             if times > 1 {
                 note("→ \(articles.count * times) visits coalesced into \(count(pending, "pending record change")) in \(count(commands, "command")); \(because)")
             } else {
@@ -251,10 +254,11 @@ private final class TourRun {
                     + "\(loser.device)'s \(loser.mutation.rawValue) (\(time(loser.date))), whichever device synced last"
             )
         }
-        let visitors = Set(journal.filter { $0.article == article && $0.mutation == .visit }.map(\.device))
-        if visitors.count > 1 || (visitors.count == 1 && !likings.isEmpty) {
+        // Visits merge field by field only when more than one device changed the item.
+        let editors = Set(journal.filter { $0.article == article && ![.save, .unsave, .resave].contains($0.mutation) }.map(\.device))
+        if editors.count > 1, let visited = item.lastVisited {
             let by = item.deviceID.map { " by \($0)" } ?? ""
-            rules.append("the later lastVisited wins (\(item.lastVisited.map(time) ?? "never")\(by)); \(item.isRead ? "read stays set: flags are sticky" : "")")
+            rules.append("the later lastVisited wins (\(time(visited))\(by))" + (item.isRead ? "; read stays set: flags are sticky" : ""))
         }
         return rules
     }
