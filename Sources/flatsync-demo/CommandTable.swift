@@ -1,0 +1,256 @@
+import FlatSync
+
+/// One command the demo understands: the words that name it, its operands and options, its help, and
+/// how its checked values become a ``DemoCommand``. ``Arguments`` and ``Help`` read only this table.
+struct CommandSpec: Sendable {
+    /// The words that name the command: `["save"]`, `["cloud", "faults"]`.
+    var words: [String]
+    /// The operands, in order, all required.
+    var operands: [Operand]
+    /// Options of this command alone (the shared ones are ``CommandTable/sharedOptions``).
+    var options: [OptionSpec] = []
+    /// Which of ``CommandTable/sharedOptions`` the command takes: all of them for device commands;
+    /// `cloud` commands act on no device; the tour acts on no directory and prints no JSON.
+    var sharedOptions: [String] = ["device", "cloud", "json"]
+    /// One line for the command list.
+    var summary: String
+    /// The rest of the command's help: what it does, offline or not, its JSON shape.
+    var details: String
+    /// Turns checked values into the command.
+    var make: @Sendable (CommandValues) throws(ArgumentProblem) -> DemoCommand
+
+    var name: String { words.joined(separator: " ") }
+
+    /// `flatsync-demo save ID [--title T] [--device DIR] [--cloud DIR] [--json]`.
+    var usage: String {
+        let parts = ["flatsync-demo"] + words + operands.map(\.placeholder) + allOptions.map(\.usage)
+        return "usage: " + parts.joined(separator: " ")
+    }
+
+    /// The command's own options, then the shared ones it takes.
+    var allOptions: [OptionSpec] {
+        options + CommandTable.sharedOptions.filter { sharedOptions.contains($0.name) }
+    }
+
+    func accepts(_ option: String) -> Bool {
+        allOptions.contains { $0.name == option }
+    }
+
+    /// An operand: its placeholder in usage lines and what to call it in an error.
+    struct Operand: Sendable, CustomStringConvertible {
+        var placeholder: String
+        var description: String
+    }
+}
+
+/// An option: `--name PLACEHOLDER`, or a flag when ``placeholder`` is nil.
+struct OptionSpec: Sendable {
+    var name: String
+    var placeholder: String?
+    var help: String
+    /// Required options are shown without brackets.
+    var isRequired = false
+
+    var usage: String {
+        let text = "--\(name)" + (placeholder.map { " \($0)" } ?? "")
+        return isRequired ? text : "[\(text)]"
+    }
+}
+
+/// Every command of DESIGN §9, in the order `--help` lists them.
+enum CommandTable {
+    static let sharedOptions = [
+        OptionSpec(name: "device", placeholder: "DIR", help: "the device directory (default: $FLATSYNC_DEVICE, else ./.flatsync/device)"),
+        OptionSpec(name: "cloud", placeholder: "DIR", help: "the shared cloud directory (default: $FLATSYNC_CLOUD, else ./.flatsync/cloud)"),
+        OptionSpec(name: "json", placeholder: nil, help: "print exactly one JSON value on standard output"),
+    ]
+
+    private static let id = CommandSpec.Operand(placeholder: "ID", description: "an article ID (ID)")
+    private static let offline = "Works offline: it opens only the device directory and never contacts the cloud."
+    private static let mutation = offline + " It exits 0 only once the change is durable (fsync'd); `sync` sends it."
+
+    static let commands: [CommandSpec] = [
+        CommandSpec(
+            words: ["tour"], operands: [], sharedOptions: [],
+            summary: "the guided tour (also what runs with no arguments)",
+            details: """
+                Two devices and an in-memory cloud in a temporary directory, driven by SampleData/tour.json over
+                SampleData/articles.json: saves, a sync, a conflict and the merge rule that settled it, an
+                expired-token reset, a coalesced burst, and the final states side by side. Ends with
+                `converged: yes` (exit 0) or `converged: no` (exit 1). Set FLATSYNC_SAMPLE_DATA to use another
+                SampleData folder.
+                """,
+            make: { _ in .tour }
+        ),
+        CommandSpec(
+            words: ["save"], operands: [id],
+            options: [OptionSpec(name: "title", placeholder: "T", help: "the article's title, stored with the entry")],
+            summary: "save an article to the reading list",
+            details: """
+                Saving an article already on the list changes nothing. \(mutation)
+                JSON: {"articleID": String, "changed": Bool}
+                """,
+            make: { values throws(ArgumentProblem) in .save(articleID: try values.articleID(), title: values.options["title"]) }
+        ),
+        CommandSpec(
+            words: ["unsave"], operands: [id],
+            summary: "remove an article from the reading list",
+            details: """
+                Removing an article that is not on the list changes nothing. \(mutation)
+                JSON: {"articleID": String, "changed": Bool}
+                """,
+            make: { values throws(ArgumentProblem) in .unsave(articleID: try values.articleID()) }
+        ),
+        CommandSpec(
+            words: ["visit"], operands: [id],
+            options: [OptionSpec(name: "version", placeholder: "N", help: "the article version read (a whole number, 0 or more)")],
+            summary: "record a visit: the article counts as seen and read",
+            details: """
+                \(mutation)
+                JSON: {"articleID": String, "changed": Bool}
+                """,
+            make: { values throws(ArgumentProblem) in
+                .visit(
+                    articleID: try values.articleID(),
+                    version: try values.number("version", in: 0...Int64.max, meaning: "a whole number, 0 or more")
+                )
+            }
+        ),
+        CommandSpec(
+            words: ["like"], operands: [id],
+            summary: "like an article (replaces a dislike)",
+            details: """
+                \(mutation)
+                JSON: {"articleID": String, "changed": Bool}
+                """,
+            make: { values throws(ArgumentProblem) in .like(articleID: try values.articleID()) }
+        ),
+        CommandSpec(
+            words: ["dislike"], operands: [id],
+            summary: "dislike an article (replaces a like)",
+            details: """
+                \(mutation)
+                JSON: {"articleID": String, "changed": Bool}
+                """,
+            make: { values throws(ArgumentProblem) in .dislike(articleID: try values.articleID()) }
+        ),
+        CommandSpec(
+            words: ["list"], operands: [],
+            summary: "print the reading list, newest first",
+            details: """
+                \(offline)
+                JSON: [{"articleID": String, "dateAdded": ISO-8601 String}], newest first
+                """,
+            make: { _ in .list }
+        ),
+        CommandSpec(
+            words: ["history"], operands: [],
+            summary: "print the reading history, most recent first",
+            details: """
+                \(offline)
+                JSON: [{"articleID": String, "lastVisited": ISO-8601 String, "read": Bool, "liked": Bool,
+                "disliked": Bool}], most recent first. "lastVisited" is the last visit, or when the article
+                was first seen if it was never visited (an item that was only liked, say).
+                """,
+            make: { _ in .history }
+        ),
+        CommandSpec(
+            words: ["pending"], operands: [],
+            summary: "print what waits to be sent",
+            details: """
+                \(offline)
+                JSON: {"commands": Int, "records": Int}
+                """,
+            make: { _ in .pending }
+        ),
+        CommandSpec(
+            words: ["sync"], operands: [],
+            summary: "send pending changes to the cloud and fetch the others' changes",
+            details: """
+                Signs in as "demo-user" on the DirectoryCloud at --cloud, makes sure the zones exist, sends
+                every pending change and fetches every zone's changes (a reset when the server expired the
+                change tokens). Prints progress on standard error when more than 200 records are sent or
+                fetched and standard error is a terminal.
+                Exit 0 when everything was sent and fetched. When the sync could not finish (no network, the
+                server busy, injected faults), it prints its summary, then one line on standard error saying
+                what is left, and exits 1: nothing is lost, run sync again.
+                JSON: {"sent": Int, "fetched": Int, "deleted": Int, "resets": [String]}
+                "sent" counts records the server confirmed saved or deleted; "fetched" the records fetched and
+                applied (the server returns this device's own changes too, so they count again); "deleted" the
+                local records removed because another device deleted them; "resets" holds entries such as
+                "ReadingList: tokenExpired" or "ReadingHistory: deletedByUser".
+                """,
+            make: { _ in .sync }
+        ),
+        CommandSpec(
+            words: ["status"], operands: [],
+            summary: "print the device's ID, counts and pending changes",
+            details: """
+                \(offline)
+                JSON: {"deviceID": String, "readingList": Int, "history": Int, "pendingCommands": Int,
+                "pendingRecords": Int}
+                """,
+            make: { _ in .status }
+        ),
+        CommandSpec(
+            words: ["cloud", "stats"], operands: [], sharedOptions: ["cloud", "json"],
+            summary: "print the cloud's request and record counters",
+            details: """
+                Counts every request any device sent to the cloud directory, failed ones included.
+                JSON: {"requests": Int, "modifyRequests": Int, "recordsSaved": Int, "recordsDeleted": Int}
+                """,
+            make: { _ in .cloudStats }
+        ),
+        CommandSpec(
+            words: ["cloud", "expire-tokens"], operands: [], sharedOptions: ["cloud", "json"],
+            summary: "expire every change token, as the server does after compacting its history",
+            details: """
+                The next sync of every device fetches each zone from the start (a reset) and keeps its pending
+                changes.
+                JSON: {"done": "expire-tokens"}
+                """,
+            make: { _ in .cloudExpireTokens }
+        ),
+        CommandSpec(
+            words: ["cloud", "delete-zone"], operands: [.init(placeholder: "ZONE", description: "a zone (ReadingList or ReadingHistory)")], sharedOptions: ["cloud", "json"],
+            summary: "delete a zone as the user would, from Settings",
+            details: """
+                ZONE is ReadingList or ReadingHistory (any case). Each device wipes that zone's data and pending
+                changes on its next sync; later changes start the zone afresh.
+                JSON: {"done": "delete-zone", "zone": String}
+                """,
+            make: { values throws(ArgumentProblem) in
+                let name = values.operands[0]
+                guard let zone = ZoneID.all.first(where: { $0.name.lowercased() == name.lowercased() }) else {
+                    throw ArgumentProblem("unknown zone '\(name)': use ReadingList or ReadingHistory")
+                }
+                return .cloudDeleteZone(zone)
+            }
+        ),
+        CommandSpec(
+            words: ["cloud", "faults"], operands: [],
+            options: [
+                OptionSpec(name: "rate", placeholder: "R", help: "the share of requests that fail, 0 to 1 (0 turns faults off)", isRequired: true),
+                OptionSpec(name: "seed", placeholder: "S", help: "the random seed, to replay the same faults (default: a random one, printed)"),
+            ],
+            sharedOptions: ["cloud", "json"],
+            summary: "make a share of the cloud's requests fail, for every device",
+            details: """
+                Failures are the transient ones a client must survive: no network, a lost request or a lost
+                response (the server applied it), an unavailable or throttling service, a busy zone.
+                JSON: {"done": "faults", "rate": Double, "seed": Int} ("seed" is absent when the rate is 0)
+                """,
+            make: { values throws(ArgumentProblem) in
+                guard values.options["rate"] != nil else { throw ArgumentProblem("cloud faults needs --rate R") }
+                let rate = try values.number("rate", in: 0.0...1.0, meaning: "a number from 0 to 1")!
+                let seed: UInt64? = try values.number("seed", in: 0...UInt64.max, meaning: "a whole number, 0 or more")
+                return .cloudFaults(rate: rate, seed: seed)
+            }
+        ),
+    ]
+
+    /// The option called `name` in any command, so tokens can be read before the command is known.
+    static func option(named name: String) -> OptionSpec? {
+        (sharedOptions + commands.flatMap(\.options)).first { $0.name == name }
+    }
+}

@@ -1,0 +1,212 @@
+import FlatSync
+import FlatSyncTesting
+import Foundation
+
+/// The commands that act on one device directory: `save`, `unsave`, `visit`, `like`, `dislike`, `list`,
+/// `history`, `pending`, `status` and `sync`.
+///
+/// All but `sync` work offline: they open only a ``LocalStore`` (durability `fsync`) and never the cloud,
+/// so a mutation returns — and the process exits 0 — once its change is durable, and waits in the
+/// device's command log for the next `sync`. The device ID is the one the store keeps in `device.plist`
+/// (made on first open), so it stays stable whatever the directory is called.
+struct DeviceCommands {
+    /// The account every demo device signs in to.
+    static let account = "demo-user"
+
+    let directory: URL
+    let output: Output
+
+    func run(_ command: DemoCommand, cloud: URL) async throws -> Demo.ExitStatus {
+        switch command {
+        case .save(let id, let title):
+            try await mutate(id, done: "saved", unchanged: "is already on the reading list") {
+                try await $0.readingList.apply([.add(articleID: id, title: title)])
+            }
+        case .unsave(let id):
+            try await mutate(id, done: "removed", unchanged: "is not on the reading list") {
+                try await $0.readingList.apply([.remove(articleID: id)])
+            }
+        case .visit(let id, let version):
+            try await mutate(id, done: "visited", unchanged: "was not changed") {
+                try await $0.history.apply([.visit(articleID: id, version: version)])
+            }
+        case .like(let id):
+            try await mutate(id, done: "liked", unchanged: "is already liked") {
+                try await $0.history.apply([.setLiking(articleID: id, .liked)])
+            }
+        case .dislike(let id):
+            try await mutate(id, done: "disliked", unchanged: "is already disliked") {
+                try await $0.history.apply([.setLiking(articleID: id, .disliked)])
+            }
+        case .list:
+            try await withStore { store in
+                let entries = await store.readingList.entries()
+                try output.emit(entries.map(ListRow.init)) { Self.describe(entries) }
+            }
+        case .history:
+            try await withStore { store in
+                let items = await store.history.items()
+                try output.emit(items.map(HistoryRow.init)) { Self.describe(items) }
+            }
+        case .pending:
+            try await withStore { store in
+                let report = PendingReport(commands: await store.pendingCommands().count, records: await store.pendingRecordCount())
+                try output.emit(report) {
+                    report.records == 0
+                        ? "nothing waits to be sent"
+                        : "\(Output.count(report.records, "record change")) in \(Output.count(report.commands, "command")) "
+                            + "\(report.records == 1 ? "waits" : "wait") to be sent; run `flatsync-demo sync`"
+                }
+            }
+        case .status:
+            try await withStore { store in
+                let report = StatusReport(
+                    deviceID: store.deviceID,
+                    readingList: await store.readingList.count(),
+                    history: await store.history.count(),
+                    pendingCommands: await store.pendingCommands().count,
+                    pendingRecords: await store.pendingRecordCount()
+                )
+                try output.emit(report) {
+                    """
+                    device        \(directory.path)
+                    device ID     \(report.deviceID)
+                    cloud         \(cloud.path) (not contacted; `sync` does that)
+                    reading list  \(Output.count(report.readingList, "article"))
+                    history       \(Output.count(report.history, "item"))
+                    pending       \(Output.count(report.pendingRecords, "record change")) in \(Output.count(report.pendingCommands, "command"))
+                    """
+                }
+            }
+        case .sync:
+            return try await sync(cloud: cloud)
+        default:
+            preconditionFailure("\(command.name) is not a device command")
+        }
+        return .success
+    }
+
+    // MARK: - Offline
+
+    /// Opens the device directory on its own (no cloud), runs `body`, and closes it.
+    private func withStore<T>(_ body: (LocalStore) async throws -> T) async throws -> T {
+        let store = try LocalStore(directory: directory, options: LocalStore.Options(durability: .fsync))
+        let result: T
+        do {
+            result = try await body(store)
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        do {
+            try await store.close()
+        } catch {
+            // The command log already holds every change; only the snapshot could not be written.
+            throw DemoFailure(
+                "closing the device directory failed after the command ran (\(error)); its changes are safe in "
+                    + "the command log and the next command recovers them"
+            )
+        }
+        return result
+    }
+
+    /// Applies one change and reports whether anything changed; returns once the change is durable.
+    private func mutate(
+        _ articleID: String, done: String, unchanged: String, _ change: (LocalStore) async throws -> Int
+    ) async throws {
+        try await withStore { store in
+            let changed = try await change(store) > 0
+            let pending = await store.pendingRecordCount()
+            try output.emit(MutationReport(articleID: articleID, changed: changed)) {
+                changed
+                    ? "\(done) \(articleID) (\(Output.count(pending, "change")) pending; `flatsync-demo sync` sends \(pending == 1 ? "it" : "them"))"
+                    : "\(articleID) \(unchanged); nothing changed"
+            }
+        }
+    }
+
+    // MARK: - Sync
+
+    /// Signs in as ``account`` on the `DirectoryCloud` at `cloud`, calls `start()` then `syncNow()`, and
+    /// prints what happened. Exit 1, after the summary, when the sync could not finish.
+    private func sync(cloud: URL) async throws -> Demo.ExitStatus {
+        let transport = try DirectoryCloud(directory: cloud)
+        let context = try await SyncContext.open(
+            directory: directory, account: CloudAccount(id: Self.account, transport: transport)
+        )
+        // Subscribe before anything runs: the tally counts every event of this run.
+        let events = context.events()
+        let pendingBefore = await context.localStore.pendingRecordCount()
+        let console = output.console
+        let progress = console.errorIsTerminal ? console.writeError : nil
+        let watcher = Task { await SyncProgress.watch(events, pendingRecords: pendingBefore, progress: progress) }
+
+        var outcome: Result<SyncSummary, any Error>
+        do {
+            try await context.start()
+            outcome = .success(try await context.syncNow())
+        } catch {
+            outcome = .failure(error)
+        }
+        let pendingAfter = await context.localStore.pendingRecordCount()
+        var closeError: (any Error)?
+        do { try await context.close() } catch { closeError = error }
+        // Closing ends the event stream, so the tally is complete.
+        let tally = await watcher.value
+
+        let summary: SyncSummary
+        switch outcome {
+        case .success(let value):
+            summary = value
+        case .failure(let error as CloudError):
+            throw DemoFailure(
+                "sync could not reach the cloud at \(cloud.path) (\(error.code): \(error.message)); nothing is lost: "
+                    + "\(Output.count(pendingAfter, "change")) \(pendingAfter == 1 ? "stays" : "stay") pending; run `flatsync-demo sync` again"
+            )
+        case .failure(let error):
+            throw error
+        }
+        if let closeError { throw closeError }
+
+        let report = tally.report
+        try output.emit(report) { tally.description(cloud: cloud) }
+        guard summary.isComplete else {
+            var left: [String] = []
+            if summary.pendingRecords > 0 { left.append("\(Output.count(summary.pendingRecords, "change")) still waiting to be sent") }
+            if !summary.problems.isEmpty { left.append(summary.problems.joined(separator: "; ")) }
+            console.error(
+                "flatsync-demo: sync did not finish: \(left.joined(separator: "; ")); nothing is lost, run `flatsync-demo sync` again"
+            )
+            return .failure
+        }
+        return .success
+    }
+
+    // MARK: - For people
+
+    static func describe(_ entries: [ReadingListEntry]) -> String {
+        guard !entries.isEmpty else { return "the reading list is empty" }
+        let width = entries.map(\.articleID.count).max() ?? 0
+        let lines = entries.map { entry in
+            "  \(Output.shortDate(entry.dateAdded))  \(entry.articleID.padding(toLength: width, withPad: " ", startingAt: 0))"
+                + (entry.title.map { "  \($0)" } ?? "")
+        }
+        return "\(Output.count(entries.count, "saved article")), newest first:\n" + lines.joined(separator: "\n")
+    }
+
+    static func describe(_ items: [ReadingHistoryItem]) -> String {
+        guard !items.isEmpty else { return "the history is empty" }
+        let width = items.map(\.articleID.count).max() ?? 0
+        let lines = items.map { item in
+            let row = HistoryRow(item)
+            var facts: [String] = []
+            if item.readCount > 0 { facts.append("visited \(item.readCount)×") }
+            if row.read { facts.append("read") }
+            if row.liked { facts.append("liked") }
+            if row.disliked { facts.append("disliked") }
+            return "  \(Output.shortDate(row.lastVisited))  \(item.articleID.padding(toLength: width, withPad: " ", startingAt: 0))  "
+                + facts.joined(separator: ", ")
+        }
+        return "\(Output.count(items.count, "history item")), most recent first:\n" + lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,66 @@
+/// The demo's help texts, all made from ``CommandTable`` so they cannot disagree with the parser.
+enum Help {
+    /// The short usage printed under a usage error that concerns no one command.
+    static var toolUsage: String {
+        """
+        usage: flatsync-demo                  run the tour
+               flatsync-demo COMMAND [ARGS] [--device DIR] [--cloud DIR] [--json]
+        Run 'flatsync-demo --help' for the commands, 'flatsync-demo COMMAND --help' for one of them.
+        """
+    }
+
+    /// The usage printed under an unknown `cloud` subcommand.
+    static var cloudUsage: String {
+        let lines = CommandTable.commands.filter { $0.words.first == "cloud" }.map { "  " + $0.usage.dropFirst("usage: ".count) }
+        return "usage:\n" + lines.joined(separator: "\n")
+    }
+
+    /// `flatsync-demo --help`.
+    static var tool: String {
+        let width = CommandTable.commands.map { synopsis($0).count }.max() ?? 0
+        let list = CommandTable.commands.map { spec in
+            let left = synopsis(spec)
+            return "  " + left + String(repeating: " ", count: width - left.count + 2) + spec.summary
+        }
+        let options = CommandTable.sharedOptions.map { "  " + $0.usage.dropFirst().dropLast() + "\n      " + $0.help }
+        return """
+            flatsync-demo: FlatSync's demo. With no arguments it runs the tour; the commands act on one device
+            directory and a cloud directory that several devices (processes) share.
+
+            usage: flatsync-demo [COMMAND [ARGS]] [--device DIR] [--cloud DIR] [--json]
+
+            commands:
+            \(list.joined(separator: "\n"))
+
+            options (--device for device commands, --cloud for sync and cloud commands; not for tour):
+            \(options.joined(separator: "\n"))
+              -h, --help
+                  this help; 'flatsync-demo COMMAND --help' for one command
+
+            Device commands other than sync work offline and never contact the cloud; sync sends what they
+            queued. Two devices are two device directories sharing one --cloud directory.
+
+            environment:
+              FLATSYNC_DEVICE, FLATSYNC_CLOUD   default directories, when --device / --cloud are not given
+              FLATSYNC_SAMPLE_DATA             the SampleData folder the tour reads
+
+            exit status: 0 success, 1 failure (one line on standard error says what and what to do;
+            sync also exits 1 when it could not finish), 2 usage error.
+            """
+    }
+
+    /// `flatsync-demo COMMAND --help`.
+    static func command(_ spec: CommandSpec) -> String {
+        var text = spec.usage + "\n\n" + spec.summary.prefix(1).uppercased() + spec.summary.dropFirst() + ".\n" + spec.details + "\n"
+        if !spec.allOptions.isEmpty {
+            text += "\noptions:\n" + spec.allOptions.map { "  --\($0.name)\($0.placeholder.map { " \($0)" } ?? "")\n      \($0.help)" }
+                .joined(separator: "\n") + "\n"
+        }
+        return text
+    }
+
+    /// `save ID [--title T]`: the words, operands and own options, for the command list.
+    private static func synopsis(_ spec: CommandSpec) -> String {
+        (spec.words + spec.operands.map(\.placeholder) + spec.options.map(\.usage)).joined(separator: " ")
+    }
+}

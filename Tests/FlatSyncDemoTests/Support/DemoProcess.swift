@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+
+/// The built `flatsync-demo`, run as a separate process with its output captured: each call is one
+/// command of one device, as a person would type it.
+///
+/// ```swift
+/// let result = try await DemoProcess.run(["save", "x", "--device", a.path, "--cloud", cloud.path])
+/// #expect(result.status == 0)
+/// ```
+///
+/// The child gets this process's environment without `FLATSYNC_DEVICE` and `FLATSYNC_CLOUD`, plus
+/// `environment`. Blocking reads and waits run on Dispatch threads, never on the cooperative pool.
+enum DemoProcess {
+    /// How a run ended and what it printed.
+    struct Result: CustomStringConvertible {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+
+        /// Standard output's lines, without the empty one after the last newline.
+        var lines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLast(stdout.hasSuffix("\n") ? 1 : 0) }
+
+        /// Standard output parsed as one JSON value.
+        func json(sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
+            do {
+                return try JSONSerialization.jsonObject(with: Data(stdout.utf8), options: [.fragmentsAllowed])
+            } catch {
+                Issue.record("stdout is not one JSON value: \(stdout)", sourceLocation: sourceLocation)
+                throw error
+            }
+        }
+
+        var description: String { "exit \(status)\n--- stdout\n\(stdout)--- stderr\n\(stderr)" }
+    }
+
+    static func run(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        currentDirectory: URL? = nil
+    ) async throws -> Result {
+        let process = Process()
+        process.executableURL = try executableURL()
+        process.arguments = arguments
+        var inherited = ProcessInfo.processInfo.environment
+        for name in ["FLATSYNC_DEVICE", "FLATSYNC_CLOUD", "FLATSYNC_SAMPLE_DATA"] { inherited[name] = nil }
+        process.environment = inherited.merging(environment) { $1 }
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+
+        // Read both pipes while the child runs, so a child printing more than a pipe holds never blocks.
+        async let stdout = readToEnd(output.fileHandleForReading)
+        async let stderr = readToEnd(error.fileHandleForReading)
+        let status: Int32
+        do {
+            status = try await withCheckedThrowingContinuation { continuation in
+                process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+                do {
+                    try process.run()
+                } catch {
+                    process.terminationHandler = nil
+                    continuation.resume(throwing: error)
+                }
+            }
+        } catch let failure {
+            // Let the reads see end of file, then report why the child did not start.
+            try? output.fileHandleForWriting.close()
+            try? error.fileHandleForWriting.close()
+            _ = await (stdout, stderr)
+            throw failure
+        }
+        return Result(status: status, stdout: await stdout, stderr: await stderr)
+    }
+
+    private static func readToEnd(_ handle: FileHandle) async -> String {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                let data = (try? handle.readToEnd()) ?? Data()
+                continuation.resume(returning: String(decoding: data, as: UTF8.self))
+            }
+        }
+    }
+
+    /// Finds `flatsync-demo` in the build products directory that holds the test runner, as
+    /// `Tests/FlatSyncTests/Support/ChildProcess.swift` finds `flatsync-test-child`: on Linux
+    /// `CommandLine.arguments[0]` is `.build/<triple>/debug/<Package>PackageTests.xctest`; on Darwin the
+    /// `.xctest` bundle is a directory inside that one (and the runner may be `swiftpm-testing-helper`,
+    /// given the bundle with `--test-bundle-path`). `FLATSYNC_DEMO` overrides the search.
+    static func executableURL(named name: String = "flatsync-demo") throws -> URL {
+        if let override = ProcessInfo.processInfo.environment["FLATSYNC_DEMO"] {
+            return URL(fileURLWithPath: override)
+        }
+        var starts = [URL(fileURLWithPath: CommandLine.arguments[0])]
+        if let index = CommandLine.arguments.firstIndex(of: "--test-bundle-path"), index + 1 < CommandLine.arguments.count {
+            starts.append(URL(fileURLWithPath: CommandLine.arguments[index + 1]))
+        }
+        if let executable = Bundle.main.executableURL { starts.append(executable) }
+        starts.append(contentsOf: Bundle.allBundles.map(\.bundleURL))
+        for start in starts {
+            var directory = start.resolvingSymlinksInPath().deletingLastPathComponent()
+            for _ in 0..<6 {
+                let candidate = directory.appendingPathComponent(name)
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                    FileManager.default.isExecutableFile(atPath: candidate.path)
+                {
+                    return candidate
+                }
+                let parent = directory.deletingLastPathComponent()
+                if parent.path == directory.path { break }
+                directory = parent
+            }
+        }
+        throw CocoaError(
+            .fileNoSuchFile,
+            userInfo: [NSLocalizedDescriptionKey: "\(name) not found near \(starts.map(\.path)); set FLATSYNC_DEMO"]
+        )
+    }
+}
