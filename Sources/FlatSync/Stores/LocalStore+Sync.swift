@@ -174,6 +174,8 @@ extension LocalStore {
             }
             switch pending.latestChange(for: record.id)?.operation {
             case nil:
+                // This device's own save coming back changes nothing and is not counted.
+                if state.changeTags[record.id.name] == record.changeTag, state.items[articleID] == item { continue }
                 state.items[articleID] = item
             case .save:
                 // Nothing new if the server still holds the version this device last saw.

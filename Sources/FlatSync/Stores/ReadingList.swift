@@ -74,50 +74,60 @@ public struct ReadingHistory: Sendable {
     /// The sync engine, told about every durable change so it can send it.
     let observer: (any LocalChangeObserver)?
 
-    /// Records a visit: the article counts as seen and read, and its visit count goes up.
-    public func visit(_ articleID: String, version: Int64? = nil) async throws {
-        try await apply([.visit(articleID: articleID, version: version)])
+    /// Records a visit: the article counts as seen and read, and its visit count goes up. Like every
+    /// mutation here, returns whether anything changed (marking an article read twice changes nothing).
+    @discardableResult
+    public func visit(_ articleID: String, version: Int64? = nil) async throws -> Bool {
+        try await apply([.visit(articleID: articleID, version: version)]) > 0
     }
 
     /// Records that the article was shown without being opened.
-    public func markSeen(_ articleID: String, version: Int64? = nil) async throws {
-        try await apply([.markSeen(articleID: articleID, version: version)])
+    @discardableResult
+    public func markSeen(_ articleID: String, version: Int64? = nil) async throws -> Bool {
+        try await apply([.markSeen(articleID: articleID, version: version)]) > 0
     }
 
     /// Marks the article read.
-    public func markRead(_ articleID: String) async throws {
-        try await apply([.markRead(articleID: articleID)])
+    @discardableResult
+    public func markRead(_ articleID: String) async throws -> Bool {
+        try await apply([.markRead(articleID: articleID)]) > 0
     }
 
     /// Likes, dislikes, or clears either (`.none`).
-    public func setLiking(_ articleID: String, _ liking: ReadingHistoryItem.Liking) async throws {
-        try await apply([.setLiking(articleID: articleID, liking)])
+    @discardableResult
+    public func setLiking(_ articleID: String, _ liking: ReadingHistoryItem.Liking) async throws -> Bool {
+        try await apply([.setLiking(articleID: articleID, liking)]) > 0
     }
 
     /// Marks the article offensive.
-    public func markOffensive(_ articleID: String) async throws {
-        try await apply([.markOffensive(articleID: articleID)])
+    @discardableResult
+    public func markOffensive(_ articleID: String) async throws -> Bool {
+        try await apply([.markOffensive(articleID: articleID)]) > 0
     }
 
     /// Marks the article consumed (finished).
-    public func markConsumed(_ articleID: String) async throws {
-        try await apply([.markConsumed(articleID: articleID)])
+    @discardableResult
+    public func markConsumed(_ articleID: String) async throws -> Bool {
+        try await apply([.markConsumed(articleID: articleID)]) > 0
     }
 
     /// Keeps the item from ever being pruned.
-    public func disablePruning(_ articleID: String) async throws {
-        try await apply([.disablePruning(articleID: articleID)])
+    @discardableResult
+    public func disablePruning(_ articleID: String) async throws -> Bool {
+        try await apply([.disablePruning(articleID: articleID)]) > 0
     }
 
     /// Forgets one article's history, here and (once synced) on every device.
-    public func remove(_ articleID: String) async throws {
-        try await apply([.remove(articleID: articleID)])
+    @discardableResult
+    public func remove(_ articleID: String) async throws -> Bool {
+        try await apply([.remove(articleID: articleID)]) > 0
     }
 
-    /// Forgets all history, here and (once synced) on every device.
-    public func clear() async throws {
+    /// Forgets all history, here and (once synced) on every device. Returns how many items were removed.
+    @discardableResult
+    public func clear() async throws -> Int {
         let ids = await store.zones.history.items.keys.sorted()
-        try await apply(ids.map { .remove(articleID: $0) })
+        return try await apply(ids.map { .remove(articleID: $0) })
     }
 
     /// Applies many changes as one durable mutation: all of them or, on an error, none. Returns how many

@@ -40,7 +40,10 @@ public actor SyncContext: LocalChangeObserver {
     public struct Configuration: Sendable {
         /// When a mutation counts as done. Default: ``Durability/fsync``.
         public var durability: Durability = .fsync
-        /// The device's ID in history items; `nil` keeps the one saved in the directory.
+        /// The device's ID in history items; `nil` keeps the one saved in the directory (a random UUID
+        /// made on first open), which is what most hosts want. An ID given here must be unique to the
+        /// device: the engine recognises its own writes on the server by it, so two devices sharing an ID
+        /// would take each other's changes for their own.
         public var deviceID: String?
         /// Time for debounces and retries.
         public var clock: any Clock<Duration> = ContinuousClock()
@@ -107,6 +110,10 @@ public actor SyncContext: LocalChangeObserver {
     private var timers: [TimerKey: ScheduledTimer] = [:]
     private var timerGeneration: UInt64 = 0
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The summaries of ``syncNow()`` calls still running, by call: every send and fetch that runs while
+    /// one is open counts in it, including work queued before the call that it waited behind.
+    private var openSummaries: [UInt64: SyncSummary] = [:]
+    private var nextSummaryID: UInt64 = 0
 
     enum TimerKey: Hashable {
         case historyDebounce
@@ -189,6 +196,9 @@ public actor SyncContext: LocalChangeObserver {
     /// new zone with local data), then starts sending pending commands and fetching changes in the
     /// background. Call ``waitUntilIdle()`` to wait for that work.
     ///
+    /// Before `start()` nothing is sent or fetched in the background: local changes wait in the queue
+    /// (``syncNow()`` still works, since it is an explicit request).
+    ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/accountUnavailable`` without an account; the
     ///   ``CloudError`` that stopped the zones from being prepared (call `start()` again later).
     public func start() async throws {
@@ -205,14 +215,31 @@ public actor SyncContext: LocalChangeObserver {
     /// Pull to refresh: sends every pending command (history too, without waiting for its debounce),
     /// then fetches every zone's changes. Clears a pause and any retry wait first, since the user asked.
     ///
+    /// Sync work already queued (by ``start()``, a local change, a notification) runs first; the summary
+    /// counts it too, so it describes everything that happened from this call until it returns.
     /// Failures do not throw: the summary lists them, the work left is retried later, and
     /// ``SyncSummary/isComplete`` says whether everything got through.
     public func syncNow() async throws -> SyncSummary {
+        try await syncNow(whenCounting: {})
+    }
+
+    /// ``syncNow()``, calling `whenCounting` once its summary counts what finishes (for tests that need
+    /// to order work against that moment).
+    package func syncNow(whenCounting: @Sendable () -> Void) async throws -> SyncSummary {
         try await checkUsable()
         paused = nil
         for key in Array(timers.keys) { cancelTimer(key) }
         let epoch = accountEpoch
-        return try await queue.perform { await self.runFullSync(epoch: epoch) }
+        let id = nextSummaryID
+        nextSummaryID += 1
+        openSummaries[id] = SyncSummary()
+        whenCounting()
+        do {
+            return try await queue.perform { await self.runFullSync(epoch: epoch, summary: id) }
+        } catch {
+            openSummaries[id] = nil
+            throw error
+        }
     }
 
     /// Call for each push notification: the named zones are fetched soon. Notifications that arrive while
@@ -335,7 +362,7 @@ public actor SyncContext: LocalChangeObserver {
     // MARK: - Queueing work
 
     func requestPush(_ zone: ZoneID) {
-        guard account != nil, paused == nil, !isClosed, timers[.pushRetry(zone)] == nil else { return }
+        guard isStarted, account != nil, paused == nil, !isClosed, timers[.pushRetry(zone)] == nil else { return }
         if pushTriggers[zone, default: SyncTrigger()].request() {
             enqueuePush(zone)
         }
@@ -362,7 +389,7 @@ public actor SyncContext: LocalChangeObserver {
     }
 
     func requestFetch(full: Bool) {
-        guard account != nil, !isClosed else { return }
+        guard isStarted, account != nil, !isClosed else { return }
         if full { fullFetchRequested = true }
         if fetchTrigger.request() {
             let epoch = accountEpoch
@@ -388,21 +415,18 @@ public actor SyncContext: LocalChangeObserver {
         }
     }
 
-    private func runFullSync(epoch: Int) async -> SyncSummary {
-        var summary = SyncSummary()
-        guard epoch == accountEpoch else { return summary }
-        cancelTimer(.historyDebounce)
-        for zone in ZoneID.all {
-            let outcome = await push(zone, epoch: epoch)
-            handle(outcome, of: zone)
-            summary.add(outcome)
+    private func runFullSync(epoch: Int, summary id: UInt64) async -> SyncSummary {
+        if epoch == accountEpoch {
+            cancelTimer(.historyDebounce)
+            for zone in ZoneID.all {
+                handle(await push(zone, epoch: epoch), of: zone)
+            }
+            let zones = zonesToFetch
+            zonesToFetch = []
+            fullFetchRequested = false
+            handle(await fetch(full: true, zones: zones, epoch: epoch), full: true, zones: zones)
         }
-        let zones = zonesToFetch
-        zonesToFetch = []
-        fullFetchRequested = false
-        let outcome = await fetch(full: true, zones: zones, epoch: epoch)
-        handle(outcome, full: true, zones: zones)
-        summary.add(outcome)
+        var summary = openSummaries.removeValue(forKey: id) ?? SyncSummary()
         summary.pendingRecords = await localStore.pendingRecordCount()
         return summary
     }
@@ -410,6 +434,7 @@ public actor SyncContext: LocalChangeObserver {
     // MARK: - Outcomes
 
     private func handle(_ outcome: PushOutcome, of zone: ZoneID) {
+        for id in openSummaries.keys { openSummaries[id]!.add(outcome) }
         guard let stop = outcome.stop else {
             pushFailures[zone] = 0
             return
@@ -434,6 +459,7 @@ public actor SyncContext: LocalChangeObserver {
     }
 
     private func handle(_ outcome: FetchOutcome, full: Bool, zones: Set<ZoneID>) {
+        for id in openSummaries.keys { openSummaries[id]!.add(outcome) }
         guard let stop = outcome.stop else {
             fetchFailures = 0
             return

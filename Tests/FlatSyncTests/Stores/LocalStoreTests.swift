@@ -114,6 +114,23 @@ struct StoreContents: Equatable {
         }
     }
 
+    @Test func mutationsSayWhetherTheyChangedAnything() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            #expect(try await store.readingList.add("a"))
+            #expect(try await !store.readingList.add("a"), "already saved")
+            #expect(try await store.history.markRead("h"))
+            #expect(try await !store.history.markRead("h"), "already read")
+            #expect(try await store.history.setLiking("h", .liked))
+            #expect(try await !store.history.setLiking("h", .liked))
+            #expect(try await store.history.visit("h"), "a visit always counts")
+            #expect(try await store.history.clear() == 1)
+            #expect(try await !store.history.remove("h"), "already gone")
+            #expect(await store.pendingRecordCount() == 2)
+            try await store.close()
+        }
+    }
+
     @Test func aSecondOpenerGetsStoreLocked() async throws {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(directory: directory, options: testOptions())
