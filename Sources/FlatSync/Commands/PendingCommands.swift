@@ -135,18 +135,16 @@ public struct PendingCommands: Sendable {
 
     /// Removes one record's change from a command, dropping the command once it is empty.
     private mutating func removeChange(_ recordID: RecordID, from commandID: CommandID) {
-        guard var command = commands[commandID] else { return }
-        command.changes[recordID] = nil
-        if command.changes.isEmpty {
-            commands[commandID] = nil
-            if let index = order[command.zone]?.lastIndex(of: commandID) {
-                order[command.zone]!.remove(at: index)
-                if order[command.zone]!.isEmpty { order[command.zone] = nil }
-            }
-            sealed[command.zone]?.remove(commandID)
-        } else {
-            commands[commandID] = command
+        // In place: a copy of the command would copy its whole change dictionary for every record removed,
+        // which made acknowledging a large command quadratic.
+        guard commands[commandID] != nil else { return }
+        commands[commandID]!.changes[recordID] = nil
+        guard commands[commandID]!.changes.isEmpty, let zone = commands.removeValue(forKey: commandID)?.zone else { return }
+        if let index = order[zone]?.lastIndex(of: commandID) {
+            order[zone]!.remove(at: index)
+            if order[zone]!.isEmpty { order[zone] = nil }
         }
+        sealed[zone]?.remove(commandID)
     }
 
     // MARK: - Sending
