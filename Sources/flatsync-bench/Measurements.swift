@@ -1,0 +1,252 @@
+import FlatSync
+import Foundation
+
+// FlatSync's own figures, each through the public API a host uses (the package API only to build a
+// realistic device directory: a send round without a sync engine, explicit snapshots).
+
+enum Measurements {
+    /// How long one durable mutation takes is held against a bare write+fsync of the same number of
+    /// bytes, so first measure what one `readingList.add` puts in the log.
+    static func logFrame(_ context: BenchContext) async throws -> Results {
+        progress("measuring the log frame of one readingList.add")
+        let directory = try context.makeDirectory("frame")
+        let store = try LocalStore(directory: directory)
+        try await prefill(store, pending: 1_000)
+        let list = store.readingList
+        for index in 0..<5 { try await list.add(readingListArticle(index)) }
+        let log = directory.appendingPathComponent("commands.log")
+        let before = try fileSize(log)
+        try await list.add(readingListArticle(5))
+        let after = try fileSize(log)
+        try await store.close()
+        var results = Results()
+        results["log_frame_bytes"] = Double(after - before)
+        return results
+    }
+
+    // MARK: - Enqueue latency
+
+    /// `readingList.add` of a new article with 1k, 10k and 100k records pending, `.fsync`.
+    static func durableEnqueue(_ context: BenchContext) async throws -> Results {
+        var results = Results()
+        let iterations = context.pick(full: 2000, quick: 300)
+        for pending in [1_000, 10_000, 100_000] {
+            let samples = try await enqueueSamples(context, durability: .fsync, pending: pending, iterations: iterations)
+            let suffix = "\(pending / 1000)k"
+            results["enqueue_p50_ms_\(suffix)"] = median(samples)
+            results["enqueue_p99_ms_\(suffix)"] = percentile(samples, 99)
+        }
+        results.note(
+            "enqueue: one `store.readingList.add(newArticleID)` per sample, timed from call to return; the "
+                + "pending records are history visits on distinct articles put there by `history.apply`. Every "
+                + "\(sendRoundInterval) adds an untimed send round (seal, acknowledge, unseal) takes the "
+                + "reading-list records off the queue again, as a sync engine would at once, so the queue stays "
+                + "within \(sendRoundInterval) records of its size."
+        )
+        return results
+    }
+
+    /// The same at 10k pending with `.buffered`.
+    static func bufferedEnqueue(_ context: BenchContext) async throws -> Results {
+        let samples = try await enqueueSamples(
+            context, durability: .buffered, pending: 10_000, iterations: context.pick(full: 10_000, quick: 2_000)
+        )
+        var results = Results()
+        results["buffered_enqueue_p50_ms_10k"] = median(samples)
+        results["buffered_enqueue_p99_ms_10k"] = percentile(samples, 99)
+        return results
+    }
+
+    /// Adds that a send round takes back off the queue.
+    static let sendRoundInterval = 100
+
+    private static func enqueueSamples(
+        _ context: BenchContext, durability: Durability, pending: Int, iterations: Int
+    ) async throws -> [Double] {
+        progress("\(durability) enqueue at \(pending) pending × \(iterations)")
+        let directory = try context.makeDirectory("enqueue-\(durability)-\(pending)")
+        let store = try LocalStore(directory: directory, options: .init(durability: durability))
+        try await prefill(store, pending: pending)
+        // The prefill's snapshot is written now rather than by its timer in the middle of the samples.
+        try await store.persistSnapshot(of: .readingHistory)
+        let list = store.readingList
+        let articles = (0..<(iterations + sendRoundInterval)).map(readingListArticle)
+        for article in articles[iterations...] { try await list.add(article) }  // warm-up
+        try await sendRound(store, zone: .readingList)
+
+        var samples: [Double] = []
+        samples.reserveCapacity(iterations)
+        for (index, article) in articles[..<iterations].enumerated() {
+            let start = benchClock.now
+            try await list.add(article)
+            samples.append((benchClock.now - start).milliseconds)
+            if (index + 1) % sendRoundInterval == 0 { try await sendRound(store, zone: .readingList) }
+        }
+        let stillPending = await store.pendingRecordCount()
+        guard (pending...(pending + sendRoundInterval)).contains(stillPending) else {
+            throw BenchError("expected about \(pending) records pending, found \(stillPending)")
+        }
+        try await store.close()
+        try? FileManager.default.removeItem(at: directory)
+        return samples
+    }
+
+    // MARK: - Burst
+
+    /// One `history.apply` of 10,000 visits on distinct articles, `.fsync`; the best of a few runs.
+    static func burst(_ context: BenchContext) async throws -> Results {
+        let runs = context.pick(full: 7, quick: 3)
+        let count = 10_000
+        progress("burst of \(count) visits through history.apply × \(runs)")
+        var samples: [Double] = []
+        for run in 0..<runs {
+            let directory = try context.makeDirectory("burst-\(run)")
+            let store = try LocalStore(directory: directory)
+            let changes = (0..<count).map { ReadingHistoryChange.visit(articleID: historyArticle($0), version: 1) }
+            var changed = 0
+            samples.append(try await timeMilliseconds { changed = try await store.history.apply(changes) })
+            guard changed == count else { throw BenchError("the burst changed \(changed) items, not \(count)") }
+            try await store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        var results = Results()
+        results["burst_mutations_per_s"] = Double(count) / (samples.min()! / 1000)
+        results["burst_mutations_per_s_median"] = Double(count) / (median(samples) / 1000)
+        results.note(
+            "burst: one `store.history.apply` of \(count) `.visit(articleID:version:)` changes on distinct articles "
+                + "into an empty `.fsync` store, timed from call to return; best of \(runs)."
+        )
+        return results
+    }
+
+    // MARK: - Cold start
+
+    /// Open + first read of a device directory with 10k and 100k history items, each with 1k pending
+    /// commands in its log; then the peak memory of a fresh process doing the 100k one.
+    static func coldStart(_ context: BenchContext) async throws -> Results {
+        var results = Results()
+        for (items, repetitions) in [(10_000, context.pick(full: 15, quick: 5)), (100_000, context.pick(full: 7, quick: 3))] {
+            let template = try await prepareDevice(context, items: items, pendingMutations: 1_000)
+            progress("cold start of \(items) items × \(repetitions)")
+            var samples: [Double] = []
+            for _ in 0..<repetitions {
+                let directory = try context.makeDirectory("cold-\(items)")
+                try copyDirectory(template, to: directory)
+                var store: LocalStore?
+                var read = 0
+                samples.append(try await timeMilliseconds {
+                    let opened = try LocalStore(directory: directory)
+                    read = await opened.history.items().count
+                    store = opened
+                })
+                guard read == items else { throw BenchError("the cold start read \(read) items, not \(items)") }
+                try await store?.close()
+                try? FileManager.default.removeItem(at: directory)
+            }
+            results["cold_start_ms_\(items / 1000)k"] = median(samples)
+
+            if items == 100_000 {
+                progress("cold start of \(items) items in a fresh process, for its peak memory")
+                let directory = try context.makeDirectory("cold-child")
+                try copyDirectory(template, to: directory)
+                let child = try ColdStartChild.run(directory: directory)
+                guard child.items == items else { throw BenchError("the child read \(child.items) items, not \(items)") }
+                results["cold_start_peak_rss_mb_100k"] = child.peakResidentMegabytes
+                results["cold_start_child_ms_100k"] = child.milliseconds
+            }
+        }
+        results.note(
+            "cold start: `LocalStore(directory:)` then `await store.history.items()`, on a copy of a directory built "
+                + "like a device's (N visits, a send round acknowledging them all, both snapshots written, then "
+                + "1,000 single `history.visit` mutations left pending, then `close()`); median."
+        )
+        return results
+    }
+
+    /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending.
+    private static func prepareDevice(_ context: BenchContext, items: Int, pendingMutations: Int) async throws -> URL {
+        progress("building a device with \(items) history items and \(pendingMutations) pending mutations")
+        let directory = try context.makeDirectory("device-\(items)")
+        let store = try LocalStore(directory: directory)
+        let prefillMs = try await timeMilliseconds { try await prefill(store, pending: items) }
+        let round = try await timeMilliseconds { try await sendRound(store, zone: .readingHistory) }
+        let snapshots = try await timeMilliseconds {
+            for zone in ZoneID.all { try await store.persistSnapshot(of: zone) }
+        }
+        progress(String(format: "  prefill %.0f ms, send round %.0f ms, snapshots %.0f ms", prefillMs, round, snapshots))
+        let history = store.history
+        let stride = max(1, items / pendingMutations)
+        for index in 0..<pendingMutations { try await history.visit(historyArticle((index * stride) % items), version: 2) }
+        let pending = await store.pendingRecordCount()
+        guard pending == pendingMutations else {
+            throw BenchError("the device has \(pending) records pending, not \(pendingMutations)")
+        }
+        try await store.close()
+        return directory
+    }
+
+    // MARK: - Helpers
+
+    /// Puts `count` history visits on distinct articles in the queue, 10,000 per `apply`.
+    static func prefill(_ store: LocalStore, pending count: Int) async throws {
+        let history = store.history
+        for start in stride(from: 0, to: count, by: 10_000) {
+            let changes = (start..<min(count, start + 10_000)).map {
+                ReadingHistoryChange.visit(articleID: historyArticle($0), version: 1)
+            }
+            try await history.apply(changes)
+        }
+        let pending = await store.pendingRecordCount()
+        guard pending == count else { throw BenchError("the prefill left \(pending) records pending, not \(count)") }
+    }
+
+    /// One sending round without a server: every pending record of the zone is acknowledged.
+    static func sendRound(_ store: LocalStore, zone: ZoneID) async throws {
+        let commands = try await store.sealPendingCommands(in: zone)
+        for command in commands {
+            try await store.acknowledge(Array(command.changes.keys), in: command.id)
+        }
+        try await store.unsealPendingCommands(in: zone)
+    }
+
+    /// Article IDs of one length (22 characters, like News's), so every frame has the same size.
+    static func historyArticle(_ index: Int) -> String { "history-article-" + padded(index) }
+    static func readingListArticle(_ index: Int) -> String { "reading-article-" + padded(index) }
+
+    private static func padded(_ index: Int) -> String {
+        let digits = String(index)
+        return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
+    }
+}
+
+/// The child process that measures the peak memory of a 100k cold start, started as
+/// `flatsync-bench --cold-start-child DIR`: it opens DIR, reads the history once and prints one JSON line.
+enum ColdStartChild {
+    struct Output: Codable {
+        var items: Int
+        var milliseconds: Double
+        var peakResidentMegabytes: Double
+    }
+
+    static let argument = "--cold-start-child"
+
+    /// In the child: open, read, report. The store is not closed (closing would write a snapshot); the
+    /// lock goes with the process.
+    static func main(directory: String) async throws {
+        var items = 0
+        let ms = try await timeMilliseconds {
+            let store = try LocalStore(directory: URL(fileURLWithPath: directory))
+            items = await store.history.items().count
+        }
+        let output = Output(items: items, milliseconds: ms, peakResidentMegabytes: peakResidentMegabytes())
+        print(String(decoding: try JSONEncoder().encode(output), as: UTF8.self))
+    }
+
+    /// In the parent: run the child on `directory` and read its line.
+    static func run(directory: URL) throws -> Output {
+        let text = try runSelf([argument, directory.path])
+        guard let line = text.split(separator: "\n").last, let output = try? JSONDecoder().decode(Output.self, from: Data(line.utf8))
+        else { throw BenchError("the cold-start child printed \(text.debugDescription)") }
+        return output
+    }
+}
