@@ -165,8 +165,13 @@ enum Measurements {
 
     /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending.
     private static func prepareDevice(_ context: BenchContext, items: Int, pendingMutations: Int) async throws -> URL {
-        progress("building a device with \(items) history items and \(pendingMutations) pending mutations")
         let directory = try context.makeDirectory("device-\(items)")
+        try await prepareDevice(in: directory, items: items, pendingMutations: pendingMutations)
+        return directory
+    }
+
+    static func prepareDevice(in directory: URL, items: Int, pendingMutations: Int) async throws {
+        progress("building a device with \(items) history items and \(pendingMutations) pending mutations")
         let store = try LocalStore(directory: directory)
         let prefillMs = try await timeMilliseconds { try await prefill(store, pending: items) }
         let round = try await timeMilliseconds { try await sendRound(store, zone: .readingHistory) }
@@ -182,7 +187,6 @@ enum Measurements {
             throw BenchError("the device has \(pending) records pending, not \(pendingMutations)")
         }
         try await store.close()
-        return directory
     }
 
     // MARK: - Helpers

@@ -9,7 +9,9 @@ import Foundation
 //   --only IDS  run only these measurements (comma-separated ids: frame, append, enqueue, buffered,
 //               rewrite, burst, cold), for profiling one of them; rows needing others are left out
 //
-// Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory.
+// Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
+// `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
+// (valgrind --tool=callgrind) can run the child on it.
 
 let usage = """
     usage: flatsync-bench [--json] [--quick]
@@ -24,6 +26,7 @@ struct Arguments {
     var mode = RunMode.full
     var coldStartChild: String?
     var only: Set<String>?
+    var prepareDevice: (items: Int, directory: String)?
 
     /// Parses the command line; nil (after printing why) on a usage error.
     init?(_ arguments: [String]) {
@@ -35,6 +38,10 @@ struct Arguments {
             case ColdStartChild.argument:
                 guard let directory = remaining.popFirst() else { return nil }
                 coldStartChild = directory
+            case "--prepare-device":
+                guard let items = remaining.popFirst().flatMap({ Int($0) }), let directory = remaining.popFirst()
+                else { return nil }
+                prepareDevice = (items, directory)
             case "--only":
                 guard let ids = remaining.popFirst() else { return nil }
                 only = Set(ids.split(separator: ",").map(String.init))
@@ -117,6 +124,16 @@ let signalSources = [SIGINT, SIGTERM].map { number in
     }
     source.resume()
     return source
+}
+
+if let (items, directory) = arguments.prepareDevice {
+    do {
+        try await Measurements.prepareDevice(in: URL(fileURLWithPath: directory), items: items, pendingMutations: 1_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
+        exit(1)
+    }
 }
 
 let started = Date()
