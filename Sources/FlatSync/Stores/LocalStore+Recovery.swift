@@ -19,6 +19,8 @@ extension LocalStore {
         var snapshotSequenceOnDisk: [ZoneID: UInt64] = [:]
         var lastWipeSequence: [ZoneID: UInt64] = [:]
         var zonesChangedByReplay: Set<ZoneID> = []
+        /// Record changes in the log's mutation, restored and applied entries, for compaction.
+        var recordChangesInLog = 0
         private var events: [SyncEvent] = []
 
         init(directory: URL, options: LocalStore.Options) throws {
@@ -106,15 +108,18 @@ extension LocalStore {
                 }
                 switch event {
                 case .mutation(let mutation):
+                    recordChangesInLog += mutation.changes.count
                     pending.enqueue(mutation)
                     nextSequence = max(nextSequence, mutation.sequence + 1)
                     let covered = coveredSequence(mutation.zone)
                     for change in mutation.changes { consider(change, covered: covered) }
                 case .restored(let command):
+                    recordChangesInLog += command.changes.count
                     pending.restore(command)
                     let covered = coveredSequence(command.zone)
                     for change in command.changes.values { consider(change, covered: covered) }
                 case .applied(let zone, let changes):
+                    recordChangesInLog += changes.count
                     let covered = coveredSequence(zone)
                     for change in changes { consider(change, covered: covered) }
                 case .sealed(let zone):
