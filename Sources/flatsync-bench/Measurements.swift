@@ -153,6 +153,7 @@ enum Measurements {
                 guard child.items == items else { throw BenchError("the child read \(child.items) items, not \(items)") }
                 results["cold_start_peak_rss_mb_100k"] = child.peakResidentMegabytes
                 results["cold_start_child_ms_100k"] = child.milliseconds
+                results["cold_start_child_ru_maxrss_mb_100k"] = child.ruMaxrssMegabytes
             }
         }
         results.note(
@@ -230,6 +231,8 @@ enum ColdStartChild {
         var items: Int
         var milliseconds: Double
         var peakResidentMegabytes: Double
+        /// What `ru_maxrss` says, which on Linux includes the parent's peak (see ``peakResidentMegabytes()``).
+        var ruMaxrssMegabytes: Double
     }
 
     static let argument = "--cold-start-child"
@@ -242,7 +245,10 @@ enum ColdStartChild {
             let store = try LocalStore(directory: URL(fileURLWithPath: directory))
             items = await store.history.items().count
         }
-        let output = Output(items: items, milliseconds: ms, peakResidentMegabytes: peakResidentMegabytes())
+        let output = Output(
+            items: items, milliseconds: ms, peakResidentMegabytes: peakResidentMegabytes(),
+            ruMaxrssMegabytes: ruMaxrssMegabytes()
+        )
         print(String(decoding: try JSONEncoder().encode(output), as: UTF8.self))
     }
 

@@ -229,6 +229,14 @@ enum Report {
         if let value = results["cold_start_child_ms_100k"] {
             extras.append(String(format: "100k cold start in the fresh child process: %.1f ms", value))
         }
+        if let rss = results["cold_start_peak_rss_mb_100k"], let maxrss = results["cold_start_child_ru_maxrss_mb_100k"],
+            abs(maxrss - rss) > 1
+        {
+            extras.append(
+                String(format: "the child's peak memory is its VmHWM (%.1f MB); its ru_maxrss says %.1f MB because ", rss, maxrss)
+                    + "posix_spawn shares the parent's address space until exec, which carries the parent's peak over"
+            )
+        }
         if let p99 = results["buffered_enqueue_p99_ms_10k"] {
             extras.append(String(format: "buffered enqueue p99 at 10k pending: %.4f ms", p99))
         }

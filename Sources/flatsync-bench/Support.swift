@@ -122,9 +122,27 @@ struct BenchError: Error, CustomStringConvertible {
 
 // MARK: - Memory and processes
 
-/// The peak resident set size of this process so far, in megabytes (`ru_maxrss` is kilobytes on Linux
-/// and bytes on Darwin).
+/// The peak resident set size of this process so far, in megabytes.
+///
+/// On Linux this is `VmHWM` from `/proc/self/status`, not `getrusage`'s `ru_maxrss`: Foundation's `Process`
+/// starts children with `posix_spawn`, whose vfork-style clone shares the parent's address space until
+/// `exec`, and `exec` carries that address space's high-water mark into the child's `ru_maxrss`. A child of
+/// a 300 MB parent would report 300 MB whatever it did. `VmHWM` belongs to the child's own address space.
+/// Elsewhere (and if `/proc` cannot be read) it is `ru_maxrss`: kilobytes on Linux, bytes on Darwin.
 func peakResidentMegabytes() -> Double {
+    #if os(Linux)
+    if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+    {
+        return kilobytes / 1024
+    }
+    #endif
+    return ruMaxrssMegabytes()
+}
+
+/// `getrusage(RUSAGE_SELF).ru_maxrss` in megabytes (kilobytes on Linux, bytes on Darwin).
+func ruMaxrssMegabytes() -> Double {
     var usage = rusage()
     #if canImport(Darwin)
     guard getrusage(RUSAGE_SELF, &usage) == 0 else { return .nan }
