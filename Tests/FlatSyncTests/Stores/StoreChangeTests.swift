@@ -37,6 +37,10 @@ import Testing
         expectError(.invalidArticleID) { try ReadingListChange.add(articleID: "").validate() }
         expectError(.invalidArgument) { try ReadingListChange.add(articleID: "a", origin: 7).validate() }
         expectError(.invalidArticleID) { try ReadingHistoryChange.visit(articleID: "bad\u{1}").validate() }
+        // ASCII takes a fast path; DEL and the C1 controls must still be caught, and other text let through.
+        expectError(.invalidArticleID) { try ReadingHistoryChange.visit(articleID: "bad\u{7F}").validate() }
+        expectError(.invalidArticleID) { try ReadingHistoryChange.visit(articleID: "bad\u{85}é").validate() }
+        #expect(ArticleID.isValid("A1b2C3d4-é-日本-🙂 ~"))
         expectError(.invalidArgument) { try ReadingHistoryChange.visit(articleID: "a", version: -1).validate() }
     }
 
