@@ -191,7 +191,7 @@ public actor LocalStore {
 
     /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
     /// mutation is durable. Returns how many records changed.
-    package func mutate<Item: SyncedItem>(
+    package func mutate<Item: RecordDiffable>(
         _ zone: WritableKeyPath<ZoneStates, ZoneState<Item>>,
         _ change: (_ current: Item?, _ articleID: String) -> Item?,
         articleIDs: [String]
