@@ -200,6 +200,8 @@ public actor LocalStore {
         let sequence = nextSequence
         var changes: [RecordChange] = []
         var indexByRecord: [RecordID: Int] = [:]
+        changes.reserveCapacity(articleIDs.count)
+        indexByRecord.reserveCapacity(articleIDs.count)
         for articleID in articleIDs {
             let current = zones[keyPath: zone].items[articleID]
             guard let recordChange = zones[keyPath: zone].replace(articleID, with: change(current, articleID), sequence: sequence)
