@@ -178,9 +178,12 @@ extension LocalStore {
             _ type: Item.Type, in directory: URL, now: Date, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
             let url = directory.appendingPathComponent(LocalStore.snapshotFileName(Item.zone))
-            guard let data = try read(url) else { return ZoneState() }
+            guard var data = try read(url) else { return ZoneState() }
             do {
-                return try SnapshotFile.decode(data, path: url.path).state(of: Item.self, path: url.path)
+                let file = try SnapshotFile.decode(data, path: url.path)
+                // The decoded file holds copies of the columns: let the raw bytes go before the items are built.
+                data = Data()
+                return try file.state(of: Item.self, path: url.path)
             } catch {
                 try quarantine(url, because: error, now: now, into: &events)
                 return ZoneState()
