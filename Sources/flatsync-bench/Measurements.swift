@@ -95,7 +95,7 @@ enum Measurements {
 
     /// One `history.apply` of 10,000 visits on distinct articles, `.fsync`; the best of a few runs.
     static func burst(_ context: BenchContext) async throws -> Results {
-        let runs = context.pick(full: 7, quick: 3)
+        let runs = context.pick(full: 7, quick: 5)
         let count = 10_000
         progress("burst of \(count) visits through history.apply × \(runs)")
         var samples: [Double] = []
