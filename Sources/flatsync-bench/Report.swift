@@ -180,6 +180,12 @@ enum Report {
         out.append("FlatSync benchmark — \(mode) run, \(started.formatted(.iso8601)), took \(String(format: "%.1f", seconds)) s")
         out.append("machine: \(machineDescription())")
         out.append("OS: \(ProcessInfo.processInfo.operatingSystemVersionString)")
+        if let start = results["load_average_start"], let end = results["load_average_end"] {
+            out.append(
+                String(format: "load average (1 min): %.2f at the start, %.2f at the end", start, end)
+                    + (max(start, end) > 1 ? " — the cores were busy with other work, which slows absolute figures most (ratios to same-run baselines hold better)" : "")
+            )
+        }
         if let frame = results["log_frame_bytes"] {
             out.append("one durable enqueue writes a \(Int(frame))-byte log frame; the bare append writes as many bytes")
         }

@@ -180,6 +180,13 @@ func runSelf(_ arguments: [String]) throws -> String {
 
 // MARK: - The machine
 
+/// The 1-minute load average: other processes on these cores slow the absolute figures (the ratios to
+/// baselines measured alongside hold better).
+func loadAverage() -> Double? {
+    var loads = [Double](repeating: 0, count: 3)
+    return getloadavg(&loads, 3) >= 1 ? loads[0] : nil
+}
+
 /// A one-line description of the machine and toolchain, for the report's header.
 func machineDescription() -> String {
     let info = ProcessInfo.processInfo

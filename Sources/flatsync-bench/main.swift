@@ -85,12 +85,14 @@ enum Benchmark {
     /// Runs every measurement in `scratch`, an empty directory the caller removes afterwards.
     static func run(mode: RunMode, scratch: URL, only: Set<String>? = nil) async throws -> Results {
         var context = BenchContext(mode: mode, scratch: scratch, results: Results())
+        context.results["load_average_start"] = loadAverage()
         for measurement in measurements where only?.contains(measurement.id) ?? true {
             let start = benchClock.now
             let results = try await measurement.run(context)
             context.results.merge(results)
             progress(String(format: "%@ done in %.1f s", measurement.name, (benchClock.now - start).milliseconds / 1000))
         }
+        context.results["load_average_end"] = loadAverage()
         return context.results
     }
 }
