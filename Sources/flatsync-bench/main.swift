@@ -11,7 +11,7 @@ import Foundation
 //
 // Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
 // `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
-// (valgrind --tool=callgrind) can run the child on it.
+// can run the child on it (`perf record -g`; valgrind's tools crash here in libdispatch's signal thread).
 
 let usage = """
     usage: flatsync-bench [--json] [--quick]
