@@ -14,35 +14,31 @@ import Musl
 
 enum Baselines {
     /// The floor of a durable enqueue: a bare `write(2)` of one log frame's bytes to a plain file, then
-    /// `fsync` (`F_FULLFSYNC` on Darwin, as FlatSync's log does). Needs `log_frame_bytes`.
-    static func fsyncAppend(_ context: BenchContext) async throws -> Results {
-        guard let frameBytes = context.results["log_frame_bytes"].map(Int.init) else {
-            throw BenchError("the log frame size must be measured before the bare append")
+    /// `fsync` (`F_FULLFSYNC` on Darwin, as FlatSync's log does). The durable-enqueue measurement takes
+    /// one of these samples between its enqueues, so baseline and enqueues see the same disk at the same
+    /// moments and their ratio holds while the machine's fsync latency drifts.
+    final class BareAppendFile {
+        private let fd: Int32
+        private let frame: [UInt8]
+
+        init(in directory: URL, frameBytes: Int) throws {
+            let path = directory.appendingPathComponent("append.bin").path
+            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw BenchError("open \(path): \(String(cString: strerror(errno)))") }
+            frame = [UInt8](repeating: 0xA5, count: frameBytes)
         }
-        let iterations = context.pick(full: 2000, quick: 300)
-        progress("bare write+fsync of \(frameBytes) bytes × \(iterations)")
-        let directory = try context.makeDirectory("bare-append")
-        let path = directory.appendingPathComponent("append.bin").path
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw BenchError("open \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        let frame = [UInt8](repeating: 0xA5, count: frameBytes)
-        var samples: [Double] = []
-        samples.reserveCapacity(iterations)
-        for _ in 0..<(iterations + iterations / 10) {
+
+        deinit { close(fd) }
+
+        /// Appends one frame's bytes and flushes them; returns the milliseconds it took.
+        func timedAppend() throws -> Double {
             let start = benchClock.now
             let written = frame.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            guard written == frameBytes, syncFile(fd) == 0 else {
+            guard written == frame.count, syncFile(fd) == 0 else {
                 throw BenchError("write+fsync failed: \(String(cString: strerror(errno)))")
             }
-            samples.append((benchClock.now - start).milliseconds)
+            return (benchClock.now - start).milliseconds
         }
-        // The first tenth warms the file's allocation up and is not counted.
-        samples.removeFirst(iterations / 10)
-        var results = Results()
-        results["fsync_append_p50_ms"] = median(samples)
-        results["fsync_append_p99_ms"] = percentile(samples, 99)
-        return results
     }
 
     /// The News-style queue: every enqueue encodes the whole queue as one binary property list with

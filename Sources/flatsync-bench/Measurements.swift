@@ -26,31 +26,65 @@ enum Measurements {
 
     // MARK: - Enqueue latency
 
-    /// `readingList.add` of a new article with 1k, 10k and 100k records pending, `.fsync`.
+    /// `readingList.add` of a new article with 1k, 10k and 100k records pending, `.fsync`, and the bare
+    /// write+fsync baseline, interleaved: each round takes one sample of each, in a rotating order, so all
+    /// four see the same disk at the same moments (this machine's fsync latency drifts by a third within
+    /// seconds, which made ratios of figures measured one after another swing past their targets).
     static func durableEnqueue(_ context: BenchContext) async throws -> Results {
+        guard let frameBytes = context.results["log_frame_bytes"].map(Int.init) else {
+            throw BenchError("the log frame size must be measured before the durable enqueue")
+        }
+        let rounds = context.pick(full: 2000, quick: 400)
+        let levels = [1_000, 10_000, 100_000]
+        var queues: [EnqueueQueue] = []
+        for pending in levels {
+            queues.append(try await EnqueueQueue(context, durability: .fsync, pending: pending, samples: rounds))
+        }
+        progress("bare write+fsync of \(frameBytes) bytes and durable enqueues at \(levels) pending, × \(rounds) each")
+        let bare = try Baselines.BareAppendFile(in: try context.makeDirectory("bare-append"), frameBytes: frameBytes)
+        // Warm the bare file up as the queues were.
+        for _ in 0..<sendRoundInterval { _ = try bare.timedAppend() }
+        var bareSamples: [Double] = []
+        var samples = [[Double]](repeating: [], count: queues.count)
+        for round in 0..<rounds {
+            for slot in 0...queues.count {
+                let turn = (slot + round) % (queues.count + 1)
+                if turn == queues.count {
+                    bareSamples.append(try bare.timedAppend())
+                } else {
+                    samples[turn].append(try await queues[turn].timedAdd())
+                }
+            }
+        }
         var results = Results()
-        let iterations = context.pick(full: 2000, quick: 300)
-        for pending in [1_000, 10_000, 100_000] {
-            let samples = try await enqueueSamples(context, durability: .fsync, pending: pending, iterations: iterations)
-            let suffix = "\(pending / 1000)k"
-            results["enqueue_p50_ms_\(suffix)"] = median(samples)
-            results["enqueue_p99_ms_\(suffix)"] = percentile(samples, 99)
+        results["fsync_append_p50_ms"] = median(bareSamples)
+        results["fsync_append_p99_ms"] = percentile(bareSamples, 99)
+        for (index, queue) in queues.enumerated() {
+            try await queue.finish()
+            let suffix = "\(levels[index] / 1000)k"
+            results["enqueue_p50_ms_\(suffix)"] = median(samples[index])
+            results["enqueue_p99_ms_\(suffix)"] = percentile(samples[index], 99)
         }
         results.note(
-            "enqueue: one `store.readingList.add(newArticleID)` per sample, timed from call to return; the "
-                + "pending records are history visits on distinct articles put there by `history.apply`. Every "
-                + "\(sendRoundInterval) adds an untimed send round (seal, acknowledge, unseal) takes the "
-                + "reading-list records off the queue again, as a sync engine would at once, so the queue stays "
-                + "within \(sendRoundInterval) records of its size."
+            "enqueue: one `store.readingList.add(newArticleID)` per sample, timed from call to return, into stores "
+                + "whose pending records are history visits on distinct articles put there by `history.apply`. The "
+                + "bare write+fsync and the three stores take turns sample by sample. Every \(sendRoundInterval) adds "
+                + "an untimed send round (seal, acknowledge, unseal) takes the reading-list records off the queue "
+                + "again, as a sync engine would at once, so each queue stays within \(sendRoundInterval) records of "
+                + "its size."
         )
         return results
     }
 
-    /// The same at 10k pending with `.buffered`.
+    /// The same at 10k pending with `.buffered` (its target is absolute, so it needs no baseline beside it).
     static func bufferedEnqueue(_ context: BenchContext) async throws -> Results {
-        let samples = try await enqueueSamples(
-            context, durability: .buffered, pending: 10_000, iterations: context.pick(full: 10_000, quick: 2_000)
-        )
+        let count = context.pick(full: 10_000, quick: 2_000)
+        let queue = try await EnqueueQueue(context, durability: .buffered, pending: 10_000, samples: count)
+        progress("buffered enqueue at 10000 pending × \(count)")
+        var samples: [Double] = []
+        samples.reserveCapacity(count)
+        for _ in 0..<count { samples.append(try await queue.timedAdd()) }
+        try await queue.finish()
         var results = Results()
         results["buffered_enqueue_p50_ms_10k"] = median(samples)
         results["buffered_enqueue_p99_ms_10k"] = percentile(samples, 99)
@@ -60,35 +94,49 @@ enum Measurements {
     /// Adds that a send round takes back off the queue.
     static let sendRoundInterval = 100
 
-    private static func enqueueSamples(
-        _ context: BenchContext, durability: Durability, pending: Int, iterations: Int
-    ) async throws -> [Double] {
-        progress("\(durability) enqueue at \(pending) pending × \(iterations)")
-        let directory = try context.makeDirectory("enqueue-\(durability)-\(pending)")
-        let store = try LocalStore(directory: directory, options: .init(durability: durability))
-        try await prefill(store, pending: pending)
-        // The prefill's snapshot is written now rather than by its timer in the middle of the samples.
-        try await store.persistSnapshot(of: .readingHistory)
-        let list = store.readingList
-        let articles = (0..<(iterations + sendRoundInterval)).map(readingListArticle)
-        for article in articles[iterations...] { try await list.add(article) }  // warm-up
-        try await sendRound(store, zone: .readingList)
+    /// A store with `pending` records queued, ready to time `readingList.add` of new articles.
+    final class EnqueueQueue {
+        let pending: Int
+        private let store: LocalStore
+        private let directory: URL
+        private let articles: [String]
+        private var added = 0
 
-        var samples: [Double] = []
-        samples.reserveCapacity(iterations)
-        for (index, article) in articles[..<iterations].enumerated() {
+        init(_ context: BenchContext, durability: Durability, pending: Int, samples: Int) async throws {
+            progress("preparing a \(durability) store with \(pending) records pending")
+            self.pending = pending
+            directory = try context.makeDirectory("enqueue-\(durability)-\(pending)")
+            store = try LocalStore(directory: directory, options: .init(durability: durability))
+            try await prefill(store, pending: pending)
+            // The prefill's snapshot is written now rather than by its timer in the middle of the samples.
+            try await store.persistSnapshot(of: .readingHistory)
+            articles = (0..<(samples + sendRoundInterval)).map(readingListArticle)
+            for article in articles[samples...] { try await store.readingList.add(article) }  // warm-up
+            try await sendRound(store, zone: .readingList)
+        }
+
+        /// Adds the next new article; returns the milliseconds from call to return. Every
+        /// ``sendRoundInterval`` adds, an untimed send round empties the reading list's queue again.
+        func timedAdd() async throws -> Double {
+            let article = articles[added]
+            added += 1
+            let list = store.readingList
             let start = benchClock.now
             try await list.add(article)
-            samples.append((benchClock.now - start).milliseconds)
-            if (index + 1) % sendRoundInterval == 0 { try await sendRound(store, zone: .readingList) }
+            let ms = (benchClock.now - start).milliseconds
+            if added % sendRoundInterval == 0 { try await sendRound(store, zone: .readingList) }
+            return ms
         }
-        let stillPending = await store.pendingRecordCount()
-        guard (pending...(pending + sendRoundInterval)).contains(stillPending) else {
-            throw BenchError("expected about \(pending) records pending, found \(stillPending)")
+
+        /// Checks the queue stayed at its size, closes the store and removes its directory.
+        func finish() async throws {
+            let stillPending = await store.pendingRecordCount()
+            guard (pending...(pending + sendRoundInterval)).contains(stillPending) else {
+                throw BenchError("expected about \(pending) records pending, found \(stillPending)")
+            }
+            try await store.close()
+            try? FileManager.default.removeItem(at: directory)
         }
-        try await store.close()
-        try? FileManager.default.removeItem(at: directory)
-        return samples
     }
 
     // MARK: - Burst

@@ -6,8 +6,8 @@ import Foundation
 //
 //   --json    print exactly one flat JSON object on stdout (progress goes to stderr)
 //   --quick   fewer iterations: the whole run in under a minute
-//   --only IDS  run only these measurements (comma-separated ids: frame, append, enqueue, buffered,
-//               rewrite, burst, cold), for profiling one of them; rows needing others are left out
+//   --only IDS  run only these measurements (comma-separated ids: frame, enqueue, buffered, rewrite,
+//               burst, cold), for profiling one of them; enqueue needs frame
 //
 // Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
 // `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
@@ -17,8 +17,8 @@ let usage = """
     usage: flatsync-bench [--json] [--quick]
       --json    print one flat JSON object on stdout instead of the table
       --quick   a run of under a minute (fewer iterations and repetitions)
-      --only IDS  only these measurements, comma-separated: frame, append, enqueue, buffered, rewrite,
-                  burst, cold (append needs frame)
+      --only IDS  only these measurements, comma-separated: frame, enqueue, buffered, rewrite, burst,
+                  cold (enqueue needs frame)
     """
 
 struct Arguments {
@@ -74,8 +74,7 @@ enum Benchmark {
     /// and their rows in ``Report/rows``.
     static let measurements: [Measurement] = [
         Measurement(id: "frame", name: "log frame size", run: Measurements.logFrame),
-        Measurement(id: "append", name: "bare append + fsync", run: Baselines.fsyncAppend),
-        Measurement(id: "enqueue", name: "durable enqueue", run: Measurements.durableEnqueue),
+        Measurement(id: "enqueue", name: "durable enqueue beside bare append + fsync", run: Measurements.durableEnqueue),
         Measurement(id: "buffered", name: "buffered enqueue", run: Measurements.bufferedEnqueue),
         Measurement(id: "rewrite", name: "News-style full rewrite", run: Baselines.fullRewrite),
         Measurement(id: "burst", name: "burst", run: Measurements.burst),
