@@ -35,7 +35,11 @@ extension CommandLogEvent {
 
     /// The event's bytes, as stored in one log frame.
     package func encoded() -> Data {
-        var writer = BinaryWriter(capacity: 128)
+        // A batch is sized up front (a history change takes about 360 bytes), so its buffer is not copied
+        // again at every doubling.
+        var capacity = 128
+        if case .mutation(let mutation) = self { capacity += mutation.changes.count * 384 }
+        var writer = BinaryWriter(capacity: capacity)
         encode(to: &writer)
         return writer.data
     }
@@ -171,20 +175,37 @@ extension BinaryWriter {
         write(record.type)
         write(record.changeTag?.rawValue)
         write(varint: UInt64(record.fields.count))
-        // Sorted keys make equal records encode to equal bytes.
-        for key in record.fields.keys.sorted() {
-            write(key)
-            switch record.fields[key]! {
-            case .string(let value):
-                write(FieldTag.string.rawValue)
-                write(value)
-            case .int(let value):
-                write(FieldTag.int.rawValue)
-                write(signed: value)
-            case .date(let value):
-                write(FieldTag.date.rawValue)
-                write(value)
+        // Sorted keys make equal records encode to equal bytes. The pairs are sorted in a buffer on the stack:
+        // a sorted array on the heap, then a lookup per key, cost about as much as writing the record.
+        withUnsafeTemporaryAllocation(of: (key: String, value: FieldValue).self, capacity: record.fields.count) { buffer in
+            var pairs = UnsafeMutableBufferPointer(rebasing: buffer[..<buffer.initialize(fromContentsOf: record.fields)])
+            defer { pairs.deinitialize() }
+            pairs.sort { $0.key < $1.key }
+            for (key, value) in pairs {
+                write(key)
+                switch value {
+                case .string(let value):
+                    write(FieldTag.string.rawValue)
+                    write(value)
+                case .int(let value):
+                    write(FieldTag.int.rawValue)
+                    write(signed: value)
+                case .date(let value):
+                    write(FieldTag.date.rawValue)
+                    write(value)
+                }
             }
+        }
+    }
+
+    /// Strings in sorted order, sorted in a buffer on the stack.
+    private mutating func writeSorted(_ strings: Set<String>) {
+        write(varint: UInt64(strings.count))
+        withUnsafeTemporaryAllocation(of: String.self, capacity: strings.count) { buffer in
+            var sorted = UnsafeMutableBufferPointer(rebasing: buffer[..<buffer.initialize(fromContentsOf: strings)])
+            defer { sorted.deinitialize() }
+            sorted.sort()
+            for string in sorted { write(string) }
         }
     }
 
@@ -196,8 +217,7 @@ extension BinaryWriter {
         case .save(let record):
             write(UInt8(1))
             write(record)
-            write(varint: UInt64(change.changedKeys.count))
-            for key in change.changedKeys.sorted() { write(key) }
+            writeSorted(change.changedKeys)
         case .delete:
             write(UInt8(2))
             write(change.recordID)

@@ -12,6 +12,11 @@ public struct Mutation: Hashable, Sendable {
     public init(sequence: UInt64, zone: ZoneID, changes: [RecordChange]) {
         self.sequence = sequence
         self.zone = zone
+        // The store numbers its changes already; copying a large batch only to renumber it is wasted.
+        if changes.allSatisfy({ $0.sequence == sequence }) {
+            self.changes = changes
+            return
+        }
         self.changes = changes.map { change in
             var change = change
             change.sequence = sequence

@@ -100,7 +100,16 @@ public struct PendingCommands: Sendable {
     @discardableResult
     public mutating func enqueue(_ mutation: Mutation) -> EnqueueResult {
         var result = EnqueueResult()
-        for change in mutation.changes {
+        let isLargeBatch = mutation.changes.count > 16
+        if isLargeBatch {
+            // A large batch: grow the indexes once instead of rehashing them at every doubling.
+            location.reserveCapacity(location.count + mutation.changes.count)
+        }
+        var reservedCommand: CommandID?
+        // The command the previous change went to: the zone's last command, so the next change of the same
+        // kind goes there too, until a command is removed.
+        var previousTarget: (kind: Command.Kind, id: CommandID)?
+        for (index, change) in mutation.changes.enumerated() {
             precondition(change.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
             var incoming = change
             if let existingID = location[change.recordID], let existing = commands[existingID]?.changes[change.recordID] {
@@ -111,8 +120,19 @@ public struct PendingCommands: Sendable {
                     continue
                 }
                 removeChange(change.recordID, from: existingID)
+                previousTarget = nil
             }
-            let target = targetCommand(in: mutation.zone, kind: incoming.commandKind, result: &result)
+            let target: CommandID
+            if let previous = previousTarget, previous.kind == incoming.commandKind {
+                target = previous.id
+            } else {
+                target = targetCommand(in: mutation.zone, kind: incoming.commandKind, result: &result)
+                previousTarget = (incoming.commandKind, target)
+            }
+            if isLargeBatch && reservedCommand != target {
+                reservedCommand = target
+                commands[target]!.changes.reserveCapacity(commands[target]!.changes.count + mutation.changes.count - index)
+            }
             commands[target]!.changes[incoming.recordID] = incoming
             location[incoming.recordID] = target
         }
@@ -136,18 +156,16 @@ public struct PendingCommands: Sendable {
 
     /// Removes one record's change from a command, dropping the command once it is empty.
     private mutating func removeChange(_ recordID: RecordID, from commandID: CommandID) {
-        guard var command = commands[commandID] else { return }
-        command.changes[recordID] = nil
-        if command.changes.isEmpty {
-            commands[commandID] = nil
-            if let index = order[command.zone]?.lastIndex(of: commandID) {
-                order[command.zone]!.remove(at: index)
-                if order[command.zone]!.isEmpty { order[command.zone] = nil }
-            }
-            sealed[command.zone]?.remove(commandID)
-        } else {
-            commands[commandID] = command
+        // In place: a copy of the command would copy its whole change dictionary for every record removed,
+        // which made acknowledging a large command quadratic.
+        guard commands[commandID] != nil else { return }
+        commands[commandID]!.changes[recordID] = nil
+        guard commands[commandID]!.changes.isEmpty, let zone = commands.removeValue(forKey: commandID)?.zone else { return }
+        if let index = order[zone]?.lastIndex(of: commandID) {
+            order[zone]!.remove(at: index)
+            if order[zone]!.isEmpty { order[zone] = nil }
         }
+        sealed[zone]?.remove(commandID)
     }
 
     // MARK: - Sending

@@ -19,6 +19,8 @@ extension LocalStore {
         var snapshotSequenceOnDisk: [ZoneID: UInt64] = [:]
         var lastWipeSequence: [ZoneID: UInt64] = [:]
         var zonesChangedByReplay: Set<ZoneID> = []
+        /// Record changes in the log's mutation, restored and applied entries, for compaction.
+        var recordChangesInLog = 0
         private var events: [SyncEvent] = []
 
         init(directory: URL, options: LocalStore.Options) throws {
@@ -106,15 +108,18 @@ extension LocalStore {
                 }
                 switch event {
                 case .mutation(let mutation):
+                    recordChangesInLog += mutation.changes.count
                     pending.enqueue(mutation)
                     nextSequence = max(nextSequence, mutation.sequence + 1)
                     let covered = coveredSequence(mutation.zone)
                     for change in mutation.changes { consider(change, covered: covered) }
                 case .restored(let command):
+                    recordChangesInLog += command.changes.count
                     pending.restore(command)
                     let covered = coveredSequence(command.zone)
                     for change in command.changes.values { consider(change, covered: covered) }
                 case .applied(let zone, let changes):
+                    recordChangesInLog += changes.count
                     let covered = coveredSequence(zone)
                     for change in changes { consider(change, covered: covered) }
                 case .sealed(let zone):
@@ -167,9 +172,12 @@ extension LocalStore {
             _ type: Item.Type, in directory: URL, now: Date, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
             let url = directory.appendingPathComponent(LocalStore.snapshotFileName(Item.zone))
-            guard let data = try read(url) else { return ZoneState() }
+            guard var data = try read(url) else { return ZoneState() }
             do {
-                return try SnapshotFile.decode(data, path: url.path).state(of: Item.self, path: url.path)
+                let file = try SnapshotFile.decode(data, path: url.path)
+                // The decoded file holds copies of the columns: let the raw bytes go before the items are built.
+                data = Data()
+                return try file.state(of: Item.self, path: url.path)
             } catch {
                 try quarantine(url, because: error, now: now, into: &events)
                 return ZoneState()

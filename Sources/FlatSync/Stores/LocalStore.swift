@@ -37,7 +37,8 @@ public actor LocalStore {
         public var historyRetention: HistoryRetention
         /// The log is compacted once it is larger than this many bytes…
         package var compactionMinimumBytes = 4 << 20
-        /// …and this many times its size after the previous compaction.
+        /// …and holds this many times as many record changes as are live (pending, or acknowledged but in
+        /// no snapshot yet), so it stays within about this factor of what a compaction would keep.
         package var compactionGrowthFactor = 4
 
         /// Options for opening a store; every default is what an app wants.
@@ -87,7 +88,8 @@ public actor LocalStore {
     private var versionOnDisk: [ZoneID: UInt64] = [:]
     private var snapshotTimers: [ZoneID: Task<Void, Never>] = [:]
     private let snapshotWrites = AsyncSerialQueue()
-    private var logSizeAfterCompaction: Int
+    /// Record changes in the log's mutation, restored and applied entries: live ones and dead ones.
+    private var recordChangesInLog: Int
     private var isClosed = false
 
     /// Opens (creating if needed) the store in `directory`, taking ownership of it.
@@ -123,7 +125,7 @@ public actor LocalStore {
         self.nextSequence = recovered.nextSequence
         self.snapshotSequenceOnDisk = recovered.snapshotSequenceOnDisk
         self.lastWipeSequence = recovered.lastWipeSequence
-        self.logSizeAfterCompaction = recovered.log.byteCount
+        self.recordChangesInLog = recovered.recordChangesInLog
         // Zones the replay changed get a snapshot when one is next written.
         self.stateVersion = Dictionary(uniqueKeysWithValues: recovered.zonesChangedByReplay.map { ($0, 1) })
         recovered.forwardEvents(to: eventHub)
@@ -184,7 +186,7 @@ public actor LocalStore {
 
     /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
     /// mutation is durable. Returns how many records changed.
-    package func mutate<Item: SyncedItem>(
+    package func mutate<Item: RecordDiffable>(
         _ zone: WritableKeyPath<ZoneStates, ZoneState<Item>>,
         _ change: (_ current: Item?, _ articleID: String) -> Item?,
         articleIDs: [String]
@@ -193,6 +195,8 @@ public actor LocalStore {
         let sequence = nextSequence
         var changes: [RecordChange] = []
         var indexByRecord: [RecordID: Int] = [:]
+        changes.reserveCapacity(articleIDs.count)
+        indexByRecord.reserveCapacity(articleIDs.count)
         for articleID in articleIDs {
             let current = zones[keyPath: zone].items[articleID]
             guard let recordChange = zones[keyPath: zone].replace(articleID, with: change(current, articleID), sequence: sequence)
@@ -210,6 +214,7 @@ public actor LocalStore {
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: changes)
         pending.enqueue(mutation)
         let ticket = try log.append([CommandLogEvent.mutation(mutation).encoded()])
+        recordChangesInLog += changes.count
         stateDidChange(Item.zone)
         try await log.waitUntilDurable(ticket)
         try compactIfNeeded()
@@ -281,6 +286,8 @@ public actor LocalStore {
         versionOnDisk[zone] = max(versionOnDisk[zone, default: 0], version)
         snapshotSequenceOnDisk[zone] = covered
         acknowledgedSinceSnapshot[zone]?.removeAll { $0.sequence <= covered }
+        // Acknowledged changes this snapshot now holds are dead weight in the log.
+        try compactIfNeeded()
     }
 
     /// Encodes and writes a snapshot away from the actor, so mutations go on meanwhile.
@@ -299,12 +306,14 @@ public actor LocalStore {
 
     // MARK: - Compaction
 
-    /// Rewrites the log as the live commands once it has grown past a multiple of its compacted size.
+    /// Rewrites the log as the live commands once it is large and mostly dead: it holds more than
+    /// ``Options/compactionGrowthFactor`` times as many record changes as are live. Counting changes rather
+    /// than comparing with the size after the last compaction lets the log shrink once a large queue has
+    /// been acknowledged and snapshotted.
     private func compactIfNeeded() throws(FlatSyncError) {
-        let size = log.byteCount
-        guard size > options.compactionMinimumBytes,
-            size > options.compactionGrowthFactor * logSizeAfterCompaction
-        else { return }
+        guard log.byteCount > options.compactionMinimumBytes else { return }
+        let live = pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
+        guard recordChangesInLog > options.compactionGrowthFactor * live else { return }
         try compact()
     }
 
@@ -326,7 +335,7 @@ public actor LocalStore {
             }
         }
         try log.rewrite(events.map { $0.encoded() })
-        logSizeAfterCompaction = log.byteCount
+        recordChangesInLog = pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
     }
 
     // MARK: - Logging queue transitions

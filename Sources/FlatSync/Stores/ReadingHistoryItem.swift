@@ -101,12 +101,13 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
 
     /// The item as a `ReadingHistoryItem` record (DESIGN §2). Flags are int fields written only when set.
     public var record: Record {
-        var fields: [String: FieldValue] = [
-            "articleID": .string(articleID),
-            "maxVersionSeen": .int(maxVersionSeen),
-            "readCount": .int(readCount),
-            "likingStatus": .int(liking.rawValue),
-        ]
+        // Sized for a visited item (about ten fields) up front: a literal of the four fields always present
+        // was rehashed into a larger table for most records. (Room for all 13 would double the table.)
+        var fields = [String: FieldValue](minimumCapacity: 12)
+        fields["articleID"] = .string(articleID)
+        fields["maxVersionSeen"] = .int(maxVersionSeen)
+        fields["readCount"] = .int(readCount)
+        fields["likingStatus"] = .int(liking.rawValue)
         if let lastVisited { fields["lastVisited"] = .date(lastVisited) }
         if let firstSeen { fields["firstSeen"] = .date(firstSeen) }
         if let deviceID { fields["deviceID"] = .string(deviceID) }

@@ -75,6 +75,52 @@ import FlatSyncTesting
         }
     }
 
+    /// Equal records encode to equal bytes whatever order their dictionaries hold their keys in: fields
+    /// and changed keys are written sorted by key, exactly as this reference writer does.
+    @Test func recordsEncodeWithTheirKeysSorted() throws {
+        func reference(_ change: RecordChange) -> [UInt8] {
+            var writer = BinaryWriter()
+            let record = try! #require(change.record)
+            writer.write(UInt8(1))
+            writer.write(record.id)
+            writer.write(record.type)
+            writer.write(record.changeTag?.rawValue)
+            writer.write(varint: UInt64(record.fields.count))
+            for key in record.fields.keys.sorted() {
+                writer.write(key)
+                switch record.fields[key]! {
+                case .string(let value): writer.write(UInt8(1)); writer.write(value)
+                case .int(let value): writer.write(UInt8(2)); writer.write(signed: value)
+                case .date(let value): writer.write(UInt8(3)); writer.write(value)
+                }
+            }
+            writer.write(varint: UInt64(change.changedKeys.count))
+            for key in change.changedKeys.sorted() { writer.write(key) }
+            return writer.bytes
+        }
+        var random = SeededRandomNumberGenerator(seed: 5)
+        let keys = ["articleID", "readCount", "lastVisited", "z", "a", "deviceID", "likingStatus", "ü", "A", "articleSeen"]
+        for _ in 0..<200 {
+            let chosen = keys.shuffled(using: &random).prefix(Int.random(in: 0...keys.count, using: &random))
+            var fields: [String: FieldValue] = [:]
+            for key in chosen { fields[key] = [.int(7), .string("s"), .date(Self.date)].randomElement(using: &random)! }
+            // The same fields inserted in another order, into a table of another size.
+            var other = [String: FieldValue](minimumCapacity: 40)
+            for key in chosen.reversed() { other[key] = fields[key] }
+            let changedKeys = Set(chosen.prefix(3))
+            let record = Record(id: F.id("rh-a", in: .readingHistory), type: "ReadingHistoryItem", fields: fields)
+            let first = RecordChange.save(record, changedKeys: changedKeys)
+            var second = first
+            second.operation = .save(Record(id: record.id, type: record.type, fields: other))
+            var writer = BinaryWriter()
+            writer.write(first, sequence: false)
+            #expect(writer.bytes == reference(first))
+            var otherWriter = BinaryWriter()
+            otherWriter.write(second, sequence: false)
+            #expect(otherWriter.bytes == writer.bytes)
+        }
+    }
+
     @Test func anUnknownKindIsReportedAsNewerFormat() {
         expectError(.unsupportedFormatVersion) { try CommandLogEvent.decode(Data([200])) }
     }

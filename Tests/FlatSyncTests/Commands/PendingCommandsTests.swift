@@ -222,6 +222,35 @@ import FlatSyncTesting
         #expect(rawServer.records == local, "seed \(seed)")
     }
 
+    /// A large batch (which takes the paths that reserve room and reuse the previous change's command)
+    /// leaves the same queue as its changes enqueued one at a time.
+    @Test(arguments: 0..<40)
+    func aLargeBatchQueuesLikeItsChangesOneByOne(seed: Int) {
+        var random = SeededRandomNumberGenerator(seed: UInt64(seed) &+ 7000)
+        var batched = PendingCommands()
+        var single = PendingCommands()
+        for sequence in 1...6 {
+            var changes: [RecordChange] = []
+            for _ in 0..<Int.random(in: 17...60, using: &random) {
+                let id = F.id("r\(Int.random(in: 0..<25, using: &random))")
+                changes.append(
+                    Int.random(in: 0..<3, using: &random) == 0
+                        ? .delete(id) : F.save(id.name, ["n": .int(Int64.random(in: 0..<9, using: &random))])
+                )
+            }
+            let mutation = Mutation(sequence: UInt64(sequence), zone: .readingList, changes: changes)
+            batched.enqueue(mutation)
+            for change in mutation.changes {
+                single.enqueue(Mutation(sequence: UInt64(sequence), zone: .readingList, changes: [change]))
+            }
+            if sequence == 3 {
+                // A round out while the next batches come in.
+                #expect(batched.seal(.readingList) == single.seal(.readingList))
+            }
+            #expect(batched.allCommands == single.allCommands, "seed \(seed), batch \(sequence)")
+        }
+    }
+
     @Test(arguments: 0..<50)
     func noRecordAppearsTwiceInTheCommandsOfARound(seed: Int) {
         var random = SeededRandomNumberGenerator(seed: UInt64(seed) &+ 1000)

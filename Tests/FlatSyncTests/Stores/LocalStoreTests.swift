@@ -236,6 +236,34 @@ struct StoreContents: Equatable {
         }
     }
 
+    @Test func aQueueAcknowledgedAndSnapshottedIsCompactedAway() async throws {
+        try await withTemporaryDirectory { directory in
+            var options = testOptions()
+            options.compactionMinimumBytes = 1
+            let store = try LocalStore(directory: directory, options: options)
+            let logURL = directory.appendingPathComponent("commands.log")
+            // One large batch, then more batches: every change is live, so nothing is compacted.
+            for batch in 0..<4 {
+                try await store.history.apply((0..<200).map { .visit(articleID: "a\(batch)-\($0)") })
+            }
+            let allPending = try Data(contentsOf: logURL).count
+            // A send round acknowledges everything; the changes stay live until a snapshot holds them.
+            let round = try await store.sealPendingCommands(in: .readingHistory)
+            for command in round { try await store.acknowledge(Array(command.changes.keys), in: command.id) }
+            try await store.unsealPendingCommands(in: .readingHistory)
+            #expect(try Data(contentsOf: logURL).count > allPending)
+            // Once the snapshot holds them, the log is dead weight and is rewritten to almost nothing.
+            try await store.persistSnapshot(of: .readingHistory)
+            #expect(try Data(contentsOf: logURL).count < allPending / 10)
+            let before = await StoreContents(store)
+            await store.abandon()
+            let reopened = try LocalStore(directory: directory, options: options)
+            #expect(await StoreContents(reopened) == before)
+            #expect(await reopened.history.count() == 800)
+            try await reopened.close()
+        }
+    }
+
     @Test func wipingAZoneSurvivesAReopenEvenBeforeItsSnapshotIsWritten() async throws {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(directory: directory, options: testOptions())

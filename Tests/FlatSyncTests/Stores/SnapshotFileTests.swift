@@ -36,6 +36,38 @@ import Testing
         #expect(decoded.skippedVersions == state.skippedVersions)
     }
 
+    /// Device IDs are read sharing equal strings (a few recent ones); any mix must still come back exactly.
+    @Test func deviceIDsRoundTripWhateverTheirMix() throws {
+        let devices: [String?] = ["A", "B", "", "é-device-🙂", nil, "C", "D", "E", "F", "A", String(repeating: "x", count: 300)]
+        var state = ZoneState<ReadingHistoryItem>()
+        for i in 0..<400 {
+            let item = ReadingHistoryItem(articleID: "a\(i)", deviceID: devices[(i * 7 + i / 13) % devices.count])
+            state.items[item.articleID] = item
+        }
+        let data = try SnapshotFile(state).encoded()
+        let decoded = try SnapshotFile.decode(data, path: "test").state(of: ReadingHistoryItem.self, path: "test")
+        #expect(decoded.items == state.items)
+
+        var writer = BinaryWriter()
+        let strings = (0..<200).map { devices[($0 * 5) % devices.count] ?? "" }
+        for string in strings { writer.write(string) }
+        let read = try Data(writer.bytes).withBinaryReader { (reader) throws(FlatSyncError) -> [String] in
+            var recent: [String] = []
+            var read: [String] = []
+            while !reader.isAtEnd { read.append(try reader.readString(reusing: &recent)) }
+            #expect(recent.count <= 4)
+            return read
+        }
+        #expect(read == strings)
+        // A length past the end is still damage, not a crash.
+        expectError(.damagedFile) {
+            try Data([5, 65, 66]).withBinaryReader { (reader) throws(FlatSyncError) in
+                var recent = ["AB"]
+                _ = try reader.readString(reusing: &recent)
+            }
+        }
+    }
+
     @Test func readingListStateRoundTripsAndIsABinaryPropertyList() throws {
         var state = ZoneState<ReadingListEntry>()
         for i in 0..<50 {

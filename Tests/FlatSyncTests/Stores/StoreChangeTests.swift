@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+import FlatSyncTesting
+
 @testable import FlatSync
 
 @Suite struct StoreChangeTests {
@@ -37,6 +39,10 @@ import Testing
         expectError(.invalidArticleID) { try ReadingListChange.add(articleID: "").validate() }
         expectError(.invalidArgument) { try ReadingListChange.add(articleID: "a", origin: 7).validate() }
         expectError(.invalidArticleID) { try ReadingHistoryChange.visit(articleID: "bad\u{1}").validate() }
+        // ASCII takes a fast path; DEL and the C1 controls must still be caught, and other text let through.
+        expectError(.invalidArticleID) { try ReadingHistoryChange.visit(articleID: "bad\u{7F}").validate() }
+        expectError(.invalidArticleID) { try ReadingHistoryChange.visit(articleID: "bad\u{85}é").validate() }
+        #expect(ArticleID.isValid("A1b2C3d4-é-日本-🙂 ~"))
         expectError(.invalidArgument) { try ReadingHistoryChange.visit(articleID: "a", version: -1).validate() }
     }
 
@@ -56,6 +62,36 @@ import Testing
         let removedChange = state.replace("a", with: nil, sequence: 4)
         let removed = try #require(removedChange)
         #expect(removed.isDelete)
+    }
+
+    @Test func itemsFindTheirChangedKeysAsComparingTheirRecordsWould() {
+        var random = SeededRandomNumberGenerator(seed: 7)
+        func date() -> Date? {
+            Int.random(in: 0..<3, using: &random) == 0 ? nil : now.addingTimeInterval(Double(Int.random(in: 0..<3, using: &random)))
+        }
+        func historyItem() -> ReadingHistoryItem {
+            ReadingHistoryItem(
+                articleID: ["a", "b"].randomElement(using: &random)!, lastVisited: date(), firstSeen: date(),
+                maxVersionSeen: Int64.random(in: 0..<2, using: &random), readCount: Int64.random(in: 0..<2, using: &random),
+                deviceID: ["A", "B", nil].randomElement(using: &random)!,
+                liking: ReadingHistoryItem.Liking.allCases.randomElement(using: &random)!, likingChangedAt: date(),
+                flags: ReadingHistoryItem.Flags(rawValue: Int64.random(in: 0..<32, using: &random))
+            )
+        }
+        func entry() -> ReadingListEntry {
+            ReadingListEntry(
+                articleID: ["a", "b"].randomElement(using: &random)!, dateAdded: date() ?? now,
+                origin: Int64.random(in: 0..<2, using: &random), title: ["x", "y", nil].randomElement(using: &random)!
+            )
+        }
+        for _ in 0..<3_000 {
+            let (old, new) = (historyItem(), historyItem())
+            #expect(new.changedRecordKeys(since: old) == new.recordKeysChanged(since: old), "\(old) → \(new)")
+            #expect(new.changedRecordKeys(since: nil) == new.recordKeysChanged(since: nil))
+            let (oldEntry, newEntry) = (entry(), entry())
+            #expect(newEntry.changedRecordKeys(since: oldEntry) == newEntry.recordKeysChanged(since: oldEntry))
+            #expect(newEntry.changedRecordKeys(since: nil) == newEntry.recordKeysChanged(since: nil))
+        }
     }
 
     @Test func pruningKeepsWhatDesignSection8Keeps() {

@@ -1,0 +1,89 @@
+import Synchronization
+
+/// An item that tells which fields of its record differ from another version's by comparing its own
+/// properties, without building either record.
+///
+/// Building the old and the new record and comparing their dictionaries, then inserting every changed key
+/// into a new set, cost more than the rest of a mutation's bookkeeping: about 2 µs of the ~4 µs a new
+/// history item took in ``ZoneState/replace(_:with:sequence:)``. The result must equal
+/// ``SyncedItem/recordKeysChanged(since:)``, the record-based definition (tests check both agree).
+package protocol RecordDiffable: SyncedItem {
+    /// The keys whose values differ between ``SyncedItem/record`` and `old?.record`, including keys only
+    /// one of them has (every key of the record when `old` is nil).
+    func changedRecordKeys(since old: Self?) -> Set<String>
+}
+
+extension SyncedItem {
+    /// The keys whose values differ between the item's record and `old`'s, found by comparing the records.
+    package func recordKeysChanged(since old: Self?) -> Set<String> {
+        let newFields = record.fields
+        let oldFields = old?.record.fields ?? [:]
+        var keys = Set<String>()
+        for (key, value) in newFields where oldFields[key] != value { keys.insert(key) }
+        for key in oldFields.keys where newFields[key] == nil { keys.insert(key) }
+        return keys
+    }
+}
+
+/// The sets of record keys named by bitmasks over a fixed list of keys, each built the first time it is
+/// asked for: a mutation's changed keys are then an array lookup and a retain instead of a hash per key.
+package final class RecordKeySets: Sendable {
+    private let keys: [String]
+    private let sets: Mutex<[Int: Set<String>]> = Mutex([:])
+
+    /// At most 16 keys; bit `i` of a mask stands for `keys[i]`.
+    package init(_ keys: [String]) {
+        precondition(keys.count <= 16, "a key mask has 16 bits")
+        self.keys = keys
+    }
+
+    /// The keys whose bits are set in `mask`.
+    package subscript(mask: Int) -> Set<String> {
+        sets.withLock { sets in
+            if let set = sets[mask] { return set }
+            var set = Set<String>(minimumCapacity: mask.nonzeroBitCount)
+            for (bit, key) in keys.enumerated() where mask & (1 << bit) != 0 { set.insert(key) }
+            sets[mask] = set
+            return set
+        }
+    }
+}
+
+extension ReadingHistoryItem: RecordDiffable {
+    /// The record's keys, in the order of the mask bits below.
+    private static let keySets = RecordKeySets(
+        ["articleID", "maxVersionSeen", "readCount", "likingStatus", "lastVisited", "firstSeen", "deviceID", "likingChangedAt"]
+            + Flags.fields.map(\.1)
+    )
+
+    package func changedRecordKeys(since old: ReadingHistoryItem?) -> Set<String> {
+        var mask = 0
+        if articleID != old?.articleID { mask |= 1 << 0 }
+        if maxVersionSeen != old?.maxVersionSeen { mask |= 1 << 1 }
+        if readCount != old?.readCount { mask |= 1 << 2 }
+        if liking != old?.liking { mask |= 1 << 3 }
+        // Optional fields are written only when set, so nil on both sides is no change.
+        if lastVisited != old?.lastVisited { mask |= 1 << 4 }
+        if firstSeen != old?.firstSeen { mask |= 1 << 5 }
+        if deviceID != old?.deviceID { mask |= 1 << 6 }
+        if likingChangedAt != old?.likingChangedAt { mask |= 1 << 7 }
+        let oldFlags = old?.flags ?? []
+        for (index, (flag, _)) in Flags.fields.enumerated() where flags.contains(flag) != oldFlags.contains(flag) {
+            mask |= 1 << (8 + index)
+        }
+        return Self.keySets[mask]
+    }
+}
+
+extension ReadingListEntry: RecordDiffable {
+    private static let keySets = RecordKeySets(["articleID", "dateAdded", "origin", "title"])
+
+    package func changedRecordKeys(since old: ReadingListEntry?) -> Set<String> {
+        var mask = 0
+        if articleID != old?.articleID { mask |= 1 << 0 }
+        if dateAdded != old?.dateAdded { mask |= 1 << 1 }
+        if origin != old?.origin { mask |= 1 << 2 }
+        if title != old?.title { mask |= 1 << 3 }
+        return Self.keySets[mask]
+    }
+}

@@ -1,0 +1,315 @@
+import FlatSync
+import Foundation
+
+// FlatSync's own figures, each through the public API a host uses (the package API only to build a
+// realistic device directory: a send round without a sync engine, explicit snapshots).
+
+enum Measurements {
+    /// How long one durable mutation takes is held against a bare write+fsync of the same number of
+    /// bytes, so first measure what one `readingList.add` puts in the log.
+    static func logFrame(_ context: BenchContext) async throws -> Results {
+        progress("measuring the log frame of one readingList.add")
+        let directory = try context.makeDirectory("frame")
+        let store = try LocalStore(directory: directory)
+        try await prefill(store, pending: 1_000)
+        let list = store.readingList
+        for index in 0..<5 { try await list.add(readingListArticle(index)) }
+        let log = directory.appendingPathComponent("commands.log")
+        let before = try fileSize(log)
+        try await list.add(readingListArticle(5))
+        let after = try fileSize(log)
+        try await store.close()
+        var results = Results()
+        results["log_frame_bytes"] = Double(after - before)
+        return results
+    }
+
+    // MARK: - Enqueue latency
+
+    /// `readingList.add` of a new article with 1k, 10k and 100k records pending, `.fsync`, and the bare
+    /// write+fsync baseline, interleaved: each round takes one sample of each, in a rotating order, so all
+    /// four see the same disk at the same moments (this machine's fsync latency drifts by a third within
+    /// seconds, which made ratios of figures measured one after another swing past their targets).
+    static func durableEnqueue(_ context: BenchContext) async throws -> Results {
+        guard let frameBytes = context.results["log_frame_bytes"].map(Int.init) else {
+            throw BenchError("the log frame size must be measured before the durable enqueue")
+        }
+        let rounds = context.pick(full: 2000, quick: 400)
+        let levels = [1_000, 10_000, 100_000]
+        var queues: [EnqueueQueue] = []
+        for pending in levels {
+            queues.append(try await EnqueueQueue(context, durability: .fsync, pending: pending, samples: rounds))
+        }
+        progress("bare write+fsync of \(frameBytes) bytes and durable enqueues at \(levels) pending, × \(rounds) each")
+        let bare = try Baselines.BareAppendFile(in: try context.makeDirectory("bare-append"), frameBytes: frameBytes)
+        // Warm the bare file up as the queues were.
+        for _ in 0..<sendRoundInterval { _ = try bare.timedAppend() }
+        var bareSamples: [Double] = []
+        var samples = [[Double]](repeating: [], count: queues.count)
+        for round in 0..<rounds {
+            for slot in 0...queues.count {
+                let turn = (slot + round) % (queues.count + 1)
+                if turn == queues.count {
+                    bareSamples.append(try bare.timedAppend())
+                } else {
+                    samples[turn].append(try await queues[turn].timedAdd())
+                }
+            }
+        }
+        var results = Results()
+        results["fsync_append_p50_ms"] = median(bareSamples)
+        results["fsync_append_p99_ms"] = percentile(bareSamples, 99)
+        for (index, queue) in queues.enumerated() {
+            try await queue.finish()
+            let suffix = "\(levels[index] / 1000)k"
+            results["enqueue_p50_ms_\(suffix)"] = median(samples[index])
+            results["enqueue_p99_ms_\(suffix)"] = percentile(samples[index], 99)
+        }
+        results.note(
+            "enqueue: one `store.readingList.add(newArticleID)` per sample, timed from call to return, into stores "
+                + "whose pending records are history visits on distinct articles put there by `history.apply`. The "
+                + "bare write+fsync and the three stores take turns sample by sample. Every \(sendRoundInterval) adds "
+                + "an untimed send round (seal, acknowledge, unseal) takes the reading-list records off the queue "
+                + "again, as a sync engine would at once, so each queue stays within \(sendRoundInterval) records of "
+                + "its size."
+        )
+        return results
+    }
+
+    /// The same at 10k pending with `.buffered` (its target is absolute, so it needs no baseline beside it).
+    static func bufferedEnqueue(_ context: BenchContext) async throws -> Results {
+        let count = context.pick(full: 10_000, quick: 2_000)
+        let queue = try await EnqueueQueue(context, durability: .buffered, pending: 10_000, samples: count)
+        progress("buffered enqueue at 10000 pending × \(count)")
+        var samples: [Double] = []
+        samples.reserveCapacity(count)
+        for _ in 0..<count { samples.append(try await queue.timedAdd()) }
+        try await queue.finish()
+        var results = Results()
+        results["buffered_enqueue_p50_ms_10k"] = median(samples)
+        results["buffered_enqueue_p99_ms_10k"] = percentile(samples, 99)
+        return results
+    }
+
+    /// Adds that a send round takes back off the queue.
+    static let sendRoundInterval = 100
+
+    /// A store with `pending` records queued, ready to time `readingList.add` of new articles.
+    final class EnqueueQueue {
+        let pending: Int
+        private let store: LocalStore
+        private let directory: URL
+        private let articles: [String]
+        private var added = 0
+
+        init(_ context: BenchContext, durability: Durability, pending: Int, samples: Int) async throws {
+            progress("preparing a \(durability) store with \(pending) records pending")
+            self.pending = pending
+            directory = try context.makeDirectory("enqueue-\(durability)-\(pending)")
+            store = try LocalStore(directory: directory, options: .init(durability: durability))
+            try await prefill(store, pending: pending)
+            // The prefill's snapshot is written now rather than by its timer in the middle of the samples.
+            try await store.persistSnapshot(of: .readingHistory)
+            articles = (0..<(samples + sendRoundInterval)).map(readingListArticle)
+            for article in articles[samples...] { try await store.readingList.add(article) }  // warm-up
+            try await sendRound(store, zone: .readingList)
+        }
+
+        /// Adds the next new article; returns the milliseconds from call to return. Every
+        /// ``sendRoundInterval`` adds, an untimed send round empties the reading list's queue again.
+        func timedAdd() async throws -> Double {
+            let article = articles[added]
+            added += 1
+            let list = store.readingList
+            let start = benchClock.now
+            try await list.add(article)
+            let ms = (benchClock.now - start).milliseconds
+            if added % sendRoundInterval == 0 { try await sendRound(store, zone: .readingList) }
+            return ms
+        }
+
+        /// Checks the queue stayed at its size, closes the store and removes its directory.
+        func finish() async throws {
+            let stillPending = await store.pendingRecordCount()
+            guard (pending...(pending + sendRoundInterval)).contains(stillPending) else {
+                throw BenchError("expected about \(pending) records pending, found \(stillPending)")
+            }
+            try await store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    // MARK: - Burst
+
+    /// One `history.apply` of 10,000 visits on distinct articles, `.fsync`; the best of a few runs.
+    static func burst(_ context: BenchContext) async throws -> Results {
+        let runs = context.pick(full: 7, quick: 5)
+        let count = 10_000
+        progress("burst of \(count) visits through history.apply × \(runs)")
+        var samples: [Double] = []
+        for run in 0..<runs {
+            let directory = try context.makeDirectory("burst-\(run)")
+            let store = try LocalStore(directory: directory)
+            let changes = (0..<count).map { ReadingHistoryChange.visit(articleID: historyArticle($0), version: 1) }
+            var changed = 0
+            samples.append(try await timeMilliseconds { changed = try await store.history.apply(changes) })
+            guard changed == count else { throw BenchError("the burst changed \(changed) items, not \(count)") }
+            try await store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        var results = Results()
+        results["burst_mutations_per_s"] = Double(count) / (samples.min()! / 1000)
+        results["burst_mutations_per_s_median"] = Double(count) / (median(samples) / 1000)
+        results.note(
+            "burst: one `store.history.apply` of \(count) `.visit(articleID:version:)` changes on distinct articles "
+                + "into an empty `.fsync` store, timed from call to return; best of \(runs)."
+        )
+        return results
+    }
+
+    // MARK: - Cold start
+
+    /// Open + first read of a device directory with 10k and 100k history items, each with 1k pending
+    /// commands in its log; then the peak memory of a fresh process doing the 100k one.
+    static func coldStart(_ context: BenchContext) async throws -> Results {
+        var results = Results()
+        for (items, repetitions) in [(10_000, context.pick(full: 15, quick: 5)), (100_000, context.pick(full: 7, quick: 3))] {
+            let template = try await prepareDevice(context, items: items, pendingMutations: 1_000)
+            progress("cold start of \(items) items × \(repetitions)")
+            var samples: [Double] = []
+            for _ in 0..<repetitions {
+                let directory = try context.makeDirectory("cold-\(items)")
+                try copyDirectory(template, to: directory)
+                // The store and what it read outlive the timing: freeing them is not part of a cold start.
+                var store: LocalStore?
+                var read: [ReadingHistoryItem] = []
+                samples.append(try await timeMilliseconds {
+                    let opened = try LocalStore(directory: directory)
+                    read = await opened.history.items()
+                    store = opened
+                })
+                guard read.count == items else { throw BenchError("the cold start read \(read.count) items, not \(items)") }
+                read = []
+                try await store?.close()
+                try? FileManager.default.removeItem(at: directory)
+            }
+            results["cold_start_ms_\(items / 1000)k"] = median(samples)
+
+            if items == 100_000 {
+                progress("cold start of \(items) items in a fresh process, for its peak memory")
+                let directory = try context.makeDirectory("cold-child")
+                try copyDirectory(template, to: directory)
+                let child = try ColdStartChild.run(directory: directory)
+                guard child.items == items else { throw BenchError("the child read \(child.items) items, not \(items)") }
+                results["cold_start_peak_rss_mb_100k"] = child.peakResidentMegabytes
+                results["cold_start_child_ms_100k"] = child.milliseconds
+                results["cold_start_child_ru_maxrss_mb_100k"] = child.ruMaxrssMegabytes
+            }
+        }
+        results.note(
+            "cold start: `LocalStore(directory:)` then `await store.history.items()`, on a copy of a directory built "
+                + "like a device's (N visits, a send round acknowledging them all, both snapshots written, then "
+                + "1,000 single `history.visit` mutations left pending, then `close()`); median."
+        )
+        return results
+    }
+
+    /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending.
+    private static func prepareDevice(_ context: BenchContext, items: Int, pendingMutations: Int) async throws -> URL {
+        let directory = try context.makeDirectory("device-\(items)")
+        try await prepareDevice(in: directory, items: items, pendingMutations: pendingMutations)
+        return directory
+    }
+
+    static func prepareDevice(in directory: URL, items: Int, pendingMutations: Int) async throws {
+        progress("building a device with \(items) history items and \(pendingMutations) pending mutations")
+        let store = try LocalStore(directory: directory)
+        let prefillMs = try await timeMilliseconds { try await prefill(store, pending: items) }
+        let round = try await timeMilliseconds { try await sendRound(store, zone: .readingHistory) }
+        let snapshots = try await timeMilliseconds {
+            for zone in ZoneID.all { try await store.persistSnapshot(of: zone) }
+        }
+        progress(String(format: "  prefill %.0f ms, send round %.0f ms, snapshots %.0f ms", prefillMs, round, snapshots))
+        let history = store.history
+        let stride = max(1, items / pendingMutations)
+        for index in 0..<pendingMutations { try await history.visit(historyArticle((index * stride) % items), version: 2) }
+        let pending = await store.pendingRecordCount()
+        guard pending == pendingMutations else {
+            throw BenchError("the device has \(pending) records pending, not \(pendingMutations)")
+        }
+        try await store.close()
+    }
+
+    // MARK: - Helpers
+
+    /// Puts `count` history visits on distinct articles in the queue, 10,000 per `apply`.
+    static func prefill(_ store: LocalStore, pending count: Int) async throws {
+        let history = store.history
+        for start in stride(from: 0, to: count, by: 10_000) {
+            let changes = (start..<min(count, start + 10_000)).map {
+                ReadingHistoryChange.visit(articleID: historyArticle($0), version: 1)
+            }
+            try await history.apply(changes)
+        }
+        let pending = await store.pendingRecordCount()
+        guard pending == count else { throw BenchError("the prefill left \(pending) records pending, not \(count)") }
+    }
+
+    /// One sending round without a server: every pending record of the zone is acknowledged.
+    static func sendRound(_ store: LocalStore, zone: ZoneID) async throws {
+        let commands = try await store.sealPendingCommands(in: zone)
+        for command in commands {
+            try await store.acknowledge(Array(command.changes.keys), in: command.id)
+        }
+        try await store.unsealPendingCommands(in: zone)
+    }
+
+    /// Article IDs of one length (22 characters, like News's), so every frame has the same size.
+    static func historyArticle(_ index: Int) -> String { "history-article-" + padded(index) }
+    static func readingListArticle(_ index: Int) -> String { "reading-article-" + padded(index) }
+
+    private static func padded(_ index: Int) -> String {
+        let digits = String(index)
+        return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
+    }
+}
+
+/// The child process that measures the peak memory of a 100k cold start, started as
+/// `flatsync-bench --cold-start-child DIR`: it opens DIR, reads the history once and prints one JSON line.
+enum ColdStartChild {
+    struct Output: Codable {
+        var items: Int
+        var milliseconds: Double
+        var peakResidentMegabytes: Double
+        /// What `ru_maxrss` says, which on Linux includes the parent's peak (see ``peakResidentMegabytes()``).
+        var ruMaxrssMegabytes: Double
+    }
+
+    static let argument = "--cold-start-child"
+
+    /// In the child: open, read, report. The store is not closed (closing would write a snapshot); the
+    /// lock goes with the process.
+    static func main(directory: String) async throws {
+        var store: LocalStore?
+        var items: [ReadingHistoryItem] = []
+        let ms = try await timeMilliseconds {
+            let opened = try LocalStore(directory: URL(fileURLWithPath: directory))
+            items = await opened.history.items()
+            store = opened
+        }
+        withExtendedLifetime(store) {}
+        let output = Output(
+            items: items.count, milliseconds: ms, peakResidentMegabytes: peakResidentMegabytes(),
+            ruMaxrssMegabytes: ruMaxrssMegabytes()
+        )
+        print(String(decoding: try JSONEncoder().encode(output), as: UTF8.self))
+    }
+
+    /// In the parent: run the child on `directory` and read its line.
+    static func run(directory: URL) throws -> Output {
+        let text = try runSelf([argument, directory.path])
+        guard let line = text.split(separator: "\n").last, let output = try? JSONDecoder().decode(Output.self, from: Data(line.utf8))
+        else { throw BenchError("the cold-start child printed \(text.debugDescription)") }
+        return output
+    }
+}
