@@ -7,7 +7,7 @@ import Foundation
 //   --json    print exactly one flat JSON object on stdout (progress goes to stderr)
 //   --quick   fewer iterations: the whole run in under a minute
 //   --only IDS  run only these measurements (comma-separated ids: frame, enqueue, buffered, rewrite,
-//               burst, cold), for profiling one of them; enqueue needs frame
+//               burst, cold, coalesce, pushpull), for profiling one of them; enqueue needs frame
 //
 // Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
 // `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
@@ -18,7 +18,7 @@ let usage = """
       --json    print one flat JSON object on stdout instead of the table
       --quick   a run of under a minute (fewer iterations and repetitions)
       --only IDS  only these measurements, comma-separated: frame, enqueue, buffered, rewrite, burst,
-                  cold (enqueue needs frame)
+                  cold, coalesce, pushpull (enqueue needs frame)
     """
 
 struct Arguments {
@@ -70,8 +70,7 @@ struct Measurement: Sendable {
 }
 
 enum Benchmark {
-    /// Every measurement, in run order. The sync rows (coalescing, push + pull) will be one more entry here
-    /// and their rows in ``Report/rows``.
+    /// Every measurement, in run order; ``Report/rows`` lists the rows they fill.
     static let measurements: [Measurement] = [
         Measurement(id: "frame", name: "log frame size", run: Measurements.logFrame),
         Measurement(id: "enqueue", name: "durable enqueue beside bare append + fsync", run: Measurements.durableEnqueue),
@@ -79,6 +78,8 @@ enum Benchmark {
         Measurement(id: "rewrite", name: "News-style full rewrite", run: Baselines.fullRewrite),
         Measurement(id: "burst", name: "burst", run: Measurements.burst),
         Measurement(id: "cold", name: "cold start", run: Measurements.coldStart),
+        Measurement(id: "coalesce", name: "coalescing then sync", run: SyncMeasurements.coalescing),
+        Measurement(id: "pushpull", name: "push 10k, pull on another device", run: SyncMeasurements.pushPull),
     ]
 
     /// Runs every measurement in `scratch`, an empty directory the caller removes afterwards.
