@@ -16,6 +16,11 @@ package struct BinaryWriter {
 
     package var data: Data { Data(bytes) }
 
+    /// Appends another writer's bytes.
+    package mutating func append(_ other: BinaryWriter) {
+        bytes.append(contentsOf: other.bytes)
+    }
+
     package mutating func write(_ value: UInt8) {
         bytes.append(value)
     }
