@@ -186,21 +186,22 @@ public actor LocalStore {
 
     /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
     /// mutation is durable. Returns how many records changed.
-    package func mutate<Item: RecordDiffable>(
-        _ zone: WritableKeyPath<ZoneStates, ZoneState<Item>>,
-        _ change: (_ current: Item?, _ articleID: String) -> Item?,
-        articleIDs: [String]
+    package func mutate<Change: ItemChange>(
+        _ zone: WritableKeyPath<ZoneStates, ZoneState<Change.Item>>,
+        _ itemChanges: [Change]
     ) async throws -> Int {
+        typealias Item = Change.Item
         try checkOpen()
         let sequence = nextSequence
+        let now = options.currentDate()
         var changes: [RecordChange] = []
         var indexByRecord: [RecordID: Int] = [:]
-        changes.reserveCapacity(articleIDs.count)
-        indexByRecord.reserveCapacity(articleIDs.count)
-        for articleID in articleIDs {
-            let current = zones[keyPath: zone].items[articleID]
-            guard let recordChange = zones[keyPath: zone].replace(articleID, with: change(current, articleID), sequence: sequence)
-            else { continue }
+        changes.reserveCapacity(itemChanges.count)
+        indexByRecord.reserveCapacity(itemChanges.count)
+        for itemChange in itemChanges {
+            let articleID = itemChange.articleID
+            let item = itemChange.applied(to: zones[keyPath: zone].items[articleID], now: now, deviceID: deviceID)
+            guard let recordChange = zones[keyPath: zone].replace(articleID, with: item, sequence: sequence) else { continue }
             if let index = indexByRecord[recordChange.recordID] {
                 changes[index] = changes[index].coalesced(with: recordChange)
             } else {

@@ -43,7 +43,7 @@ public enum ReadingHistoryChange: Hashable, Sendable {
     }
 
     /// The item after the change, given the item before it.
-    func applied(to existing: ReadingHistoryItem?, now: Date, deviceID: String) -> ReadingHistoryItem? {
+    package func applied(to existing: ReadingHistoryItem?, now: Date, deviceID: String) -> ReadingHistoryItem? {
         if case .remove = self { return nil }
         var item = existing ?? ReadingHistoryItem(articleID: articleID)
         if item.firstSeen.map({ now < $0 }) ?? true { item.firstSeen = now }

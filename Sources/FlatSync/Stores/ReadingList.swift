@@ -32,7 +32,7 @@ public struct ReadingList: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingListChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let changed = try await store.mutateReadingList(changes)
+        let changed = try await store.mutate(\.readingList, changes)
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingList) }
         return changed
     }
@@ -135,7 +135,7 @@ public struct ReadingHistory: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingHistoryChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let changed = try await store.mutateHistory(changes)
+        let changed = try await store.mutate(\.history, changes)
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingHistory) }
         return changed
     }
@@ -175,21 +175,20 @@ package protocol LocalChangeObserver: Sendable {
     func localChangeDidBecomeDurable(in zone: ZoneID) async
 }
 
-extension LocalStore {
-    func mutateReadingList(_ changes: [ReadingListChange]) async throws -> Int {
-        let now = options.currentDate()
-        var remaining = changes[...]
-        return try await mutate(\.readingList, { current, _ in
-            remaining.popFirst()!.applied(to: current, now: now)
-        }, articleIDs: changes.map(\.articleID))
-    }
+/// A change to one article's item, as the batch APIs take them: ``ReadingListChange`` or
+/// ``ReadingHistoryChange``.
+package protocol ItemChange: Sendable {
+    associatedtype Item: RecordDiffable
+    /// The article the change is about.
+    var articleID: String { get }
+    /// The item after the change, given the item before it.
+    func applied(to item: Item?, now: Date, deviceID: String) -> Item?
+}
 
-    func mutateHistory(_ changes: [ReadingHistoryChange]) async throws -> Int {
-        let now = options.currentDate()
-        let deviceID = self.deviceID
-        var remaining = changes[...]
-        return try await mutate(\.history, { current, _ in
-            remaining.popFirst()!.applied(to: current, now: now, deviceID: deviceID)
-        }, articleIDs: changes.map(\.articleID))
+extension ReadingListChange: ItemChange {
+    package func applied(to entry: ReadingListEntry?, now: Date, deviceID: String) -> ReadingListEntry? {
+        applied(to: entry, now: now)
     }
 }
+
+extension ReadingHistoryChange: ItemChange {}
