@@ -176,7 +176,7 @@ enum CommandTable {
                 what is left, and exits 1: nothing is lost, run sync again.
                 JSON: {"sent": Int, "fetched": Int, "deleted": Int, "resets": [String]}
                 "sent" counts records the server confirmed saved or deleted; "fetched" the records fetched and
-                applied (the server returns this device's own changes too, so they count again); "deleted" the
+                applied that changed this device (its own changes coming back do not count); "deleted" the
                 local records removed because another device deleted them; "resets" holds entries such as
                 "ReadingList: tokenExpired" or "ReadingHistory: deletedByUser".
                 """,
