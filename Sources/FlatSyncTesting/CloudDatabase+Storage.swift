@@ -191,7 +191,7 @@ extension ZoneState: Codable {
             changeOrder = ChangeOrder(slots)
         } catch {
             throw DecodingError.dataCorruptedError(
-                forKey: .slots, in: container, debugDescription: "the records of zone \(id) are malformed: \(error)"
+                forKey: .slots, in: container, debugDescription: "the records of zone \(id) are malformed: \(error.message)"
             )
         }
     }
@@ -219,170 +219,96 @@ extension ZoneState: Codable {
     }
 
     static func packSlots(_ slots: [String: RecordSlot]) -> Data {
-        var writer = BinaryWriter()
-        writer.append(UInt64(slots.count))
+        var writer = BinaryWriter(capacity: 64 * slots.count)
+        writer.write(varint: UInt64(slots.count))
         for name in slots.keys.sorted() {
             let slot = slots[name]!
-            writer.append(name)
-            writer.append(slot.createdSequence)
-            writer.append(slot.modifiedSequence)
-            writer.append(UInt64(slot.pastLives.count))
+            writer.write(name)
+            writer.write(varint: slot.createdSequence)
+            writer.write(varint: slot.modifiedSequence)
+            writer.write(varint: UInt64(slot.pastLives.count))
             for life in slot.pastLives {
-                writer.append(life.start)
-                writer.append(life.end)
+                writer.write(varint: life.start)
+                writer.write(varint: life.end)
             }
             guard let record = slot.record else {
-                writer.append(UInt8(0))
+                writer.write(UInt8(0))
                 continue
             }
-            writer.append(UInt8(1))
-            writer.append(record.type)
-            writer.append(record.changeTag?.rawValue ?? "")
-            writer.append(record.lastModifiedBy ?? "")
-            writer.append(UInt64(record.fields.count))
+            writer.write(UInt8(1))
+            writer.write(record.type)
+            writer.write(record.changeTag?.rawValue)
+            writer.write(record.lastModifiedBy)
+            writer.write(varint: UInt64(record.fields.count))
             for key in record.fields.keys.sorted() {
-                writer.append(key)
+                writer.write(key)
                 switch record.fields[key]! {
                 case .string(let value):
-                    writer.append(FieldKind.string.rawValue)
-                    writer.append(value)
+                    writer.write(FieldKind.string.rawValue)
+                    writer.write(value)
                 case .int(let value):
-                    writer.append(FieldKind.int.rawValue)
-                    writer.append(UInt64(bitPattern: value))
+                    writer.write(FieldKind.int.rawValue)
+                    writer.write(signed: value)
                 case .date(let value):
-                    // The bit pattern keeps the exact Double, so dates round-trip without drift.
-                    writer.append(FieldKind.date.rawValue)
-                    writer.append(value.timeIntervalSinceReferenceDate.bitPattern)
+                    // As a plain Double, which keeps every bit pattern; `readDate` would refuse a
+                    // non-finite date, and the server keeps whatever it was sent.
+                    writer.write(FieldKind.date.rawValue)
+                    writer.write(value.timeIntervalSinceReferenceDate)
                 }
             }
         }
-        return Data(writer.bytes)
+        return writer.data
     }
 
-    static func unpackSlots(_ data: Data, zone: ZoneID) throws(BinaryReader.Malformed) -> [String: RecordSlot] {
-        var reader = BinaryReader(Array(data))
-        let count = try reader.count()
-        var slots = [String: RecordSlot](minimumCapacity: count)
-        for _ in 0..<count {
-            let name = try reader.string()
-            var slot = RecordSlot(record: nil, createdSequence: try reader.uint64(), modifiedSequence: try reader.uint64())
-            let lives = try reader.count()
-            slot.pastLives.reserveCapacity(lives)
-            for _ in 0..<lives {
-                slot.pastLives.append(Life(start: try reader.uint64(), end: try reader.uint64()))
-            }
-            switch try reader.uint8() {
-            case 0:
-                break
-            case 1:
-                let type = try reader.string()
-                let tag = try reader.string()
-                let modifiedBy = try reader.string()
-                let fieldCount = try reader.count()
-                var fields = [String: FieldValue](minimumCapacity: fieldCount)
-                for _ in 0..<fieldCount {
-                    let key = try reader.string()
-                    switch FieldKind(rawValue: try reader.uint8()) {
-                    case .string: fields[key] = .string(try reader.string())
-                    case .int: fields[key] = .int(Int64(bitPattern: try reader.uint64()))
-                    case .date:
-                        let seconds = Double(bitPattern: try reader.uint64())
-                        fields[key] = .date(Date(timeIntervalSinceReferenceDate: seconds))
-                    case nil: throw BinaryReader.Malformed(reason: "unknown field kind")
+    static func unpackSlots(_ data: Data, zone: ZoneID) throws(FlatSyncError) -> [String: RecordSlot] {
+        try data.withBinaryReader { (reader) throws(FlatSyncError) in
+            let count = try reader.readCount()
+            var slots = [String: RecordSlot](minimumCapacity: count)
+            for _ in 0..<count {
+                let name = try reader.readString()
+                let created = try reader.readVarint()
+                var slot = RecordSlot(record: nil, createdSequence: created, modifiedSequence: try reader.readVarint())
+                let lives = try reader.readCount()
+                slot.pastLives.reserveCapacity(lives)
+                for _ in 0..<lives {
+                    slot.pastLives.append(Life(start: try reader.readVarint(), end: try reader.readVarint()))
+                }
+                switch try reader.readByte() {
+                case 0:
+                    break
+                case 1:
+                    let type = try reader.readString()
+                    let tag = try reader.readOptionalString()
+                    let modifiedBy = try reader.readOptionalString()
+                    let fieldCount = try reader.readCount()
+                    var fields = [String: FieldValue](minimumCapacity: fieldCount)
+                    for _ in 0..<fieldCount {
+                        let key = try reader.readString()
+                        switch FieldKind(rawValue: try reader.readByte()) {
+                        case .string: fields[key] = .string(try reader.readString())
+                        case .int: fields[key] = .int(try reader.readSigned())
+                        case .date: fields[key] = .date(Date(timeIntervalSinceReferenceDate: try reader.readDouble()))
+                        case nil: throw malformed("unknown field kind", at: reader)
+                        }
                     }
+                    slot.record = Record(
+                        id: RecordID(zone: zone, name: name),
+                        type: type,
+                        fields: fields,
+                        changeTag: tag.map { ChangeTag($0) },
+                        lastModifiedBy: modifiedBy
+                    )
+                default:
+                    throw malformed("unknown slot marker", at: reader)
                 }
-                slot.record = Record(
-                    id: RecordID(zone: zone, name: name),
-                    type: type,
-                    fields: fields,
-                    changeTag: tag.isEmpty ? nil : ChangeTag(tag),
-                    lastModifiedBy: modifiedBy.isEmpty ? nil : modifiedBy
-                )
-            default:
-                throw BinaryReader.Malformed(reason: "unknown slot marker")
+                slots[name] = slot
             }
-            slots[name] = slot
+            guard reader.isAtEnd else { throw malformed("trailing bytes", at: reader) }
+            return slots
         }
-        guard reader.isAtEnd else { throw BinaryReader.Malformed(reason: "trailing bytes") }
-        return slots
-    }
-}
-
-/// Appends little-endian integers and length-prefixed UTF-8 strings.
-struct BinaryWriter {
-    var bytes: [UInt8] = []
-
-    mutating func append(_ value: UInt8) {
-        bytes.append(value)
     }
 
-    mutating func append(_ value: UInt32) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    mutating func append(_ value: UInt64) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    mutating func append(_ value: String) {
-        let utf8 = Array(value.utf8)
-        append(UInt64(utf8.count))
-        bytes.append(contentsOf: utf8)
-    }
-
-    mutating func append(_ value: [UInt8]) {
-        bytes.append(contentsOf: value)
-    }
-}
-
-/// Reads what ``BinaryWriter`` wrote, refusing anything that runs past the end.
-struct BinaryReader {
-    /// The bytes do not have the expected shape.
-    struct Malformed: Error, CustomStringConvertible {
-        var reason: String
-        var description: String { reason }
-    }
-
-    private let bytes: [UInt8]
-    private(set) var offset = 0
-
-    init(_ bytes: [UInt8]) {
-        self.bytes = bytes
-    }
-
-    var isAtEnd: Bool { offset == bytes.count }
-
-    private mutating func take(_ count: Int) throws(Malformed) -> ArraySlice<UInt8> {
-        guard count >= 0, bytes.count - offset >= count else { throw Malformed(reason: "truncated") }
-        defer { offset += count }
-        return bytes[offset..<offset + count]
-    }
-
-    mutating func uint8() throws(Malformed) -> UInt8 {
-        try take(1).first!
-    }
-
-    mutating func uint32() throws(Malformed) -> UInt32 {
-        try take(4).reversed().reduce(0) { $0 << 8 | UInt32($1) }
-    }
-
-    mutating func uint64() throws(Malformed) -> UInt64 {
-        try take(8).reversed().reduce(0) { $0 << 8 | UInt64($1) }
-    }
-
-    /// A count of things that follow, checked against the bytes left so garbage cannot ask for
-    /// a huge allocation.
-    mutating func count() throws(Malformed) -> Int {
-        let value = try uint64()
-        guard value <= UInt64(bytes.count - offset) else { throw Malformed(reason: "count past the end") }
-        return Int(value)
-    }
-
-    mutating func string() throws(Malformed) -> String {
-        let length = try count()
-        guard let value = String(validating: try take(length), as: UTF8.self) else {
-            throw Malformed(reason: "invalid UTF-8")
-        }
-        return value
+    private static func malformed(_ what: String, at reader: BinaryReader) -> FlatSyncError {
+        FlatSyncError(.damagedFile, "Malformed record slots: \(what) at byte \(reader.offset).")
     }
 }

@@ -2,8 +2,9 @@ import FlatSync
 import Foundation
 
 // Change tokens are opaque to clients. Inside: a magic number, a format version, what the token is for
-// (a zone or the database), the server's ID and epoch, the position, and a CRC-32 of all of it, so
-// garbage bytes are refused with certainty instead of being misread as a position.
+// (a zone or the database), the server's ID and epoch, the position (varints, in FlatSync's binary
+// codec), and a CRC-32 of all of it in the last four bytes, so garbage bytes are refused with certainty
+// instead of being misread as a position.
 //
 // A zone token holds a fetch window rather than a single position:
 //   base    the oldest position the client's knowledge rests on (the token it started paging from,
@@ -16,7 +17,8 @@ import Foundation
 
 extension CloudDatabase {
     private static let tokenMagic: [UInt8] = Array("FSCT".utf8)
-    private static let tokenVersion: UInt8 = 1
+    /// 2: varints instead of fixed-width integers.
+    private static let tokenVersion: UInt8 = 2
 
     private enum TokenKind: UInt8 {
         case zone = 1, database = 2
@@ -31,32 +33,30 @@ extension CloudDatabase {
 
     func makeZoneToken(_ zone: ZoneState, _ window: ZoneTokenWindow) -> ChangeToken {
         var writer = tokenWriter(.zone, epoch: zone.epoch)
-        writer.append(zone.generation)
-        writer.append(window.base)
-        writer.append(window.cursor)
-        writer.append(window.mint)
-        writer.append(zone.id.name)
+        writer.write(varint: zone.generation)
+        writer.write(varint: window.base)
+        writer.write(varint: window.cursor)
+        writer.write(varint: window.mint)
+        writer.write(zone.id.name)
         return sealed(writer)
     }
 
     func makeDatabaseToken() -> ChangeToken {
         var writer = tokenWriter(.database, epoch: databaseEpoch)
-        writer.append(databaseSequence)
+        writer.write(varint: databaseSequence)
         return sealed(writer)
     }
 
     /// The window of a token minted by this server for `zone`, or changeTokenExpired explaining why
     /// the token cannot be used.
     func readZoneToken(_ token: ChangeToken, for zone: ZoneState) throws(CloudError) -> ZoneTokenWindow {
-        var reader = try openToken(token, expecting: .zone)
-        let parsed: (epoch: UInt64, generation: UInt64, window: ZoneTokenWindow, name: String)
-        do throws(BinaryReader.Malformed) {
-            let epoch = try reader.uint64()
-            let generation = try reader.uint64()
-            let window = ZoneTokenWindow(base: try reader.uint64(), cursor: try reader.uint64(), mint: try reader.uint64())
-            parsed = (epoch, generation, window, try reader.string())
-        } catch {
-            throw Self.unreadableToken()
+        let parsed = try openToken(token, expecting: .zone) {
+            (reader) throws(FlatSyncError) -> (epoch: UInt64, generation: UInt64, window: ZoneTokenWindow, name: String) in
+            let epoch = try reader.readVarint()
+            let generation = try reader.readVarint()
+            let base = try reader.readVarint()
+            let window = ZoneTokenWindow(base: base, cursor: try reader.readVarint(), mint: try reader.readVarint())
+            return (epoch, generation, window, try reader.readString())
         }
         let name = zone.id
         guard parsed.name == name.name else {
@@ -83,14 +83,8 @@ extension CloudDatabase {
 
     /// The position of a database token minted by this server, or changeTokenExpired.
     func readDatabaseToken(_ token: ChangeToken) throws(CloudError) -> UInt64 {
-        var reader = try openToken(token, expecting: .database)
-        let epoch: UInt64
-        let sequence: UInt64
-        do throws(BinaryReader.Malformed) {
-            epoch = try reader.uint64()
-            sequence = try reader.uint64()
-        } catch {
-            throw Self.unreadableToken()
+        let (epoch, sequence) = try openToken(token, expecting: .database) {
+            (reader) throws(FlatSyncError) -> (UInt64, UInt64) in (try reader.readVarint(), try reader.readVarint())
         }
         guard epoch == databaseEpoch else {
             throw Self.expired("The server expired the database's change tokens.")
@@ -105,47 +99,62 @@ extension CloudDatabase {
 
     private func tokenWriter(_ kind: TokenKind, epoch: UInt64) -> BinaryWriter {
         var writer = BinaryWriter()
-        writer.append(Self.tokenMagic)
-        writer.append(Self.tokenVersion)
-        writer.append(kind.rawValue)
-        writer.append(serverID)
-        writer.append(epoch)
+        writer.write(raw: Self.tokenMagic)
+        writer.write(Self.tokenVersion)
+        writer.write(kind.rawValue)
+        writer.write(varint: serverID)
+        writer.write(varint: epoch)
         return writer
     }
 
     private func sealed(_ writer: BinaryWriter) -> ChangeToken {
         var writer = writer
-        let crc = writer.bytes.withUnsafeBytes { CRC32.checksum($0) }
-        writer.append(crc)
-        return ChangeToken(data: Data(writer.bytes))
+        writer.write(fixed32: writer.bytes.withUnsafeBytes { CRC32.checksum($0) })
+        return ChangeToken(data: writer.data)
     }
 
-    /// Checks the frame (checksum, magic, version, server, kind) and returns a reader at the epoch.
-    private func openToken(_ token: ChangeToken, expecting kind: TokenKind) throws(CloudError) -> BinaryReader {
-        let bytes = Array(token.data)
-        let header = Self.tokenMagic.count + 2 + 8
-        guard bytes.count >= header + 4 else { throw Self.unreadableToken() }
-        let body = bytes[..<(bytes.count - 4)]
-        var crcReader = BinaryReader(Array(bytes[(bytes.count - 4)...]))
-        guard let crc = try? crcReader.uint32(), crc == body.withUnsafeBytes({ CRC32.checksum($0) }) else {
+    /// Checks the frame (checksum, magic, version, server, kind), then reads the fields after the epoch
+    /// with `readFields`, which must consume them all.
+    ///
+    /// - Throws: changeTokenExpired saying why the token cannot be used.
+    private func openToken<Fields>(
+        _ token: ChangeToken,
+        expecting kind: TokenKind,
+        _ readFields: (inout BinaryReader) throws(FlatSyncError) -> Fields
+    ) throws(CloudError) -> Fields {
+        let crcSize = 4
+        guard token.data.count >= crcSize else { throw Self.unreadableToken() }
+        let body = token.data.dropLast(crcSize)
+        let crc = try? token.data.suffix(crcSize).withBinaryReader { (reader) throws(FlatSyncError) in try reader.readFixed32() }
+        guard crc == body.withUnsafeBytes({ CRC32.checksum($0) }) else { throw Self.unreadableToken() }
+        // Frame problems come back as a failure, damage inside the frame as a thrown FlatSyncError.
+        let opened: Result<Fields, CloudError>
+        do throws(FlatSyncError) {
+            opened = try body.withBinaryReader { (reader) throws(FlatSyncError) -> Result<Fields, CloudError> in
+                guard try reader.readRaw(count: Self.tokenMagic.count) == Self.tokenMagic,
+                    try reader.readByte() == Self.tokenVersion
+                else {
+                    return .failure(Self.unreadableToken())
+                }
+                let foundKind = try reader.readByte()
+                guard try reader.readVarint() == serverID else {
+                    return .failure(Self.expired("The change token was minted by another server."))
+                }
+                guard foundKind == kind.rawValue else {
+                    return .failure(
+                        Self.expired(
+                            kind == .zone ? "The change token is a database token, not a zone token."
+                                : "The change token is a zone token, not a database token."
+                        )
+                    )
+                }
+                let fields = try readFields(&reader)
+                return reader.isAtEnd ? .success(fields) : .failure(Self.unreadableToken())
+            }
+        } catch {
             throw Self.unreadableToken()
         }
-        let magic = Self.tokenMagic.count
-        guard body.starts(with: Self.tokenMagic), body[magic] == Self.tokenVersion else {
-            throw Self.unreadableToken()
-        }
-        let foundKind = body[magic + 1]
-        var reader = BinaryReader(Array(body.dropFirst(magic + 2)))
-        guard (try? reader.uint64()) == serverID else {
-            throw Self.expired("The change token was minted by another server.")
-        }
-        guard foundKind == kind.rawValue else {
-            throw Self.expired(
-                kind == .zone ? "The change token is a database token, not a zone token."
-                    : "The change token is a zone token, not a database token."
-            )
-        }
-        return reader
+        return try opened.get()
     }
 
     private static func unreadableToken() -> CloudError {

@@ -3,20 +3,25 @@ import Foundation
 
 /// The file in which a ``DirectoryCloud`` keeps its ``CloudDatabase``.
 ///
-/// Layout: a 24-byte header, then the database as a binary property list.
+/// Layout: a 24-byte header of fixed-width fields (written with FlatSync's `BinaryWriter`), then the
+/// database as a binary property list, in which each zone's records are one blob packed with the same
+/// codec (see `ZoneState.packSlots`).
 ///
 /// | bytes | content |
 /// |---|---|
 /// | 0..<8 | the signature `FSCLOUD` and a zero byte |
-/// | 8..<12 | the format version, little-endian (2: records keep the device that last modified them) |
+/// | 8..<12 | the format version, little-endian |
 /// | 12..<16 | the CRC-32 of the property list, little-endian |
 /// | 16..<24 | the length of the property list, little-endian |
+///
+/// Format versions: 2 — records keep the device that last modified them; 3 — the record blobs use
+/// FlatSync's codec (varints, zig-zag integers, optional strings) instead of fixed-width integers.
 ///
 /// The length and checksum catch a truncated, extended or altered file with certainty, so damage is
 /// reported instead of being decoded into a wrong server.
 enum CloudStateFile {
     static let signature: [UInt8] = Array("FSCLOUD".utf8) + [0]
-    static let formatVersion: UInt32 = 2
+    static let formatVersion: UInt32 = 3
     static let headerSize = 24
 
     /// The database in `url`, or `nil` when there is no file yet.
@@ -35,17 +40,23 @@ enum CloudStateFile {
     }
 
     static func decode(_ data: Data, from url: URL) throws(CloudError) -> CloudDatabase {
-        let bytes = [UInt8](data)
-        guard bytes.count >= headerSize else {
-            throw damaged(url, "it is \(bytes.count) bytes long, shorter than its \(headerSize)-byte header")
+        guard data.count >= headerSize else {
+            throw damaged(url, "it is \(data.count) bytes long, shorter than its \(headerSize)-byte header")
         }
-        guard bytes.starts(with: signature) else {
+        let header: (signature: [UInt8], version: UInt32, crc: UInt32, length: UInt64)
+        do throws(FlatSyncError) {
+            header = try data.withBinaryReader { (reader) throws(FlatSyncError) in
+                let found = try reader.readRaw(count: signature.count)
+                return (found, try reader.readFixed32(), try reader.readFixed32(), try reader.readFixed64())
+            }
+        } catch {
+            // Not expected: the file is at least as long as the header.
+            throw damaged(url, "its header does not read (\(error.message))")
+        }
+        guard header.signature == signature else {
             throw damaged(url, "it does not start with the DirectoryCloud signature")
         }
-        var header = BinaryReader(Array(bytes[signature.count..<headerSize]))
-        let version = (try? header.uint32()) ?? 0
-        let crc = (try? header.uint32()) ?? 0
-        let length = (try? header.uint64()) ?? 0
+        let (version, crc, length) = (header.version, header.crc, header.length)
         guard version == formatVersion else {
             if version > formatVersion {
                 throw CloudError(
@@ -57,7 +68,7 @@ enum CloudStateFile {
             }
             throw damaged(url, "its format version is \(version)")
         }
-        let payload = bytes[headerSize...]
+        let payload = data.dropFirst(headerSize)
         guard length == UInt64(payload.count) else {
             throw damaged(url, "its header promises \(length) bytes of state but \(payload.count) follow (cut short or extended)")
         }
@@ -80,12 +91,12 @@ enum CloudStateFile {
         } catch {
             throw CloudError(.internalError, "Could not encode the DirectoryCloud state: \(error)")
         }
-        var header = BinaryWriter()
-        header.append(signature)
-        header.append(formatVersion)
-        header.append(CRC32.checksum(payload))
-        header.append(UInt64(payload.count))
-        return Data(header.bytes) + payload
+        var header = BinaryWriter(capacity: headerSize)
+        header.write(raw: signature)
+        header.write(fixed32: formatVersion)
+        header.write(fixed32: CRC32.checksum(payload))
+        header.write(fixed64: UInt64(payload.count))
+        return header.data + payload
     }
 
     /// Replaces the file durably: afterwards it holds the new state, or (after a crash) the old one.

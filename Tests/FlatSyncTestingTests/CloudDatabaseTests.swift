@@ -44,6 +44,25 @@ struct CloudDatabaseTests {
         #expect(try original.modifyRecords(saving: save, deleting: [], atomically: true) == copy.modifyRecords(saving: save, deleting: [], atomically: true))
     }
 
+    /// The packed records keep every field value exactly, whatever its size or sign.
+    @Test func recordFieldsRoundTripExactlyAtTheirExtremes() throws {
+        var database = CloudDatabase(serverID: .max)
+        try database.createZones([.notes])
+        let fields: [String: FieldValue] = [
+            "min": .int(.min), "max": .int(.max), "zero": .int(0), "minusOne": .int(-1),
+            "empty": .string(""), "long": .string(String(repeating: "é🙂", count: 500)),
+            "past": .date(.distantPast), "future": .date(.distantFuture),
+            "fraction": .date(Date(timeIntervalSinceReferenceDate: -0.1)),
+            "infinite": .date(Date(timeIntervalSinceReferenceDate: .infinity)),
+        ]
+        _ = try database.modifyRecords(saving: [RecordSave(makeRecord("a", fields))], deleting: [], atomically: true)
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        let decoded = try PropertyListDecoder().decode(CloudDatabase.self, from: encoder.encode(database))
+        #expect(decoded == database)
+        #expect(decoded.records(in: .notes).map(\.fields) == [fields])
+    }
+
     @Test func faultPlansRoundTripThroughAPropertyList() throws {
         let plan = FaultPlan.failNext(2, .modifyRecords, with: .zoneBusy, retryAfter: .milliseconds(1_500))
             .then(.loseResponses(1, nil))

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Appends primitive values to a byte buffer in FlatSync's compact binary layout: LEB128 variable-length
-/// integers, length-prefixed UTF-8 strings and little-endian IEEE doubles.
+/// integers, length-prefixed UTF-8 strings and little-endian IEEE doubles, plus fixed-width integers and
+/// raw bytes for headers whose fields sit at fixed offsets.
 ///
 /// Used for command-log payloads and the packed columns of store snapshots, where
 /// `PropertyListEncoder` costs ~20 µs per small value on Linux and would dominate every enqueue.
@@ -45,8 +46,26 @@ package struct BinaryWriter {
     }
 
     package mutating func write(_ value: Double) {
-        var bits = value.bitPattern.littleEndian
-        withUnsafeBytes(of: &bits) { bytes.append(contentsOf: $0) }
+        write(fixed64: value.bitPattern)
+    }
+
+    /// An unsigned integer in exactly 4 bytes, little-endian. For headers whose fields sit at fixed
+    /// offsets (so a tool or a test can find them) and checksums stored after what they cover; prefer
+    /// ``write(varint:)`` elsewhere.
+    package mutating func write(fixed32 value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// An unsigned integer in exactly 8 bytes, little-endian; see ``write(fixed32:)``.
+    package mutating func write(fixed64 value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Bytes as they are, with no length before them: for signatures and magic numbers, whose length the
+    /// reader knows (``BinaryReader/readRaw(count:)``). Bytes of varying length go in as `Data`, which is
+    /// length-prefixed.
+    package mutating func write(raw: some Sequence<UInt8>) {
+        bytes.append(contentsOf: raw)
     }
 
     package mutating func write(_ value: String) {
@@ -136,10 +155,32 @@ package struct BinaryReader {
     }
 
     package mutating func readDouble() throws(FlatSyncError) -> Double {
-        guard remaining >= 8 else { throw damaged("unexpected end") }
-        let bits = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-        offset += 8
-        return Double(bitPattern: UInt64(littleEndian: bits))
+        Double(bitPattern: try readFixed64())
+    }
+
+    /// A 4-byte little-endian integer written by ``BinaryWriter/write(fixed32:)``.
+    package mutating func readFixed32() throws(FlatSyncError) -> UInt32 {
+        try readFixed(UInt32.self)
+    }
+
+    /// An 8-byte little-endian integer written by ``BinaryWriter/write(fixed64:)``.
+    package mutating func readFixed64() throws(FlatSyncError) -> UInt64 {
+        try readFixed(UInt64.self)
+    }
+
+    private mutating func readFixed<T: FixedWidthInteger>(_: T.Type) throws(FlatSyncError) -> T {
+        let size = MemoryLayout<T>.size
+        guard remaining >= size else { throw damaged("unexpected end") }
+        let value = bytes.loadUnaligned(fromByteOffset: offset, as: T.self)
+        offset += size
+        return T(littleEndian: value)
+    }
+
+    /// The next `count` bytes as they are, written by ``BinaryWriter/write(raw:)``.
+    package mutating func readRaw(count: Int) throws(FlatSyncError) -> [UInt8] {
+        guard count >= 0, remaining >= count else { throw damaged("unexpected end") }
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
     }
 
     package mutating func readString() throws(FlatSyncError) -> String {
