@@ -19,7 +19,8 @@ let package = Package(
         // Child processes that the tests start and kill: crash loops and concurrent cloud writers.
         .executableTarget(name: "flatsync-test-child", dependencies: ["FlatSync", "FlatSyncTesting"]),
         .testTarget(name: "FlatSyncTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-test-child"]),
-        .testTarget(name: "FlatSyncTestingTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-test-child"]),
+        .testTarget(
+            name: "FlatSyncTestingTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-test-child"]),
         // Runs the built flatsync-demo as separate processes (two devices, one cloud) and tests its parser.
         .testTarget(name: "FlatSyncDemoTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-demo"]),
     ],

@@ -78,7 +78,9 @@ extension CloudDatabase {
         }
         var found: [RecordID: Record] = [:]
         for id in ids {
-            guard let zone = zones[id.zone.name], zone.exists, let record = zone.slots[id.name]?.record else { continue }
+            guard let zone = zones[id.zone.name], zone.exists, let record = zone.slots[id.name]?.record else {
+                continue
+            }
             found[id] = record
         }
         counters.recordsReturned += found.count
@@ -134,7 +136,8 @@ extension CloudDatabase {
         guard zones[id.zone.name]?.exists == true else { return Self.missingZoneError(id.zone, zones[id.zone.name]) }
         guard save.policy == .ifServerRecordUnchanged else { return nil }
         if let existing = currentRecord(id) {
-            return save.record.changeTag == existing.changeTag ? nil : Self.changedError(existing, sent: save.record.changeTag)
+            return save.record.changeTag == existing.changeTag
+                ? nil : Self.changedError(existing, sent: save.record.changeTag)
         }
         if let tag = save.record.changeTag {
             return CloudError(

@@ -191,7 +191,8 @@ extension ZoneState: Codable {
             changeOrder = ChangeOrder(slots)
         } catch {
             throw DecodingError.dataCorruptedError(
-                forKey: .slots, in: container, debugDescription: "the records of zone \(id) are malformed: \(error.message)"
+                forKey: .slots, in: container,
+                debugDescription: "the records of zone \(id) are malformed: \(error.message)"
             )
         }
     }

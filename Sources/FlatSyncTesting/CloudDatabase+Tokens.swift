@@ -51,7 +51,8 @@ extension CloudDatabase {
     /// the token cannot be used.
     func readZoneToken(_ token: ChangeToken, for zone: ZoneState) throws(CloudError) -> ZoneTokenWindow {
         let parsed = try openToken(token, expecting: .zone) {
-            (reader) throws(FlatSyncError) -> (epoch: UInt64, generation: UInt64, window: ZoneTokenWindow, name: String) in
+            (reader) throws(FlatSyncError) -> (epoch: UInt64, generation: UInt64, window: ZoneTokenWindow, name: String)
+            in
             let epoch = try reader.readVarint()
             let generation = try reader.readVarint()
             let base = try reader.readVarint()
@@ -125,7 +126,9 @@ extension CloudDatabase {
         let crcSize = 4
         guard token.data.count >= crcSize else { throw Self.unreadableToken() }
         let body = token.data.dropLast(crcSize)
-        let crc = try? token.data.suffix(crcSize).withBinaryReader { (reader) throws(FlatSyncError) in try reader.readFixed32() }
+        let crc = try? token.data.suffix(crcSize).withBinaryReader { (reader) throws(FlatSyncError) in
+            try reader.readFixed32()
+        }
         guard crc == body.withUnsafeBytes({ CRC32.checksum($0) }) else { throw Self.unreadableToken() }
         // Frame problems come back as a failure, damage inside the frame as a thrown FlatSyncError.
         let opened: Result<Fields, CloudError>
@@ -143,7 +146,8 @@ extension CloudDatabase {
                 guard foundKind == kind.rawValue else {
                     return .failure(
                         Self.expired(
-                            kind == .zone ? "The change token is a database token, not a zone token."
+                            kind == .zone
+                                ? "The change token is a database token, not a zone token."
                                 : "The change token is a zone token, not a database token."
                         )
                     )

@@ -64,7 +64,9 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     ///   - changeHistoryLimit: how many record changes each zone keeps (`nil`: all); must not be negative.
     ///   - faultPlan: faults to inject into requests served through ``perform(_:_:)``.
     ///   - serverID: this server's identity, random unless a test needs a fixed one.
-    public init(changeHistoryLimit: Int? = nil, faultPlan: FaultPlan = .none, serverID: UInt64 = .random(in: .min ... .max)) {
+    public init(
+        changeHistoryLimit: Int? = nil, faultPlan: FaultPlan = .none, serverID: UInt64 = .random(in: .min ... .max)
+    ) {
         precondition((changeHistoryLimit ?? 0) >= 0, "changeHistoryLimit must not be negative")
         self.serverID = serverID
         self.changeHistoryLimit = changeHistoryLimit

@@ -70,7 +70,8 @@ enum CloudStateFile {
         }
         let payload = data.dropFirst(headerSize)
         guard length == UInt64(payload.count) else {
-            throw damaged(url, "its header promises \(length) bytes of state but \(payload.count) follow (cut short or extended)")
+            throw damaged(
+                url, "its header promises \(length) bytes of state but \(payload.count) follow (cut short or extended)")
         }
         guard crc == payload.withUnsafeBytes({ CRC32.checksum($0) }) else {
             throw damaged(url, "its checksum does not match its contents")

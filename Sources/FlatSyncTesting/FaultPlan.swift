@@ -99,7 +99,9 @@ public struct RandomFaults: Sendable, Codable, Hashable {
     public var seed: UInt64
 
     /// Creates random faults.
-    public init(rate: Double, effects: [FaultEffect] = FaultEffect.transient, kinds: Set<RequestKind>? = nil, seed: UInt64) {
+    public init(
+        rate: Double, effects: [FaultEffect] = FaultEffect.transient, kinds: Set<RequestKind>? = nil, seed: UInt64
+    ) {
         self.rate = rate
         self.effects = effects
         self.kinds = kinds

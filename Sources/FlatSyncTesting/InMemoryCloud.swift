@@ -60,7 +60,8 @@ public actor InMemoryCloud: CloudTransport, CloudAdministration {
     public var snapshot: CloudDatabase { database }
 
     /// Serves one request: waits out the latency, then lets the database count it, fault it or apply it.
-    private func serve<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T) async throws -> T {
+    private func serve<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T) async throws -> T
+    {
         if let latency {
             // Cancellation during the wait surfaces as CancellationError, before the server saw anything.
             try await clock.sleep(for: latency)

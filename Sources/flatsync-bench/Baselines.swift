@@ -2,11 +2,11 @@ import FlatSync
 import Foundation
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 // The baselines FlatSync is held against, measured in the same run on the same file system, so the
@@ -45,10 +45,14 @@ enum Baselines {
     /// `PropertyListEncoder` and replaces the file durably (temporary file, write, fsync, rename).
     static func fullRewrite(_ context: BenchContext) async throws -> Results {
         var results = Results()
-        for (count, iterations) in [(1_000, context.pick(full: 30, quick: 10)), (10_000, context.pick(full: 12, quick: 5))] {
+        for (count, iterations) in [
+            (1_000, context.pick(full: 30, quick: 10)), (10_000, context.pick(full: 12, quick: 5)),
+        ] {
             progress("full rewrite of a \(count)-record queue × \(iterations)")
             let directory = try context.makeDirectory("full-rewrite-\(count)")
-            var queue = (0..<count).map { QueuedRecord.visit(article: "rewrite-\(count)-\($0)", sequence: UInt64($0 + 1)) }
+            var queue = (0..<count).map {
+                QueuedRecord.visit(article: "rewrite-\(count)-\($0)", sequence: UInt64($0 + 1))
+            }
             let encoder = PropertyListEncoder()
             encoder.outputFormat = .binary
             var samples: [Double] = []

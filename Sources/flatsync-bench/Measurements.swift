@@ -173,7 +173,9 @@ enum Measurements {
     /// commands in its log; then the peak memory of a fresh process doing the 100k one.
     static func coldStart(_ context: BenchContext) async throws -> Results {
         var results = Results()
-        for (items, repetitions) in [(10_000, context.pick(full: 15, quick: 5)), (100_000, context.pick(full: 7, quick: 3))] {
+        for (items, repetitions) in [
+            (10_000, context.pick(full: 15, quick: 5)), (100_000, context.pick(full: 7, quick: 3)),
+        ] {
             let template = try await prepareDevice(context, items: items, pendingMutations: 1_000)
             progress("cold start of \(items) items × \(repetitions)")
             var samples: [Double] = []
@@ -183,12 +185,15 @@ enum Measurements {
                 // The store and what it read outlive the timing: freeing them is not part of a cold start.
                 var store: LocalStore?
                 var read: [ReadingHistoryItem] = []
-                samples.append(try await timeMilliseconds {
-                    let opened = try LocalStore(directory: directory)
-                    read = await opened.history.items()
-                    store = opened
-                })
-                guard read.count == items else { throw BenchError("the cold start read \(read.count) items, not \(items)") }
+                samples.append(
+                    try await timeMilliseconds {
+                        let opened = try LocalStore(directory: directory)
+                        read = await opened.history.items()
+                        store = opened
+                    })
+                guard read.count == items else {
+                    throw BenchError("the cold start read \(read.count) items, not \(items)")
+                }
                 read = []
                 try await store?.close()
                 try? FileManager.default.removeItem(at: directory)
@@ -200,7 +205,9 @@ enum Measurements {
                 let directory = try context.makeDirectory("cold-child")
                 try copyDirectory(template, to: directory)
                 let child = try ColdStartChild.run(directory: directory)
-                guard child.items == items else { throw BenchError("the child read \(child.items) items, not \(items)") }
+                guard child.items == items else {
+                    throw BenchError("the child read \(child.items) items, not \(items)")
+                }
                 results["cold_start_peak_rss_mb_100k"] = child.peakResidentMegabytes
                 results["cold_start_child_ms_100k"] = child.milliseconds
                 results["cold_start_child_ru_maxrss_mb_100k"] = child.ruMaxrssMegabytes
@@ -229,10 +236,13 @@ enum Measurements {
         let snapshots = try await timeMilliseconds {
             for zone in ZoneID.all { try await store.persistSnapshot(of: zone) }
         }
-        progress(String(format: "  prefill %.0f ms, send round %.0f ms, snapshots %.0f ms", prefillMs, round, snapshots))
+        progress(
+            String(format: "  prefill %.0f ms, send round %.0f ms, snapshots %.0f ms", prefillMs, round, snapshots))
         let history = store.history
         let stride = max(1, items / pendingMutations)
-        for index in 0..<pendingMutations { try await history.visit(historyArticle((index * stride) % items), version: 2) }
+        for index in 0..<pendingMutations {
+            try await history.visit(historyArticle((index * stride) % items), version: 2)
+        }
         let pending = await store.pendingRecordCount()
         guard pending == pendingMutations else {
             throw BenchError("the device has \(pending) records pending, not \(pendingMutations)")
@@ -308,7 +318,8 @@ enum ColdStartChild {
     /// In the parent: run the child on `directory` and read its line.
     static func run(directory: URL) throws -> Output {
         let text = try runSelf([argument, directory.path])
-        guard let line = text.split(separator: "\n").last, let output = try? JSONDecoder().decode(Output.self, from: Data(line.utf8))
+        guard let line = text.split(separator: "\n").last,
+            let output = try? JSONDecoder().decode(Output.self, from: Data(line.utf8))
         else { throw BenchError("the cold-start child printed \(text.debugDescription)") }
         return output
     }

@@ -32,7 +32,9 @@ struct Row: Sendable {
 enum Report {
     /// Every row, in table order. A row whose value was not measured is left out of both outputs.
     static let rows: [Row] = [
-        Row(key: "fsync_append_p50_ms", title: "bare write+fsync p50 (one frame's bytes)", unit: .milliseconds, isBaseline: true),
+        Row(
+            key: "fsync_append_p50_ms", title: "bare write+fsync p50 (one frame's bytes)", unit: .milliseconds,
+            isBaseline: true),
         Row(
             key: "enqueue_p50_ms_1k", title: "durable enqueue p50, 1k pending", unit: .milliseconds,
             baseline: ("fsync_append_p50_ms", "bare append"), ratioKey: "enqueue_ratio_1k", target: .ratioAtMost(1.5)
@@ -69,8 +71,12 @@ enum Report {
             key: "burst_mutations_per_s", title: "burst of 10,000 mutations (batch apply)", unit: .perSecond,
             target: .atLeast(150_000)
         ),
-        Row(key: "cold_start_ms_10k", title: "cold start, 10k history + 1k pending", unit: .milliseconds, target: .atMost(80)),
-        Row(key: "cold_start_ms_100k", title: "cold start, 100k history + 1k pending", unit: .milliseconds, target: .atMost(700)),
+        Row(
+            key: "cold_start_ms_10k", title: "cold start, 10k history + 1k pending", unit: .milliseconds,
+            target: .atMost(80)),
+        Row(
+            key: "cold_start_ms_100k", title: "cold start, 100k history + 1k pending", unit: .milliseconds,
+            target: .atMost(700)),
         Row(
             key: "cold_start_peak_rss_mb_100k", title: "peak memory, fresh process, 100k cold start", unit: .megabytes,
             target: .atMost(100)
@@ -189,17 +195,22 @@ enum Report {
     static func table(_ results: Results, mode: RunMode, seconds: Double, started: Date) -> String {
         let lines = evaluate(results)
         var out: [String] = []
-        out.append("FlatSync benchmark — \(mode) run, \(started.formatted(.iso8601)), took \(String(format: "%.1f", seconds)) s")
+        out.append(
+            "FlatSync benchmark — \(mode) run, \(started.formatted(.iso8601)), took \(String(format: "%.1f", seconds)) s"
+        )
         out.append("machine: \(machineDescription())")
         out.append("OS: \(ProcessInfo.processInfo.operatingSystemVersionString)")
         if let start = results["load_average_start"], let end = results["load_average_end"] {
             out.append(
                 String(format: "load average (1 min): %.2f at the start, %.2f at the end", start, end)
-                    + (max(start, end) > 1 ? " — the cores were busy with other work, which slows absolute figures most (ratios to same-run baselines hold better)" : "")
+                    + (max(start, end) > 1
+                        ? " — the cores were busy with other work, which slows absolute figures most (ratios to same-run baselines hold better)"
+                        : "")
             )
         }
         if let frame = results["log_frame_bytes"] {
-            out.append("one durable enqueue writes a \(Int(frame))-byte log frame; the bare append writes as many bytes")
+            out.append(
+                "one durable enqueue writes a \(Int(frame))-byte log frame; the bare append writes as many bytes")
         }
         out.append("")
 
@@ -239,7 +250,10 @@ enum Report {
 
         var extras: [String] = []
         if let value = results["enqueue_p50_ms_10k"], let rewrite = results["full_rewrite_p50_ms_10k"] {
-            extras.append(String(format: "FlatSync's durable enqueue at 10k pending is %.0f× faster than a full rewrite", rewrite / value))
+            extras.append(
+                String(
+                    format: "FlatSync's durable enqueue at 10k pending is %.0f× faster than a full rewrite",
+                    rewrite / value))
         }
         if let value = results["burst_mutations_per_s_median"] {
             extras.append(String(format: "burst median: %.0f mutations/s", value))
@@ -251,7 +265,9 @@ enum Report {
             abs(maxrss - rss) > 1
         {
             extras.append(
-                String(format: "the child's peak memory is its VmHWM (%.1f MB); its ru_maxrss says %.1f MB because ", rss, maxrss)
+                String(
+                    format: "the child's peak memory is its VmHWM (%.1f MB); its ru_maxrss says %.1f MB because ", rss,
+                    maxrss)
                     + "posix_spawn shares the parent's address space until exec, which carries the parent's peak over"
             )
         }
@@ -289,7 +305,8 @@ enum Report {
     static func targetText(_ row: Row) -> String {
         switch row.target {
         case .atMost(let limit)?: return "≤ \(trimmed(limit))\(unitSuffix(row.unit))"
-        case .atLeast(let limit)?: return "≥ \(row.unit == .perSecond ? grouped(limit) : trimmed(limit))\(unitSuffix(row.unit))"
+        case .atLeast(let limit)?:
+            return "≥ \(row.unit == .perSecond ? grouped(limit) : trimmed(limit))\(unitSuffix(row.unit))"
         case .ratioAtMost(let limit)?: return "≤ \(trimmed(limit))× \(row.baseline?.label ?? "baseline")"
         case nil: return row.isBaseline ? "(baseline)" : "—"
         }

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 // Timing, statistics, scratch directories and process helpers shared by the measurements.
@@ -131,12 +131,12 @@ struct BenchError: Error, CustomStringConvertible {
 /// Elsewhere (and if `/proc` cannot be read) it is `ru_maxrss`: kilobytes on Linux, bytes on Darwin.
 func peakResidentMegabytes() -> Double {
     #if os(Linux)
-    if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-        let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
-    {
-        return kilobytes / 1024
-    }
+        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+        {
+            return kilobytes / 1024
+        }
     #endif
     return ruMaxrssMegabytes()
 }
@@ -145,14 +145,14 @@ func peakResidentMegabytes() -> Double {
 func ruMaxrssMegabytes() -> Double {
     var usage = rusage()
     #if canImport(Darwin)
-    guard getrusage(RUSAGE_SELF, &usage) == 0 else { return .nan }
-    return Double(usage.ru_maxrss) / (1024 * 1024)
+        guard getrusage(RUSAGE_SELF, &usage) == 0 else { return .nan }
+        return Double(usage.ru_maxrss) / (1024 * 1024)
     #elseif canImport(Glibc)
-    guard getrusage(RUSAGE_SELF.rawValue, &usage) == 0 else { return .nan }
-    return Double(usage.ru_maxrss) / 1024
+        guard getrusage(RUSAGE_SELF.rawValue, &usage) == 0 else { return .nan }
+        return Double(usage.ru_maxrss) / 1024
     #else
-    guard getrusage(RUSAGE_SELF, &usage) == 0 else { return .nan }
-    return Double(usage.ru_maxrss) / 1024
+        guard getrusage(RUSAGE_SELF, &usage) == 0 else { return .nan }
+        return Double(usage.ru_maxrss) / 1024
     #endif
 }
 
@@ -173,7 +173,8 @@ func runSelf(_ arguments: [String]) throws -> String {
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0 else {
-        throw BenchError("the child \(arguments.joined(separator: " ")) exited with status \(process.terminationStatus)")
+        throw BenchError(
+            "the child \(arguments.joined(separator: " ")) exited with status \(process.terminationStatus)")
     }
     return String(decoding: data, as: UTF8.self)
 }
@@ -203,14 +204,14 @@ func machineDescription() -> String {
 /// The compiler that built the benchmark (checked at compile time, so no `swift --version` is needed).
 let compilerVersion: String = {
     #if compiler(>=6.4)
-    return "Swift compiler ≥ 6.4"
+        return "Swift compiler ≥ 6.4"
     #elseif compiler(>=6.3)
-    return "Swift compiler 6.3"
+        return "Swift compiler 6.3"
     #elseif compiler(>=6.2)
-    return "Swift compiler 6.2"
+        return "Swift compiler 6.2"
     #elseif compiler(>=6.1)
-    return "Swift compiler 6.1"
+        return "Swift compiler 6.1"
     #else
-    return "Swift compiler 6.0"
+        return "Swift compiler 6.0"
     #endif
 }()

@@ -20,7 +20,8 @@ enum SyncMeasurements {
             let article = Measurements.historyArticle(index % 100)
             switch Int.random(in: 0..<20, using: &random) {
             case 0: sequence.append(.remove(articleID: article))
-            case 1...4: sequence.append(.setLiking(articleID: article, Bool.random(using: &random) ? .liked : .disliked))
+            case 1...4:
+                sequence.append(.setLiking(articleID: article, Bool.random(using: &random) ? .liked : .disliked))
             default: sequence.append(.visit(articleID: article, version: Int64(index)))
             }
         }
@@ -67,7 +68,8 @@ enum SyncMeasurements {
         for run in 0..<runs {
             let cloud = InMemoryCloud()
             let a = try await device(in: try context.makeDirectory("push-\(run)"), cloud: cloud)
-            try await a.history.apply((0..<count).map { .visit(articleID: Measurements.historyArticle($0), version: 1) })
+            try await a.history.apply(
+                (0..<count).map { .visit(articleID: Measurements.historyArticle($0), version: 1) })
             let b = try await device(in: try context.makeDirectory("pull-\(run)"), cloud: cloud)
             await cloud.resetCounters()
             var pulled = 0

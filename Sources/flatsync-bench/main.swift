@@ -73,7 +73,8 @@ enum Benchmark {
     /// Every measurement, in run order; ``Report/rows`` lists the rows they fill.
     static let measurements: [Measurement] = [
         Measurement(id: "frame", name: "log frame size", run: Measurements.logFrame),
-        Measurement(id: "enqueue", name: "durable enqueue beside bare append + fsync", run: Measurements.durableEnqueue),
+        Measurement(
+            id: "enqueue", name: "durable enqueue beside bare append + fsync", run: Measurements.durableEnqueue),
         Measurement(id: "buffered", name: "buffered enqueue", run: Measurements.bufferedEnqueue),
         Measurement(id: "rewrite", name: "News-style full rewrite", run: Baselines.fullRewrite),
         Measurement(id: "burst", name: "burst", run: Measurements.burst),
@@ -90,7 +91,8 @@ enum Benchmark {
             let start = benchClock.now
             let results = try await measurement.run(context)
             context.results.merge(results)
-            progress(String(format: "%@ done in %.1f s", measurement.name, (benchClock.now - start).milliseconds / 1000))
+            progress(
+                String(format: "%@ done in %.1f s", measurement.name, (benchClock.now - start).milliseconds / 1000))
         }
         context.results["load_average_end"] = loadAverage()
         return context.results

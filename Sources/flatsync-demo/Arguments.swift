@@ -61,8 +61,10 @@ enum Arguments {
         func locations(_ command: DemoCommand, _ values: [String: String], json: Bool) -> Invocation {
             Invocation(
                 command: command,
-                device: directory(values["device"], environment["FLATSYNC_DEVICE"], ".flatsync/device", in: currentDirectory),
-                cloud: directory(values["cloud"], environment["FLATSYNC_CLOUD"], ".flatsync/cloud", in: currentDirectory),
+                device: directory(
+                    values["device"], environment["FLATSYNC_DEVICE"], ".flatsync/device", in: currentDirectory),
+                cloud: directory(
+                    values["cloud"], environment["FLATSYNC_CLOUD"], ".flatsync/cloud", in: currentDirectory),
                 json: json
             )
         }

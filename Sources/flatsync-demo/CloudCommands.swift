@@ -65,7 +65,9 @@ struct CloudCommands {
             "records deleted  \(counters.recordsDeleted)",
             "records returned \(counters.recordsReturned)",
         ]
-        let kinds = RequestKind.allCases.compactMap { kind in counters.requestsByKind[kind].map { "\(kind.rawValue) \($0)" } }
+        let kinds = RequestKind.allCases.compactMap { kind in
+            counters.requestsByKind[kind].map { "\(kind.rawValue) \($0)" }
+        }
         if !kinds.isEmpty { lines.append("by kind          " + kinds.joined(separator: ", ")) }
         if counters.totalFaultsInjected > 0 {
             let faults = counters.faultsInjected.keys.sorted().map { "\($0) \(counters.faultsInjected[$0]!)" }

@@ -60,8 +60,12 @@ struct OptionSpec: Sendable {
 /// Every command of DESIGN §9, in the order `--help` lists them.
 enum CommandTable {
     static let sharedOptions = [
-        OptionSpec(name: "device", placeholder: "DIR", help: "the device directory (default: $FLATSYNC_DEVICE, else ./.flatsync/device)"),
-        OptionSpec(name: "cloud", placeholder: "DIR", help: "the shared cloud directory (default: $FLATSYNC_CLOUD, else ./.flatsync/cloud)"),
+        OptionSpec(
+            name: "device", placeholder: "DIR",
+            help: "the device directory (default: $FLATSYNC_DEVICE, else ./.flatsync/device)"),
+        OptionSpec(
+            name: "cloud", placeholder: "DIR",
+            help: "the shared cloud directory (default: $FLATSYNC_CLOUD, else ./.flatsync/cloud)"),
         OptionSpec(name: "json", placeholder: nil, help: "print exactly one JSON value on standard output"),
     ]
 
@@ -90,7 +94,9 @@ enum CommandTable {
                 Saving an article already on the list changes nothing. \(mutation)
                 JSON: {"articleID": String, "changed": Bool}
                 """,
-            make: { values throws(ArgumentProblem) in .save(articleID: try values.articleID(), title: values.options["title"]) }
+            make: { values throws(ArgumentProblem) in
+                .save(articleID: try values.articleID(), title: values.options["title"])
+            }
         ),
         CommandSpec(
             words: ["unsave"], operands: [id],
@@ -103,7 +109,10 @@ enum CommandTable {
         ),
         CommandSpec(
             words: ["visit"], operands: [id],
-            options: [OptionSpec(name: "version", placeholder: "N", help: "the article version read (a whole number, 0 or more)")],
+            options: [
+                OptionSpec(
+                    name: "version", placeholder: "N", help: "the article version read (a whole number, 0 or more)")
+            ],
             summary: "record a visit: the article counts as seen and read",
             details: """
                 \(mutation)
@@ -212,7 +221,9 @@ enum CommandTable {
             make: { _ in .cloudExpireTokens }
         ),
         CommandSpec(
-            words: ["cloud", "delete-zone"], operands: [.init(placeholder: "ZONE", description: "a zone (ReadingList or ReadingHistory)")], sharedOptions: ["cloud", "json"],
+            words: ["cloud", "delete-zone"],
+            operands: [.init(placeholder: "ZONE", description: "a zone (ReadingList or ReadingHistory)")],
+            sharedOptions: ["cloud", "json"],
             summary: "delete a zone as the user would, from Settings",
             details: """
                 ZONE is ReadingList or ReadingHistory (any case). Each device wipes that zone's data and pending
@@ -230,8 +241,12 @@ enum CommandTable {
         CommandSpec(
             words: ["cloud", "faults"], operands: [],
             options: [
-                OptionSpec(name: "rate", placeholder: "R", help: "the share of requests that fail, 0 to 1 (0 turns faults off)", isRequired: true),
-                OptionSpec(name: "seed", placeholder: "S", help: "the random seed, to replay the same faults (default: a random one, printed)"),
+                OptionSpec(
+                    name: "rate", placeholder: "R",
+                    help: "the share of requests that fail, 0 to 1 (0 turns faults off)", isRequired: true),
+                OptionSpec(
+                    name: "seed", placeholder: "S",
+                    help: "the random seed, to replay the same faults (default: a random one, printed)"),
             ],
             sharedOptions: ["cloud", "json"],
             summary: "make a share of the cloud's requests fail, for every device",

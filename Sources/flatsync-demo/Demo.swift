@@ -62,13 +62,16 @@ enum Demo {
         case let failure as DemoFailure:
             text = failure.message
         case let error as FlatSyncError where error.code == .storeLocked:
-            text = "the device directory \(invocation.device.path) is in use by another process (another flatsync-demo, "
+            text =
+                "the device directory \(invocation.device.path) is in use by another process (another flatsync-demo, "
                 + "say); wait for it to finish and try again, or use another --device"
         case let error as FlatSyncError:
-            text = "\(what) failed: \(error.message)\(error.path.map { " (\($0))" } ?? "")\(error.cause.map { " [\($0)]" } ?? ""); "
+            text =
+                "\(what) failed: \(error.message)\(error.path.map { " (\($0))" } ?? "")\(error.cause.map { " [\($0)]" } ?? ""); "
                 + advice(for: error.code)
         case let error as CloudError:
-            text = "\(what) failed: the cloud at \(invocation.cloud.path) answered \(error.code): \(error.message); "
+            text =
+                "\(what) failed: the cloud at \(invocation.cloud.path) answered \(error.code): \(error.message); "
                 + (error.isTransient ? "try again" : "check the cloud directory, then try again")
         default:
             text = "\(what) failed: \(error)"
@@ -78,8 +81,11 @@ enum Demo {
 
     private static func advice(for code: FlatSyncError.Code) -> String {
         switch code {
-        case .ioFailed: return "nothing was half-written; check that the directory is writable and the disk has space, then try again"
-        case .unsupportedFormatVersion: return "the directory was written by a newer FlatSync; use that version or another --device"
+        case .ioFailed:
+            return
+                "nothing was half-written; check that the directory is writable and the disk has space, then try again"
+        case .unsupportedFormatVersion:
+            return "the directory was written by a newer FlatSync; use that version or another --device"
         default: return "nothing was half-written; try again"
         }
     }

@@ -50,7 +50,8 @@ struct DeviceCommands {
             }
         case .pending:
             try await withStore { store in
-                let report = PendingReport(commands: await store.pendingCommands().count, records: await store.pendingRecordCount())
+                let report = PendingReport(
+                    commands: await store.pendingCommands().count, records: await store.pendingRecordCount())
                 try output.emit(report) {
                     report.records == 0
                         ? "nothing waits to be sent"
@@ -172,7 +173,9 @@ struct DeviceCommands {
         try output.emit(report) { tally.description(cloud: cloud) }
         guard summary.isComplete else {
             var left: [String] = []
-            if summary.pendingRecords > 0 { left.append("\(Output.count(summary.pendingRecords, "change")) still waiting to be sent") }
+            if summary.pendingRecords > 0 {
+                left.append("\(Output.count(summary.pendingRecords, "change")) still waiting to be sent")
+            }
             if !summary.problems.isEmpty { left.append(summary.problems.joined(separator: "; ")) }
             console.error(
                 "flatsync-demo: sync did not finish: \(left.joined(separator: "; ")); nothing is lost, run `flatsync-demo sync` again"
@@ -204,7 +207,8 @@ struct DeviceCommands {
             if row.read { facts.append("read") }
             if row.liked { facts.append("liked") }
             if row.disliked { facts.append("disliked") }
-            return "  \(Output.shortDate(row.lastVisited))  \(item.articleID.padding(toLength: width, withPad: " ", startingAt: 0))  "
+            return
+                "  \(Output.shortDate(row.lastVisited))  \(item.articleID.padding(toLength: width, withPad: " ", startingAt: 0))  "
                 + facts.joined(separator: ", ")
         }
         return "\(Output.count(items.count, "history item")), most recent first:\n" + lines.joined(separator: "\n")

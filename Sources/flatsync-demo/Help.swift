@@ -11,7 +11,9 @@ enum Help {
 
     /// The usage printed under an unknown `cloud` subcommand.
     static var cloudUsage: String {
-        let lines = CommandTable.commands.filter { $0.words.first == "cloud" }.map { "  " + $0.usage.dropFirst("usage: ".count) }
+        let lines = CommandTable.commands.filter { $0.words.first == "cloud" }.map {
+            "  " + $0.usage.dropFirst("usage: ".count)
+        }
         return "usage:\n" + lines.joined(separator: "\n")
     }
 
@@ -51,9 +53,13 @@ enum Help {
 
     /// `flatsync-demo COMMAND --help`.
     static func command(_ spec: CommandSpec) -> String {
-        var text = spec.usage + "\n\n" + spec.summary.prefix(1).uppercased() + spec.summary.dropFirst() + ".\n" + spec.details + "\n"
+        var text =
+            spec.usage + "\n\n" + spec.summary.prefix(1).uppercased() + spec.summary.dropFirst() + ".\n" + spec.details
+            + "\n"
         if !spec.allOptions.isEmpty {
-            text += "\noptions:\n" + spec.allOptions.map { "  --\($0.name)\($0.placeholder.map { " \($0)" } ?? "")\n      \($0.help)" }
+            text +=
+                "\noptions:\n"
+                + spec.allOptions.map { "  --\($0.name)\($0.placeholder.map { " \($0)" } ?? "")\n      \($0.help)" }
                 .joined(separator: "\n") + "\n"
         }
         return text

@@ -2,11 +2,11 @@ import FlatSync
 import Foundation
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Where the demo writes: standard output for results, standard error for failures and progress.

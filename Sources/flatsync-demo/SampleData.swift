@@ -33,7 +33,9 @@ struct SampleData: Sendable {
             do {
                 return try decoder.decode(T.self, from: Data(contentsOf: url))
             } catch {
-                throw DemoFailure("cannot read the tour's \(url.path): \(Self.describe(error)); fix the file or set FLATSYNC_SAMPLE_DATA to a good SampleData folder")
+                throw DemoFailure(
+                    "cannot read the tour's \(url.path): \(Self.describe(error)); fix the file or set FLATSYNC_SAMPLE_DATA to a good SampleData folder"
+                )
             }
         }
         let articles = try read("articles.json", as: [Article].self)

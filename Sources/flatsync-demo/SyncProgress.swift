@@ -43,12 +43,19 @@ struct SyncTally: Equatable, Sendable {
         for reset in resets {
             switch reset.reason {
             case .tokenExpired:
-                lines.append("  \(reset.zone) was fetched again from the start (the server expired its change token); pending changes were kept")
+                lines.append(
+                    "  \(reset.zone) was fetched again from the start (the server expired its change token); pending changes were kept"
+                )
             case .deletedByUser:
-                lines.append("  \(reset.zone) was deleted by the user: its data and pending changes on this device were wiped")
+                lines.append(
+                    "  \(reset.zone) was deleted by the user: its data and pending changes on this device were wiped")
             }
         }
-        if dropped > 0 { lines.append("  \(Output.count(dropped, "change")) dropped: the server refused \(dropped == 1 ? "it" : "them") for good") }
+        if dropped > 0 {
+            lines.append(
+                "  \(Output.count(dropped, "change")) dropped: the server refused \(dropped == 1 ? "it" : "them") for good"
+            )
+        }
         return lines.joined(separator: "\n")
     }
 }

@@ -23,7 +23,9 @@ struct Tour {
         defer { try? FileManager.default.removeItem(at: directory) }
 
         let devices = sampleData.script.devices
-        console.out("FlatSync tour: devices \(devices.joined(separator: " and ")) share an in-memory cloud, scripted by \(sampleData.directory.path)/tour.json.")
+        console.out(
+            "FlatSync tour: devices \(devices.joined(separator: " and ")) share an in-memory cloud, scripted by \(sampleData.directory.path)/tour.json."
+        )
         console.out("Working in \(directory.path) (removed at the end). Times are the tour's own clock, in UTC.")
         let run = try await TourRun(sampleData: sampleData, directory: directory, console: console)
         var converged = false
@@ -83,7 +85,8 @@ private final class TourRun {
         configuration.retryPolicy.jitter = 0
         historyDebounce = configuration.historyDebounce
         for name in names {
-            devices[name] = try await TourDevice(name: name, directory: directory, cloud: cloud, configuration: configuration)
+            devices[name] = try await TourDevice(
+                name: name, directory: directory, cloud: cloud, configuration: configuration)
         }
     }
 
@@ -106,7 +109,9 @@ private final class TourRun {
             device(name).network.isOnline = online
             // A host would call networkDidBecomeAvailable() here; the tour leaves sending to the next
             // `sync` step, so the timeline shows it in one place.
-            line(name, online ? "online" : "offline", online ? "\(name)'s network is back" : "\(name)'s network is off: its changes wait in its command log")
+            line(
+                name, online ? "online" : "offline",
+                online ? "\(name)'s network is back" : "\(name)'s network is off: its changes wait in its command log")
         case .sync(let name):
             try await sync(device(name))
         case .showList(let name):
@@ -122,7 +127,9 @@ private final class TourRun {
             line("cloud", "expire", "the server expires every change token (as after compacting its history)")
         case .refuseUploads(let count):
             await cloud.setFaultPlan(.failNext(count, .modifyRecords, with: .zoneBusy))
-            line("cloud", "refuse", "the server will answer the next \(count == 1 ? "upload" : "\(count) uploads") with zoneBusy")
+            line(
+                "cloud", "refuse",
+                "the server will answer the next \(count == 1 ? "upload" : "\(count) uploads") with zoneBusy")
         case .wait(let seconds):
             let before = await cloud.counters()
             clock.advance(by: .seconds(seconds))
@@ -141,7 +148,9 @@ private final class TourRun {
         }
     }
 
-    private func mutate(_ mutation: TourAction.Mutation, on device: TourDevice, articles: [String], times: Int) async throws {
+    private func mutate(_ mutation: TourAction.Mutation, on device: TourDevice, articles: [String], times: Int)
+        async throws
+    {
         let context = device.context
         for round in 0..<times {
             for (index, article) in articles.enumerated() {
@@ -151,18 +160,23 @@ private final class TourRun {
                 case .unsave: try await context.readingList.remove(article)
                 case .resave:
                     try await context.readingList.apply([
-                        .remove(articleID: article), .add(articleID: article, title: sampleData.article(article)?.title),
+                        .remove(articleID: article),
+                        .add(articleID: article, title: sampleData.article(article)?.title),
                     ])
                 case .visit: try await context.history.visit(article)
                 case .like: try await context.history.setLiking(article, .liked)
                 case .dislike: try await context.history.setLiking(article, .disliked)
                 }
-                journal.append(JournalEntry(device: device.name, mutation: mutation, article: article, date: calendar.now))
+                journal.append(
+                    JournalEntry(device: device.name, mutation: mutation, article: article, date: calendar.now))
                 if times == 1 { line(device.name, mutation.rawValue, "\(pad(article, 26))  \(title(of: article))") }
             }
         }
         if times > 1 {
-            line(device.name, mutation.rawValue, "\(articles.count) articles × \(times) = \(articles.count * times) visits: \(articles.joined(separator: ", "))")
+            line(
+                device.name, mutation.rawValue,
+                "\(articles.count) articles × \(times) = \(articles.count * times) visits: \(articles.joined(separator: ", "))"
+            )
         }
         await context.waitUntilIdle()
         let pending = await context.localStore.pendingRecordCount()
@@ -170,11 +184,18 @@ private final class TourRun {
         let offline = !device.network.isOnline
         switch mutation {
         case .save, .unsave, .resave:
-            note(offline ? "→ \(count(pending, "change")) pending: \(device.name) is offline" : "→ sent at once: reading-list changes are urgent")
+            note(
+                offline
+                    ? "→ \(count(pending, "change")) pending: \(device.name) is offline"
+                    : "→ sent at once: reading-list changes are urgent")
         case .visit, .like, .dislike:
-            let because = "history changes wait for a \(historyDebounce.components.seconds) s debounce" + (offline ? " (and \(device.name) is offline)" : "")
+            let because =
+                "history changes wait for a \(historyDebounce.components.seconds) s debounce"
+                + (offline ? " (and \(device.name) is offline)" : "")
             if times > 1 {
-                note("→ \(articles.count * times) visits coalesced into \(count(pending, "pending record change")) in \(count(commands, "command")); \(because)")
+                note(
+                    "→ \(articles.count * times) visits coalesced into \(count(pending, "pending record change")) in \(count(commands, "command")); \(because)"
+                )
             } else {
                 note("→ \(count(pending, "change")) pending: \(because)")
             }
@@ -193,9 +214,13 @@ private final class TourRun {
             }
         }
         if !summary.isComplete {
-            note("→ not finished: \(count(summary.pendingRecords, "change")) still pending (\(summary.problems.joined(separator: "; ")))")
+            note(
+                "→ not finished: \(count(summary.pendingRecords, "change")) still pending (\(summary.problems.joined(separator: "; ")))"
+            )
             if !summary.resets.isEmpty && summary.pendingRecords > 0 {
-                note("→ the reset kept \(device.name)'s pending \(summary.pendingRecords == 1 ? "change" : "changes"); the next sync sends \(summary.pendingRecords == 1 ? "it" : "them")")
+                note(
+                    "→ the reset kept \(device.name)'s pending \(summary.pendingRecords == 1 ? "change" : "changes"); the next sync sends \(summary.pendingRecords == 1 ? "it" : "them")"
+                )
             }
         }
     }
@@ -208,19 +233,30 @@ private final class TourRun {
         line("", "explain", article)
         let did = names.map { name in
             let entries = journal.filter { $0.device == name && $0.article == article }
-            return "\(name): " + (entries.isEmpty ? "nothing" : entries.map { "\($0.mutation.rawValue) \(time($0.date))" }.joined(separator: ", "))
+            return "\(name): "
+                + (entries.isEmpty
+                    ? "nothing" : entries.map { "\($0.mutation.rawValue) \(time($0.date))" }.joined(separator: ", "))
         }
         note("  did      " + did.joined(separator: " | "))
         var views: [(entry: ReadingListEntry?, item: ReadingHistoryItem?)] = []
         for name in names {
-            views.append((await device(name).context.readingList.entry(article), await device(name).context.history.item(article)))
+            views.append(
+                (
+                    await device(name).context.readingList.entry(article),
+                    await device(name).context.history.item(article)
+                ))
         }
         guard views.allSatisfy({ $0.entry == views[0].entry && $0.item == views[0].item }) else {
             note("  the devices still differ on \(article)")
             return
         }
         let (entry, item) = views[0]
-        note("  merged   " + [entry.map { "on the list (added \(time($0.dateAdded)))" } ?? "not on the list", item.map(describe) ?? "no history"].joined(separator: "; "))
+        note(
+            "  merged   "
+                + [
+                    entry.map { "on the list (added \(time($0.dateAdded)))" } ?? "not on the list",
+                    item.map(describe) ?? "no history",
+                ].joined(separator: "; "))
         for rule in readingListRules(article, entry) + historyRules(article, item) { note("  rule     " + rule) }
     }
 
@@ -230,10 +266,14 @@ private final class TourRun {
         if let entry {
             guard let winner = saves.first(where: { $0.date == entry.dateAdded }) else { return [] }
             if let removal = removals.last(where: { $0.device != winner.device }) {
-                return ["\(winner.device)'s \(winner.mutation.rawValue) (\(time(winner.date))) beats \(removal.device)'s unsave (\(time(removal.date))): an edit wins over a delete it did not see"]
+                return [
+                    "\(winner.device)'s \(winner.mutation.rawValue) (\(time(winner.date))) beats \(removal.device)'s unsave (\(time(removal.date))): an edit wins over a delete it did not see"
+                ]
             }
             if saves.contains(where: { $0.device != winner.device }) {
-                return ["the later dateAdded wins whole: \(winner.device)'s \(winner.mutation.rawValue) (\(time(winner.date)))"]
+                return [
+                    "the later dateAdded wins whole: \(winner.device)'s \(winner.mutation.rawValue) (\(time(winner.date)))"
+                ]
             }
             return []
         }
@@ -246,7 +286,9 @@ private final class TourRun {
         var rules: [String] = []
         let likings = journal.filter { $0.article == article && [.like, .dislike].contains($0.mutation) }
         if let changedAt = item.likingChangedAt,
-            let winner = likings.min(by: { abs($0.date.timeIntervalSince(changedAt)) < abs($1.date.timeIntervalSince(changedAt)) }),
+            let winner = likings.min(by: {
+                abs($0.date.timeIntervalSince(changedAt)) < abs($1.date.timeIntervalSince(changedAt))
+            }),
             let loser = likings.last(where: { $0.device != winner.device && $0.date < winner.date })
         {
             rules.append(
@@ -255,10 +297,13 @@ private final class TourRun {
             )
         }
         // Visits merge field by field only when more than one device changed the item.
-        let editors = Set(journal.filter { $0.article == article && ![.save, .unsave, .resave].contains($0.mutation) }.map(\.device))
+        let editors = Set(
+            journal.filter { $0.article == article && ![.save, .unsave, .resave].contains($0.mutation) }.map(\.device))
         if editors.count > 1, let visited = item.lastVisited {
             let by = item.deviceID.map { " by \($0)" } ?? ""
-            rules.append("the later lastVisited wins (\(time(visited))\(by))" + (item.isRead ? "; read stays set: flags are sticky" : ""))
+            rules.append(
+                "the later lastVisited wins (\(time(visited))\(by))"
+                    + (item.isRead ? "; read stays set: flags are sticky" : ""))
         }
         return rules
     }
@@ -271,7 +316,8 @@ private final class TourRun {
         var histories: [[String: ReadingHistoryItem]] = []
         for name in names {
             let context = device(name).context
-            lists.append(Dictionary(uniqueKeysWithValues: await context.readingList.entries().map { ($0.articleID, $0) }))
+            lists.append(
+                Dictionary(uniqueKeysWithValues: await context.readingList.entries().map { ($0.articleID, $0) }))
             histories.append(Dictionary(uniqueKeysWithValues: await context.history.items().map { ($0.articleID, $0) }))
         }
         var serverList: [String: ReadingListEntry] = [:]
@@ -285,7 +331,9 @@ private final class TourRun {
             serverHistory[item.articleID] = item
         }
 
-        console.out((String(repeating: " ", count: 30) + names.map { pad($0, 32) }.joined()).replacingOccurrences(of: " +$", with: "", options: .regularExpression))
+        console.out(
+            (String(repeating: " ", count: 30) + names.map { pad($0, 32) }.joined()).replacingOccurrences(
+                of: " +$", with: "", options: .regularExpression))
         table("reading list", lists) { $0.map { "saved \(time($0.dateAdded))" } ?? "—" }
         table("history", histories) { $0.map(describe) ?? "—" }
         let devicesAgree = lists.allSatisfy { $0 == lists[0] } && histories.allSatisfy { $0 == histories[0] }

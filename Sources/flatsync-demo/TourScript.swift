@@ -49,11 +49,15 @@ struct TourScript: Decodable, Sendable {
     private func action(for step: Step, articles known: Set<String>) throws(DemoFailure) -> TourAction {
         func device() throws(DemoFailure) -> String {
             guard let name = step.device else { throw DemoFailure("needs \"device\"") }
-            guard devices.contains(name) else { throw DemoFailure("unknown device \"\(name)\"; the devices are \(devices)") }
+            guard devices.contains(name) else {
+                throw DemoFailure("unknown device \"\(name)\"; the devices are \(devices)")
+            }
             return name
         }
         func articles() throws(DemoFailure) -> [String] {
-            guard let ids = step.articles, !ids.isEmpty else { throw DemoFailure("needs a non-empty \"articles\" list") }
+            guard let ids = step.articles, !ids.isEmpty else {
+                throw DemoFailure("needs a non-empty \"articles\" list")
+            }
             if let unknown = ids.first(where: { !known.contains($0) }) {
                 throw DemoFailure("article \"\(unknown)\" is not in articles.json")
             }
@@ -70,7 +74,9 @@ struct TourScript: Decodable, Sendable {
             guard let text = step.text else { throw DemoFailure("needs \"text\"") }
             return .say(text)
         case "visit":
-            return .mutate(.visit, device: try device(), articles: try articles(), times: try positive(step.times, "times", default: 1))
+            return .mutate(
+                .visit, device: try device(), articles: try articles(),
+                times: try positive(step.times, "times", default: 1))
         case let name:
             if let mutation = TourAction.Mutation(rawValue: name) {
                 return .mutate(mutation, device: try device(), articles: try articles(), times: 1)

@@ -2,11 +2,11 @@ import FlatSync
 import Foundation
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// `hold-lock DIR`: takes DIR's directory lock, prints `locked`, then holds it until standard input reaches

@@ -9,7 +9,9 @@ import Testing
 @Suite struct ArgumentsTests {
     private static let home = URL(fileURLWithPath: "/home/reader", isDirectory: true)
 
-    private func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError) -> ParsedCommandLine {
+    private func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError)
+        -> ParsedCommandLine
+    {
         try Arguments.parse(arguments, environment: environment, currentDirectory: Self.home)
     }
 
@@ -88,7 +90,11 @@ import Testing
     }
 
     @Test func aUsageErrorAboutOneCommandShowsThatCommandsUsage() throws {
-        #expect(throws: UsageError(message: "save needs an article ID (ID)", usage: "usage: flatsync-demo save ID [--title T] [--device DIR] [--cloud DIR] [--json]")) {
+        #expect(
+            throws: UsageError(
+                message: "save needs an article ID (ID)",
+                usage: "usage: flatsync-demo save ID [--title T] [--device DIR] [--cloud DIR] [--json]")
+        ) {
             _ = try parse(["save"])
         }
     }
@@ -108,7 +114,8 @@ import Testing
         let environment = ["FLATSYNC_DEVICE": "/devices/a", "FLATSYNC_CLOUD": "shared"]
         guard case .run(let defaults) = try parse(["list"]),
             case .run(let fromEnvironment) = try parse(["list"], environment: environment),
-            case .run(let fromOptions) = try parse(["list", "--device", "/x", "--cloud", "../y"], environment: environment),
+            case .run(let fromOptions) = try parse(
+                ["list", "--device", "/x", "--cloud", "../y"], environment: environment),
             case .run(let emptyVariable) = try parse(["list"], environment: ["FLATSYNC_DEVICE": ""])
         else {
             Issue.record("asked for help")

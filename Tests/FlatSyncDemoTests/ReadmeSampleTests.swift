@@ -35,12 +35,14 @@ import Testing
     @Test func theSampleRunsAndAnotherDeviceSeesItsChanges() async throws {
         try await withTemporaryDirectory { directory in
             let cloud = InMemoryCloud()
-            let entries = try await saveReadAndSync(deviceDirectory: directory.appendingPathComponent("phone"), cloud: cloud)
+            let entries = try await saveReadAndSync(
+                deviceDirectory: directory.appendingPathComponent("phone"), cloud: cloud)
             #expect(entries.map(\.articleID) == ["tides-of-change"])
             #expect(entries.first?.title == "Tides of change")
 
             let tablet = try await SyncContext.open(
-                directory: directory.appendingPathComponent("tablet"), account: CloudAccount(id: "user-1", transport: cloud)
+                directory: directory.appendingPathComponent("tablet"),
+                account: CloudAccount(id: "user-1", transport: cloud)
             )
             _ = try await tablet.syncNow()
             #expect(await tablet.readingList.entries().map(\.articleID) == ["tides-of-change"])
@@ -52,21 +54,25 @@ import Testing
     @Test func theReadmeShowsExactlyTheSampleThatIsCompiled() throws {
         let here = URL(fileURLWithPath: #filePath)
         let source = try String(contentsOf: here, encoding: .utf8)
-        let sample = try #require(Self.text(in: source, after: "// README sample begins\n", before: "// README sample ends\n"))
+        let sample = try #require(
+            Self.text(in: source, after: "// README sample begins\n", before: "// README sample ends\n"))
 
         let readme = try String(
             contentsOf: here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("README.md"),
             encoding: .utf8
         )
-        let section = try #require(readme.range(of: "## Use FlatSync from your own program"), "README.md lacks the section")
-        let block = try #require(Self.text(in: String(readme[section.upperBound...]), after: "```swift\n", before: "```\n"))
+        let section = try #require(
+            readme.range(of: "## Use FlatSync from your own program"), "README.md lacks the section")
+        let block = try #require(
+            Self.text(in: String(readme[section.upperBound...]), after: "```swift\n", before: "```\n"))
         #expect(block == sample)
     }
 
     /// The text between the first `start` and the next `end`.
     private static func text(in text: String, after start: String, before end: String) -> String? {
-        guard let open = text.range(of: start), let close = text.range(of: end, range: open.upperBound..<text.endIndex) else {
+        guard let open = text.range(of: start), let close = text.range(of: end, range: open.upperBound..<text.endIndex)
+        else {
             return nil
         }
         return String(text[open.upperBound..<close.lowerBound])

@@ -16,11 +16,17 @@ import Testing
             .zoneReset(zone: .readingList, reason: .tokenExpired),
             .zoneReset(zone: .readingHistory, reason: .deletedByUser),
             .conflictResolved(RecordID(zone: .readingList, name: "rl-x")),
-            .error(SyncEventError(code: "invalidArguments", message: "no", droppedRecord: RecordID(zone: .readingList, name: "rl-y"))),
+            .error(
+                SyncEventError(
+                    code: "invalidArguments", message: "no", droppedRecord: RecordID(zone: .readingList, name: "rl-y"))),
             .error(SyncEventError(code: "ioFailed", message: "snapshot")),
         ]
         for event in events { tally.record(event) }
-        #expect(tally.report == SyncReport(sent: 6, fetched: 5, deleted: 2, resets: ["ReadingList: tokenExpired", "ReadingHistory: deletedByUser"]))
+        #expect(
+            tally.report
+                == SyncReport(
+                    sent: 6, fetched: 5, deleted: 2,
+                    resets: ["ReadingList: tokenExpired", "ReadingHistory: deletedByUser"]))
         #expect(tally.dropped == 1)
     }
 
@@ -34,14 +40,22 @@ import Testing
     @Test func progressRewritesOneStatusLineWhileSendingManyRecords() {
         var progress = SyncProgress(pendingRecords: 250)
         #expect(progress.text(for: .willSend(zone: .readingHistory, saves: 100, deletes: 0)).isEmpty)
-        #expect(progress.text(for: .didSend(zone: .readingHistory, saved: 100, deleted: 0, failed: 0)) == "\r\u{1B}[Ksync: sent 100 of 250 changes")
-        #expect(progress.text(for: .didSend(zone: .readingHistory, saved: 100, deleted: 50, failed: 0)) == "\r\u{1B}[Ksync: sent 250 of 250 changes")
-        #expect(progress.text(for: .didFetch(zone: .readingHistory, changed: 300, deleted: 1)) == "\nsync: fetched ReadingHistory: 300 changed, 1 deleted\n")
+        #expect(
+            progress.text(for: .didSend(zone: .readingHistory, saved: 100, deleted: 0, failed: 0))
+                == "\r\u{1B}[Ksync: sent 100 of 250 changes")
+        #expect(
+            progress.text(for: .didSend(zone: .readingHistory, saved: 100, deleted: 50, failed: 0))
+                == "\r\u{1B}[Ksync: sent 250 of 250 changes")
+        #expect(
+            progress.text(for: .didFetch(zone: .readingHistory, changed: 300, deleted: 1))
+                == "\nsync: fetched ReadingHistory: 300 changed, 1 deleted\n")
         #expect(progress.finish().isEmpty, "the fetch line ended the status line")
     }
 
     @Test func aLargeFetchIsReportedEvenWhenLittleWasSent() {
         var progress = SyncProgress(pendingRecords: 0)
-        #expect(progress.text(for: .didFetch(zone: .readingList, changed: 201, deleted: 0)) == "sync: fetched ReadingList: 201 changed, 0 deleted\n")
+        #expect(
+            progress.text(for: .didFetch(zone: .readingList, changed: 201, deleted: 0))
+                == "sync: fetched ReadingList: 201 changed, 0 deleted\n")
     }
 }

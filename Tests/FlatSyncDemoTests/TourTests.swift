@@ -18,18 +18,24 @@ import Testing
         ] {
             #expect(result.stdout.contains(expected), "missing: \(expected)")
         }
-        let workspace = result.lines.first { $0.hasPrefix("Working in ") }?.dropFirst("Working in ".count).split(separator: " ").first
-        #expect(workspace.map { !FileManager.default.fileExists(atPath: String($0)) } == true, "the temporary directory is removed")
+        let workspace = result.lines.first { $0.hasPrefix("Working in ") }?.dropFirst("Working in ".count).split(
+            separator: " "
+        ).first
+        #expect(
+            workspace.map { !FileManager.default.fileExists(atPath: String($0)) } == true,
+            "the temporary directory is removed")
     }
 
     @Test func theTourSaysConvergedNoAndExits1WhenTheDevicesDiffer() async throws {
-        try await withSampleData(script: """
-            {"start": "2025-01-01T00:00:00Z", "devices": ["A", "B"], "steps": [
-              {"do": "offline", "device": "A"},
-              {"do": "save", "device": "A", "articles": ["ecb-holds-rates"]},
-              {"do": "compare"}
-            ]}
-            """) { directory in
+        try await withSampleData(
+            script: """
+                {"start": "2025-01-01T00:00:00Z", "devices": ["A", "B"], "steps": [
+                  {"do": "offline", "device": "A"},
+                  {"do": "save", "device": "A", "articles": ["ecb-holds-rates"]},
+                  {"do": "compare"}
+                ]}
+                """
+        ) { directory in
             let result = try await DemoProcess.run([], environment: ["FLATSYNC_SAMPLE_DATA": directory.path])
             #expect(result.status == 1, "\(result)")
             #expect(result.lines.last == "converged: no")
@@ -41,7 +47,9 @@ import Testing
         try await withTemporaryDirectory { directory in
             let result = try await DemoProcess.run([], environment: ["FLATSYNC_SAMPLE_DATA": directory.path])
             #expect(result.status == 1)
-            #expect(result.stderr.hasPrefix("flatsync-demo: cannot find the tour's sample data") && result.stderr.contains("FLATSYNC_SAMPLE_DATA"), "\(result)")
+            #expect(
+                result.stderr.hasPrefix("flatsync-demo: cannot find the tour's sample data")
+                    && result.stderr.contains("FLATSYNC_SAMPLE_DATA"), "\(result)")
         }
     }
 
@@ -51,19 +59,29 @@ import Testing
         let sample = try SampleData.load(environment: [:])
         #expect(sample.articles.count >= 50)
         #expect(Set(sample.articles.map(\.id)).count == sample.articles.count, "article IDs are unique")
-        #expect(throws: DemoFailure.self) { try SampleData.locate(environment: [:], sourceFile: "/nowhere/Sources/x/y.swift") }
+        #expect(throws: DemoFailure.self) {
+            try SampleData.locate(environment: [:], sourceFile: "/nowhere/Sources/x/y.swift")
+        }
     }
 
     @Test(arguments: [
-        (#"{"do": "save", "device": "C", "articles": ["ecb-holds-rates"]}"#, "step 1 (\"do\": \"save\"): unknown device \"C\""),
-        (#"{"do": "save", "device": "A", "articles": ["no-such-article"]}"#, "article \"no-such-article\" is not in articles.json"),
+        (
+            #"{"do": "save", "device": "C", "articles": ["ecb-holds-rates"]}"#,
+            "step 1 (\"do\": \"save\"): unknown device \"C\""
+        ),
+        (
+            #"{"do": "save", "device": "A", "articles": ["no-such-article"]}"#,
+            "article \"no-such-article\" is not in articles.json"
+        ),
         (#"{"do": "save", "device": "A"}"#, "needs a non-empty \"articles\" list"),
         (#"{"do": "dance"}"#, "step 1 (\"do\": \"dance\"): unknown action"),
         (#"{"do": "wait", "seconds": 0}"#, "\"seconds\" must be at least 1"),
         (#"{"do": "say"}"#, "needs \"text\""),
     ])
     func aBadScriptStepIsNamedBeforeTheTourStarts(step: String, message: String) throws {
-        let script = try JSONDecoder.tour.decode(TourScript.self, from: Data(#"{"start": "2025-01-01T00:00:00Z", "devices": ["A", "B"], "steps": [\#(step)]}"#.utf8))
+        let script = try JSONDecoder.tour.decode(
+            TourScript.self,
+            from: Data(#"{"start": "2025-01-01T00:00:00Z", "devices": ["A", "B"], "steps": [\#(step)]}"#.utf8))
         #expect {
             _ = try script.actions(articles: ["ecb-holds-rates"])
         } throws: { error in

@@ -79,7 +79,8 @@ import Testing
             let resets = b.report["resets"] as? [String] ?? []
             #expect(resets.contains("ReadingList: tokenExpired") && resets.contains("ReadingHistory: tokenExpired"))
             #expect(Set(try await world.list("B")) == ["first", "offline-edit", "after-expiry"])
-            #expect(try await world.history("B")["first"]?["liked"] as? Bool == true, "the pending like survived the reset")
+            #expect(
+                try await world.history("B")["first"]?["liked"] as? Bool == true, "the pending like survived the reset")
 
             try await world.ok("A", "sync")
             #expect(Set(try await world.list("A")) == ["first", "offline-edit", "after-expiry"])
@@ -150,9 +151,12 @@ import Testing
 
     @Test func deviceCommandsOtherThanSyncNeverTouchTheCloud() async throws {
         try await DemoWorld.run { world in
-            for command in [["save", "x"], ["visit", "x"], ["like", "x"], ["dislike", "x"], ["unsave", "x"],
-                            ["list"], ["history"], ["pending"], ["status"]] {
-                let result = try await DemoProcess.run(command + ["--device", world.device("A").path, "--cloud", world.cloud.path])
+            for command in [
+                ["save", "x"], ["visit", "x"], ["like", "x"], ["dislike", "x"], ["unsave", "x"],
+                ["list"], ["history"], ["pending"], ["status"],
+            ] {
+                let result = try await DemoProcess.run(
+                    command + ["--device", world.device("A").path, "--cloud", world.cloud.path])
                 #expect(result.status == 0, "\(command): \(result)")
             }
             #expect(!FileManager.default.fileExists(atPath: world.cloud.path), "a DirectoryCloud was opened")
@@ -165,7 +169,8 @@ import Testing
         try await DemoWorld.run { world in
             let store = try LocalStore(directory: world.device("A"))
             for command in [["list", "--json"], ["save", "x"], ["sync"]] {
-                let result = try await DemoProcess.run(command + ["--device", world.device("A").path, "--cloud", world.cloud.path])
+                let result = try await DemoProcess.run(
+                    command + ["--device", world.device("A").path, "--cloud", world.cloud.path])
                 #expect(result.status == 1, "\(command): \(result)")
                 #expect(result.stderr.contains("is in use by another process"), "\(result)")
                 #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
@@ -181,13 +186,16 @@ import Testing
             try await world.ok("A", "sync")
             try await world.ok("A", "save", "x")
             // Two: `sync` sends from start()'s background push, then again from syncNow().
-            try await DirectoryCloud(directory: world.cloud).setFaultPlan(.failNext(2, .modifyRecords, with: .networkUnavailable))
+            try await DirectoryCloud(directory: world.cloud).setFaultPlan(
+                .failNext(2, .modifyRecords, with: .networkUnavailable))
             let result = try await world.run("A", "sync", "--json")
             #expect(result.status == 1, "\(result)")
             let report = try result.json() as? [String: Any] ?? [:]
             #expect(report["sent"] as? Int == 0)
             let lines = result.stderr.split(separator: "\n")
-            #expect(lines.count == 1 && lines[0].contains("1 change still waiting to be sent") && lines[0].contains("run `flatsync-demo sync` again"), "\(result)")
+            #expect(
+                lines.count == 1 && lines[0].contains("1 change still waiting to be sent")
+                    && lines[0].contains("run `flatsync-demo sync` again"), "\(result)")
             try await world.ok("A", "sync")
             try await world.ok("B", "sync")
             #expect(try await world.list("B") == ["x"])
@@ -197,10 +205,13 @@ import Testing
     @Test func aSyncThatCannotReachTheCloudKeepsThePendingChanges() async throws {
         try await DemoWorld.run { world in
             try await world.ok("A", "save", "x")
-            try await DirectoryCloud(directory: world.cloud).setFaultPlan(.failNext(1, .listZones, with: .networkUnavailable))
+            try await DirectoryCloud(directory: world.cloud).setFaultPlan(
+                .failNext(1, .listZones, with: .networkUnavailable))
             let result = try await world.run("A", "sync")
             #expect(result.status == 1, "\(result)")
-            #expect(result.stderr.contains("could not reach the cloud") && result.stderr.contains("1 change stays pending"), "\(result)")
+            #expect(
+                result.stderr.contains("could not reach the cloud") && result.stderr.contains("1 change stays pending"),
+                "\(result)")
             let pending = try await world.run("A", "pending", "--json")
             #expect(try pending.json() as? [String: Int] == ["commands": 1, "records": 1])
         }
@@ -219,15 +230,19 @@ import Testing
             #expect(result.status == 2, "\(result)")
             #expect(result.stderr.hasPrefix("flatsync-demo: ") && result.stderr.contains("usage:"), "\(result)")
             #expect(result.stdout.isEmpty)
-            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent(".flatsync").path), "nothing was opened")
+            #expect(
+                !FileManager.default.fileExists(atPath: directory.appendingPathComponent(".flatsync").path),
+                "nothing was opened")
         }
     }
 
     @Test func helpForTheToolAndForEachCommand() async throws {
         let tool = try await DemoProcess.run(["--help"])
         #expect(tool.status == 0)
-        for command in ["save ID", "unsave ID", "visit ID", "like ID", "dislike ID", "list", "history", "pending", "sync",
-                        "status", "cloud stats", "cloud expire-tokens", "cloud delete-zone ZONE", "cloud faults"] {
+        for command in [
+            "save ID", "unsave ID", "visit ID", "like ID", "dislike ID", "list", "history", "pending", "sync",
+            "status", "cloud stats", "cloud expire-tokens", "cloud delete-zone ZONE", "cloud faults",
+        ] {
             #expect(tool.stdout.contains("  \(command)"), "\(command) is missing from --help")
         }
         let save = try await DemoProcess.run(["save", "--help"])
@@ -240,13 +255,19 @@ import Testing
         try await withTemporaryDirectory { directory in
             let saved = try await DemoProcess.run(["save", "x"], currentDirectory: directory)
             #expect(saved.status == 0, "\(saved)")
-            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent(".flatsync/device/commands.log").path))
+            #expect(
+                FileManager.default.fileExists(
+                    atPath: directory.appendingPathComponent(".flatsync/device/commands.log").path))
             let synced = try await DemoProcess.run(["sync"], currentDirectory: directory)
             #expect(synced.status == 0, "\(synced)")
-            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent(".flatsync/cloud/cloud-state").path))
+            #expect(
+                FileManager.default.fileExists(
+                    atPath: directory.appendingPathComponent(".flatsync/cloud/cloud-state").path))
 
-            let environment = ["FLATSYNC_DEVICE": directory.appendingPathComponent("other").path,
-                               "FLATSYNC_CLOUD": directory.appendingPathComponent(".flatsync/cloud").path]
+            let environment = [
+                "FLATSYNC_DEVICE": directory.appendingPathComponent("other").path,
+                "FLATSYNC_CLOUD": directory.appendingPathComponent(".flatsync/cloud").path,
+            ]
             let other = try await DemoProcess.run(["sync"], environment: environment, currentDirectory: directory)
             #expect(other.status == 0, "\(other)")
             let list = try await DemoProcess.run(["list", "--json"], environment: environment)

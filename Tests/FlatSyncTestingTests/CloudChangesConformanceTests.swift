@@ -133,7 +133,8 @@ struct CloudChangesConformanceTests {
                     seen += page.changedRecords.map(\.id) + page.deletedRecordIDs
                     nextToken = page.token
                     if !page.moreComing { break }
-                    #expect(page.changedRecords.count + page.deletedRecordIDs.count == 7, "a full page before moreComing")
+                    #expect(
+                        page.changedRecords.count + page.deletedRecordIDs.count == 7, "a full page before moreComing")
                 }
                 #expect(Set(seen).count == seen.count, "a record came twice: \(seen)")
                 #expect(seen.count == expectedChanged + expectedDeleted)
@@ -259,7 +260,8 @@ struct CloudChangesConformanceTests {
         if random.nextIndex(below: 3) == 0 {
             try await cloud.forceDelete([name])
         } else {
-            try await cloud.save([makeRecord(name, ["v": .int(Int64(random.nextIndex(below: 1000)))])], policy: .allKeys)
+            try await cloud.save(
+                [makeRecord(name, ["v": .int(Int64(random.nextIndex(below: 1000)))])], policy: .allKeys)
         }
     }
 
@@ -311,10 +313,11 @@ struct CloudChangesConformanceTests {
 
             let changes = try await cloud.fetchDatabaseChanges(since: token)
             #expect(changes.changedZones.isEmpty)
-            #expect(changes.deletedZones == [
-                ZoneDeletion(zone: .notes, reason: .deleted),
-                ZoneDeletion(zone: .photos, reason: .deletedByUser),
-            ])
+            #expect(
+                changes.deletedZones == [
+                    ZoneDeletion(zone: .notes, reason: .deleted),
+                    ZoneDeletion(zone: .photos, reason: .deletedByUser),
+                ])
             let fromNil = try await cloud.fetchDatabaseChanges(since: nil)
             #expect(fromNil.changedZones == [third])
             #expect(fromNil.deletedZones.isEmpty, "a client starting from nil has no zone to delete")
@@ -335,10 +338,11 @@ struct CloudChangesConformanceTests {
 
             let changes = try await cloud.fetchDatabaseChanges(since: token)
             #expect(changes.changedZones == [.notes, .photos])
-            #expect(changes.deletedZones == [
-                ZoneDeletion(zone: .notes, reason: .deletedByUser),
-                ZoneDeletion(zone: .photos, reason: .deleted),
-            ])
+            #expect(
+                changes.deletedZones == [
+                    ZoneDeletion(zone: .notes, reason: .deletedByUser),
+                    ZoneDeletion(zone: .photos, reason: .deleted),
+                ])
         }
     }
 
@@ -436,7 +440,9 @@ struct CloudChangesConformanceTests {
                     _ = try await cloud.fetchZoneChanges(in: zone, since: token, resultsLimit: 10)
                 }
             }
-            await expectCloudError(.changeTokenExpired) { _ = try await cloud.fetchDatabaseChanges(since: databaseToken) }
+            await expectCloudError(.changeTokenExpired) {
+                _ = try await cloud.fetchDatabaseChanges(since: databaseToken)
+            }
 
             // Tokens minted afterwards work.
             let fresh = try await cloud.fetchAll()
@@ -483,7 +489,8 @@ struct CloudChangesConformanceTests {
             case .empty: token = ChangeToken(data: Data())
             case .garbage:
                 var random = SeededRandomNumberGenerator(seed: 99)
-                token = ChangeToken(data: Data((0..<valid.data.count).map { _ in UInt8.random(in: 0...255, using: &random) }))
+                token = ChangeToken(
+                    data: Data((0..<valid.data.count).map { _ in UInt8.random(in: 0...255, using: &random) }))
             case .flippedByte:
                 var bytes = valid.data
                 bytes[bytes.count / 2] ^= 0x10

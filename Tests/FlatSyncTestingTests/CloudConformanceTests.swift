@@ -153,7 +153,8 @@ struct CloudConformanceTests {
             let replaced = try await cloud.saveOne(stale, policy: .allKeys)
             #expect(replaced.fields == ["c": .int(3)])
 
-            let created = try await cloud.saveOne(makeRecord("fresh", ["x": .int(1)], tag: ChangeTag("9.zz")), policy: .allKeys)
+            let created = try await cloud.saveOne(
+                makeRecord("fresh", ["x": .int(1)], tag: ChangeTag("9.zz")), policy: .allKeys)
             #expect(created.fields == ["x": .int(1)], "allKeys creates a missing record, even with a tag")
             #expect(try await cloud.records(in: .notes).count == 2)
         }
@@ -206,7 +207,9 @@ struct CloudConformanceTests {
             try await cloud.createZones([.notes])
             let first = try await cloud.saveOne(makeRecord("a"))
             _ = try await cloud.saveOne(first)
-            let result = try await cloud.delete([RecordDeletion(recordID("a"), changeTag: first.changeTag, policy: .force)])
+            let result = try await cloud.delete([
+                RecordDeletion(recordID("a"), changeTag: first.changeTag, policy: .force)
+            ])
             #expect(result.deleted == [recordID("a")])
             #expect(try await cloud.records(in: .notes) == [])
         }
@@ -277,7 +280,10 @@ struct CloudConformanceTests {
             let existing = try await cloud.saveOne(makeRecord("existing"))
             let doomed = try await cloud.saveOne(makeRecord("doomed"))
             let result = try await cloud.modifyRecords(
-                saving: [RecordSave(makeRecord("new")), RecordSave(makeRecord("existing")), RecordSave(makeRecord("x", in: .photos))],
+                saving: [
+                    RecordSave(makeRecord("new")), RecordSave(makeRecord("existing")),
+                    RecordSave(makeRecord("x", in: .photos)),
+                ],
                 deleting: [RecordDeletion(doomed.id, changeTag: doomed.changeTag)],
                 atomically: false
             )
@@ -363,12 +369,17 @@ struct CloudConformanceTests {
             case .duplicateSave:
                 return ([valid, RecordSave(makeRecord("twice")), RecordSave(makeRecord("twice"))], [doomed])
             case .duplicateSaveAndDelete:
-                return ([valid, RecordSave(makeRecord("twice"))], [doomed, RecordDeletion(recordID("twice"), policy: .force)])
+                return (
+                    [valid, RecordSave(makeRecord("twice"))],
+                    [doomed, RecordDeletion(recordID("twice"), policy: .force)]
+                )
             case .duplicateDelete:
                 return ([valid], [doomed, doomed])
             case .tooManyOperations:
                 let saves = (0..<300).map { RecordSave(makeRecord("r\($0)")) }
-                return ([valid] + saves, [doomed] + (0..<100).map { RecordDeletion(recordID("d\($0)"), policy: .force) })
+                return (
+                    [valid] + saves, [doomed] + (0..<100).map { RecordDeletion(recordID("d\($0)"), policy: .force) }
+                )
             case .recordOverOneMegabyte:
                 let large = makeRecord("large", ["blob": .string(String(repeating: "x", count: 1_048_577))])
                 return ([valid, RecordSave(large)], [doomed])

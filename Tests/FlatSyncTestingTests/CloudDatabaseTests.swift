@@ -14,15 +14,18 @@ struct CloudDatabaseTests {
         try database.createZones([.notes, .photos])
         _ = try database.modifyRecords(
             saving: [
-                RecordSave(makeRecord("a", ["s": .string("ü"), "i": .int(-7), "d": .date(Date(timeIntervalSince1970: 1.25))])),
+                RecordSave(
+                    makeRecord("a", ["s": .string("ü"), "i": .int(-7), "d": .date(Date(timeIntervalSince1970: 1.25))])),
                 RecordSave(makeRecord("b")), RecordSave(makeRecord("c", in: .photos)),
             ],
             deleting: [],
             atomically: true
         )
-        _ = try database.modifyRecords(saving: [], deleting: [RecordDeletion(recordID("b"), policy: .force)], atomically: false)
+        _ = try database.modifyRecords(
+            saving: [], deleting: [RecordDeletion(recordID("b"), policy: .force)], atomically: false)
         _ = try database.modifyRecords(saving: [RecordSave(makeRecord("b"))], deleting: [], atomically: false)
-        _ = try database.modifyRecords(saving: [], deleting: [RecordDeletion(recordID("b"), policy: .force)], atomically: false)
+        _ = try database.modifyRecords(
+            saving: [], deleting: [RecordDeletion(recordID("b"), policy: .force)], atomically: false)
         try database.deleteZoneAsUser(.photos)
         try database.createZones([.photos])
         _ = try? database.perform(.listZones) { $0.listZones() }
@@ -39,9 +42,13 @@ struct CloudDatabaseTests {
         // And it behaves the same afterwards: the same next tag, the same token bytes.
         var original = database
         var copy = decoded
-        #expect(try original.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 1) == copy.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 1))
+        #expect(
+            try original.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 1)
+                == copy.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 1))
         let save = [RecordSave(makeRecord("z"))]
-        #expect(try original.modifyRecords(saving: save, deleting: [], atomically: true) == copy.modifyRecords(saving: save, deleting: [], atomically: true))
+        #expect(
+            try original.modifyRecords(saving: save, deleting: [], atomically: true)
+                == copy.modifyRecords(saving: save, deleting: [], atomically: true))
     }
 
     /// The packed records keep every field value exactly, whatever its size or sign.
@@ -66,7 +73,10 @@ struct CloudDatabaseTests {
     @Test func faultPlansRoundTripThroughAPropertyList() throws {
         let plan = FaultPlan.failNext(2, .modifyRecords, with: .zoneBusy, retryAfter: .milliseconds(1_500))
             .then(.loseResponses(1, nil))
-            .then(.random(rate: 0.25, seed: .max, effects: [.responseLost, .error(.networkFailure)], kinds: [.fetchZoneChanges]))
+            .then(
+                .random(
+                    rate: 0.25, seed: .max, effects: [.responseLost, .error(.networkFailure)],
+                    kinds: [.fetchZoneChanges]))
         let encoder = PropertyListEncoder()
         encoder.outputFormat = .binary
         #expect(try PropertyListDecoder().decode(FaultPlan.self, from: encoder.encode(plan)) == plan)
@@ -107,10 +117,13 @@ struct CloudDatabaseTests {
     @Test func compactionForgetsOldTombstonesButKeepsTheRecords() throws {
         var database = CloudDatabase(changeHistoryLimit: 2, serverID: 5)
         try database.createZones([.notes])
-        _ = try database.modifyRecords(saving: (0..<10).map { RecordSave(makeRecord("r\($0)")) }, deleting: [], atomically: true)
-        _ = try database.modifyRecords(saving: [], deleting: (0..<5).map { RecordDeletion(recordID("r\($0)"), policy: .force) }, atomically: true)
+        _ = try database.modifyRecords(
+            saving: (0..<10).map { RecordSave(makeRecord("r\($0)")) }, deleting: [], atomically: true)
+        _ = try database.modifyRecords(
+            saving: [], deleting: (0..<5).map { RecordDeletion(recordID("r\($0)"), policy: .force) }, atomically: true)
         let token = try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 100).token
-        _ = try database.modifyRecords(saving: (0..<2).map { RecordSave(makeRecord("s\($0)")) }, deleting: [], atomically: true)
+        _ = try database.modifyRecords(
+            saving: (0..<2).map { RecordSave(makeRecord("s\($0)")) }, deleting: [], atomically: true)
         #expect(database.records(in: .notes).count == 7)
         let encoder = PropertyListEncoder()
         encoder.outputFormat = .binary

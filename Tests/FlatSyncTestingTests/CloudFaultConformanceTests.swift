@@ -29,10 +29,11 @@ struct CloudFaultConformanceTests {
             _ = try await cloud.counters()
 
             let counters = try await cloud.counters()
-            #expect(counters.requestsByKind == [
-                .createZones: 1, .listZones: 2, .modifyRecords: 2, .lookupRecords: 1,
-                .fetchZoneChanges: 1, .fetchDatabaseChanges: 1,
-            ])
+            #expect(
+                counters.requestsByKind == [
+                    .createZones: 1, .listZones: 2, .modifyRecords: 2, .lookupRecords: 1,
+                    .fetchZoneChanges: 1, .fetchDatabaseChanges: 1,
+                ])
             #expect(counters.requests == 8)
             #expect(counters.modifyRequests == 2)
             #expect(counters.requests(.deleteZones) == 0)
@@ -199,7 +200,8 @@ struct CloudFaultConformanceTests {
     func randomFaultsHitOnlyTheChosenKindsAndCodes(_ kind: CloudUnderTest) async throws {
         try await kind.withCloud { cloud in
             try await cloud.createZones([.notes])
-            try await cloud.setFaultPlan(.random(rate: 1, seed: 1, effects: [.error(.quotaExceeded)], kinds: [.modifyRecords]))
+            try await cloud.setFaultPlan(
+                .random(rate: 1, seed: 1, effects: [.error(.quotaExceeded)], kinds: [.modifyRecords]))
             for _ in 0..<5 {
                 _ = try await cloud.listZones()
                 await expectCloudError(.quotaExceeded) { try await cloud.save([makeRecord("a")]) }

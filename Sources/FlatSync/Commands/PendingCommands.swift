@@ -112,7 +112,8 @@ public struct PendingCommands: Sendable {
         for (index, change) in mutation.changes.enumerated() {
             precondition(change.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
             var incoming = change
-            if let existingID = location[change.recordID], let existing = commands[existingID]?.changes[change.recordID] {
+            if let existingID = location[change.recordID], let existing = commands[existingID]?.changes[change.recordID]
+            {
                 result.coalescedChanges += 1
                 incoming = existing.coalesced(with: change)
                 if commands[existingID]!.kind == incoming.commandKind {
@@ -131,7 +132,8 @@ public struct PendingCommands: Sendable {
             }
             if isLargeBatch && reservedCommand != target {
                 reservedCommand = target
-                commands[target]!.changes.reserveCapacity(commands[target]!.changes.count + mutation.changes.count - index)
+                commands[target]!.changes.reserveCapacity(
+                    commands[target]!.changes.count + mutation.changes.count - index)
             }
             commands[target]!.changes[incoming.recordID] = incoming
             location[incoming.recordID] = target
@@ -160,7 +162,9 @@ public struct PendingCommands: Sendable {
         // which made acknowledging a large command quadratic.
         guard commands[commandID] != nil else { return }
         commands[commandID]!.changes[recordID] = nil
-        guard commands[commandID]!.changes.isEmpty, let zone = commands.removeValue(forKey: commandID)?.zone else { return }
+        guard commands[commandID]!.changes.isEmpty, let zone = commands.removeValue(forKey: commandID)?.zone else {
+            return
+        }
         if let index = order[zone]?.lastIndex(of: commandID) {
             order[zone]!.remove(at: index)
             if order[zone]!.isEmpty { order[zone] = nil }

@@ -2,11 +2,11 @@ import Foundation
 import Synchronization
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// A durable, append-only log of framed binary entries: the durability point of FlatSync's command queue.
@@ -162,14 +162,14 @@ package final class AppendLog: Sendable {
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` (cause: the `POSIXError`) when the flush that
     ///   would cover the ticket failed, or failed earlier.
     #if compiler(>=6.2)
-    @concurrent
-    package func waitUntilDurable(_ ticket: Ticket) async throws(FlatSyncError) {
-        try await waitForFlush(ticket)
-    }
+        @concurrent
+        package func waitUntilDurable(_ ticket: Ticket) async throws(FlatSyncError) {
+            try await waitForFlush(ticket)
+        }
     #else
-    package func waitUntilDurable(_ ticket: Ticket) async throws(FlatSyncError) {
-        try await waitForFlush(ticket)
-    }
+        package func waitUntilDurable(_ ticket: Ticket) async throws(FlatSyncError) {
+            try await waitForFlush(ticket)
+        }
     #endif
 
     private func waitForFlush(_ ticket: Ticket) async throws(FlatSyncError) {

@@ -193,7 +193,8 @@ package struct BinaryReader {
         offset += count
         guard count > 0 else { return "" }
         // The bytes come from a Data, whose memory is bound to UInt8.
-        let utf8 = UnsafeBufferPointer(start: (bytes.baseAddress! + start).assumingMemoryBound(to: UInt8.self), count: count)
+        let utf8 = UnsafeBufferPointer(
+            start: (bytes.baseAddress! + start).assumingMemoryBound(to: UInt8.self), count: count)
         guard let string = String(validating: utf8, as: UTF8.self) else {
             throw damaged("invalid UTF-8")
         }
@@ -226,7 +227,6 @@ package struct BinaryReader {
         try readBool() ? try readString(reusing: &recent) : nil
     }
 
-
     package mutating func readData() throws(FlatSyncError) -> Data {
         let count = try readCount()
         let data = Data(bytes[offset..<offset + count])
@@ -243,7 +243,8 @@ package struct BinaryReader {
 
 extension Data {
     /// Runs `body` with a ``BinaryReader`` over the data's bytes.
-    package func withBinaryReader<T>(_ body: (inout BinaryReader) throws(FlatSyncError) -> T) throws(FlatSyncError) -> T {
+    package func withBinaryReader<T>(_ body: (inout BinaryReader) throws(FlatSyncError) -> T) throws(FlatSyncError) -> T
+    {
         let result: Result<T, FlatSyncError> = withUnsafeBytes { buffer in
             var reader = BinaryReader(buffer)
             do throws(FlatSyncError) {

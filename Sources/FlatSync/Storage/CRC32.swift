@@ -29,7 +29,8 @@ package enum CRC32 {
             while count - index >= 8 {
                 let lo = base.loadUnaligned(fromByteOffset: index, as: UInt32.self).littleEndian ^ c
                 let hi = base.loadUnaligned(fromByteOffset: index + 4, as: UInt32.self).littleEndian
-                c = t7[Int(lo & 0xFF)] ^ t6[Int((lo >> 8) & 0xFF)] ^ t5[Int((lo >> 16) & 0xFF)]
+                c =
+                    t7[Int(lo & 0xFF)] ^ t6[Int((lo >> 8) & 0xFF)] ^ t5[Int((lo >> 16) & 0xFF)]
                     ^ t4[Int(lo >> 24)] ^ t3[Int(hi & 0xFF)] ^ t2[Int((hi >> 8) & 0xFF)]
                     ^ t1[Int((hi >> 16) & 0xFF)] ^ t0[Int(hi >> 24)]
                 index += 8

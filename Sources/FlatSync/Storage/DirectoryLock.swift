@@ -2,11 +2,11 @@ import Foundation
 import Synchronization
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Exclusive ownership of a directory, held through `flock` on a lock file that is never renamed.

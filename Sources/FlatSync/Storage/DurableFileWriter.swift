@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Replaces a file so that after a crash or a power loss the path holds either the old bytes or the new
@@ -70,12 +70,12 @@ package struct DurableFileWriter: Sendable {
     /// Returns 0 on success and -1 with `errno` set on failure, like the system call.
     package static func fullSync(_ fd: Int32) -> Int32 {
         #if canImport(Darwin)
-        if fcntl(fd, F_FULLFSYNC) == 0 { return 0 }
-        // Some file systems (network shares, RAM disks) do not support F_FULLFSYNC; fsync is the best left.
-        if errno == ENOTSUP || errno == EINVAL { return fsync(fd) }
-        return -1
+            if fcntl(fd, F_FULLFSYNC) == 0 { return 0 }
+            // Some file systems (network shares, RAM disks) do not support F_FULLFSYNC; fsync is the best left.
+            if errno == ENOTSUP || errno == EINVAL { return fsync(fd) }
+            return -1
         #else
-        return fsync(fd)
+            return fsync(fd)
         #endif
     }
 

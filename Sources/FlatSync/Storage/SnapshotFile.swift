@@ -134,17 +134,22 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
                     while !names.isAtEnd {
                         state.changeTags[try names.readString()] = ChangeTag(rawValue: try tags.readString())
                     }
-                    guard tags.isAtEnd else { throw FlatSyncError(.damagedFile, "Change tag columns differ in length.") }
+                    guard tags.isAtEnd else {
+                        throw FlatSyncError(.damagedFile, "Change tag columns differ in length.")
+                    }
                 }
             }
             try createdSinceFetch?.withBinaryReader { (names) throws(FlatSyncError) in
                 while !names.isAtEnd { state.createdSinceFetch.insert(try names.readString()) }
             }
             try skippedVersions?.withBinaryReader { (pairs) throws(FlatSyncError) in
-                while !pairs.isAtEnd { state.skippedVersions[try pairs.readString()] = ChangeTag(try pairs.readString()) }
+                while !pairs.isAtEnd {
+                    state.skippedVersions[try pairs.readString()] = ChangeTag(try pairs.readString())
+                }
             }
         } catch {
-            throw FlatSyncError(.damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)
+            throw FlatSyncError(
+                .damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)
         }
         return state
     }
@@ -183,7 +188,9 @@ package struct ColumnReader: ~Copyable {
     }
 
     /// Reads `count` values with `read`, failing if the column holds more or fewer.
-    package func values<T>(_ count: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T) throws(FlatSyncError) -> [T] {
+    package func values<T>(_ count: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T) throws(FlatSyncError)
+        -> [T]
+    {
         let name = self.name
         return try data.withBinaryReader { (reader) throws(FlatSyncError) -> [T] in
             var values: [T] = []

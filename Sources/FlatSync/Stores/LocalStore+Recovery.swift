@@ -51,7 +51,8 @@ extension LocalStore {
             zones.readingList = try Self.loadSnapshot(ReadingListEntry.self, in: directory, now: now, events: &events)
             zones.history = try Self.loadSnapshot(ReadingHistoryItem.self, in: directory, now: now, events: &events)
             snapshotSequenceOnDisk = [
-                .readingList: zones.readingList.appliedThroughSequence, .readingHistory: zones.history.appliedThroughSequence,
+                .readingList: zones.readingList.appliedThroughSequence,
+                .readingHistory: zones.history.appliedThroughSequence,
             ]
             nextSequence = max(zones.readingList.appliedThroughSequence, zones.history.appliedThroughSequence) + 1
 
@@ -144,7 +145,8 @@ extension LocalStore {
             for change in overlay.values.sorted(by: { $0.sequence < $1.sequence }) {
                 if change.recordID.zone == .readingList {
                     zones.readingList.apply(change)
-                    zones.readingList.appliedThroughSequence = max(zones.readingList.appliedThroughSequence, change.sequence)
+                    zones.readingList.appliedThroughSequence = max(
+                        zones.readingList.appliedThroughSequence, change.sequence)
                 } else if change.recordID.zone == .readingHistory {
                     zones.history.apply(change)
                     zones.history.appliedThroughSequence = max(zones.history.appliedThroughSequence, change.sequence)
@@ -196,7 +198,9 @@ extension LocalStore {
             }
         }
 
-        private static func quarantine(_ url: URL, because error: any Error, now: Date, into events: inout [SyncEvent]) throws {
+        private static func quarantine(_ url: URL, because error: any Error, now: Date, into events: inout [SyncEvent])
+            throws
+        {
             let moved = try Quarantine.moveAside(url, now: now)
             let reason = (error as? FlatSyncError)?.message ?? "\(error)"
             events.append(.fileQuarantined(original: url.path, movedTo: moved.path, reason: reason))

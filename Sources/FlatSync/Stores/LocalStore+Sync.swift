@@ -145,9 +145,11 @@ extension LocalStore {
         var result: FetchApplication
         var malformed: [SyncEvent] = []
         if zone == .readingList {
-            result = Self.apply(changed, deleted, token, isReset, to: &zones.readingList, pending: pending, events: &malformed)
+            result = Self.apply(
+                changed, deleted, token, isReset, to: &zones.readingList, pending: pending, events: &malformed)
         } else {
-            result = Self.apply(changed, deleted, token, isReset, to: &zones.history, pending: pending, events: &malformed)
+            result = Self.apply(
+                changed, deleted, token, isReset, to: &zones.history, pending: pending, events: &malformed)
         }
         for event in malformed { eventHub.emit(event) }
         stateDidChange(zone)
@@ -218,7 +220,8 @@ extension LocalStore {
             records = zones.readingList.items.values.map(\.record)
         } else {
             let now = options.currentDate()
-            records = options.historyRetention.itemsForSeeding(Array(zones.history.items.values), now: now).map(\.record)
+            records = options.historyRetention.itemsForSeeding(Array(zones.history.items.values), now: now).map(
+                \.record)
         }
         guard !records.isEmpty else { return 0 }
         return try await enqueueSaves(records.sorted { $0.id < $1.id }, in: zone)

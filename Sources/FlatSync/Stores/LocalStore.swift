@@ -109,7 +109,8 @@ public actor LocalStore {
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
             )
         } catch {
-            throw FlatSyncError(.ioFailed, "The store directory could not be created.", cause: error, path: directory.path)
+            throw FlatSyncError(
+                .ioFailed, "The store directory could not be created.", cause: error, path: directory.path)
         }
         let lock = try DirectoryLock.acquire(in: directory)
         _ = DurableFileWriter.removeLeftoverTemporaryFiles(in: directory)
@@ -201,7 +202,9 @@ public actor LocalStore {
         for itemChange in itemChanges {
             let articleID = itemChange.articleID
             let item = itemChange.applied(to: zones[keyPath: zone].items[articleID], now: now, deviceID: deviceID)
-            guard let recordChange = zones[keyPath: zone].replace(articleID, with: item, sequence: sequence) else { continue }
+            guard let recordChange = zones[keyPath: zone].replace(articleID, with: item, sequence: sequence) else {
+                continue
+            }
             if let index = indexByRecord[recordChange.recordID] {
                 changes[index] = changes[index].coalesced(with: recordChange)
             } else {
@@ -259,7 +262,11 @@ public actor LocalStore {
         do {
             try await persistSnapshot(of: zone)
         } catch {
-            eventHub.emit(.error(SyncEventError(code: "\((error as? FlatSyncError)?.code.description ?? "ioFailed")", message: "The snapshot of \(zone) could not be saved: \(error)")))
+            eventHub.emit(
+                .error(
+                    SyncEventError(
+                        code: "\((error as? FlatSyncError)?.code.description ?? "ioFailed")",
+                        message: "The snapshot of \(zone) could not be saved: \(error)")))
         }
     }
 
@@ -271,7 +278,8 @@ public actor LocalStore {
 
     private func writeSnapshotIfChanged(_ zone: ZoneID) async throws {
         let version = stateVersion[zone, default: 0]
-        guard version > versionOnDisk[zone, default: 0] || !FileManager.default.fileExists(atPath: snapshotURL(zone).path)
+        guard
+            version > versionOnDisk[zone, default: 0] || !FileManager.default.fileExists(atPath: snapshotURL(zone).path)
         else { return }
         let url = snapshotURL(zone)
         let covered: UInt64
@@ -292,7 +300,9 @@ public actor LocalStore {
     }
 
     /// Encodes and writes a snapshot away from the actor, so mutations go on meanwhile.
-    private nonisolated static func writeSnapshot<Item: ColumnarItem>(_ state: ZoneState<Item>, to url: URL) async throws {
+    private nonisolated static func writeSnapshot<Item: ColumnarItem>(_ state: ZoneState<Item>, to url: URL)
+        async throws
+    {
         let data = try SnapshotFile(state).encoded()
         try DurableFileWriter().write(data, to: url)
     }

@@ -52,7 +52,10 @@ package final class RecordKeySets: Sendable {
 extension ReadingHistoryItem: RecordDiffable {
     /// The record's keys, in the order of the mask bits below.
     private static let keySets = RecordKeySets(
-        ["articleID", "maxVersionSeen", "readCount", "likingStatus", "lastVisited", "firstSeen", "deviceID", "likingChangedAt"]
+        [
+            "articleID", "maxVersionSeen", "readCount", "likingStatus", "lastVisited", "firstSeen", "deviceID",
+            "likingChangedAt",
+        ]
             + Flags.fields.map(\.1)
     )
 

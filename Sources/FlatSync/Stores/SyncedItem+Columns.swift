@@ -19,9 +19,13 @@ extension ReadingListEntry: ColumnarItem {
     }
 
     package static func items(from columns: [String: Data], count: Int) throws(FlatSyncError) -> [ReadingListEntry] {
-        let ids = try ColumnReader(columns, "articleID").values(count) { (r) throws(FlatSyncError) in try r.readString() }
-        let dates = try ColumnReader(columns, "dateAdded").values(count) { (r) throws(FlatSyncError) in try r.readDate() }
-        let origins = try ColumnReader(columns, "origin").values(count) { (r) throws(FlatSyncError) in try r.readSigned() }
+        let ids = try ColumnReader(columns, "articleID").values(count) { (r) throws(FlatSyncError) in try r.readString()
+        }
+        let dates = try ColumnReader(columns, "dateAdded").values(count) { (r) throws(FlatSyncError) in try r.readDate()
+        }
+        let origins = try ColumnReader(columns, "origin").values(count) { (r) throws(FlatSyncError) in
+            try r.readSigned()
+        }
         let titles = try ColumnReader(columns, "title").values(count) { (r) throws(FlatSyncError) in
             try r.readOptionalString()
         }
@@ -65,13 +69,16 @@ extension ReadingHistoryItem: ColumnarItem {
             let value = try reader.readDouble()
             return value.isNaN ? nil : Date(timeIntervalSinceReferenceDate: value)
         }
-        let ids = try ColumnReader(columns, "articleID").values(count) { (r) throws(FlatSyncError) in try r.readString() }
+        let ids = try ColumnReader(columns, "articleID").values(count) { (r) throws(FlatSyncError) in try r.readString()
+        }
         let lastVisited = try ColumnReader(columns, "lastVisited").values(count, optionalDate)
         let firstSeen = try ColumnReader(columns, "firstSeen").values(count, optionalDate)
         let versions = try ColumnReader(columns, "maxVersionSeen").values(count) { (r) throws(FlatSyncError) in
             try r.readSigned()
         }
-        let counts = try ColumnReader(columns, "readCount").values(count) { (r) throws(FlatSyncError) in try r.readSigned() }
+        let counts = try ColumnReader(columns, "readCount").values(count) { (r) throws(FlatSyncError) in
+            try r.readSigned()
+        }
         // A handful of devices visit everything: items share their device ID strings instead of holding
         // 100,000 copies of a few (8 MB of a 100k cold start's peak memory).
         var recentDevices: [String] = []

@@ -78,7 +78,8 @@ extension Record {
         }
         let articleID = try requiredString("articleID")
         guard id.name == Item.recordNamePrefix + articleID, id.zone == Item.zone else {
-            throw FlatSyncError(.malformedRecord, "The record \(id) holds the article ID \(articleID), which does not match its name.")
+            throw FlatSyncError(
+                .malformedRecord, "The record \(id) holds the article ID \(articleID), which does not match its name.")
         }
         do throws(FlatSyncError) {
             try ArticleID.validate(articleID)

@@ -14,7 +14,10 @@ public struct RetryPolicy: Hashable, Sendable {
     public var jitter: Double
 
     /// A policy; the defaults are 1 s doubling to 5 minutes with up to 50 % jitter.
-    public init(initialDelay: Duration = .seconds(1), multiplier: Double = 2, maximumDelay: Duration = .seconds(300), jitter: Double = 0.5) {
+    public init(
+        initialDelay: Duration = .seconds(1), multiplier: Double = 2, maximumDelay: Duration = .seconds(300),
+        jitter: Double = 0.5
+    ) {
         self.initialDelay = initialDelay
         self.multiplier = multiplier
         self.maximumDelay = maximumDelay
@@ -34,4 +37,3 @@ public struct RetryPolicy: Hashable, Sendable {
         return .milliseconds(Int64((scaled * 1000).rounded()))
     }
 }
-

@@ -44,7 +44,8 @@ extension SyncContext {
         /// The stop as an error to throw.
         var error: any Error {
             switch self {
-            case .retryLater(let after): return CloudError(.serviceUnavailable, "The server asked to retry later.", retryAfter: after)
+            case .retryLater(let after):
+                return CloudError(.serviceUnavailable, "The server asked to retry later.", retryAfter: after)
             case .waitForNetwork: return CloudError(.networkUnavailable, "The network is unavailable.")
             case .paused(.quotaExceeded): return CloudError(.quotaExceeded, "The account's storage is full.")
             case .paused(.notAuthenticated): return CloudError(.notAuthenticated, "No account can be used.")
@@ -179,7 +180,8 @@ extension SyncContext {
         emit(.willSend(zone: zone, saves: request.saves.count, deletes: request.deletes.count))
         let response: ModifyRecordsResult
         do {
-            response = try await transport.modifyRecords(saving: request.saves, deleting: request.deletes, atomically: false)
+            response = try await transport.modifyRecords(
+                saving: request.saves, deleting: request.deletes, atomically: false)
         } catch {
             guard let cloudError = error as? CloudError else {
                 result.next = .stop(.from(error))
@@ -207,7 +209,10 @@ extension SyncContext {
             result.next = .stop(.cancelled)
             return result
         }
-        emit(.didSend(zone: zone, saved: response.saved.count, deleted: response.deleted.count, failed: response.failed.count))
+        emit(
+            .didSend(
+                zone: zone, saved: response.saved.count, deleted: response.deleted.count, failed: response.failed.count)
+        )
         for change in batch {
             let id = change.recordID
             if let saved = response.saved[id] {
@@ -248,7 +253,8 @@ extension SyncContext {
                 // The server may hold this very save, committed by an earlier attempt whose response was
                 // lost: then there is nothing left to write.
                 let ownWrite = isOwnUnconfirmedWrite(server)
-                let serverHasAll = await localStore.mergeServerRecord(server, sentWithoutTag: sentTags[id] == .some(nil))
+                let serverHasAll = await localStore.mergeServerRecord(
+                    server, sentWithoutTag: sentTags[id] == .some(nil))
                 if serverHasAll && ownWrite {
                     unconfirmedSaves[id] = nil
                     result.acknowledged.append(id)

@@ -487,7 +487,8 @@ public actor SyncContext: LocalChangeObserver {
     }
 
     private func retryDelay(failures: Int, retryAfter: Duration?) -> Duration {
-        configuration.retryPolicy.delay(afterFailures: failures, retryAfter: retryAfter, random: random.nextUnitInterval())
+        configuration.retryPolicy.delay(
+            afterFailures: failures, retryAfter: retryAfter, random: random.nextUnitInterval())
     }
 
     // MARK: - Timers

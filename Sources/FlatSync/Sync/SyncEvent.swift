@@ -27,7 +27,8 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .willFetch(let zone): return "will fetch \(zone)"
-        case .didFetch(let zone, let changed, let deleted): return "fetched \(zone): \(changed) changed, \(deleted) deleted"
+        case .didFetch(let zone, let changed, let deleted):
+            return "fetched \(zone): \(changed) changed, \(deleted) deleted"
         case .willSend(let zone, let saves, let deletes): return "will send \(zone): \(saves) saves, \(deletes) deletes"
         case .didSend(let zone, let saved, let deleted, let failed):
             return "sent \(zone): \(saved) saved, \(deleted) deleted, \(failed) failed"

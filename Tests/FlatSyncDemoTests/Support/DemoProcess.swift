@@ -19,7 +19,10 @@ enum DemoProcess {
         var stderr: String
 
         /// Standard output's lines, without the empty one after the last newline.
-        var lines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLast(stdout.hasSuffix("\n") ? 1 : 0) }
+        var lines: [String] {
+            stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLast(
+                stdout.hasSuffix("\n") ? 1 : 0)
+        }
 
         /// Standard output parsed as one JSON value.
         func json(sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
@@ -95,7 +98,9 @@ enum DemoProcess {
             return URL(fileURLWithPath: override)
         }
         var starts = [URL(fileURLWithPath: CommandLine.arguments[0])]
-        if let index = CommandLine.arguments.firstIndex(of: "--test-bundle-path"), index + 1 < CommandLine.arguments.count {
+        if let index = CommandLine.arguments.firstIndex(of: "--test-bundle-path"),
+            index + 1 < CommandLine.arguments.count
+        {
             starts.append(URL(fileURLWithPath: CommandLine.arguments[index + 1]))
         }
         if let executable = Bundle.main.executableURL { starts.append(executable) }
@@ -105,7 +110,8 @@ enum DemoProcess {
             for _ in 0..<6 {
                 let candidate = directory.appendingPathComponent(name)
                 var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory),
+                    !isDirectory.boolValue,
                     FileManager.default.isExecutableFile(atPath: candidate.path)
                 {
                     return candidate

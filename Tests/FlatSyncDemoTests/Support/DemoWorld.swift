@@ -38,15 +38,19 @@ struct DemoWorld {
     func ok(_ device: String, _ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) async throws
         -> DemoProcess.Result
     {
-        let result = try await DemoProcess.run(arguments + ["--device", self.device(device).path, "--cloud", cloud.path])
-        #expect(result.status == 0, "\(arguments.joined(separator: " ")) on \(device): \(result)", sourceLocation: sourceLocation)
+        let result = try await DemoProcess.run(
+            arguments + ["--device", self.device(device).path, "--cloud", cloud.path])
+        #expect(
+            result.status == 0, "\(arguments.joined(separator: " ")) on \(device): \(result)",
+            sourceLocation: sourceLocation)
         return result
     }
 
     /// Runs a `cloud` command and expects exit 0.
     func cloudOK(_ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let result = try await DemoProcess.run(["cloud"] + arguments + ["--cloud", cloud.path])
-        #expect(result.status == 0, "cloud \(arguments.joined(separator: " ")): \(result)", sourceLocation: sourceLocation)
+        #expect(
+            result.status == 0, "cloud \(arguments.joined(separator: " ")): \(result)", sourceLocation: sourceLocation)
     }
 
     /// The device's reading list from `list --json`: article IDs, newest first.
@@ -62,7 +66,9 @@ struct DemoWorld {
     }
 
     /// The rows of `history --json`, by article ID.
-    func history(_ device: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: [String: Any]] {
+    func history(_ device: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: [String:
+        Any]]
+    {
         let result = try await run(device, "history", "--json")
         #expect(result.status == 0, "history on \(device): \(result)", sourceLocation: sourceLocation)
         let rows = try result.json(sourceLocation: sourceLocation) as? [[String: Any]] ?? []
@@ -70,9 +76,13 @@ struct DemoWorld {
     }
 
     /// `sync --json` on the device: its exit status and report.
-    func sync(_ device: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> (status: Int32, report: [String: Any]) {
+    func sync(_ device: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> (
+        status: Int32, report: [String: Any]
+    ) {
         let result = try await run(device, "sync", "--json")
-        let report = result.status == 0 || !result.stdout.isEmpty ? try result.json(sourceLocation: sourceLocation) as? [String: Any] : nil
+        let report =
+            result.status == 0 || !result.stdout.isEmpty
+            ? try result.json(sourceLocation: sourceLocation) as? [String: Any] : nil
         return (result.status, report ?? [:])
     }
 }

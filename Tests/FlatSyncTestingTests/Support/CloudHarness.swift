@@ -62,7 +62,8 @@ func makeRecord(
     _ fields: [String: FieldValue]? = nil,
     tag: ChangeTag? = nil
 ) -> Record {
-    Record(id: RecordID(zone: zone, name: name), type: "Note", fields: fields ?? ["value": .string(name)], changeTag: tag)
+    Record(
+        id: RecordID(zone: zone, name: name), type: "Note", fields: fields ?? ["value": .string(name)], changeTag: tag)
 }
 
 func recordID(_ name: String, in zone: ZoneID = .notes) -> RecordID {
@@ -75,7 +76,8 @@ extension CloudTransport {
     func save(_ records: [Record], policy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = false)
         async throws -> ModifyRecordsResult
     {
-        try await modifyRecords(saving: records.map { RecordSave($0, policy: policy) }, deleting: [], atomically: atomically)
+        try await modifyRecords(
+            saving: records.map { RecordSave($0, policy: policy) }, deleting: [], atomically: atomically)
     }
 
     /// Saves one record that must succeed, returning it as the server holds it.

@@ -1,7 +1,6 @@
+import FlatSyncTesting
 import Foundation
 import Testing
-
-import FlatSyncTesting
 
 @testable import FlatSync
 
@@ -61,7 +60,8 @@ import FlatSyncTesting
     @Test func randomBytesNeverCrashTheDecoder() {
         var random = SeededRandomNumberGenerator(seed: 99)
         for _ in 0..<20_000 {
-            let bytes = Data((0..<Int.random(in: 0..<40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+            let bytes = Data(
+                (0..<Int.random(in: 0..<40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
             _ = try? CommandLogEvent.decode(bytes)
         }
         // Also mutate valid encodings one byte at a time.
@@ -78,14 +78,19 @@ import FlatSyncTesting
     /// Records round-trip whatever order their dictionaries hold their keys in.
     @Test func recordsRoundTripWithAnyKeyOrder() throws {
         var random = SeededRandomNumberGenerator(seed: 5)
-        let keys = ["articleID", "readCount", "lastVisited", "z", "a", "deviceID", "likingStatus", "ü", "A", "articleSeen"]
+        let keys = [
+            "articleID", "readCount", "lastVisited", "z", "a", "deviceID", "likingStatus", "ü", "A", "articleSeen",
+        ]
         for _ in 0..<200 {
             let chosen = keys.shuffled(using: &random).prefix(Int.random(in: 0...keys.count, using: &random))
             var fields = [String: FieldValue](minimumCapacity: Int.random(in: 0...40, using: &random))
-            for key in chosen { fields[key] = [.int(7), .string("s"), .date(Self.date)].randomElement(using: &random)! }
+            for key in chosen {
+                fields[key] = [.int(7), .string("s"), .date(Self.date)].randomElement(using: &random)!
+            }
             let record = Record(id: F.id("rh-a", in: .readingHistory), type: "ReadingHistoryItem", fields: fields)
             let change = RecordChange.save(record, changedKeys: Set(chosen.prefix(3)).union(["gone"]), sequence: 3)
-            let event = CommandLogEvent.applied(.readingHistory, [change, .delete(F.id("rh-b", in: .readingHistory), sequence: 4)])
+            let event = CommandLogEvent.applied(
+                .readingHistory, [change, .delete(F.id("rh-b", in: .readingHistory), sequence: 4)])
             #expect(try CommandLogEvent.decode(event.encoded()) == event)
         }
     }
@@ -96,12 +101,14 @@ import FlatSyncTesting
         let date = Self.date
         let changes = (0..<1_000).map { index in
             let item = ReadingHistoryItem(
-                articleID: "history-article-\(index)", lastVisited: date, firstSeen: date, maxVersionSeen: 1, readCount: 1,
+                articleID: "history-article-\(index)", lastVisited: date, firstSeen: date, maxVersionSeen: 1,
+                readCount: 1,
                 deviceID: "3F2504E0-4F89-11D3-9A0C-0305E82C3301", flags: [.read, .seen]
             )
             return RecordChange.save(item.record, changedKeys: Set(item.record.fields.keys))
         }
-        let bytes = CommandLogEvent.mutation(Mutation(sequence: 1, zone: .readingHistory, changes: changes)).encoded().count
+        let bytes = CommandLogEvent.mutation(Mutation(sequence: 1, zone: .readingHistory, changes: changes)).encoded()
+            .count
         #expect(bytes < 1_000 * 160, "\(bytes / 1_000) bytes per record")
     }
 

@@ -1,7 +1,6 @@
+import FlatSyncTesting
 import Foundation
 import Testing
-
-import FlatSyncTesting
 
 @testable import FlatSync
 
@@ -257,7 +256,8 @@ import FlatSyncTesting
         var queue = PendingCommands()
         for sequence in 1...300 {
             let id = F.id("r\(Int.random(in: 0..<10, using: &random))")
-            let change = Bool.random(using: &random) ? RecordChange.delete(id) : F.save(id.name, ["n": .int(Int64(sequence))])
+            let change =
+                Bool.random(using: &random) ? RecordChange.delete(id) : F.save(id.name, ["n": .int(Int64(sequence))])
             queue.enqueue(Mutation(sequence: UInt64(sequence), zone: .readingList, changes: [change]))
             if Int.random(in: 0..<20, using: &random) == 0 {
                 let round = queue.seal(.readingList)

@@ -48,7 +48,8 @@ import Testing
                 let repaired = store.eventHub.keptEvents
                 #expect(repaired.isEmpty, "round \(round): a kill must never damage a file: \(repaired)")
                 let names = try fileNames(in: directory)
-                #expect(!names.contains { $0.hasPrefix(".tmp-") || $0.contains(".corrupt-") }, "round \(round): \(names)")
+                #expect(
+                    !names.contains { $0.hasPrefix(".tmp-") || $0.contains(".corrupt-") }, "round \(round): \(names)")
                 let actual = await CrashModel(store)
                 if actual != expected {
                     // The operation the child was killed in may have become durable before its ack.

@@ -4,11 +4,11 @@ import Testing
 @testable import FlatSync
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// A distinct payload for entry `index`, `size` bytes long (at least its label).

@@ -33,7 +33,8 @@ import Testing
         writer.write(varint: 300)
         #expect(writer.bytes.prefix(7) == [77, 65, 71, 73, 67, 0, 0xFF], "no length before the bytes")
 
-        let read = try writer.data.withBinaryReader { (reader) throws(FlatSyncError) -> ([UInt8], [UInt8], [UInt8], UInt64) in
+        let read = try writer.data.withBinaryReader {
+            (reader) throws(FlatSyncError) -> ([UInt8], [UInt8], [UInt8], UInt64) in
             let magic = try reader.readRaw(count: 5)
             let empty = try reader.readRaw(count: 0)
             let pair = try reader.readRaw(count: 2)
@@ -50,9 +51,13 @@ import Testing
     func truncatedInputIsDamage(_ length: Int) {
         let bytes = Data((0..<length).map { UInt8($0 + 1) })
         if length < 4 {
-            expectError(.damagedFile) { try bytes.withBinaryReader { (reader) throws(FlatSyncError) in try reader.readFixed32() } }
+            expectError(.damagedFile) {
+                try bytes.withBinaryReader { (reader) throws(FlatSyncError) in try reader.readFixed32() }
+            }
         }
-        expectError(.damagedFile) { try bytes.withBinaryReader { (reader) throws(FlatSyncError) in try reader.readFixed64() } }
+        expectError(.damagedFile) {
+            try bytes.withBinaryReader { (reader) throws(FlatSyncError) in try reader.readFixed64() }
+        }
         expectError(.damagedFile) {
             try bytes.withBinaryReader { (reader) throws(FlatSyncError) in try reader.readRaw(count: length + 1) }
         }

@@ -4,11 +4,11 @@ import Testing
 @testable import FlatSync
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 @Suite struct DirectoryLockTests {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FlatSync
@@ -17,10 +18,13 @@ final class DateCounter: Sendable {
     func next() -> Date { Date(timeIntervalSinceReferenceDate: 800_000_000 + Double(value.increment())) }
 }
 
-import Synchronization
 final class AtomicCounter: Sendable {
     private let storage = Mutex<Int>(0)
-    func increment() -> Int { storage.withLock { $0 += 1; return $0 } }
+    func increment() -> Int {
+        storage.withLock {
+            $0 += 1; return $0
+        }
+    }
 }
 
 /// Everything a store shows, for comparing a store before and after a reopen.
@@ -74,7 +78,14 @@ struct StoreContents: Equatable {
             ("disablePruning", { try await $0.history.disablePruning("h") }),
             ("removeHistory", { try await $0.history.remove("liked") }),
             ("clear", { try await $0.history.clear() }),
-            ("batch", { _ = try await $0.readingList.apply([.add(articleID: "b1"), .add(articleID: "b2"), .remove(articleID: "b1")]) }),
+            (
+                "batch",
+                {
+                    _ = try await $0.readingList.apply([
+                        .add(articleID: "b1"), .add(articleID: "b2"), .remove(articleID: "b1"),
+                    ])
+                }
+            ),
         ]
         for (name, mutation) in mutations {
             try await withTemporaryDirectory { directory in

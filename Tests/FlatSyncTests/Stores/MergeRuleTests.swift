@@ -1,7 +1,6 @@
+import FlatSyncTesting
 import Foundation
 import Testing
-
-import FlatSyncTesting
 
 @testable import FlatSync
 
@@ -9,7 +8,8 @@ import FlatSyncTesting
     private static let base = Date(timeIntervalSinceReferenceDate: 800_000_000)
 
     private static func date(_ random: inout SeededRandomNumberGenerator) -> Date? {
-        Int.random(in: 0..<4, using: &random) == 0 ? nil : base.addingTimeInterval(Double(Int.random(in: 0..<5, using: &random)))
+        Int.random(in: 0..<4, using: &random) == 0
+            ? nil : base.addingTimeInterval(Double(Int.random(in: 0..<5, using: &random)))
     }
 
     private static func historyItem(_ random: inout SeededRandomNumberGenerator) -> ReadingHistoryItem {
@@ -63,7 +63,8 @@ import FlatSyncTesting
     @Test func historyMergesFieldByField() {
         let t = Self.base
         let phone = ReadingHistoryItem(
-            articleID: "a", lastVisited: t.addingTimeInterval(10), firstSeen: t.addingTimeInterval(5), maxVersionSeen: 2,
+            articleID: "a", lastVisited: t.addingTimeInterval(10), firstSeen: t.addingTimeInterval(5),
+            maxVersionSeen: 2,
             readCount: 5, deviceID: "phone", liking: .liked, likingChangedAt: t, flags: [.read]
         )
         let tablet = ReadingHistoryItem(

@@ -11,14 +11,18 @@ import Testing
         let record = entry.record
         #expect(record.id == RecordID(zone: .readingList, name: "rl-A1"))
         #expect(record.type == "ReadingListEntry")
-        #expect(record.fields == ["articleID": .string("A1"), "dateAdded": .date(Self.date), "origin": .int(2), "title": .string("Tides")])
+        #expect(
+            record.fields == [
+                "articleID": .string("A1"), "dateAdded": .date(Self.date), "origin": .int(2), "title": .string("Tides"),
+            ])
         #expect(try ReadingListEntry(record: record) == entry)
     }
 
     @Test func historyItemMapsToTheDesignedRecordWithFlagsOnlyWhenSet() throws {
         let item = ReadingHistoryItem(
             articleID: "A2", lastVisited: Self.date, firstSeen: Self.date.addingTimeInterval(-60), maxVersionSeen: 4,
-            readCount: 3, deviceID: "phone", liking: .disliked, likingChangedAt: Self.date, flags: [.read, .pruningDisabled]
+            readCount: 3, deviceID: "phone", liking: .disliked, likingChangedAt: Self.date,
+            flags: [.read, .pruningDisabled]
         )
         let record = item.record
         #expect(record.id == RecordID(zone: .readingHistory, name: "rh-A2"))

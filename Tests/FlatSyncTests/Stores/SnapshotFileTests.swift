@@ -38,7 +38,9 @@ import Testing
 
     /// Device IDs are read sharing equal strings (a few recent ones); any mix must still come back exactly.
     @Test func deviceIDsRoundTripWhateverTheirMix() throws {
-        let devices: [String?] = ["A", "B", "", "é-device-🙂", nil, "C", "D", "E", "F", "A", String(repeating: "x", count: 300)]
+        let devices: [String?] = [
+            "A", "B", "", "é-device-🙂", nil, "C", "D", "E", "F", "A", String(repeating: "x", count: 300),
+        ]
         var state = ZoneState<ReadingHistoryItem>()
         for i in 0..<400 {
             let item = ReadingHistoryItem(articleID: "a\(i)", deviceID: devices[(i * 7 + i / 13) % devices.count])

@@ -1,7 +1,6 @@
+import FlatSyncTesting
 import Foundation
 import Testing
-
-import FlatSyncTesting
 
 @testable import FlatSync
 
@@ -17,19 +16,23 @@ import FlatSyncTesting
     }
 
     @Test func aVisitMarksReadAndSeenAndCounts() throws {
-        let item = try #require(ReadingHistoryChange.visit(articleID: "a", version: 3).applied(to: nil, now: now, deviceID: "d1"))
+        let item = try #require(
+            ReadingHistoryChange.visit(articleID: "a", version: 3).applied(to: nil, now: now, deviceID: "d1"))
         #expect(item.lastVisited == now && item.firstSeen == now)
         #expect(item.readCount == 1 && item.maxVersionSeen == 3 && item.deviceID == "d1")
         #expect(item.flags == [.read, .seen])
         let later = now.addingTimeInterval(60)
-        let second = try #require(ReadingHistoryChange.visit(articleID: "a").applied(to: item, now: later, deviceID: "d2"))
+        let second = try #require(
+            ReadingHistoryChange.visit(articleID: "a").applied(to: item, now: later, deviceID: "d2"))
         #expect(second.lastVisited == later && second.firstSeen == now)
         #expect(second.readCount == 2 && second.maxVersionSeen == 3 && second.deviceID == "d2")
     }
 
     @Test func likingChangesAreStrictlyOrderedEvenWithinOneClockTick() throws {
-        let liked = try #require(ReadingHistoryChange.setLiking(articleID: "a", .liked).applied(to: nil, now: now, deviceID: "d"))
-        let unliked = try #require(ReadingHistoryChange.setLiking(articleID: "a", .none).applied(to: liked, now: now, deviceID: "d"))
+        let liked = try #require(
+            ReadingHistoryChange.setLiking(articleID: "a", .liked).applied(to: nil, now: now, deviceID: "d"))
+        let unliked = try #require(
+            ReadingHistoryChange.setLiking(articleID: "a", .none).applied(to: liked, now: now, deviceID: "d"))
         #expect(unliked.liking == ReadingHistoryItem.Liking.none)
         #expect(unliked.likingChangedAt! > liked.likingChangedAt!)
         #expect(liked.merged(with: unliked).liking == ReadingHistoryItem.Liking.none)
@@ -67,12 +70,14 @@ import FlatSyncTesting
     @Test func itemsFindTheirChangedKeysAsComparingTheirRecordsWould() {
         var random = SeededRandomNumberGenerator(seed: 7)
         func date() -> Date? {
-            Int.random(in: 0..<3, using: &random) == 0 ? nil : now.addingTimeInterval(Double(Int.random(in: 0..<3, using: &random)))
+            Int.random(in: 0..<3, using: &random) == 0
+                ? nil : now.addingTimeInterval(Double(Int.random(in: 0..<3, using: &random)))
         }
         func historyItem() -> ReadingHistoryItem {
             ReadingHistoryItem(
                 articleID: ["a", "b"].randomElement(using: &random)!, lastVisited: date(), firstSeen: date(),
-                maxVersionSeen: Int64.random(in: 0..<2, using: &random), readCount: Int64.random(in: 0..<2, using: &random),
+                maxVersionSeen: Int64.random(in: 0..<2, using: &random),
+                readCount: Int64.random(in: 0..<2, using: &random),
                 deviceID: ["A", "B", nil].randomElement(using: &random)!,
                 liking: ReadingHistoryItem.Liking.allCases.randomElement(using: &random)!, likingChangedAt: date(),
                 flags: ReadingHistoryItem.Flags(rawValue: Int64.random(in: 0..<32, using: &random))
@@ -97,7 +102,10 @@ import FlatSyncTesting
     @Test func pruningKeepsWhatDesignSection8Keeps() {
         let retention = HistoryRetention.default
         let day: TimeInterval = 86_400
-        func item(visited: Double?, seen: Double?, liking: ReadingHistoryItem.Liking = .none, flags: ReadingHistoryItem.Flags = []) -> ReadingHistoryItem {
+        func item(
+            visited: Double?, seen: Double?, liking: ReadingHistoryItem.Liking = .none,
+            flags: ReadingHistoryItem.Flags = []
+        ) -> ReadingHistoryItem {
             ReadingHistoryItem(
                 articleID: "a", lastVisited: visited.map { now.addingTimeInterval(-$0 * day) },
                 firstSeen: seen.map { now.addingTimeInterval(-$0 * day) }, liking: liking, flags: flags
@@ -116,7 +124,8 @@ import FlatSyncTesting
     @Test func seedingTakesTheNewestThousandPlusAnythingRecent() {
         let retention = HistoryRetention.default
         let items = (0..<1_500).map { i in
-            ReadingHistoryItem(articleID: "a\(i)", lastVisited: now.addingTimeInterval(-Double(i) * 3_600), flags: [.read])
+            ReadingHistoryItem(
+                articleID: "a\(i)", lastVisited: now.addingTimeInterval(-Double(i) * 3_600), flags: [.read])
         }
         // Items are one hour apart: 28 days is 672 hours, so the 1,000 newest cover every recent one.
         #expect(retention.itemsForSeeding(items, now: now).count == 1_000)

@@ -2,11 +2,11 @@ import Foundation
 import Synchronization
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// A running `flatsync-test-child` process with pipes to its standard input and output, for tests of what

@@ -12,7 +12,9 @@ enum Fixtures {
         Record(id: id(name, in: zone), type: "Test", fields: fields)
     }
 
-    static func save(_ name: String, in zone: ZoneID = .readingList, _ fields: [String: FieldValue], keys: Set<String>? = nil)
+    static func save(
+        _ name: String, in zone: ZoneID = .readingList, _ fields: [String: FieldValue], keys: Set<String>? = nil
+    )
         -> RecordChange
     {
         .save(record(name, in: zone, fields), changedKeys: keys ?? Set(fields.keys))

@@ -48,7 +48,8 @@ import Testing
 
     // MARK: Service unavailable, rate limited, zone busy
 
-    @Test(arguments: [CloudError.Code.serviceUnavailable, .requestRateLimited, .zoneBusy], [Duration.seconds(30), nil])
+    @Test(
+        arguments: [CloudError.Code.serviceUnavailable, .requestRateLimited, .zoneBusy], [Duration.seconds(30), nil])
     func throttlingWaitsRetryAfterOrTheFirstBackoffStep(code: CloudError.Code, retryAfter: Duration?) async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")
@@ -110,7 +111,8 @@ import Testing
             let events = a.events()
             let huge = String(repeating: "x", count: 1_100_000)
             try await a.readingList.apply([
-                .add(articleID: "a1"), .add(articleID: "big", title: huge), .add(articleID: "a2"), .add(articleID: "a3"),
+                .add(articleID: "a1"), .add(articleID: "big", title: huge), .add(articleID: "a2"),
+                .add(articleID: "a3"),
             ])
             await a.waitUntilIdle()
             #expect(await serverNames(harness.cloud) == ["rl-a1", "rl-a2", "rl-a3"])

@@ -24,7 +24,9 @@ final class SyncHarness: Sendable {
         self.cloud = cloud
     }
 
-    static func run<R>(cloud: InMemoryCloud = InMemoryCloud(), _ body: (SyncHarness) async throws -> R) async throws -> R {
+    static func run<R>(cloud: InMemoryCloud = InMemoryCloud(), _ body: (SyncHarness) async throws -> R) async throws
+        -> R
+    {
         try await withTemporaryDirectory { directory in
             try await body(SyncHarness(directory: directory, cloud: cloud))
         }
@@ -93,11 +95,16 @@ struct DeviceView: Equatable, CustomStringConvertible {
     /// What differs from `other`, item by item, for failure messages.
     func differences(from other: DeviceView) -> [String] {
         var lines: [String] = []
-        for key in Set(readingList.keys).union(other.readingList.keys).sorted() where readingList[key] != other.readingList[key] {
-            lines.append("list \(key): \(readingList[key].map { "\($0)" } ?? "absent") vs \(other.readingList[key].map { "\($0)" } ?? "absent")")
+        for key in Set(readingList.keys).union(other.readingList.keys).sorted()
+        where readingList[key] != other.readingList[key] {
+            lines.append(
+                "list \(key): \(readingList[key].map { "\($0)" } ?? "absent") vs \(other.readingList[key].map { "\($0)" } ?? "absent")"
+            )
         }
         for key in Set(history.keys).union(other.history.keys).sorted() where history[key] != other.history[key] {
-            lines.append("history \(key): \(history[key].map { "\($0.record)" } ?? "absent") vs \(other.history[key].map { "\($0.record)" } ?? "absent")")
+            lines.append(
+                "history \(key): \(history[key].map { "\($0.record)" } ?? "absent") vs \(other.history[key].map { "\($0.record)" } ?? "absent")"
+            )
         }
         return lines
     }

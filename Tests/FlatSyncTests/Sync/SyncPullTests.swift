@@ -1,5 +1,6 @@
 import FlatSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FlatSync
@@ -16,7 +17,9 @@ import Testing
             let cloud = harness.cloud
             let armedAt = ArmedCounter()
             let transport = InterceptingTransport(cloud) { kind, number in
-                if kind == .fetchZoneChanges, armedAt.isSecondAfterArming(number) { await cloud.expireAllChangeTokens() }
+                if kind == .fetchZoneChanges, armedAt.isSecondAfterArming(number) {
+                    await cloud.expireAllChangeTokens()
+                }
             }
             let b = try await harness.device("B", transport: transport) { $0.fetchResultsLimit = 3 }
             #expect(await b.history.count() == 4)
@@ -173,7 +176,8 @@ import Testing
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")
             for round in 0..<100 {
-                _ = try await a.history.apply((0..<100).map { .visit(articleID: "article-\($0)", version: Int64(round)) })
+                _ = try await a.history.apply(
+                    (0..<100).map { .visit(articleID: "article-\($0)", version: Int64(round)) })
             }
             let summary = try await a.syncNow()
             #expect(summary.sent == 100)
@@ -229,5 +233,3 @@ final class HoldState: Sendable {
         }
     }
 }
-
-import Synchronization

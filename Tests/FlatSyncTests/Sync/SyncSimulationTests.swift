@@ -65,7 +65,8 @@ import Testing
                 holds.append(hold)
             }
             var ledger = Ledger()
-            let effects: [FaultEffect] = FaultEffect.transient + [.responseLost, .error(.zoneBusy), .error(.batchRequestFailed)]
+            let effects: [FaultEffect] =
+                FaultEffect.transient + [.responseLost, .error(.zoneBusy), .error(.batchRequestFailed)]
             await harness.cloud.setFaultPlan(.random(rate: 0.3, seed: seed, effects: effects))
 
             for step in 0..<steps {
@@ -107,7 +108,8 @@ import Testing
                 case 70..<85:
                     let start = ledger.tick()
                     let summary = try await device.syncNow()
-                    ledger.syncs[index, default: []].append(SyncRecord(start: start, end: ledger.tick(), clean: summary.isComplete))
+                    ledger.syncs[index, default: []].append(
+                        SyncRecord(start: start, end: ledger.tick(), clean: summary.isComplete))
                 case 85..<90:
                     await device.handleRemoteNotification(zones: ZoneID.all)
                 case 90..<95:
@@ -125,14 +127,20 @@ import Testing
                 await device.waitUntilIdle()
                 if let article = Self.trace {
                     var line = "step \(step) device \(index): "
-                    if let entry = ledger.entries.last { line += "last entry #\(entry.step) \(entry.kind) \(entry.article) " }
-                    let server = await harness.cloud.records(in: .readingHistory).first { $0.id.name == "rh-\(article)" }
-                    line += "| server \(server.map { "\($0.fields["maxVersionSeen"]!) \($0.fields["lastVisited"] != nil) \($0.changeTag!)" } ?? "-")"
+                    if let entry = ledger.entries.last {
+                        line += "last entry #\(entry.step) \(entry.kind) \(entry.article) "
+                    }
+                    let server = await harness.cloud.records(in: .readingHistory).first {
+                        $0.id.name == "rh-\(article)"
+                    }
+                    line +=
+                        "| server \(server.map { "\($0.fields["maxVersionSeen"]!) \($0.fields["lastVisited"] != nil) \($0.changeTag!)" } ?? "-")"
                     for (i, d) in devices.enumerated() {
                         let item = await d.history.item(article)
                         let tag = await d.localStore.changeTag(for: ReadingHistoryItem.recordID(for: article))
                         let pending = await d.localStore.pendingChange(for: ReadingHistoryItem.recordID(for: article))
-                        line += " | \(i): \(item.map { "\($0.maxVersionSeen) \($0.lastVisited != nil)" } ?? "-") tag \(tag?.rawValue ?? "nil") \(pending.map { $0.isDelete ? "P-del" : "P-save" } ?? "")"
+                        line +=
+                            " | \(i): \(item.map { "\($0.maxVersionSeen) \($0.lastVisited != nil)" } ?? "-") tag \(tag?.rawValue ?? "nil") \(pending.map { $0.isDelete ? "P-del" : "P-save" } ?? "")"
                     }
                     print(line)
                 }
@@ -147,7 +155,9 @@ import Testing
                 var moved = false
                 for device in devices {
                     let summary = try await device.syncNow()
-                    if summary.sent > 0 || summary.fetched > 0 || summary.deleted > 0 || !summary.isComplete { moved = true }
+                    if summary.sent > 0 || summary.fetched > 0 || summary.deleted > 0 || !summary.isComplete {
+                        moved = true
+                    }
                 }
                 if !moved { break }
             }
@@ -345,7 +355,9 @@ struct Ledger {
     /// sync after making it, and this device then finished a clean sync before `step`.
     func saw(_ device: Int, _ entry: Entry, before step: Int) -> Bool {
         if entry.device == device { return entry.step < step }
-        guard let pushed = syncs[entry.device]?.first(where: { $0.clean && $0.start > entry.step }) else { return false }
+        guard let pushed = syncs[entry.device]?.first(where: { $0.clean && $0.start > entry.step }) else {
+            return false
+        }
         return syncs[device]?.contains { $0.clean && $0.start > pushed.end && $0.end < step } ?? false
     }
 
@@ -355,13 +367,18 @@ struct Ledger {
         var lost = 0
         func fail(_ entry: Entry, _ what: String) {
             lost += 1
-            Issue.record("seed \(seed): step \(entry.step) device \(entry.device) \(entry.kind) \(entry.article): \(what)")
+            Issue.record(
+                "seed \(seed): step \(entry.step) device \(entry.device) \(entry.kind) \(entry.article): \(what)")
         }
         for entry in entries {
             switch entry.kind {
             case .add:
                 // Superseded only by a later remove of the same article.
-                if entries.contains(where: { if case .remove = $0.kind { $0.article == entry.article && $0.step > entry.step } else { false } }) { continue }
+                if entries.contains(where: {
+                    if case .remove = $0.kind { $0.article == entry.article && $0.step > entry.step } else { false }
+                }) {
+                    continue
+                }
                 checked += 1
                 if server.readingList[entry.article] == nil { fail(entry, "the saved article is missing") }
             case .remove:
@@ -385,12 +402,15 @@ struct Ledger {
                     checked += 1
                     if server.history[article] != nil {
                         lost += 1
-                        Issue.record("seed \(seed): step \(entry.step) device \(entry.device) forgot \(article), but it is back")
+                        Issue.record(
+                            "seed \(seed): step \(entry.step) device \(entry.device) forgot \(article), but it is back")
                     }
                 }
             case .visit, .liking, .flag:
                 // Superseded by a later delete of the item.
-                if entries.contains(where: { $0.isHistoryDelete && $0.touchesHistory(entry.article) && $0.step > entry.step }) {
+                if entries.contains(where: {
+                    $0.isHistoryDelete && $0.touchesHistory(entry.article) && $0.step > entry.step
+                }) {
                     continue
                 }
                 checked += 1
@@ -400,7 +420,9 @@ struct Ledger {
                 }
                 switch entry.kind {
                 case .visit(let version):
-                    if item.maxVersionSeen < version || !item.isRead || (item.lastVisited ?? .distantPast) < after.lastVisited! {
+                    if item.maxVersionSeen < version || !item.isRead
+                        || (item.lastVisited ?? .distantPast) < after.lastVisited!
+                    {
                         fail(entry, "the visit is not reflected: \(item)")
                     }
                 case .liking(let liking):
