@@ -35,8 +35,9 @@ public actor LocalStore {
         public var snapshotDelay: Duration
         /// How long history items are kept.
         public var historyRetention: HistoryRetention
-        /// The log is compacted once it is larger than this many bytes…
-        package var compactionMinimumBytes = 4 << 20
+        /// The log is compacted once it is larger than this many bytes (256 KiB, about 2,000 history records:
+        /// below that, replaying dead entries costs less than rewriting the log)…
+        package var compactionMinimumBytes = 256 << 10
         /// …and holds this many times as many record changes as are live (pending, or acknowledged but in
         /// no snapshot yet), so it stays within about this factor of what a compaction would keep.
         package var compactionGrowthFactor = 4
