@@ -18,11 +18,21 @@ let package = Package(
         .executableTarget(name: "flatsync-bench", dependencies: ["FlatSync", "FlatSyncTesting"]),
         // Child processes that the tests start and kill: crash loops and concurrent cloud writers.
         .executableTarget(name: "flatsync-test-child", dependencies: ["FlatSync", "FlatSyncTesting"]),
-        .testTarget(name: "FlatSyncTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-test-child"]),
+        // Helpers the test targets share: temporary directories, finding this package's executables.
+        .target(name: "FlatSyncTestSupport", path: "Tests/FlatSyncTestSupport"),
         .testTarget(
-            name: "FlatSyncTestingTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-test-child"]),
+            name: "FlatSyncTests",
+            dependencies: ["FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-test-child"]
+        ),
+        .testTarget(
+            name: "FlatSyncTestingTests",
+            dependencies: ["FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-test-child"]
+        ),
         // Runs the built flatsync-demo as separate processes (two devices, one cloud) and tests its parser.
-        .testTarget(name: "FlatSyncDemoTests", dependencies: ["FlatSync", "FlatSyncTesting", "flatsync-demo"]),
+        .testTarget(
+            name: "FlatSyncDemoTests",
+            dependencies: ["FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-demo"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,5 @@
+import FlatSyncTestSupport
+
 // README sample begins
 import FlatSync
 import Foundation

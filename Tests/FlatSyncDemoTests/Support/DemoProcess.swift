@@ -1,3 +1,4 @@
+import FlatSyncTestSupport
 import Foundation
 import Testing
 
@@ -88,42 +89,8 @@ enum DemoProcess {
         }
     }
 
-    /// Finds `flatsync-demo` in the build products directory that holds the test runner, as
-    /// `Tests/FlatSyncTests/Support/ChildProcess.swift` finds `flatsync-test-child`: on Linux
-    /// `CommandLine.arguments[0]` is `.build/<triple>/debug/<Package>PackageTests.xctest`; on Darwin the
-    /// `.xctest` bundle is a directory inside that one (and the runner may be `swiftpm-testing-helper`,
-    /// given the bundle with `--test-bundle-path`). `FLATSYNC_DEMO` overrides the search.
+    /// The `flatsync-demo` executable; `FLATSYNC_DEMO` overrides the search.
     static func executableURL(named name: String = "flatsync-demo") throws -> URL {
-        if let override = ProcessInfo.processInfo.environment["FLATSYNC_DEMO"] {
-            return URL(fileURLWithPath: override)
-        }
-        var starts = [URL(fileURLWithPath: CommandLine.arguments[0])]
-        if let index = CommandLine.arguments.firstIndex(of: "--test-bundle-path"),
-            index + 1 < CommandLine.arguments.count
-        {
-            starts.append(URL(fileURLWithPath: CommandLine.arguments[index + 1]))
-        }
-        if let executable = Bundle.main.executableURL { starts.append(executable) }
-        starts.append(contentsOf: Bundle.allBundles.map(\.bundleURL))
-        for start in starts {
-            var directory = start.resolvingSymlinksInPath().deletingLastPathComponent()
-            for _ in 0..<6 {
-                let candidate = directory.appendingPathComponent(name)
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory),
-                    !isDirectory.boolValue,
-                    FileManager.default.isExecutableFile(atPath: candidate.path)
-                {
-                    return candidate
-                }
-                let parent = directory.deletingLastPathComponent()
-                if parent.path == directory.path { break }
-                directory = parent
-            }
-        }
-        throw CocoaError(
-            .fileNoSuchFile,
-            userInfo: [NSLocalizedDescriptionKey: "\(name) not found near \(starts.map(\.path)); set FLATSYNC_DEMO"]
-        )
+        try BuildProduct.url(named: name, override: "FLATSYNC_DEMO")
     }
 }

@@ -1,3 +1,4 @@
+import FlatSyncTestSupport
 import FlatSync
 import FlatSyncTesting
 import Foundation

@@ -1,3 +1,4 @@
+import FlatSyncTestSupport
 import Foundation
 import Testing
 

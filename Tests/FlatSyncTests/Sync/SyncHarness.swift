@@ -1,3 +1,4 @@
+import FlatSyncTestSupport
 import FlatSyncTesting
 import Foundation
 import Testing

@@ -7,7 +7,7 @@ import Foundation
 ///     try await withTemporaryDirectory { directory in … }
 /// }
 /// ```
-func withTemporaryDirectory<Result>(
+public func withTemporaryDirectory<Result>(
     _ body: (URL) async throws -> Result
 ) async throws -> Result {
     let directory = try makeTemporaryDirectory()
@@ -16,7 +16,7 @@ func withTemporaryDirectory<Result>(
 }
 
 /// The synchronous form of ``withTemporaryDirectory(_:)``.
-func withTemporaryDirectory<Result>(_ body: (URL) throws -> Result) throws -> Result {
+public func withTemporaryDirectory<Result>(_ body: (URL) throws -> Result) throws -> Result {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     return try body(directory)
@@ -31,12 +31,12 @@ private func makeTemporaryDirectory() throws -> URL {
 }
 
 /// The names of the files in `directory`, sorted.
-func fileNames(in directory: URL) throws -> [String] {
+public func fileNames(in directory: URL) throws -> [String] {
     try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
 }
 
 /// The permission bits of the file at `url`, or nil when it cannot be examined.
-func permissions(of url: URL) -> Int? {
+public func permissions(of url: URL) -> Int? {
     guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
         let mode = attributes[.posixPermissions] as? NSNumber
     else { return nil }
