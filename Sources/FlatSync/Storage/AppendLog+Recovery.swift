@@ -42,19 +42,22 @@ extension AppendLog {
     /// - An invalid frame followed by no valid frame anywhere later is a **torn tail** (a writer died in the
     ///   middle of unacknowledged entries): the file is truncated after the last valid frame and flushed,
     ///   and ``Recovery/truncatedTailBytes`` says how much was dropped.
-    /// - An invalid frame with a valid frame somewhere after it is **damage**: the file is moved aside with
-    ///   ``Quarantine/moveAside(_:now:)``, a fresh log holding the valid entries before the damage is
-    ///   written durably, and ``Recovery/quarantinedFile`` and ``Recovery/damage`` report it.
+    /// - An invalid frame with a valid frame somewhere after it is **damage**: the file is kept as
+    ///   ``Quarantine/keepCopy(of:now:)``, a fresh log holding the valid entries before the damage
+    ///   atomically replaces it, and ``Recovery/quarantinedFile`` and ``Recovery/damage`` report it.
     /// - A damaged header, a non-empty file shorter than a header, or an unknown format version: the file
     ///   is quarantined and the log starts empty. An empty file is simply given a header.
     ///
-    /// - Parameter now: the time used in the quarantined file's name.
+    /// - Parameters:
+    ///   - now: the time used in the quarantined file's name.
+    ///   - writer: writes a new or repaired log (tests inject failures through it).
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file cannot be read, truncated,
-    ///   moved aside or created.
+    ///   kept aside or created.
     package static func open(
         at url: URL,
         durability: Durability,
-        now: Date = Date()
+        now: Date = Date(),
+        writer: DurableFileWriter = DurableFileWriter()
     ) throws(FlatSyncError) -> (AppendLog, Recovery) {
         let path = url.path
         let fd: Int32
@@ -62,7 +65,7 @@ extension AppendLog {
             fd = try openForAppending(path)
         } catch {
             guard (error.cause as? POSIXError)?.code == .ENOENT else { throw error }
-            return (try create(at: url, payloads: [], durability: durability), Recovery())
+            return (try create(at: url, payloads: [], durability: durability, writer: writer), Recovery())
         }
         let bytes: [UInt8]
         do throws(FlatSyncError) {
@@ -74,7 +77,7 @@ extension AppendLog {
         if bytes.isEmpty {
             // Creation is atomic, so this is not ours, but it holds nothing to lose: give it a header.
             closeDescriptor(fd)
-            return (try create(at: url, payloads: [], durability: durability), Recovery())
+            return (try create(at: url, payloads: [], durability: durability, writer: writer), Recovery())
         }
 
         let scan = bytes.withUnsafeBytes { scanLog($0) }
@@ -94,8 +97,10 @@ extension AppendLog {
         }
 
         closeDescriptor(fd)
-        let quarantined = try Quarantine.moveAside(url, now: now)
-        let log = try create(at: url, payloads: scan.payloads, durability: durability)
+        // Keep the damaged bytes under a second name, then replace the log atomically: whenever a crash
+        // comes, the log's name holds either the damaged log (recovered again on the next open) or its repair.
+        let quarantined = try Quarantine.keepCopy(of: url, now: now)
+        let log = try create(at: url, payloads: scan.payloads, durability: durability, writer: writer)
         let error: FlatSyncError
         switch damage {
         case .header(let reason):
@@ -235,11 +240,14 @@ extension AppendLog {
     // MARK: - File operations
 
     /// Durably creates (or replaces) the log at `url` holding `payloads`, and opens it.
-    private static func create(at url: URL, payloads: [Data], durability: Durability) throws(FlatSyncError)
-        -> AppendLog
-    {
+    private static func create(
+        at url: URL,
+        payloads: [Data],
+        durability: Durability,
+        writer: DurableFileWriter
+    ) throws(FlatSyncError) -> AppendLog {
         let contents = encodeLog(payloads)
-        try DurableFileWriter().write(Data(contents), to: url, permissions: 0o600)
+        try writer.write(Data(contents), to: url, permissions: 0o600)
         let fd = try openForAppending(url.path)
         return AppendLog(url: url, durability: durability, descriptor: fd, fileSize: contents.count)
     }

@@ -25,6 +25,45 @@ package enum Quarantine {
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the rename or the directory flush fails.
     @discardableResult
     package static func moveAside(_ url: URL, now: Date = Date()) throws(FlatSyncError) -> URL {
+        let destination = freeName(for: url, now: now)
+        var result: Int32
+        repeat {
+            result = rename(url.path, destination.path)
+        } while result != 0 && errno == EINTR
+        guard result == 0 else { throw FlatSyncError.syscall("rename", errno: errno, path: url.path) }
+        try DurableFileWriter().syncDirectory(url.deletingLastPathComponent())
+        return destination
+    }
+
+    /// Gives the file at `url` a second, durable name `<name>.corrupt-<timestamp>` and leaves it where it is.
+    ///
+    /// Use this instead of ``moveAside(_:now:)`` when a repaired file is about to replace the damaged one
+    /// atomically: the original name then always holds a file, the damaged one or its repair, so a crash
+    /// in between never opens an empty store. The copy is a hard link (the same bytes, no copying); where
+    /// the file system has no hard links it is a durable copy.
+    ///
+    /// - Returns: the copy's location.
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when neither a link nor a copy can be made.
+    @discardableResult
+    package static func keepCopy(of url: URL, now: Date = Date()) throws(FlatSyncError) -> URL {
+        let destination = freeName(for: url, now: now)
+        if link(url.path, destination.path) == 0 {
+            try DurableFileWriter().syncDirectory(url.deletingLastPathComponent())
+            return destination
+        }
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw FlatSyncError(
+                .ioFailed, "The damaged file could not be read to keep a copy.", cause: error, path: url.path)
+        }
+        try DurableFileWriter().write(data, to: destination)
+        return destination
+    }
+
+    /// `<name>.corrupt-<timestamp>` next to `url`, with `-2`, `-3`… appended while that name is taken.
+    private static func freeName(for url: URL, now: Date) -> URL {
         let directory = url.deletingLastPathComponent()
         let base = url.lastPathComponent + marker + timestamp(now)
         var destination = directory.appendingPathComponent(base)
@@ -33,12 +72,6 @@ package enum Quarantine {
             suffix += 1
             destination = directory.appendingPathComponent("\(base)-\(suffix)")
         }
-        var result: Int32
-        repeat {
-            result = rename(url.path, destination.path)
-        } while result != 0 && errno == EINTR
-        guard result == 0 else { throw FlatSyncError.syscall("rename", errno: errno, path: url.path) }
-        try DurableFileWriter().syncDirectory(directory)
         return destination
     }
 

@@ -96,8 +96,9 @@ extension LocalStore {
                     event = try CommandLogEvent.decode(payload)
                 } catch {
                     // The frame's checksum was fine, so the bytes are as written but not a known event:
-                    // keep what came before, move the log aside and continue from a clean copy.
-                    let moved = try Quarantine.moveAside(logURL, now: now)
+                    // keep what came before, keep the log as it is under a second name and replace it
+                    // atomically with a clean copy.
+                    let moved = try Quarantine.keepCopy(of: logURL, now: now)
                     try log.rewrite(Array(payloads[..<index]))
                     events.append(
                         .fileQuarantined(

@@ -124,6 +124,52 @@ import Testing
         }
     }
 
+    /// Recovery keeps the damaged log under a second name before it replaces it; a crash between the two
+    /// leaves the damaged log in place, and the next open recovers the same entries from it.
+    @Test func aCrashBetweenKeepingTheCopyAndTheRepairLosesNothing() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let payloads = (0..<5).map { logPayload($0, size: 30) }
+            var bytes = try await writeLog(payloads, to: url)
+            bytes[frameOffsets(bytes)[3] + 12] ^= 0x5A
+            try Data(bytes).write(to: url)
+            try Quarantine.keepCopy(of: url, now: Self.now)  // the crash comes right after this step
+
+            let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
+            log.close()
+            #expect(recovery.payloads == Array(payloads.prefix(3)))
+            #expect(recovery.quarantinedFile?.lastPathComponent == Self.quarantineName + "-2")
+            #expect(try fileBytes(url) == AppendLog.encodeLog(Array(payloads.prefix(3))))
+            for name in [Self.quarantineName, Self.quarantineName + "-2"] {
+                #expect(try fileBytes(directory.appendingPathComponent(name)) == bytes)
+            }
+        }
+    }
+
+    /// The log's name never goes empty during a repair: when writing the repaired log fails, the damaged
+    /// log is still there to recover from on the next open.
+    @Test(arguments: DurableFileWriter.Step.allCases)
+    func aRepairThatFailsLeavesTheDamagedLogInPlace(step: DurableFileWriter.Step) async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let payloads = (0..<5).map { logPayload($0, size: 30) }
+            var bytes = try await writeLog(payloads, to: url)
+            bytes[frameOffsets(bytes)[3] + 12] ^= 0x5A
+            try Data(bytes).write(to: url)
+
+            let failing = DurableFileWriter(injectedFailure: (step, EIO))
+            #expect(throws: FlatSyncError.self) {
+                try AppendLog.open(at: url, durability: .fsync, now: Self.now, writer: failing)
+            }
+            if step != .syncDirectory {  // a failed directory flush comes after the rename
+                #expect(try fileBytes(url) == bytes, "the damaged log is still under its name")
+            }
+            let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
+            log.close()
+            #expect(recovery.payloads == Array(payloads.prefix(3)))
+        }
+    }
+
     @Test func damageInTheFirstEntryKeepsNothingButTheQuarantinedFile() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")

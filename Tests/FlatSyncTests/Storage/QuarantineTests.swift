@@ -37,6 +37,35 @@ import Testing
         }
     }
 
+    @Test func keepingACopyLeavesTheOriginalInPlaceWithTheSameBytes() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            try Data("damaged".utf8).write(to: url)
+            let first = try Quarantine.keepCopy(of: url, now: Self.date)
+            let second = try Quarantine.keepCopy(of: url, now: Self.date)
+            #expect(first.lastPathComponent == "commands.log.corrupt-20261122T045734Z")
+            #expect(second.lastPathComponent == "commands.log.corrupt-20261122T045734Z-2")
+            #expect(try Data(contentsOf: url) == Data("damaged".utf8))
+            #expect(try Data(contentsOf: first) == Data("damaged".utf8))
+
+            // Replacing the original (as a repair does, by rename) leaves the copy as it was.
+            try DurableFileWriter().write(Data("repaired".utf8), to: url)
+            #expect(try Data(contentsOf: first) == Data("damaged".utf8))
+            #expect(try Data(contentsOf: url) == Data("repaired".utf8))
+            #expect(try fileNames(in: directory).count == 3)
+        }
+    }
+
+    @Test func keepingACopyOfAMissingFileFailsAndWritesNothing() throws {
+        try withTemporaryDirectory { directory throws in
+            let error = #expect(throws: FlatSyncError.self) {
+                try Quarantine.keepCopy(of: directory.appendingPathComponent("missing"), now: Self.date)
+            }
+            #expect(error?.code == .ioFailed)
+            #expect(try fileNames(in: directory).isEmpty)
+        }
+    }
+
     @Test func movingAMissingFileFails() throws {
         try withTemporaryDirectory { directory throws in
             let error = #expect(throws: FlatSyncError.self) {
