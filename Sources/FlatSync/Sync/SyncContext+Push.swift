@@ -106,6 +106,7 @@ extension SyncContext {
                 Array(changes[$0..<min($0 + batchSize, changes.count)])
             }
             var progressed = false
+            var acknowledged: [RecordID] = []
             var zoneCreations = 0
             while !work.isEmpty, outcome.stop == nil {
                 let batch = work.removeFirst()
@@ -115,7 +116,7 @@ extension SyncContext {
                 outcome.deleted += result.deleted
                 outcome.dropped += result.dropped
                 if !result.acknowledged.isEmpty { progressed = true }
-                await acknowledge(result.acknowledged, commandOf: commandOf)
+                acknowledged += result.acknowledged
                 switch result.next {
                 case .continue:
                     if !result.resend.isEmpty { work.append(result.resend) }
@@ -137,6 +138,18 @@ extension SyncContext {
                     if stop == .zoneWiped {
                         outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
                     }
+                }
+            }
+            if !acknowledged.isEmpty {
+                // What the round learned (new change tags, creates, adopted versions) is in memory so far.
+                // The snapshot makes it durable before the log lets the commands go, as a fetch saves its
+                // token with its snapshot; a crash before then sends the round again, and the server
+                // takes that as the same writes.
+                do {
+                    try await localStore.persistSnapshot(of: zone)
+                    await acknowledge(acknowledged, commandOf: commandOf)
+                } catch {
+                    outcome.stop = outcome.stop ?? .from(error)
                 }
             }
             do {
@@ -236,8 +249,9 @@ extension SyncContext {
                     result.next = .stop(.retryLater(nil))
                     continue
                 }
-                if change.isDelete, isOwnUnconfirmedWrite(server) {
-                    // The server holds this device's own save, whose response was lost: delete it after all.
+                if change.isDelete, server.lastModifiedBy == localStore.deviceID {
+                    // The server holds a save by this device whose response was lost (or forgotten in a
+                    // restart): a version this device wrote is one it had seen, so delete it after all.
                     await localStore.serverSaved(server, created: false)
                     unconfirmedSaves[id] = nil
                     result.resend.append(change)

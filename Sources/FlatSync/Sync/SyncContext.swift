@@ -94,8 +94,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Bumped by every account change; work started for an older epoch stops touching the store.
     var accountEpoch = 0
     var preparedZones: Set<ZoneID>
-    /// Saves sent whose outcome is unknown (no response yet, or a lost one), by record: a later delete that
-    /// meets exactly this content on the server is meeting this device's own write, not someone's edit.
+    /// Saves sent whose outcome is unknown (no response yet, or a lost one), by record: a resend that meets
+    /// exactly this content on the server has nothing left to write. Memory only: after a restart the
+    /// resend writes once more, which changes nothing but the version.
     var unconfirmedSaves: [RecordID: Record] = [:]
     var paused: PauseReason?
     var isStarted = false
@@ -326,6 +327,20 @@ public actor SyncContext: LocalChangeObserver {
         await queue.waitUntilEmpty()
         resumeIdleWaiters()
         try await localStore.close()
+    }
+
+    /// Stops the way a killed process would: sync work is cancelled, no snapshot is written, and the
+    /// store gives up its directory with only what its log made durable. For tests of recovery in one
+    /// process; a host calls ``close()``.
+    package func abandon() async {
+        guard !isClosed else { return }
+        isClosed = true
+        accountEpoch += 1
+        for key in Array(timers.keys) { cancelTimer(key) }
+        queue.cancelAll()
+        await queue.waitUntilEmpty()
+        resumeIdleWaiters()
+        await localStore.abandon()
     }
 
     /// What the context is doing, for a status screen.

@@ -6,8 +6,9 @@ import Testing
 @testable import FlatSync
 
 /// The seeded simulation: three devices, random mutations and syncs, random faults on at least a fifth of
-/// the requests (including responses lost after the server committed, busy zones, throttling) and token
-/// expiries; then faults stop, every device syncs until nothing moves, and the run checks that
+/// the requests (including responses lost after the server committed, busy zones, throttling), token
+/// expiries and restarts (a clean close, or an abandon that keeps only the log, as a kill would); then
+/// faults stop, every device syncs until nothing moves, and the run checks that
 ///
 /// 1. every device's stores equal each other and the server, with nothing left pending, and
 /// 2. every acknowledged mutation's effect is there, unless a later mutation superseded it by the merge
@@ -45,6 +46,8 @@ import Testing
         var requests = 0
         var faults: [String: Int] = [:]
         var expiries = 0
+        var restarts = 0
+        var kills = 0
     }
 
     static func run(seed: UInt64, steps: Int) async throws -> Result {
@@ -56,13 +59,16 @@ import Testing
             var devices: [SyncContext] = []
             var clocks: [TestClock] = []
             var holds: [RequestHold] = []
-            for name in ["A", "B", "C"] {
+            var transports: [InterceptingTransport] = []
+            let names = ["A", "B", "C"]
+            for name in names {
                 let clock = TestClock()
                 let hold = RequestHold()
                 let transport = InterceptingTransport(harness.cloud) { kind, _ in await hold.pass(kind) }
                 devices.append(try await harness.device(name, transport: transport) { $0.clock = clock })
                 clocks.append(clock)
                 holds.append(hold)
+                transports.append(transport)
             }
             var ledger = Ledger()
             let effects: [FaultEffect] =
@@ -121,10 +127,23 @@ import Testing
                 case 95..<97:
                     await harness.cloud.expireAllChangeTokens()
                     result.expiries += 1
+                case 97..<98:
+                    // The app quits, or is killed (nothing but the log survives), and starts again.
+                    if Bool.random(using: &random) {
+                        try await device.close()
+                    } else {
+                        await device.abandon()
+                        result.kills += 1
+                    }
+                    result.restarts += 1
+                    let clock = clocks[index]
+                    devices[index] = try await harness.device(names[index], transport: transports[index]) {
+                        $0.clock = clock
+                    }
                 default:
                     await device.networkDidBecomeAvailable()
                 }
-                await device.waitUntilIdle()
+                await devices[index].waitUntilIdle()
                 if let article = Self.trace {
                     var line = "step \(step) device \(index): "
                     if let entry = ledger.entries.last {
@@ -451,6 +470,8 @@ struct SimulationTotals {
     var requests = 0
     var faults: [String: Int] = [:]
     var expiries = 0
+    var restarts = 0
+    var kills = 0
 
     mutating func add(_ result: SyncSimulationTests.Result) {
         mutations += result.mutations
@@ -460,6 +481,8 @@ struct SimulationTotals {
         requests += result.requests
         faults.merge(result.faults, uniquingKeysWith: +)
         expiries += result.expiries
+        restarts += result.restarts
+        kills += result.kills
     }
 
     var faultRate: Double { requests == 0 ? 0 : Double(faults.values.reduce(0, +)) / Double(requests) }
@@ -469,7 +492,8 @@ struct SimulationTotals {
         return """
             simulation: \(seeds) seeds, \(mutations) acknowledged mutations, \(checked) effects checked, \
             \(requests) requests, \(faults.values.reduce(0, +)) faults injected (\(String(format: "%.0f", faultRate * 100)) %: \
-            \(kinds)), \(expiries) token expiries by the admin call, diverged seeds = \(diverged), lost = \(lost)
+            \(kinds)), \(expiries) token expiries by the admin call, \(restarts) restarts (\(kills) without closing), \
+            diverged seeds = \(diverged), lost = \(lost)
             """
     }
 }
