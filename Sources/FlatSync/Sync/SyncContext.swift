@@ -319,13 +319,7 @@ public actor SyncContext: LocalChangeObserver {
     /// Stops syncing, then closes the store (saving its snapshots). Later calls throw
     /// ``FlatSyncError/Code-swift.struct/storeClosed``.
     public func close() async throws {
-        guard !isClosed else { return }
-        isClosed = true
-        accountEpoch += 1
-        for key in Array(timers.keys) { cancelTimer(key) }
-        queue.cancelAll()
-        await queue.waitUntilEmpty()
-        resumeIdleWaiters()
+        guard await stopSyncing() else { return }
         try await localStore.close()
     }
 
@@ -333,14 +327,21 @@ public actor SyncContext: LocalChangeObserver {
     /// store gives up its directory with only what its log made durable. For tests of recovery in one
     /// process; a host calls ``close()``.
     package func abandon() async {
-        guard !isClosed else { return }
+        guard await stopSyncing() else { return }
+        await localStore.abandon()
+    }
+
+    /// Marks the context closed, cancels its timers and queued work and waits for the running job.
+    /// Returns false when it was already closed.
+    private func stopSyncing() async -> Bool {
+        guard !isClosed else { return false }
         isClosed = true
         accountEpoch += 1
         for key in Array(timers.keys) { cancelTimer(key) }
         queue.cancelAll()
         await queue.waitUntilEmpty()
         resumeIdleWaiters()
-        await localStore.abandon()
+        return true
     }
 
     /// What the context is doing, for a status screen.

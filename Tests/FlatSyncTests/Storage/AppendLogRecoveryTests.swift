@@ -9,6 +9,17 @@ import Testing
     static let now = Date(timeIntervalSince1970: 1_795_323_454)
     static let quarantineName = "commands.log.corrupt-20261122T045734Z"
 
+    /// Writes a log of `payloads`, then flips one byte of entry `entry` (by default its first payload
+    /// byte) on disk. Returns the damaged file's bytes.
+    private func writeDamagedLog(_ payloads: [Data], to url: URL, damagingEntry entry: Int, atByte position: Int = 12)
+        async throws -> [UInt8]
+    {
+        var bytes = try await writeLog(payloads, to: url)
+        bytes[frameOffsets(bytes)[entry] + position] ^= 0x5A
+        try Data(bytes).write(to: url)
+        return bytes
+    }
+
     // MARK: - Torn tails
 
     @Test func aTornLastEntryIsDroppedSilentlyAtEveryCut() async throws {
@@ -95,10 +106,8 @@ import Testing
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let payloads = (0..<5).map { logPayload($0, size: 30) }
-            var bytes = try await writeLog(payloads, to: url)
+            let bytes = try await writeDamagedLog(payloads, to: url, damagingEntry: 2, atByte: position)
             let damagedFrame = frameOffsets(bytes)[2]
-            bytes[damagedFrame + position] ^= 0x5A
-            try Data(bytes).write(to: url)
 
             let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
             #expect(recovery.payloads == Array(payloads.prefix(2)))
@@ -130,9 +139,7 @@ import Testing
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let payloads = (0..<5).map { logPayload($0, size: 30) }
-            var bytes = try await writeLog(payloads, to: url)
-            bytes[frameOffsets(bytes)[3] + 12] ^= 0x5A
-            try Data(bytes).write(to: url)
+            let bytes = try await writeDamagedLog(payloads, to: url, damagingEntry: 3)
             try Quarantine.keepCopy(of: url, now: Self.now)  // the crash comes right after this step
 
             let (log, recovery) = try AppendLog.open(at: url, durability: .fsync, now: Self.now)
@@ -153,9 +160,7 @@ import Testing
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let payloads = (0..<5).map { logPayload($0, size: 30) }
-            var bytes = try await writeLog(payloads, to: url)
-            bytes[frameOffsets(bytes)[3] + 12] ^= 0x5A
-            try Data(bytes).write(to: url)
+            let bytes = try await writeDamagedLog(payloads, to: url, damagingEntry: 3)
 
             let failing = DurableFileWriter(injectedFailure: (step, EIO))
             #expect(throws: FlatSyncError.self) {
