@@ -99,8 +99,8 @@ struct CloudKitWebAuthTokenTests {
 
     // MARK: - The token file
 
-    @Test func theTokenFileIsPrivateDurableAndSelfChecking() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func theTokenFileIsPrivateDurableAndSelfChecking() throws {
+        try withTemporaryDirectory { directory in
             let store = DirectoryWebAuthTokenStore(directory: directory)
             #expect(try store.loadToken() == nil)
             try store.saveToken("t+1/=")
