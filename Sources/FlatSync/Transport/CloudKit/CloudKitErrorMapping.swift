@@ -54,6 +54,7 @@ enum CloudKitErrorMapping {
         case currentUser = "users/current"
         case createPushToken = "tokens/create"
         case registerPushToken = "tokens/register"
+        case pollWebCourier = "webcourier poll"
 
         var fetchesChanges: Bool { self == .databaseChanges || self == .zoneChanges }
     }
