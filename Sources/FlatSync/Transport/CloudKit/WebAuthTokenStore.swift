@@ -71,7 +71,26 @@ public final class DirectoryWebAuthTokenStore: WebAuthTokenStore {
             try DurableFileWriter().syncDirectory(file.deletingLastPathComponent())
             return
         }
+        try createDirectoryIfNeeded()
         try DurableFileWriter().write(Self.encode(token), to: file, permissions: 0o600)
+    }
+
+    /// Creates the device directory (mode `0700`) when a token arrives before anything else created it,
+    /// flushing each new directory's parent so that the directory, and the token in it, survive a power
+    /// loss.
+    private func createDirectoryIfNeeded() throws {
+        var missing: [URL] = []
+        var directory = file.deletingLastPathComponent().standardizedFileURL
+        while !FileManager.default.fileExists(atPath: directory.path), directory.path != "/" {
+            missing.append(directory)
+            directory = directory.deletingLastPathComponent()
+        }
+        for created in missing.reversed() {
+            if mkdir(created.path, 0o700) != 0 && errno != EEXIST {
+                throw FlatSyncError.syscall("mkdir", errno: errno, path: created.path)
+            }
+            try DurableFileWriter().syncDirectory(created.deletingLastPathComponent())
+        }
     }
 
     static func encode(_ token: String) -> Data {
