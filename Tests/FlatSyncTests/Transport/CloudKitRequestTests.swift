@@ -216,3 +216,14 @@ extension Record {
         return copy
     }
 }
+
+@Suite("CKWS transport: request sizes")
+struct CloudKitRequestSizeTests {
+    @Test func aLookupOfMoreThan200RecordsIsSplitInto200s() async throws {
+        let exchange = ScriptedExchange { _ in .json(#"{"records":[]}"#) }
+        let ids = (0..<450).map { RecordID(zone: ZoneID("Z"), name: "r\($0)") }
+        _ = try await makeTransport(exchange).lookupRecords(ids)
+        let counts = exchange.requests.map { (($0.jsonBody as? [String: Any])?["records"] as? [Any])?.count ?? 0 }
+        #expect(counts == [200, 200, 50])
+    }
+}

@@ -53,7 +53,11 @@ extension CloudKitWebServicesTransport {
         try Self.requireNames(ids)
         var found: [RecordID: Record] = [:]
         for (zone, names) in Self.groupedByZone(ids.map { ($0, $0.name) }) {
-            found.merge(try await lookup(names, in: zone).found) { $1 }
+            // CKWS takes at most 200 records a request.
+            for start in stride(from: 0, to: names.count, by: maximumOperationsPerRequest) {
+                let chunk = Array(names[start..<min(start + maximumOperationsPerRequest, names.count)])
+                found.merge(try await lookup(chunk, in: zone).found) { $1 }
+            }
         }
         return found
     }
