@@ -215,10 +215,6 @@ extension ZoneState: Codable {
     // Records are packed into one blob rather than encoded field by field: the property list decoder
     // costs about 4 µs per scalar here, and a DirectoryCloud decodes the whole state on every request.
 
-    private enum FieldKind: UInt8 {
-        case string = 0, int = 1, date = 2
-    }
-
     static func packSlots(_ slots: [String: RecordSlot]) -> Data {
         var writer = BinaryWriter(capacity: 64 * slots.count)
         writer.write(varint: UInt64(slots.count))
@@ -243,19 +239,7 @@ extension ZoneState: Codable {
             writer.write(varint: UInt64(record.fields.count))
             for key in record.fields.keys.sorted() {
                 writer.write(key)
-                switch record.fields[key]! {
-                case .string(let value):
-                    writer.write(FieldKind.string.rawValue)
-                    writer.write(value)
-                case .int(let value):
-                    writer.write(FieldKind.int.rawValue)
-                    writer.write(signed: value)
-                case .date(let value):
-                    // As a plain Double, which keeps every bit pattern; `readDate` would refuse a
-                    // non-finite date, and the server keeps whatever it was sent.
-                    writer.write(FieldKind.date.rawValue)
-                    writer.write(value.timeIntervalSinceReferenceDate)
-                }
+                writer.write(record.fields[key]!, tags: .cloudState)
             }
         }
         return writer.data
@@ -285,12 +269,7 @@ extension ZoneState: Codable {
                     var fields = [String: FieldValue](minimumCapacity: fieldCount)
                     for _ in 0..<fieldCount {
                         let key = try reader.readString()
-                        switch FieldKind(rawValue: try reader.readByte()) {
-                        case .string: fields[key] = .string(try reader.readString())
-                        case .int: fields[key] = .int(try reader.readSigned())
-                        case .date: fields[key] = .date(Date(timeIntervalSinceReferenceDate: try reader.readDouble()))
-                        case nil: throw malformed("unknown field kind", at: reader)
-                        }
+                        fields[key] = try reader.readFieldValue(tags: .cloudState)
                     }
                     slot.record = Record(
                         id: RecordID(zone: zone, name: name),

@@ -18,6 +18,47 @@ enum DemoCommand: Equatable, Sendable {
     case cloudExpireTokens
     case cloudDeleteZone(ZoneID)
     case cloudFaults(rate: Double, seed: UInt64?)
+    case cloudServe(port: UInt16?, options: ServeOptions)
+    case cloudLogin(callbackPort: UInt16?)
+    case watch
+}
+
+/// How `cloud serve` runs its server.
+struct ServeOptions: Equatable, Sendable {
+    /// `-v`: one line per request on standard error.
+    var verbose = false
+    /// `--strict-wire`: the codes CloudKit does not document are sent as `BAD_REQUEST`.
+    var strictWire = false
+    /// `--require-sign-in`: requests without a web auth token get 421 and a sign-in URL.
+    var requireSignIn = false
+}
+
+/// Where the cloud is: a `DirectoryCloud` directory, or a CloudKit Web Services endpoint.
+enum CloudLocation: Equatable, Sendable, CustomStringConvertible {
+    /// A directory that several processes share.
+    case directory(URL)
+    /// An `http://` or `https://` CKWS endpoint: `cloud serve`'s URL, or Apple's server.
+    case service(URL)
+
+    var description: String {
+        switch self {
+        case .directory(let url): return url.path
+        case .service(let url): return url.absoluteString
+        }
+    }
+}
+
+/// The container a CKWS endpoint is asked for (`--container`, `--environment`, `$FLATSYNC_CK_API_TOKEN`).
+struct ServiceSettings: Equatable, Sendable {
+    /// The demo's container when `--container` is not given.
+    static let defaultContainer = "iCloud.dev.flatsync.demo"
+    /// The API token sent to a local emulator when `$FLATSYNC_CK_API_TOKEN` is not set (it accepts any).
+    static let emulatorAPIToken = "flatsync-demo"
+
+    var container = ServiceSettings.defaultContainer
+    var environment = CloudKitWebServicesTransport.Configuration.Environment.development
+    /// `$FLATSYNC_CK_API_TOKEN`, when set.
+    var apiToken: String?
 }
 
 /// A checked command with the directories it acts on and how to print.
@@ -25,10 +66,13 @@ struct Invocation: Equatable, Sendable {
     var command: DemoCommand
     /// The device directory (`--device`, else `$FLATSYNC_DEVICE`, else `./.flatsync/device`).
     var device: URL
-    /// The `DirectoryCloud` directory (`--cloud`, else `$FLATSYNC_CLOUD`, else `./.flatsync/cloud`).
-    var cloud: URL
+    /// The cloud (`--cloud`, else `$FLATSYNC_CLOUD`, else `./.flatsync/cloud`): a `DirectoryCloud`
+    /// directory or an `http://`/`https://` CKWS endpoint.
+    var cloud: CloudLocation
     /// `--json`: print exactly one JSON value on standard output.
     var json: Bool
+    /// The container asked for when ``cloud`` is an endpoint.
+    var service = ServiceSettings()
 }
 
 /// The outcome of reading a command line that was not a usage error.
@@ -58,17 +102,30 @@ enum Arguments {
         environment: [String: String],
         currentDirectory: URL
     ) throws(UsageError) -> ParsedCommandLine {
-        func locations(_ command: DemoCommand, _ values: [String: String], json: Bool) -> Invocation {
-            Invocation(
+        func locations(_ command: DemoCommand, _ values: [String: String], json: Bool) throws(UsageError)
+            -> Invocation
+        {
+            var service = ServiceSettings()
+            if let container = values["container"] { service.container = container }
+            if let name = values["environment"] {
+                guard let environment = CloudKitWebServicesTransport.Configuration.Environment(rawValue: name) else {
+                    throw UsageError(
+                        message: "--environment must be development or production, not '\(name)'", usage: Help.toolUsage
+                    )
+                }
+                service.environment = environment
+            }
+            service.apiToken = environment["FLATSYNC_CK_API_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+            return Invocation(
                 command: command,
                 device: directory(
                     values["device"], environment["FLATSYNC_DEVICE"], ".flatsync/device", in: currentDirectory),
-                cloud: directory(
-                    values["cloud"], environment["FLATSYNC_CLOUD"], ".flatsync/cloud", in: currentDirectory),
-                json: json
+                cloud: try cloud(values["cloud"], environment["FLATSYNC_CLOUD"], in: currentDirectory),
+                json: json,
+                service: service
             )
         }
-        if arguments.isEmpty { return .run(locations(.tour, [:], json: false)) }
+        if arguments.isEmpty { return .run(try locations(.tour, [:], json: false)) }
 
         var words: [String] = []
         var values: [String: String] = [:]
@@ -87,6 +144,10 @@ enum Arguments {
             }
             if token == "-h" || token == "--help" {
                 wantsHelp = true
+                continue
+            }
+            if token == "-v" {
+                flags.insert("verbose")
                 continue
             }
             guard token.hasPrefix("--") else {
@@ -145,11 +206,27 @@ enum Arguments {
         }
         let command: DemoCommand
         do {
-            command = try spec.make(CommandValues(operands: operands, options: values))
+            command = try spec.make(CommandValues(operands: operands, options: values, flags: flags))
         } catch {
             throw UsageError(message: error.message, usage: spec.usage)
         }
-        return .run(locations(command, values, json: flags.contains("json")))
+        let invocation = try locations(command, values, json: flags.contains("json"))
+        if case .cloudServe = command, case .service(let url) = invocation.cloud {
+            throw UsageError(
+                message: "cloud serve serves a cloud directory; --cloud must be a directory, not \(url.absoluteString)",
+                usage: spec.usage)
+        }
+        if case .cloudLogin = command, case .directory = invocation.cloud {
+            throw UsageError(
+                message: "cloud login signs in to a CloudKit endpoint; give --cloud an http:// or https:// URL",
+                usage: spec.usage)
+        }
+        if case .watch = command, case .directory = invocation.cloud {
+            throw UsageError(
+                message: "watch needs a cloud that notifies: give --cloud the URL `flatsync-demo cloud serve` printed",
+                usage: spec.usage)
+        }
+        return .run(invocation)
     }
 
     private static func unknownCommand(_ words: [String]) -> UsageError {
@@ -168,12 +245,31 @@ enum Arguments {
         let path = option ?? variable.flatMap { $0.isEmpty ? nil : $0 } ?? fallback
         return URL(fileURLWithPath: path, relativeTo: base).standardizedFileURL
     }
+
+    /// The cloud, as ``directory(_:_:_:in:)`` finds it, except that an `http://` or `https://` value is an
+    /// endpoint.
+    private static func cloud(_ option: String?, _ variable: String?, in base: URL) throws(UsageError)
+        -> CloudLocation
+    {
+        let value = option ?? variable.flatMap { $0.isEmpty ? nil : $0 } ?? ".flatsync/cloud"
+        let lowered = value.lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else {
+            return .directory(directory(value, nil, value, in: base))
+        }
+        guard let url = URL(string: value), url.host?.isEmpty == false, url.query == nil else {
+            throw UsageError(
+                message: "'\(value)' is not a usable URL: give the server's address, such as http://127.0.0.1:8080",
+                usage: Help.toolUsage)
+        }
+        return .service(url)
+    }
 }
 
 /// The operands and option values of one command line, handed to a ``CommandSpec``'s builder.
 struct CommandValues {
     var operands: [String]
     var options: [String: String]
+    var flags: Set<String> = []
 
     /// The operand at `index` checked as an article ID (DESIGN §2), so a bad one is a usage error and
     /// nothing is opened.

@@ -2,17 +2,18 @@ import FlatSync
 import FlatSyncTesting
 import Foundation
 
-/// The `cloud` commands: what a person does to the shared `DirectoryCloud` from outside any device —
-/// read its counters, expire its change tokens, delete a zone as the user, inject faults.
+/// The `cloud` commands: what a person does to the shared cloud from outside any device — read its
+/// counters, expire its change tokens, delete a zone as the user, inject faults — on a `DirectoryCloud`
+/// directory, or through the administration endpoint of `cloud serve`.
 ///
 /// They go through ``CloudAdministration``, whose calls are neither counted nor faulted, so `cloud stats`
 /// shows only what the devices sent and `cloud faults --rate 0` works however faulty the cloud is.
 struct CloudCommands {
-    let directory: URL
+    let location: CloudLocation
     let output: Output
 
     func run(_ command: DemoCommand) async throws -> Demo.ExitStatus {
-        let cloud = try DirectoryCloud(directory: directory)
+        let cloud = try Self.administration(of: location)
         switch command {
         case .cloudStats:
             let counters = try await cloud.counters()
@@ -32,7 +33,7 @@ struct CloudCommands {
                 try await cloud.deleteZoneAsUser(zone)
             } catch let error as CloudError where error.code == .zoneNotFound {
                 throw DemoFailure(
-                    "cloud delete-zone failed: the cloud at \(directory.path) has no \(zone) zone (no device has synced "
+                    "cloud delete-zone failed: the cloud at \(location) has no \(zone) zone (no device has synced "
                         + "it yet, or it is already deleted); sync a device first"
                 )
             }
@@ -55,6 +56,16 @@ struct CloudCommands {
             preconditionFailure("\(command.name) is not a cloud command")
         }
         return .success
+    }
+
+    /// The administration of the cloud at `location`.
+    static func administration(of location: CloudLocation) throws -> any CloudAdministration {
+        switch location {
+        case .directory(let directory):
+            return try DirectoryCloud(directory: directory)
+        case .service(let url):
+            throw DemoFailure("administering \(url.absoluteString) is not available yet")
+        }
     }
 
     private static func describe(_ counters: CloudCounters, faults plan: FaultPlan) -> String {

@@ -64,10 +64,23 @@ enum CommandTable {
             name: "device", placeholder: "DIR",
             help: "the device directory (default: $FLATSYNC_DEVICE, else ./.flatsync/device)"),
         OptionSpec(
-            name: "cloud", placeholder: "DIR",
-            help: "the shared cloud directory (default: $FLATSYNC_CLOUD, else ./.flatsync/cloud)"),
+            name: "cloud", placeholder: "DIR|URL",
+            help: "the cloud: a directory devices share, or the http:// URL of `cloud serve` (or https:// "
+                + "for CloudKit) (default: $FLATSYNC_CLOUD, else ./.flatsync/cloud)"),
         OptionSpec(name: "json", placeholder: nil, help: "print exactly one JSON value on standard output"),
+        OptionSpec(
+            name: "container", placeholder: "ID",
+            help: "with a URL cloud: the container (default: \(ServiceSettings.defaultContainer)); the API token "
+                + "comes from $FLATSYNC_CK_API_TOKEN (a local server accepts any)"),
+        OptionSpec(
+            name: "environment", placeholder: "ENV",
+            help: "with a URL cloud: development (the default) or production"),
     ]
+
+    /// The shared options of a command that reaches the cloud.
+    static let online = ["device", "cloud", "json", "container", "environment"]
+    /// The shared options of a `cloud` command, which acts on no device.
+    static let cloudOnly = ["cloud", "json", "container", "environment"]
 
     private static let id = CommandSpec.Operand(placeholder: "ID", description: "an article ID (ID)")
     private static let offline = "Works offline: it opens only the device directory and never contacts the cloud."
@@ -173,10 +186,12 @@ enum CommandTable {
             make: { _ in .pending }
         ),
         CommandSpec(
-            words: ["sync"], operands: [],
+            words: ["sync"], operands: [], sharedOptions: online,
             summary: "send pending changes to the cloud and fetch the others' changes",
             details: """
-                Signs in as "demo-user" on the DirectoryCloud at --cloud, makes sure the zones exist, sends
+                Signs in on the cloud at --cloud (as "demo-user" on a directory; as the signed-in user of a URL,
+                through CloudKit Web Services, keeping the web auth token in the device directory), makes sure
+                the zones exist, sends
                 every pending change and fetches every zone's changes (a reset when the server expired the
                 change tokens). Prints progress on standard error when more than 200 records are sent or
                 fetched and standard error is a terminal.
@@ -202,7 +217,7 @@ enum CommandTable {
             make: { _ in .status }
         ),
         CommandSpec(
-            words: ["cloud", "stats"], operands: [], sharedOptions: ["cloud", "json"],
+            words: ["cloud", "stats"], operands: [], sharedOptions: cloudOnly,
             summary: "print the cloud's request and record counters",
             details: """
                 Counts every request any device sent to the cloud directory, failed ones included.
@@ -211,7 +226,7 @@ enum CommandTable {
             make: { _ in .cloudStats }
         ),
         CommandSpec(
-            words: ["cloud", "expire-tokens"], operands: [], sharedOptions: ["cloud", "json"],
+            words: ["cloud", "expire-tokens"], operands: [], sharedOptions: cloudOnly,
             summary: "expire every change token, as the server does after compacting its history",
             details: """
                 The next sync of every device fetches each zone from the start (a reset) and keeps its pending
@@ -223,7 +238,7 @@ enum CommandTable {
         CommandSpec(
             words: ["cloud", "delete-zone"],
             operands: [.init(placeholder: "ZONE", description: "a zone (ReadingList or ReadingHistory)")],
-            sharedOptions: ["cloud", "json"],
+            sharedOptions: cloudOnly,
             summary: "delete a zone as the user would, from Settings",
             details: """
                 ZONE is ReadingList or ReadingHistory (any case). Each device wipes that zone's data and pending
@@ -248,7 +263,7 @@ enum CommandTable {
                     name: "seed", placeholder: "S",
                     help: "the random seed, to replay the same faults (default: a random one, printed)"),
             ],
-            sharedOptions: ["cloud", "json"],
+            sharedOptions: cloudOnly,
             summary: "make a share of the cloud's requests fail, for every device",
             details: """
                 Failures are the transient ones a client must survive: no network, a lost request or a lost
@@ -261,6 +276,68 @@ enum CommandTable {
                 let seed: UInt64? = try values.number("seed", in: 0...UInt64.max, meaning: "a whole number, 0 or more")
                 return .cloudFaults(rate: rate, seed: seed)
             }
+        ),
+        CommandSpec(
+            words: ["cloud", "serve"], operands: [],
+            options: [
+                OptionSpec(name: "port", placeholder: "P", help: "the port on 127.0.0.1 (default: a free one)"),
+                OptionSpec(name: "verbose", placeholder: nil, help: "-v: one line per request on standard error"),
+                OptionSpec(
+                    name: "strict-wire", placeholder: nil,
+                    help: "send BAD_REQUEST for the error codes CloudKit does not document (zone busy, limit "
+                        + "exceeded, token expired, zone deleted by the user), as the real server might"),
+                OptionSpec(
+                    name: "require-sign-in", placeholder: nil,
+                    help: "refuse requests without a web auth token (421 and a sign-in URL), for `cloud login`"),
+            ],
+            sharedOptions: ["cloud"],
+            summary: "serve the cloud directory over localhost HTTP as CloudKit Web Services",
+            details: """
+                Runs in the foreground on 127.0.0.1 and prints its URL; devices then use --cloud URL. The
+                directory stays the cloud's state, so the server can be stopped and started again (Ctrl-C stops
+                it cleanly) and `cloud` commands work on the directory or the URL alike. Every response carries
+                a new web auth token; devices long-poll it for changes with `watch`.
+                """,
+            make: { values throws(ArgumentProblem) in
+                .cloudServe(
+                    port: try values.number("port", in: 1...UInt16.max, meaning: "a port number from 1 to 65535"),
+                    options: ServeOptions(
+                        verbose: values.flags.contains("verbose"), strictWire: values.flags.contains("strict-wire"),
+                        requireSignIn: values.flags.contains("require-sign-in")))
+            }
+        ),
+        CommandSpec(
+            words: ["cloud", "login"], operands: [],
+            options: [
+                OptionSpec(
+                    name: "callback-port", placeholder: "P",
+                    help: "also wait for the token on http://127.0.0.1:P/ (the API token's sign-in callback)")
+            ],
+            sharedOptions: online,
+            summary: "sign in to a CloudKit container and keep the web auth token in the device directory",
+            details: """
+                Asks users/current; when the server answers that a sign-in is needed (421), prints the
+                sign-in URL and waits for the web auth token: pasted on standard input, or delivered to the
+                localhost callback of --callback-port. The token is stored in the device directory (mode 0600)
+                and used by the device's next sync; every response replaces it with a new one.
+                JSON: {"userRecordName": String, "signedIn": Bool}
+                """,
+            make: { values throws(ArgumentProblem) in
+                .cloudLogin(
+                    callbackPort: try values.number(
+                        "callback-port", in: 1...UInt16.max, meaning: "a port number from 1 to 65535"))
+            }
+        ),
+        CommandSpec(
+            words: ["watch"], operands: [], sharedOptions: ["device", "cloud", "container", "environment"],
+            summary: "stay connected: sync now, then fetch whenever the server says a zone changed",
+            details: """
+                Needs a URL cloud (`cloud serve`). Syncs once, then long-polls the server's notification URL and
+                fetches the zones it names, printing one line per change that arrived, until Ctrl-C; local
+                changes made meanwhile by other commands on this device wait for the next sync (the device
+                directory is held by watch).
+                """,
+            make: { _ in .watch }
         ),
     ]
 

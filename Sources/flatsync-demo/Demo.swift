@@ -47,10 +47,24 @@ enum Demo {
             let sampleData = try SampleData.load(environment: environment)
             return try await Tour(sampleData: sampleData, console: console).run() ? .success : .failure
         case .cloudStats, .cloudExpireTokens, .cloudDeleteZone, .cloudFaults:
-            return try await CloudCommands(directory: invocation.cloud, output: output).run(invocation.command)
+            return try await CloudCommands(location: invocation.cloud, output: output).run(invocation.command)
+        case .cloudServe(let port, let options):
+            guard case .directory(let directory) = invocation.cloud else {
+                preconditionFailure("the parser lets cloud serve take a directory only")
+            }
+            return try await ServeCommand(directory: directory, port: port, options: options, console: console).run()
+        case .cloudLogin(let callbackPort):
+            let connection = CloudConnection(location: invocation.cloud, service: invocation.service)
+            return try await LoginCommand(
+                device: invocation.device, connection: connection, callbackPort: callbackPort, output: output
+            ).run()
+        case .watch:
+            let connection = CloudConnection(location: invocation.cloud, service: invocation.service)
+            return try await WatchCommand(device: invocation.device, connection: connection, output: output).run()
         default:
             return try await DeviceCommands(directory: invocation.device, output: output)
-                .run(invocation.command, cloud: invocation.cloud)
+                .run(
+                    invocation.command, cloud: CloudConnection(location: invocation.cloud, service: invocation.service))
         }
     }
 
@@ -71,8 +85,8 @@ enum Demo {
                 + advice(for: error.code)
         case let error as CloudError:
             text =
-                "\(what) failed: the cloud at \(invocation.cloud.path) answered \(error.code): \(error.message); "
-                + (error.isTransient ? "try again" : "check the cloud directory, then try again")
+                "\(what) failed: the cloud at \(invocation.cloud) answered \(error.code): \(error.message); "
+                + (error.isTransient ? "try again" : "check the cloud, then try again")
         default:
             text = "\(what) failed: \(error)"
         }
@@ -117,6 +131,9 @@ extension DemoCommand {
         case .cloudExpireTokens: return "cloud expire-tokens"
         case .cloudDeleteZone: return "cloud delete-zone"
         case .cloudFaults: return "cloud faults"
+        case .cloudServe: return "cloud serve"
+        case .cloudLogin: return "cloud login"
+        case .watch: return "watch"
         }
     }
 }

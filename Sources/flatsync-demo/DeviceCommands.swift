@@ -10,13 +10,10 @@ import Foundation
 /// device's command log for the next `sync`. The device ID is the one the store keeps in `device.plist`
 /// (made on first open), so it stays stable whatever the directory is called.
 struct DeviceCommands {
-    /// The account every demo device signs in to.
-    static let account = "demo-user"
-
     let directory: URL
     let output: Output
 
-    func run(_ command: DemoCommand, cloud: URL) async throws -> Demo.ExitStatus {
+    func run(_ command: DemoCommand, cloud: CloudConnection) async throws -> Demo.ExitStatus {
         switch command {
         case .save(let id, let title):
             try await mutate(id, done: "saved", unchanged: "is already on the reading list") {
@@ -72,7 +69,7 @@ struct DeviceCommands {
                     """
                     device        \(directory.path)
                     device ID     \(report.deviceID)
-                    cloud         \(cloud.path) (not contacted; `sync` does that)
+                    cloud         \(cloud.location) (not contacted; `sync` does that)
                     reading list  \(Output.count(report.readingList, "article"))
                     history       \(Output.count(report.history, "item"))
                     pending       \(Output.count(report.pendingRecords, "record change")) in \(Output.count(report.pendingCommands, "command"))
@@ -91,7 +88,9 @@ struct DeviceCommands {
 
     /// Opens the device directory on its own (no cloud), runs `body`, and closes it.
     private func withStore<T>(_ body: (LocalStore) async throws -> T) async throws -> T {
-        let store = try LocalStore(directory: directory, options: LocalStore.Options(durability: .fsync))
+        let store = try await DeviceDirectory.open { () throws -> LocalStore in
+            try LocalStore(directory: directory, options: LocalStore.Options(durability: .fsync))
+        }
         let result: T
         do {
             result = try await body(store)
@@ -128,13 +127,13 @@ struct DeviceCommands {
 
     // MARK: - Sync
 
-    /// Signs in as ``account`` on the `DirectoryCloud` at `cloud`, calls `start()` then `syncNow()`, and
-    /// prints what happened. Exit 1, after the summary, when the sync could not finish.
-    private func sync(cloud: URL) async throws -> Demo.ExitStatus {
-        let transport = try DirectoryCloud(directory: cloud)
-        let context = try await SyncContext.open(
-            directory: directory, account: CloudAccount(id: Self.account, transport: transport)
-        )
+    /// Signs in on the cloud (see ``CloudConnection/account(device:)``), calls `start()` then `syncNow()`,
+    /// and prints what happened. Exit 1, after the summary, when the sync could not finish.
+    private func sync(cloud: CloudConnection) async throws -> Demo.ExitStatus {
+        let account = try await cloud.account(device: directory)
+        let context = try await DeviceDirectory.open { () async throws -> SyncContext in
+            try await SyncContext.open(directory: directory, account: account)
+        }
         // Subscribe before anything runs: the tally counts every event of this run.
         let events = context.events()
         let pendingBefore = await context.localStore.pendingRecordCount()
@@ -161,7 +160,7 @@ struct DeviceCommands {
             summary = value
         case .failure(let error as CloudError):
             throw DemoFailure(
-                "sync could not reach the cloud at \(cloud.path) (\(error.code): \(error.message)); nothing is lost: "
+                "sync could not reach the cloud at \(cloud.location) (\(error.code): \(error.message)); nothing is lost: "
                     + "\(Output.count(pendingAfter, "change")) \(pendingAfter == 1 ? "stays" : "stay") pending; run `flatsync-demo sync` again"
             )
         case .failure(let error):
@@ -170,7 +169,7 @@ struct DeviceCommands {
         if let closeError { throw closeError }
 
         let report = tally.report
-        try output.emit(report) { tally.description(cloud: cloud) }
+        try output.emit(report) { tally.description(cloud: cloud.location.description) }
         guard summary.isComplete else {
             var left: [String] = []
             if summary.pendingRecords > 0 {

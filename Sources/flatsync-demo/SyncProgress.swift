@@ -38,8 +38,8 @@ struct SyncTally: Equatable, Sendable {
     }
 
     /// Lines for people.
-    func description(cloud: URL) -> String {
-        var lines = ["synced with \(cloud.path): sent \(sent), fetched \(fetched), deleted \(deleted)"]
+    func description(cloud: String) -> String {
+        var lines = ["synced with \(cloud): sent \(sent), fetched \(fetched), deleted \(deleted)"]
         for reset in resets {
             switch reset.reason {
             case .tokenExpired:

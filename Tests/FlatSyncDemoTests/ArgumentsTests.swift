@@ -47,6 +47,15 @@ import Testing
         (["cloud", "faults", "--rate", "0.3", "--seed", "42"], .cloudFaults(rate: 0.3, seed: 42)),
         (["cloud", "faults", "--rate", "0"], .cloudFaults(rate: 0, seed: nil)),
         (["cloud", "faults", "--rate", "1"], .cloudFaults(rate: 1, seed: nil)),
+        (["cloud", "serve"], .cloudServe(port: nil, options: ServeOptions())),
+        (
+            ["cloud", "serve", "--port", "8080", "-v", "--strict-wire"],
+            .cloudServe(port: 8080, options: ServeOptions(verbose: true, strictWire: true))
+        ),
+        (["cloud", "serve", "--require-sign-in"], .cloudServe(port: nil, options: ServeOptions(requireSignIn: true))),
+        (["cloud", "login", "--cloud", "http://127.0.0.1:1"], .cloudLogin(callbackPort: nil)),
+        (["cloud", "login", "--cloud", "https://x.test", "--callback-port", "9"], .cloudLogin(callbackPort: 9)),
+        (["watch", "--cloud", "http://127.0.0.1:1"], .watch),
     ])
     func aValidCommandLineBecomesItsCommand(arguments: [String], expected: DemoCommand) throws {
         #expect(try command(arguments) == expected)
@@ -79,6 +88,16 @@ import Testing
         (["cloud", "stats", "--device", "d"], "cloud stats does not take --device"),
         (["tour", "--json"], "tour does not take --json"),
         (["--json"], "no command given"),
+        (["cloud", "serve", "--cloud", "http://127.0.0.1:8080"], "cloud serve serves a cloud directory"),
+        (["cloud", "serve", "--port", "0"], "--port must be a port number"),
+        (["cloud", "serve", "--port", "70000"], "--port must be a port number"),
+        (["cloud", "login"], "cloud login signs in to a CloudKit endpoint"),
+        (["watch"], "watch needs a cloud that notifies"),
+        (["watch", "--cloud", "http://127.0.0.1:1", "--json"], "watch does not take --json"),
+        (["sync", "--cloud", "http://"], "'http://' is not a usable URL"),
+        (["sync", "--cloud", "http://h?x=1"], "'http://h?x=1' is not a usable URL"),
+        (["sync", "--environment", "staging"], "--environment must be development or production"),
+        (["save", "x", "--container", "iCloud.x"], "save does not take --container"),
     ])
     func aBadCommandLineIsAUsageError(arguments: [String], message: String) {
         #expect {
@@ -93,7 +112,7 @@ import Testing
         #expect(
             throws: UsageError(
                 message: "save needs an article ID (ID)",
-                usage: "usage: flatsync-demo save ID [--title T] [--device DIR] [--cloud DIR] [--json]")
+                usage: "usage: flatsync-demo save ID [--title T] [--device DIR] [--cloud DIR|URL] [--json]")
         ) {
             _ = try parse(["save"])
         }
@@ -158,7 +177,52 @@ import Testing
             .tour, .save(articleID: "x", title: nil), .unsave(articleID: "x"), .visit(articleID: "x", version: nil),
             .like(articleID: "x"), .dislike(articleID: "x"), .list, .history, .pending, .sync, .status, .cloudStats,
             .cloudExpireTokens, .cloudDeleteZone(.readingList), .cloudFaults(rate: 0, seed: nil),
+            .cloudServe(port: nil, options: ServeOptions()), .cloudLogin(callbackPort: nil), .watch,
         ]
         #expect(Set(commands.map(\.name)) == names)
     }
+}
+
+@Suite struct CloudLocationArgumentsTests {
+    private static let home = URL(fileURLWithPath: "/home/reader", isDirectory: true)
+
+    private func invocation(_ arguments: [String], environment: [String: String] = [:]) throws -> Invocation {
+        guard
+            case .run(let invocation) = try Arguments.parse(
+                arguments, environment: environment, currentDirectory: Self.home)
+        else { throw UsageError(message: "help", usage: "") }
+        return invocation
+    }
+
+    @Test func anHTTPCloudIsAnEndpointAndAnythingElseADirectory() throws {
+        #expect(
+            try invocation(["sync", "--cloud", "http://127.0.0.1:8080"]).cloud
+                == .service(URL(string: "http://127.0.0.1:8080")!))
+        #expect(
+            try invocation(["sync", "--cloud", "HTTPS://api.apple-cloudkit.com"]).cloud
+                == .service(URL(string: "HTTPS://api.apple-cloudkit.com")!))
+        #expect(
+            try invocation(["sync"], environment: ["FLATSYNC_CLOUD": "http://127.0.0.1:9"]).cloud
+                == .service(URL(string: "http://127.0.0.1:9")!))
+        #expect(try invocation(["sync", "--cloud", "httpdocs"]).cloud.description == "/home/reader/httpdocs")
+    }
+
+    @Test func theContainerEnvironmentAndAPITokenComeFromOptionsAndTheEnvironment() throws {
+        let defaults = try invocation(["sync", "--cloud", "http://127.0.0.1:1"])
+        #expect(defaults.service == ServiceSettings())
+        let given = try invocation(
+            [
+                "sync", "--cloud", "https://api.apple-cloudkit.com", "--container", "iCloud.com.example",
+                "--environment", "production",
+            ],
+            environment: ["FLATSYNC_CK_API_TOKEN": "tok"])
+        #expect(
+            given.service == ServiceSettings(container: "iCloud.com.example", environment: .production, apiToken: "tok")
+        )
+    }
+}
+
+extension CloudLocation {
+    /// The directory's path or the URL, as people see it.
+    fileprivate var path: String { description }
 }

@@ -164,10 +164,14 @@ struct CloudConformanceTests {
     func savedFieldValuesRoundTripExactly(_ kind: CloudUnderTest) async throws {
         try await kind.withCloud { cloud in
             try await cloud.createZones([.notes])
+            // Dates at the millisecond, the precision CloudKit keeps (a TIMESTAMP is whole milliseconds).
             let fields: [String: FieldValue] = [
                 "text": .string("héllo 👋\n\u{0}"), "empty": .string(""), "min": .int(.min), "max": .int(.max),
-                "date": .date(Date(timeIntervalSinceReferenceDate: 123_456_789.123_456_7)),
-                "epoch": .date(Date(timeIntervalSince1970: 0)),
+                "date": .date(Date(timeIntervalSinceReferenceDate: 123_456_789.123_456_7).roundedToMilliseconds),
+                "epoch": .date(Date(timeIntervalSince1970: 0)), "before1970": .date(Date(timeIntervalSince1970: -1.5)),
+                "double": .double(-0.1), "bytes": .bytes(Data([0, 0xFF, 0x80])), "emptyBytes": .bytes(Data()),
+                "list": .list([.string("a"), .string("")]),
+                "dates": .list([.date(Date(timeIntervalSince1970: 86_400))]),
             ]
             let saved = try await cloud.saveOne(makeRecord("a", fields))
             #expect(saved.fields == fields)
@@ -344,6 +348,13 @@ struct CloudConformanceTests {
 
         var testDescription: String { rawValue }
 
+        /// True when `kind`'s client refuses the request without sending it (the CKWS transport does for
+        /// anything the server could misread: an empty name would make CloudKit invent one or use its
+        /// default zone), so the server never counts it.
+        func isRefusedBeforeSending(by kind: CloudUnderTest) -> Bool {
+            kind.refusesMalformedRequests && self != .recordOverOneMegabyte
+        }
+
         var expectedCode: CloudError.Code {
             switch self {
             case .tooManyOperations, .recordOverOneMegabyte: return .limitExceeded
@@ -406,7 +417,8 @@ struct CloudConformanceTests {
             let counters = try await cloud.counters()
             #expect(counters.recordsSaved == countersBefore.recordsSaved)
             #expect(counters.recordsDeleted == countersBefore.recordsDeleted)
-            #expect(counters.modifyRequests == countersBefore.modifyRequests + 2, "refused requests still count")
+            let sent = bad.isRefusedBeforeSending(by: kind) ? 0 : 2
+            #expect(counters.modifyRequests == countersBefore.modifyRequests + sent, "refused requests still count")
             let changes = try await cloud.fetchZoneChanges(in: .notes, since: token, resultsLimit: 100)
             #expect(changes.changedRecords.isEmpty && changes.deletedRecordIDs.isEmpty)
         }
@@ -416,12 +428,14 @@ struct CloudConformanceTests {
     func exactlyTheLimitsAreAccepted(_ kind: CloudUnderTest) async throws {
         try await kind.withCloud { cloud in
             try await cloud.createZones([.notes])
-            #expect(cloud.maximumOperationsPerRequest == 400)
-            let saves = (0..<300).map { RecordSave(makeRecord("r\($0)")) }
-            let deletes = (0..<100).map { RecordDeletion(recordID("d\($0)"), policy: .force) }
+            // 400 for CloudKit.framework-style servers, 200 for CloudKit Web Services.
+            let limit = cloud.maximumOperationsPerRequest
+            #expect(limit == kind.operationLimit)
+            let saves = (0..<limit * 3 / 4).map { RecordSave(makeRecord("r\($0)")) }
+            let deletes = (0..<limit / 4).map { RecordDeletion(recordID("d\($0)"), policy: .force) }
             let result = try await cloud.modifyRecords(saving: saves, deleting: deletes, atomically: true)
-            #expect(result.saved.count == 300)
-            #expect(result.deleted.count == 100)
+            #expect(result.saved.count == limit * 3 / 4)
+            #expect(result.deleted.count == limit / 4)
 
             // Exactly 1 MB by Record.approximateSize: name "big" + type "Note" + key "blob" + the string.
             let size = 1_048_576 - "big".utf8.count - "Note".utf8.count - "blob".utf8.count

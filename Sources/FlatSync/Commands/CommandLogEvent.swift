@@ -175,8 +175,6 @@ extension CommandLogEvent {
 
 // MARK: - Records in binary, with a table of repeated strings
 
-private enum FieldTag: UInt8 { case string = 1, int, date }
-
 extension BinaryWriter {
     /// Writes a table of the strings `body` interned, then what `body` wrote.
     fileprivate mutating func writeInterned(capacity: Int, _ body: (inout InternedWriter) -> Void) {
@@ -222,17 +220,7 @@ package struct InternedWriter {
         writer.write(varint: UInt64(record.fields.count))
         for (key, value) in record.fields {
             write(key)
-            switch value {
-            case .string(let value):
-                writer.write(FieldTag.string.rawValue)
-                writer.write(value)
-            case .int(let value):
-                writer.write(FieldTag.int.rawValue)
-                writer.write(signed: value)
-            case .date(let value):
-                writer.write(FieldTag.date.rawValue)
-                writer.write(value)
-            }
+            writer.write(value, tags: .commandLog)
         }
     }
 
@@ -284,13 +272,7 @@ package struct InternedReader {
         var fields = [String: FieldValue](minimumCapacity: count)
         for _ in 0..<count {
             let key = try readString(&reader)
-            switch try reader.readByte() {
-            case FieldTag.string.rawValue: fields[key] = .string(try reader.readString())
-            case FieldTag.int.rawValue: fields[key] = .int(try reader.readSigned())
-            case FieldTag.date.rawValue: fields[key] = .date(try reader.readDate())
-            case let other:
-                throw FlatSyncError(.damagedFile, "A record field has the unknown type \(other).")
-            }
+            fields[key] = try reader.readFieldValue(tags: .commandLog)
         }
         return Record(id: id, type: type, fields: fields, changeTag: tag)
     }

@@ -1,13 +1,24 @@
 import Foundation
 
 /// A typed value stored in one field of a ``Record``.
+///
+/// The cases are CloudKit's field types that FlatSync can carry: FlatSync's own stores use strings,
+/// integers and dates; doubles, bytes and lists exist so that records written by other clients (or a
+/// later version of the app) come back from the server whole.
 public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
     /// A string.
     case string(String)
     /// A 64-bit integer; FlatSync stores counts, flags and enumerations this way.
     case int(Int64)
-    /// A point in time, stored with the precision of `Date`.
+    /// A point in time. CloudKit keeps timestamps to the millisecond, so FlatSync's stores stamp their
+    /// dates at that precision (see ``Foundation/Date/roundedToMilliseconds``).
     case date(Date)
+    /// A double-precision number.
+    case double(Double)
+    /// Raw bytes.
+    case bytes(Data)
+    /// A list of values of one type (CloudKit's `STRING_LIST`, `INT64_LIST`, …). Lists do not nest.
+    case list([FieldValue])
 
     /// The string, if this is a string field.
     public var stringValue: String? {
@@ -27,11 +38,32 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
         return nil
     }
 
+    /// The number, if this is a double field.
+    public var doubleValue: Double? {
+        if case .double(let value) = self { return value }
+        return nil
+    }
+
+    /// The bytes, if this is a bytes field.
+    public var bytesValue: Data? {
+        if case .bytes(let value) = self { return value }
+        return nil
+    }
+
+    /// The elements, if this is a list field.
+    public var listValue: [FieldValue]? {
+        if case .list(let value) = self { return value }
+        return nil
+    }
+
     public var description: String {
         switch self {
         case .string(let value): return "\"\(value)\""
         case .int(let value): return String(value)
         case .date(let value): return value.formatted(.iso8601)
+        case .double(let value): return String(value)
+        case .bytes(let value): return "<\(value.count) bytes>"
+        case .list(let values): return "[" + values.map(\.description).joined(separator: ", ") + "]"
         }
     }
 
@@ -39,8 +71,19 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
     package var approximateSize: Int {
         switch self {
         case .string(let value): return value.utf8.count
-        case .int: return 8
-        case .date: return 8
+        case .int, .date, .double: return 8
+        case .bytes(let value): return value.count
+        case .list(let values): return values.reduce(0) { $0 + $1.approximateSize }
         }
+    }
+}
+
+extension Date {
+    /// The date at millisecond precision, the precision CloudKit keeps for a timestamp: a date that
+    /// makes a round trip through the server comes back equal to this one.
+    public var roundedToMilliseconds: Date {
+        let milliseconds = (timeIntervalSince1970 * 1_000).rounded()
+        guard milliseconds.isFinite else { return self }
+        return Date(timeIntervalSince1970: milliseconds / 1_000)
     }
 }

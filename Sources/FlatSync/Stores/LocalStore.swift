@@ -29,7 +29,7 @@ public actor LocalStore {
         public var deviceID: String?
         /// The clock snapshot writes are debounced on.
         public var clock: any Clock<Duration>
-        /// The time stamped on entries and history items.
+        /// The time stamped on entries and history items, which keep it to the millisecond as CloudKit does.
         public var currentDate: @Sendable () -> Date
         /// How long after a mutation the snapshot is written (later mutations push it back).
         public var snapshotDelay: Duration
@@ -195,7 +195,8 @@ public actor LocalStore {
         typealias Item = Change.Item
         try checkOpen()
         let sequence = nextSequence
-        let now = options.currentDate()
+        // At the precision the server keeps, so the version that comes back equals the one written here.
+        let now = options.currentDate().roundedToMilliseconds
         var changes: [RecordChange] = []
         var indexByRecord: [RecordID: Int] = [:]
         changes.reserveCapacity(itemChanges.count)

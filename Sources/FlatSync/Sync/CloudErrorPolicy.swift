@@ -3,7 +3,7 @@
 /// | error | action |
 /// |---|---|
 /// | network unavailable / failure | keep; retry when the network returns or after backoff |
-/// | service unavailable, rate limited, zone busy, batch failed | keep; wait `retryAfter`, else back off |
+/// | service unavailable, rate limited, zone busy, batch failed, unexpected server response | keep; wait `retryAfter`, else back off |
 /// | limit exceeded | split the batch in half (a single record: drop it) |
 /// | server record changed | merge local over the server record, resend with the server's tag |
 /// | zone not found | create the zone, resend |
@@ -42,7 +42,7 @@ package enum CloudErrorPolicy {
         switch error.code {
         case .networkUnavailable, .networkFailure:
             return .waitForNetwork
-        case .serviceUnavailable, .requestRateLimited, .zoneBusy, .batchRequestFailed:
+        case .serviceUnavailable, .requestRateLimited, .zoneBusy, .batchRequestFailed, .unexpectedServerResponse:
             return .retryLater(after: error.retryAfter)
         case .limitExceeded:
             return .split

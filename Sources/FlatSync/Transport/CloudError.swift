@@ -1,3 +1,5 @@
+import Foundation
+
 /// An error from the server side: a failed request, or a failed save or delete of one record.
 ///
 /// Switch on ``code``; ``Code-swift.struct/isTransient`` says whether trying again later can succeed.
@@ -10,7 +12,7 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
             case networkUnavailable, networkFailure, serviceUnavailable, requestRateLimited, zoneBusy
             case limitExceeded, serverRecordChanged, zoneNotFound, userDeletedZone, changeTokenExpired
             case unknownItem, batchRequestFailed, quotaExceeded, notAuthenticated, partialFailure
-            case invalidArguments, internalError
+            case invalidArguments, internalError, unexpectedServerResponse
         }
 
         private let base: Base
@@ -53,6 +55,9 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidArguments = Code(.invalidArguments)
         /// A server-side failure that retrying will not fix.
         public static let internalError = Code(.internalError)
+        /// The server's answer could not be understood: not JSON, missing keys, an HTML error page from a
+        /// proxy. The request may or may not have been applied. Transient: nothing is dropped for it.
+        public static let unexpectedServerResponse = Code(.unexpectedServerResponse)
 
         public static var allCases: [Code] { Base.allCases.map(Code.init) }
 
@@ -60,7 +65,7 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         public var isTransient: Bool {
             switch base {
             case .networkUnavailable, .networkFailure, .serviceUnavailable, .requestRateLimited, .zoneBusy,
-                .batchRequestFailed:
+                .batchRequestFailed, .unexpectedServerResponse:
                 return true
             default:
                 return false
@@ -104,6 +109,12 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
     public var serverRecord: Record?
     /// The failed records and their errors, for ``Code-swift.struct/partialFailure``.
     public var partialErrors: [RecordID: CloudError]
+    /// The server's own name for the error when it gave one, such as CloudKit Web Services'
+    /// `serverErrorCode` (`"THROTTLED"`). Kept as sent, also for codes FlatSync does not know.
+    public var serverErrorCode: String?
+    /// Where the user signs in, for ``Code-swift.struct/notAuthenticated`` when the server says
+    /// (CloudKit Web Services' `redirectURL`).
+    public var redirectURL: URL?
 
     /// Creates an error.
     public init(
@@ -111,13 +122,17 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         _ message: String = "",
         retryAfter: Duration? = nil,
         serverRecord: Record? = nil,
-        partialErrors: [RecordID: CloudError] = [:]
+        partialErrors: [RecordID: CloudError] = [:],
+        serverErrorCode: String? = nil,
+        redirectURL: URL? = nil
     ) {
         self.code = code
         self.message = message.isEmpty ? code.name : message
         self.retryAfter = retryAfter
         self.serverRecord = serverRecord
         self.partialErrors = partialErrors
+        self.serverErrorCode = serverErrorCode
+        self.redirectURL = redirectURL
     }
 
     /// True for failures that can succeed if the same request is sent again later.
@@ -125,6 +140,7 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         var text = "CloudError.\(code): \(message)"
+        if let serverErrorCode { text += " [\(serverErrorCode)]" }
         if let retryAfter { text += " (retry after \(retryAfter))" }
         if !partialErrors.isEmpty { text += " (\(partialErrors.count) records failed)" }
         return text

@@ -16,6 +16,12 @@ enum CloudUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible
 
     var testDescription: String { rawValue }
 
+    /// The most operations one modify request may carry.
+    var operationLimit: Int { CloudDatabase.maximumOperationsPerRequest }
+
+    /// True when the client refuses a malformed request itself rather than sending it.
+    var refusesMalformedRequests: Bool { false }
+
     /// Runs `body` with a new, empty server of this kind, and removes whatever it left on disk.
     func withCloud(changeHistoryLimit: Int? = nil, _ body: (any TestCloud) async throws -> Void) async throws {
         switch self {

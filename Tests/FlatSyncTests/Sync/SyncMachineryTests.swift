@@ -116,6 +116,7 @@ import Testing
             (CloudError(.requestRateLimited), .retryLater(after: nil)),
             (CloudError(.zoneBusy, retryAfter: .seconds(1)), .retryLater(after: .seconds(1))),
             (CloudError(.batchRequestFailed), .retryLater(after: nil)),
+            (CloudError(.unexpectedServerResponse), .retryLater(after: nil)),
             (CloudError(.limitExceeded), .split),
             (CloudError(.serverRecordChanged, serverRecord: server), .mergeWithServerRecord),
             (CloudError(.serverRecordChanged), .retryLater(after: nil)),

@@ -1,0 +1,84 @@
+import Foundation
+
+/// The byte that precedes each ``FieldValue`` in one binary file format, by kind.
+///
+/// The command log and the test cloud's state file numbered their kinds before they shared this codec,
+/// so each keeps its numbering; kinds added later get the next free numbers in both.
+package struct FieldValueTags: Sendable {
+    var string: UInt8
+    var int: UInt8
+    var date: UInt8
+    var double: UInt8
+    var bytes: UInt8
+    var list: UInt8
+    /// Dates as plain doubles, keeping every bit pattern (a server keeps whatever it was sent), rather
+    /// than as dates that must be finite.
+    var rawDates: Bool
+
+    /// The command log's numbering.
+    package static let commandLog = FieldValueTags(
+        string: 1, int: 2, date: 3, double: 4, bytes: 5, list: 6, rawDates: false)
+    /// The `DirectoryCloud` state file's numbering.
+    package static let cloudState = FieldValueTags(
+        string: 0, int: 1, date: 2, double: 3, bytes: 4, list: 5, rawDates: true)
+}
+
+extension BinaryWriter {
+    /// Writes `value` as its kind's tag followed by its payload.
+    package mutating func write(_ value: FieldValue, tags: FieldValueTags) {
+        switch value {
+        case .string(let value):
+            write(tags.string)
+            write(value)
+        case .int(let value):
+            write(tags.int)
+            write(signed: value)
+        case .date(let value):
+            write(tags.date)
+            write(value.timeIntervalSinceReferenceDate)
+        case .double(let value):
+            write(tags.double)
+            write(value)
+        case .bytes(let value):
+            write(tags.bytes)
+            write(value)
+        case .list(let values):
+            write(tags.list)
+            write(varint: UInt64(values.count))
+            for element in values { write(element, tags: tags) }
+        }
+    }
+}
+
+extension BinaryReader {
+    /// Lists nest at most this deep, so damaged bytes cannot recurse without bound.
+    private static let maximumListDepth = 8
+
+    /// Reads a value written by ``BinaryWriter/write(_:tags:)`` with the same tags.
+    package mutating func readFieldValue(tags: FieldValueTags) throws(FlatSyncError) -> FieldValue {
+        try readFieldValue(tags: tags, depth: 0)
+    }
+
+    private mutating func readFieldValue(tags: FieldValueTags, depth: Int) throws(FlatSyncError) -> FieldValue {
+        switch try readByte() {
+        case tags.string: return .string(try readString())
+        case tags.int: return .int(try readSigned())
+        case tags.date:
+            if tags.rawDates { return .date(Date(timeIntervalSinceReferenceDate: try readDouble())) }
+            return .date(try readDate())
+        case tags.double: return .double(try readDouble())
+        case tags.bytes: return .bytes(try readData())
+        case tags.list:
+            guard depth < Self.maximumListDepth else {
+                throw FlatSyncError(.damagedFile, "A record field nests lists deeper than \(Self.maximumListDepth).")
+            }
+            let count = try readCount()
+            var values: [FieldValue] = []
+            values.reserveCapacity(min(count, remaining))
+            for _ in 0..<count { values.append(try readFieldValue(tags: tags, depth: depth + 1)) }
+            return .list(values)
+        case let other:
+            throw FlatSyncError(.damagedFile, "A record field has the unknown type \(other).")
+        }
+    }
+}

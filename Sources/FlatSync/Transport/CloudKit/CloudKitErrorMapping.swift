@@ -1,0 +1,207 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// How ``CloudKitWebServicesTransport`` turns what CloudKit Web Services answered into a ``CloudError``:
+/// the one table, from the HTTP status, the body's `serverErrorCode` (for a whole request, or for one
+/// record or zone inside a 200), and failures of the connection itself.
+///
+/// | `serverErrorCode` | HTTP | ``CloudError/Code-swift.struct`` | source |
+/// |---|---|---|---|
+/// | `THROTTLED` | 429 | `requestRateLimited` (+ `retryAfter`) | documented |
+/// | `TRY_AGAIN_LATER` | 503 | `serviceUnavailable` (+ `retryAfter`) | documented |
+/// | `CONFLICT`, `EXISTS` | 409 | `serverRecordChanged` (the transport looks the record up: CKWS sends none) | documented; `CONFLICT` for a create of an existing record observed live |
+/// | `NOT_FOUND` | 404 | `unknownItem` (a delete counts as done; a lookup leaves the record out) | documented |
+/// | `ZONE_NOT_FOUND` | 404 | `zoneNotFound` | documented |
+/// | `ATOMIC_ERROR` | 400 | `batchRequestFailed` | documented |
+/// | `QUOTA_EXCEEDED` | 413 | `quotaExceeded` | documented |
+/// | `AUTHENTICATION_REQUIRED` | 421 | `notAuthenticated` (+ `redirectURL`; the token is forgotten) | documented |
+/// | `AUTHENTICATION_FAILED` | 401 | `notAuthenticated` (the token is forgotten) | documented |
+/// | `ACCESS_DENIED` | 403 | `notAuthenticated` | documented code; the action is a choice |
+/// | `BAD_REQUEST`, `VALIDATING_REFERENCE_ERROR`, `UNIQUE_FIELD_ERROR` | 400, 412 | `invalidArguments` | documented |
+/// | `INTERNAL_ERROR` | 500 | `internalError` | documented |
+/// | `ZONE_BUSY` | 503 | `zoneBusy` | **assumed**: not documented; the emulator sends it |
+/// | `LIMIT_EXCEEDED` | 400 | `limitExceeded` | **assumed**: not documented; the emulator sends it |
+/// | `CHANGE_TOKEN_EXPIRED` | 400 | `changeTokenExpired` | **assumed**: no documented code exists |
+/// | `USER_DELETED_ZONE` | 404 | `userDeletedZone` | **assumed**: not documented |
+/// | any other code | by status: 429 → `requestRateLimited`; 502–504 → `serviceUnavailable`; other 5xx → `internalError`; 401/421 → `notAuthenticated`; other 4xx → `invalidArguments` | the raw code is kept in ``CloudError/serverErrorCode`` |
+/// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401/421 → `notAuthenticated`; else `unexpectedServerResponse` | a proxy's page, a server restarting |
+/// | a 200 whose body lacks the keys the operation needs | `unexpectedServerResponse` | |
+///
+/// `retryAfter` comes from the body's `retryAfter` (seconds; the unit is not documented), else from an
+/// HTTP `Retry-After` header of whole seconds.
+///
+/// **An expired change token has no documented code.** On `changes/database` and `changes/zone` sent with
+/// a token, any error that is not about signing in, throttling, or a missing zone is taken as
+/// `changeTokenExpired` (keeping the raw code), so the engine fetches once more from no token; sent
+/// without a token, the same error keeps its own meaning, so a reset never loops.
+///
+/// Connection failures (`URLError`): no connection at all (not connected, cannot find or connect to the
+/// host, international roaming off, data not allowed) → `networkUnavailable`: the request was never
+/// sent. A timeout, a connection lost or closed before the whole response arrived, an unparseable
+/// response → `networkFailure`: the server may have applied it. A cancelled request → `CancellationError`.
+enum CloudKitErrorMapping {
+    /// What a request was, as far as error mapping cares.
+    enum Operation: String, Sendable {
+        case listZones = "zones/list"
+        case modifyZones = "zones/modify"
+        case databaseChanges = "changes/database"
+        case zoneChanges = "changes/zone"
+        case modifyRecords = "records/modify"
+        case lookupRecords = "records/lookup"
+        case currentUser = "users/current"
+        case createPushToken = "tokens/create"
+        case registerPushToken = "tokens/register"
+        case pollWebCourier = "webcourier poll"
+
+        var fetchesChanges: Bool { self == .databaseChanges || self == .zoneChanges }
+    }
+
+    /// The documented (and assumed) codes, with the status CKWS documents for each.
+    static let table: [String: (code: CloudError.Code, status: Int, documented: Bool)] = [
+        "THROTTLED": (.requestRateLimited, 429, true),
+        "TRY_AGAIN_LATER": (.serviceUnavailable, 503, true),
+        "CONFLICT": (.serverRecordChanged, 409, true),
+        "EXISTS": (.serverRecordChanged, 409, true),
+        "NOT_FOUND": (.unknownItem, 404, true),
+        "ZONE_NOT_FOUND": (.zoneNotFound, 404, true),
+        "ATOMIC_ERROR": (.batchRequestFailed, 400, true),
+        "QUOTA_EXCEEDED": (.quotaExceeded, 413, true),
+        "AUTHENTICATION_REQUIRED": (.notAuthenticated, 421, true),
+        "AUTHENTICATION_FAILED": (.notAuthenticated, 401, true),
+        "ACCESS_DENIED": (.notAuthenticated, 403, true),
+        "BAD_REQUEST": (.invalidArguments, 400, true),
+        "VALIDATING_REFERENCE_ERROR": (.invalidArguments, 412, true),
+        "UNIQUE_FIELD_ERROR": (.invalidArguments, 400, true),
+        "INTERNAL_ERROR": (.internalError, 500, true),
+        "ZONE_BUSY": (.zoneBusy, 503, false),
+        "LIMIT_EXCEEDED": (.limitExceeded, 400, false),
+        "CHANGE_TOKEN_EXPIRED": (.changeTokenExpired, 400, false),
+        "USER_DELETED_ZONE": (.userDeletedZone, 404, false),
+    ]
+
+    /// Codes that keep their meaning on a `changes/*` request sent with a token: signing in, throttling,
+    /// and a missing zone. Every other error there means the token is no longer good.
+    private static let keptOnChangeFetches: Set<String> = [
+        "AUTHENTICATION_REQUIRED", "AUTHENTICATION_FAILED", "ACCESS_DENIED", "THROTTLED", "TRY_AGAIN_LATER",
+        "ZONE_BUSY", "ZONE_NOT_FOUND", "USER_DELETED_ZONE", "CHANGE_TOKEN_EXPIRED", "QUOTA_EXCEEDED",
+    ]
+
+    /// The code for a `serverErrorCode` sent with `status` (nil for an item inside a 200).
+    static func code(for serverErrorCode: String, status: Int?) -> CloudError.Code {
+        if let known = table[serverErrorCode] { return known.code }
+        return code(forStatus: status ?? 400)
+    }
+
+    /// The code for a status alone (an unknown `serverErrorCode`).
+    static func code(forStatus status: Int) -> CloudError.Code {
+        switch status {
+        case 429: return .requestRateLimited
+        case 502, 503, 504: return .serviceUnavailable
+        case 500...599: return .internalError
+        case 401, 421: return .notAuthenticated
+        default: return .invalidArguments
+        }
+    }
+
+    /// The error for the keys of an error (a request's or an item's).
+    static func error(
+        _ fields: CloudKitWire.ErrorFields, status: Int?, operation: Operation, sentChangeToken: Bool,
+        retryAfterHeader: String? = nil
+    ) -> CloudError {
+        let raw = fields.serverErrorCode ?? "UNKNOWN"
+        var code = code(for: raw, status: status)
+        let reason = fields.reason.map { $0.isEmpty ? "" : ": \($0)" } ?? ""
+        var message =
+            "CloudKit answered \(operation.rawValue) with \(raw)\(status.map { " (HTTP \($0))" } ?? "")\(reason)"
+        if operation.fetchesChanges, sentChangeToken, !keptOnChangeFetches.contains(raw) {
+            code = .changeTokenExpired
+            message += ". Taken as an expired change token: CloudKit documents no code for one."
+        }
+        let retryAfter = fields.retryAfter.flatMap(duration(seconds:)) ?? retryAfterHeader.flatMap(headerDuration)
+        return CloudError(
+            code, message, retryAfter: retryAfter, serverErrorCode: raw,
+            redirectURL: fields.redirectURL.flatMap(URL.init(string:)))
+    }
+
+    /// The error for a response whose status is not 200.
+    static func error(for response: HTTPExchangeResponse, operation: Operation, sentChangeToken: Bool) -> CloudError {
+        let retryAfterHeader = response.header("Retry-After")
+        if let fields = try? JSONDecoder().decode(CloudKitWire.ErrorFields.self, from: response.body),
+            fields.serverErrorCode != nil
+        {
+            return error(
+                fields, status: response.status, operation: operation, sentChangeToken: sentChangeToken,
+                retryAfterHeader: retryAfterHeader)
+        }
+        // No CloudKit error body: a proxy's page, an empty 500, a server going down.
+        let code: CloudError.Code
+        switch response.status {
+        case 429: code = .requestRateLimited
+        case 500...599: code = .serviceUnavailable
+        case 401, 421: code = .notAuthenticated
+        default: code = .unexpectedServerResponse
+        }
+        return CloudError(
+            code,
+            "CloudKit answered \(operation.rawValue) with HTTP \(response.status) and no CloudKit error "
+                + "(\(describeBody(response.body)))",
+            retryAfter: retryAfterHeader.flatMap(headerDuration))
+    }
+
+    /// The error for a 200 whose body could not be read as `operation`'s response.
+    static func unexpectedResponse(_ operation: Operation, _ body: Data, problem: String) -> CloudError {
+        CloudError(
+            .unexpectedServerResponse,
+            "CloudKit's answer to \(operation.rawValue) could not be read: \(problem) (\(describeBody(body)))")
+    }
+
+    /// The error for a failure to get any complete response: `CancellationError` when the request was
+    /// cancelled, else a ``CloudError``. Messages never include the URL, whose query holds tokens.
+    static func error(forTransportFailure failure: any Error, operation: Operation) -> any Error {
+        if failure is CancellationError { return failure }
+        guard let urlError = failure as? URLError else {
+            if let cloudError = failure as? CloudError { return cloudError }
+            return CloudError(.networkFailure, "The \(operation.rawValue) request failed: \(type(of: failure)).")
+        }
+        switch urlError.code {
+        case .cancelled:
+            return CancellationError()
+        case .notConnectedToInternet, .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed,
+            .internationalRoamingOff, .dataNotAllowed, .callIsActive:
+            return CloudError(
+                .networkUnavailable,
+                "Could not reach CloudKit for \(operation.rawValue) (URLError \(urlError.code.rawValue)); nothing was sent."
+            )
+        case .timedOut:
+            return CloudError(
+                .networkFailure,
+                "CloudKit did not answer \(operation.rawValue) in time (URLError \(urlError.code.rawValue)); "
+                    + "it may have applied it.")
+        default:
+            return CloudError(
+                .networkFailure,
+                "The connection failed during \(operation.rawValue) (URLError \(urlError.code.rawValue)); "
+                    + "CloudKit may have applied it.")
+        }
+    }
+
+    private static func duration(seconds: Double) -> Duration? {
+        guard seconds.isFinite, seconds >= 0 else { return nil }
+        return .milliseconds(Int64((seconds * 1_000).rounded()))
+    }
+
+    private static func headerDuration(_ value: String) -> Duration? {
+        Int64(value.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 ? .seconds($0) : nil }
+    }
+
+    /// A short description of a body for an error message: its size and what it starts with.
+    private static func describeBody(_ body: Data) -> String {
+        if body.isEmpty { return "empty body" }
+        let start = String(decoding: body.prefix(60), as: UTF8.self)
+            .replacingOccurrences(of: "\n", with: " ")
+        return "\(body.count) bytes starting \"\(start)\(body.count > 60 ? "…" : "")\""
+    }
+}

@@ -1,0 +1,331 @@
+import Foundation
+
+extension CloudKitWebServicesTransport {
+    public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws
+        -> ZoneChanges
+    {
+        try Self.requireZoneNames([zone])
+        guard resultsLimit >= 1 else {
+            throw CloudError(
+                .invalidArguments, "resultsLimit must be at least 1; it was \(resultsLimit). Nothing was sent.")
+        }
+        let limit = min(resultsLimit, Self.maximumResultsLimit)
+        let request = CloudKitWire.ZoneChangesRequest(
+            zones: [
+                .init(zoneID: CloudKitWire.ZoneID(zone), syncToken: token.map(Self.syncToken), resultsLimit: limit)
+            ],
+            resultsLimit: limit)
+        let data = try await send(.zoneChanges, body: try encode(request), sentChangeToken: token != nil)
+        let response = try decode(CloudKitWire.ZoneChangesResponse.self, data, .zoneChanges)
+        guard let page = response.zones.first(where: { $0.zoneID?.zoneName == zone.name }) ?? response.zones.first
+        else {
+            throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, data, problem: "no entry for the zone")
+        }
+        if let code = page.serverErrorCode {
+            throw CloudKitErrorMapping.error(
+                .init(
+                    serverErrorCode: code, reason: page.reason, retryAfter: page.retryAfter,
+                    redirectURL: page.redirectURL),
+                status: nil, operation: .zoneChanges, sentChangeToken: token != nil)
+        }
+        guard let syncToken = page.syncToken else {
+            throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, data, problem: "no syncToken")
+        }
+        var changed: [Record] = []
+        var deleted: [RecordID] = []
+        for entry in page.records ?? [] {
+            if entry.deleted == true {
+                guard let name = entry.recordName else {
+                    throw CloudKitErrorMapping.unexpectedResponse(
+                        .zoneChanges, data, problem: "a deleted record has no name")
+                }
+                deleted.append(RecordID(zone: zone, name: name))
+            } else {
+                changed.append(try record(from: entry, in: zone, data, .zoneChanges))
+            }
+        }
+        return ZoneChanges(
+            changedRecords: changed, deletedRecordIDs: deleted, token: Self.changeToken(syncToken),
+            moreComing: page.moreComing ?? false)
+    }
+
+    public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
+        try Self.requireNames(ids)
+        var found: [RecordID: Record] = [:]
+        for (zone, names) in Self.groupedByZone(ids.map { ($0, $0.name) }) {
+            // CKWS takes at most 200 records a request.
+            for start in stride(from: 0, to: names.count, by: maximumOperationsPerRequest) {
+                let chunk = Array(names[start..<min(start + maximumOperationsPerRequest, names.count)])
+                found.merge(try await lookup(chunk, in: zone).found) { $1 }
+            }
+        }
+        return found
+    }
+
+    /// One `records/lookup` in one zone: the records found, or the zone's error when it does not exist.
+    func lookup(_ names: [String], in zone: ZoneID) async throws -> (found: [RecordID: Record], zoneError: CloudError?)
+    {
+        let request = CloudKitWire.RecordsLookupRequest(
+            records: names.map { .init(recordName: $0) }, zoneID: CloudKitWire.ZoneID(zone))
+        let data: Data
+        do {
+            data = try await send(.lookupRecords, body: try encode(request))
+        } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
+            return ([:], error)
+        }
+        let response = try decode(CloudKitWire.RecordsResponse.self, data, .lookupRecords)
+        var found: [RecordID: Record] = [:]
+        var zoneError: CloudError?
+        for entry in response.records {
+            if let fields = entry.error {
+                let error = CloudKitErrorMapping.error(
+                    fields, status: nil, operation: .lookupRecords, sentChangeToken: false)
+                switch error.code {
+                case .unknownItem: continue
+                case .zoneNotFound, .userDeletedZone: zoneError = error
+                default: throw error
+                }
+                continue
+            }
+            guard entry.deleted != true else { continue }
+            let record = try record(from: entry, in: zone, data, .lookupRecords)
+            found[record.id] = record
+        }
+        return (found, zoneError)
+    }
+
+    public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
+        async throws -> ModifyRecordsResult
+    {
+        try validate(saves, deletes)
+        var result = ModifyRecordsResult()
+
+        // A tagless delete-if-unchanged has no CKWS form: find out first what it would meet.
+        let untagged = deletes.filter { $0.policy == .ifServerRecordUnchanged && $0.changeTag == nil }
+        var resolved = Set<RecordID>()
+        for (zone, names) in Self.groupedByZone(untagged.map { ($0.id, $0.id.name) }) {
+            let (found, zoneError) = try await lookup(names, in: zone)
+            for name in names {
+                let id = RecordID(zone: zone, name: name)
+                resolved.insert(id)
+                if let zoneError {
+                    result.failed[id] = zoneError
+                } else if let server = found[id] {
+                    result.failed[id] = Self.changedError(server, operation: "delete")
+                } else {
+                    result.deleted.insert(id)
+                }
+            }
+        }
+        if atomically && !result.failed.isEmpty {
+            return Self.failedAtomically(result, saves: saves, deletes: deletes)
+        }
+
+        var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordsModifyRequest.Operation)] = []
+        for save in saves {
+            operations.append((save.record.id, false, try Self.operation(for: save)))
+        }
+        for deletion in deletes where !resolved.contains(deletion.id) {
+            operations.append((deletion.id, true, Self.operation(for: deletion)))
+        }
+        for (zone, zoneOperations) in Self.groupedByZone(operations.map { ($0.id, $0) }) {
+            try await modify(zoneOperations, in: zone, atomically: atomically, into: &result)
+        }
+        return result
+    }
+
+    /// One `records/modify` in one zone, then one `records/lookup` for the records it reported in conflict.
+    private func modify(
+        _ operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordsModifyRequest.Operation)],
+        in zone: ZoneID, atomically: Bool, into result: inout ModifyRecordsResult
+    ) async throws {
+        let request = CloudKitWire.RecordsModifyRequest(
+            operations: operations.map(\.operation), zoneID: CloudKitWire.ZoneID(zone), atomic: atomically)
+        let data: Data
+        do {
+            data = try await send(.modifyRecords, body: try encode(request))
+        } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
+            // The whole zone is missing: each record fails as it would one by one.
+            for operation in operations { result.failed[operation.id] = error }
+            return
+        }
+        let response = try decode(CloudKitWire.RecordsResponse.self, data, .modifyRecords)
+        // Entries come back in the order of the operations; match by name, which every entry carries.
+        var entries: [String: CloudKitWire.RecordEntry] = [:]
+        for (index, entry) in response.records.enumerated() {
+            if let name = entry.recordName {
+                entries[name] = entry
+            } else if index < operations.count {
+                entries[operations[index].id.name] = entry
+            }
+        }
+        var conflicts: [(id: RecordID, isDelete: Bool)] = []
+        for operation in operations {
+            let id = operation.id
+            guard let entry = entries[id.name] else {
+                result.failed[id] = CloudKitErrorMapping.unexpectedResponse(
+                    .modifyRecords, data, problem: "no result for the record \(id.name)")
+                continue
+            }
+            if let fields = entry.error {
+                let error = CloudKitErrorMapping.error(
+                    fields, status: nil, operation: .modifyRecords, sentChangeToken: false)
+                switch error.code {
+                case .serverRecordChanged:
+                    conflicts.append((id, operation.isDelete))
+                case .unknownItem where operation.isDelete:
+                    result.deleted.insert(id)
+                default:
+                    result.failed[id] = error
+                }
+            } else if operation.isDelete {
+                result.deleted.insert(id)
+            } else {
+                do {
+                    result.saved[id] = try CloudKitWire.record(from: entry, in: zone)
+                } catch let problem as CloudKitWire.FieldProblem {
+                    result.failed[id] = CloudKitErrorMapping.unexpectedResponse(
+                        .modifyRecords, data, problem: problem.description)
+                }
+            }
+        }
+        guard !conflicts.isEmpty else { return }
+        // CKWS names a conflict but does not send the server's record: fetch it, as its documentation says.
+        let found: [RecordID: Record]
+        do {
+            let lookup = try await lookup(conflicts.map(\.id.name), in: zone)
+            if let zoneError = lookup.zoneError {
+                for conflict in conflicts { result.failed[conflict.id] = zoneError }
+                return
+            }
+            found = lookup.found
+        } catch let error as CloudError {
+            // The modify itself went through; only the conflicts stay unresolved, with the lookup's error.
+            for conflict in conflicts { result.failed[conflict.id] = error }
+            return
+        }
+        for conflict in conflicts {
+            if let server = found[conflict.id] {
+                result.failed[conflict.id] = Self.changedError(server, operation: conflict.isDelete ? "delete" : "save")
+            } else if conflict.isDelete {
+                result.deleted.insert(conflict.id)
+            } else {
+                result.failed[conflict.id] = CloudError(
+                    .unknownItem, "The record \(conflict.id) was in conflict and no longer exists on the server.",
+                    serverErrorCode: "CONFLICT")
+            }
+        }
+    }
+
+    // MARK: - Building requests
+
+    /// The CKWS operation for a save.
+    ///
+    /// | policy | tag | operation |
+    /// |---|---|---|
+    /// | ``SavePolicy/ifServerRecordUnchanged`` | set | `replace` with the tag (sent fields replace the record's) |
+    /// | ``SavePolicy/ifServerRecordUnchanged`` | none | `create` (fails if the record exists) |
+    /// | ``SavePolicy/changedKeys`` | any | `forceUpdate` (only the sent fields change; creates if missing) |
+    /// | ``SavePolicy/allKeys`` | any | `forceReplace` (creates if missing) |
+    ///
+    /// CKWS's `update` (sent fields only, with a tag check) matches no ``SavePolicy`` and is never sent.
+    static func operation(for save: RecordSave) throws -> CloudKitWire.RecordsModifyRequest.Operation {
+        let type: String
+        var tag: ChangeTag?
+        switch save.policy {
+        case .ifServerRecordUnchanged:
+            tag = save.record.changeTag
+            type = tag == nil ? "create" : "replace"
+        case .changedKeys: type = "forceUpdate"
+        case .allKeys: type = "forceReplace"
+        }
+        do {
+            return .init(operationType: type, record: try CloudKitWire.outgoing(save.record, tag: tag))
+        } catch let problem as CloudKitWire.FieldProblem {
+            throw CloudError(
+                .invalidArguments,
+                "The record \(save.record.id) cannot be sent: \(problem.description). Nothing was sent.")
+        }
+    }
+
+    /// The CKWS operation for a delete: `delete` with the tag, or `forceDelete`. (A tagless
+    /// delete-if-unchanged is resolved by a lookup instead.)
+    static func operation(for deletion: RecordDeletion) -> CloudKitWire.RecordsModifyRequest.Operation {
+        let force = deletion.policy == .force
+        return .init(
+            operationType: force ? "forceDelete" : "delete",
+            record: .init(recordName: deletion.id.name, recordChangeTag: force ? nil : deletion.changeTag?.rawValue))
+    }
+
+    /// Refuses what CKWS cannot carry or would misread, before anything is sent.
+    private func validate(_ saves: [RecordSave], _ deletes: [RecordDeletion]) throws {
+        let operations = saves.count + deletes.count
+        if operations > maximumOperationsPerRequest {
+            throw CloudError(
+                .limitExceeded,
+                "The request has \(operations) operations; CloudKit Web Services takes at most "
+                    + "\(maximumOperationsPerRequest). Split it. Nothing was sent.")
+        }
+        let ids = saves.map(\.record.id) + deletes.map(\.id)
+        try Self.requireNames(ids)
+        var seen = Set<RecordID>()
+        for id in ids where !seen.insert(id).inserted {
+            throw CloudError(
+                .invalidArguments, "The record \(id) appears more than once in the request. Nothing was sent.")
+        }
+        if let untyped = saves.first(where: { $0.record.type.isEmpty }) {
+            throw CloudError(
+                .invalidArguments, "The record \(untyped.record.id) has an empty record type. Nothing was sent.")
+        }
+    }
+
+    /// Refuses empty zone and record names (CKWS would take them for its default zone, or invent a name).
+    static func requireNames(_ ids: [RecordID]) throws(CloudError) {
+        try requireZoneNames(ids.map(\.zone))
+        if ids.contains(where: { $0.name.isEmpty }) {
+            throw CloudError(.invalidArguments, "A record name must not be empty. Nothing was sent.")
+        }
+    }
+
+    /// Items grouped by zone, zones in the order they first appear, items in their order.
+    static func groupedByZone<T>(_ items: [(RecordID, T)]) -> [(ZoneID, [T])] {
+        var order: [ZoneID] = []
+        var groups: [ZoneID: [T]] = [:]
+        for (id, item) in items {
+            if groups[id.zone] == nil { order.append(id.zone) }
+            groups[id.zone, default: []].append(item)
+        }
+        return order.map { ($0, groups[$0]!) }
+    }
+
+    private static func changedError(_ server: Record, operation: String) -> CloudError {
+        CloudError(
+            .serverRecordChanged,
+            "The \(operation) of \(server.id) met a newer version on the server (tag "
+                + "\(server.changeTag?.rawValue ?? "nil")). Merge with the server's record and save again.",
+            serverRecord: server, serverErrorCode: "CONFLICT")
+    }
+
+    /// An atomic request that failed before anything was sent: the other records fail with it.
+    private static func failedAtomically(
+        _ result: ModifyRecordsResult, saves: [RecordSave], deletes: [RecordDeletion]
+    ) -> ModifyRecordsResult {
+        var failed = result.failed
+        for id in saves.map(\.record.id) + deletes.map(\.id) where failed[id] == nil {
+            failed[id] = CloudError(
+                .batchRequestFailed,
+                "The atomic request failed because another record in it failed; nothing was applied.")
+        }
+        return ModifyRecordsResult(failed: failed)
+    }
+
+    private nonisolated func record(
+        from entry: CloudKitWire.RecordEntry, in zone: ZoneID, _ data: Data, _ operation: CloudKitErrorMapping.Operation
+    ) throws -> Record {
+        do {
+            return try CloudKitWire.record(from: entry, in: zone)
+        } catch let problem as CloudKitWire.FieldProblem {
+            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: problem.description)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+
+extension CloudKitWebServicesTransport {
+    /// The zone CloudKit lists in every database; FlatSync never uses it.
+    static let defaultZoneName = "_defaultZone"
+
+    public func listZones() async throws -> [ZoneID] {
+        let data = try await send(.listZones, method: "GET", body: nil)
+        let response = try decode(CloudKitWire.ZonesResponse.self, data, .listZones)
+        var zones: [ZoneID] = []
+        for entry in response.zones {
+            if let error = entry.error {
+                throw CloudKitErrorMapping.error(error, status: nil, operation: .listZones, sentChangeToken: false)
+            }
+            guard let name = entry.zoneID?.zoneName else {
+                throw CloudKitErrorMapping.unexpectedResponse(.listZones, data, problem: "a zone has no zoneID")
+            }
+            if name != Self.defaultZoneName, entry.deleted != true { zones.append(ZoneID(name)) }
+        }
+        return zones.sorted()
+    }
+
+    public func createZones(_ zones: [ZoneID]) async throws {
+        try await modifyZones(zones, operationType: "create")
+    }
+
+    public func deleteZones(_ zones: [ZoneID]) async throws {
+        try await modifyZones(zones, operationType: "delete")
+    }
+
+    /// Creates or deletes zones in one `zones/modify`. Creating a zone that exists and deleting one that
+    /// does not count as done (what CloudKit answers for them is not documented; the codes below are
+    /// the likely ones).
+    private func modifyZones(_ zones: [ZoneID], operationType: String) async throws {
+        try Self.requireZoneNames(zones)
+        guard !zones.isEmpty else { return }
+        let request = CloudKitWire.ZonesModifyRequest(
+            operations: zones.map {
+                .init(operationType: operationType, zone: .init(zoneID: CloudKitWire.ZoneID($0)))
+            })
+        let data = try await send(.modifyZones, body: try encode(request))
+        let response = try decode(CloudKitWire.ZonesResponse.self, data, .modifyZones)
+        let harmless: Set<String> =
+            operationType == "create" ? ["EXISTS", "CONFLICT"] : ["ZONE_NOT_FOUND", "NOT_FOUND"]
+        for entry in response.zones {
+            guard let error = entry.error, !harmless.contains(error.serverErrorCode ?? "") else { continue }
+            throw CloudKitErrorMapping.error(error, status: nil, operation: .modifyZones, sentChangeToken: false)
+        }
+    }
+
+    public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
+        let request = CloudKitWire.DatabaseChangesRequest(syncToken: token.map(Self.syncToken), resultsLimit: nil)
+        let data = try await send(.databaseChanges, body: try encode(request), sentChangeToken: token != nil)
+        let response = try decode(CloudKitWire.DatabaseChangesResponse.self, data, .databaseChanges)
+        guard let syncToken = response.syncToken else {
+            throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, data, problem: "no syncToken")
+        }
+        var changed: [ZoneID] = []
+        var deleted: [ZoneDeletion] = []
+        for entry in response.zones {
+            if let error = entry.error {
+                throw CloudKitErrorMapping.error(
+                    error, status: nil, operation: .databaseChanges, sentChangeToken: token != nil)
+            }
+            guard let name = entry.zoneID?.zoneName else {
+                throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, data, problem: "a zone has no zoneID")
+            }
+            guard name != Self.defaultZoneName else { continue }
+            if entry.deleted == true {
+                // CloudKit documents no flag for a zone the user deleted; `purged` is the emulator's.
+                deleted.append(
+                    ZoneDeletion(zone: ZoneID(name), reason: entry.purged == true ? .deletedByUser : .deleted))
+            } else if !changed.contains(ZoneID(name)) {
+                changed.append(ZoneID(name))
+            }
+        }
+        return DatabaseChanges(
+            changedZones: changed, deletedZones: deleted, token: Self.changeToken(syncToken),
+            moreComing: response.moreComing ?? false)
+    }
+
+    // MARK: - Helpers
+
+    /// A change token's bytes as the `syncToken` string they came from.
+    static func syncToken(_ token: ChangeToken) -> String {
+        String(decoding: token.data, as: UTF8.self)
+    }
+
+    /// A `syncToken` string kept as a change token's bytes.
+    static func changeToken(_ syncToken: String) -> ChangeToken {
+        ChangeToken(data: Data(syncToken.utf8))
+    }
+
+    /// Refuses empty zone names: CKWS would take an empty name for its default zone.
+    static func requireZoneNames(_ zones: some Sequence<ZoneID>) throws(CloudError) {
+        if zones.contains(where: { $0.name.isEmpty }) {
+            throw CloudError(.invalidArguments, "A zone name must not be empty. Nothing was sent.")
+        }
+    }
+}

@@ -1,0 +1,314 @@
+import Foundation
+
+/// ``CloudTransport`` to a CloudKit container's private database over CloudKit Web Services: the real
+/// server.
+///
+/// It speaks the documented JSON endpoints (`zones/list`, `zones/modify`, `changes/database`,
+/// `changes/zone`, `records/modify`, `records/lookup`, `users/current`) through an ``HTTPExchange``
+/// (``URLSessionExchange`` by default), authenticated with the container's API token and the user's
+/// web auth token. CloudKit sends a new web auth token with every response; the transport saves each
+/// one in its ``WebAuthTokenStore`` before it sends the next request, so requests go one at a time.
+///
+/// ```swift
+/// let transport = CloudKitWebServicesTransport(
+///     configuration: .init(
+///         containerID: "iCloud.com.example.news",
+///         environment: .production,
+///         apiToken: apiToken,
+///         tokenStore: DirectoryWebAuthTokenStore(directory: deviceDirectory)
+///     )
+/// )
+/// let user = try await transport.currentUser()      // throws notAuthenticated with a sign-in URL
+/// let context = try await SyncContext.open(
+///     directory: deviceDirectory, account: CloudAccount(id: user.userRecordName, transport: transport))
+/// ```
+///
+/// What CloudKit Web Services cannot express is done the way its documentation suggests, and costs
+/// requests that ``InMemoryCloud``-style servers do not need:
+/// - A conflicted save or delete (`CONFLICT`) carries no server record: the transport looks the records
+///   up in one follow-up `records/lookup` per request and reports
+///   ``CloudError/Code-swift.struct/serverRecordChanged`` with what it found.
+/// - A delete under ``DeletePolicy/ifServerRecordUnchanged`` without a change tag has no CKWS form
+///   (`delete` needs the tag): the transport looks the record up first; absent counts as deleted,
+///   present as a conflict.
+/// - `records/modify` and `records/lookup` name one zone each: a call spanning zones sends one request
+///   per zone, so `atomically` holds per zone, as it does in CloudKit.
+/// - Timestamps travel as whole milliseconds (CKWS `TIMESTAMP`); see ``Foundation/Date/roundedToMilliseconds``.
+/// - At most ``maximumOperationsPerRequest`` (200) saves plus deletes per call, the documented limit.
+///
+/// Error mapping is one table, documented on the internal `CloudKitErrorMapping` and in the README.
+/// Requests the transport can tell are malformed (empty names, a record named twice, too many
+/// operations) fail with ``CloudError/Code-swift.struct/invalidArguments`` or
+/// ``CloudError/Code-swift.struct/limitExceeded`` before anything is sent: an empty record name would
+/// make CloudKit invent one, and an empty zone name would mean its default zone.
+public actor CloudKitWebServicesTransport: CloudTransport {
+    /// Where and how to reach the container.
+    public struct Configuration: Sendable {
+        /// A container's environment.
+        public enum Environment: String, Sendable, Hashable, CaseIterable {
+            /// The development environment, whose schema changes as records are saved.
+            case development
+            /// The production environment, whose schema is fixed.
+            case production
+        }
+
+        /// The server: Apple's `https://api.apple-cloudkit.com` by default, or a local emulator.
+        public var baseURL: URL
+        /// The container, such as `iCloud.com.example.news`.
+        public var containerID: String
+        /// The container's environment.
+        public var environment: Environment
+        /// The API token made in CloudKit Dashboard (API Access → API Tokens).
+        public var apiToken: String
+        /// Where the user's web auth token is kept.
+        public var tokenStore: any WebAuthTokenStore
+        /// How long one request may take before it fails with
+        /// ``CloudError/Code-swift.struct/networkFailure``. Whole seconds, at least one (Foundation on
+        /// Linux truncates anything finer).
+        public var requestTimeout: Duration
+        /// The HTTP client.
+        public var http: any HTTPExchange
+
+        /// Apple's CloudKit Web Services host.
+        public static let appleBaseURL = URL(string: "https://api.apple-cloudkit.com")!
+
+        /// A configuration; the defaults reach Apple's server with `URLSession` and a 30-second timeout.
+        public init(
+            containerID: String,
+            environment: Environment,
+            apiToken: String,
+            tokenStore: any WebAuthTokenStore,
+            baseURL: URL = Configuration.appleBaseURL,
+            requestTimeout: Duration = .seconds(30),
+            http: any HTTPExchange = URLSessionExchange.shared
+        ) {
+            self.baseURL = baseURL
+            self.containerID = containerID
+            self.environment = environment
+            self.apiToken = apiToken
+            self.tokenStore = tokenStore
+            self.requestTimeout = requestTimeout
+            self.http = http
+        }
+    }
+
+    /// The signed-in user, as `users/current` names them.
+    public struct User: Sendable, Hashable {
+        /// The user's record name in this container: stable for the user, different between containers.
+        /// A change means the account changed.
+        public var userRecordName: String
+        /// The user's first name, when the user shared it.
+        public var firstName: String?
+        /// The user's last name, when the user shared it.
+        public var lastName: String?
+    }
+
+    /// The most saves plus deletes one `records/modify` request may carry: 200, as documented.
+    public nonisolated let maximumOperationsPerRequest = 200
+    /// The most records one `changes/zone` page returns: 200, as documented.
+    public static let maximumResultsLimit = 200
+
+    /// The configuration the transport was made with.
+    public nonisolated let configuration: Configuration
+
+    private let gate = RequestGate()
+    private var token: TokenState = .notLoaded
+    /// A rotated token that could not be saved yet; saved (or the request fails) before the next request.
+    private var tokenNeedsSaving = false
+    private let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    private enum TokenState {
+        case notLoaded
+        case loaded(String?)
+    }
+
+    /// A transport for `configuration`. Nothing is sent until the first call.
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    // MARK: - Signing in
+
+    /// The signed-in user (`users/current`).
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/notAuthenticated`` when nobody is signed in, with
+    ///   ``CloudError/redirectURL`` set to the page where the user signs in; the web auth token that page
+    ///   hands back goes to ``signIn(withWebAuthToken:)``.
+    public func currentUser() async throws -> User {
+        let data = try await send(.currentUser, method: "GET", database: "public", body: nil)
+        let wire = try decode(CloudKitWire.CurrentUser.self, data, .currentUser)
+        guard let name = wire.userRecordName, !name.isEmpty else {
+            throw CloudKitErrorMapping.unexpectedResponse(.currentUser, data, problem: "no userRecordName")
+        }
+        return User(userRecordName: name, firstName: wire.firstName, lastName: wire.lastName)
+    }
+
+    /// Adopts the web auth token the sign-in page handed back, saving it in the token store.
+    public func signIn(withWebAuthToken webAuthToken: String) async throws {
+        try await gate.enter()
+        defer { gate.leave() }
+        try await configuration.tokenStore.saveToken(webAuthToken)
+        token = .loaded(webAuthToken)
+        tokenNeedsSaving = false
+    }
+
+    /// Forgets the web auth token, here and in the token store.
+    public func signOut() async throws {
+        try await gate.enter()
+        defer { gate.leave() }
+        try await configuration.tokenStore.saveToken(nil)
+        token = .loaded(nil)
+        tokenNeedsSaving = false
+    }
+
+    // MARK: - Requests
+
+    /// The URL of an operation: `…/database/1/{container}/{environment}/{database}/{operation}` with the
+    /// tokens in the query, percent-encoded by hand (`URLQueryItem` leaves `+` alone, which the server
+    /// reads as a space).
+    func url(for operation: CloudKitErrorMapping.Operation, database: String, webAuthToken: String?) -> URL {
+        let root = operation == .createPushToken || operation == .registerPushToken ? "device" : "database"
+        var path = configuration.baseURL.absoluteString
+        while path.hasSuffix("/") { path.removeLast() }
+        path += "/\(root)/1/\(Self.escape(configuration.containerID))/\(configuration.environment.rawValue)"
+        if root == "database" { path += "/\(database)" }
+        path += "/\(operation.rawValue)?ckAPIToken=\(Self.escape(configuration.apiToken))"
+        if let webAuthToken { path += "&ckWebAuthToken=\(Self.escape(webAuthToken))" }
+        return URL(string: path)!
+    }
+
+    /// Percent-encodes everything but RFC 3986's unreserved characters.
+    static func escape(_ value: String) -> String {
+        var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        allowed.insert(charactersIn: "-._~")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+    }
+
+    /// Sends one request and returns the body of its 200 response; any other answer is thrown as the
+    /// ``CloudError`` the mapping table gives. Requests go one at a time, each with the newest token.
+    func send(
+        _ operation: CloudKitErrorMapping.Operation, method: String = "POST", database: String = "private",
+        body: Data?, sentChangeToken: Bool = false
+    ) async throws -> Data {
+        try await gate.enter()
+        defer { gate.leave() }
+        try Task.checkCancellation()
+        let webAuthToken = try await currentToken()
+        let request = HTTPExchangeRequest(
+            method: method, url: url(for: operation, database: database, webAuthToken: webAuthToken),
+            headers: body == nil ? [:] : ["Content-Type": "application/json; charset=utf-8"],
+            body: body, timeout: configuration.requestTimeout)
+        let response: HTTPExchangeResponse
+        do {
+            response = try await configuration.http.send(request)
+        } catch {
+            throw CloudKitErrorMapping.error(forTransportFailure: error, operation: operation)
+        }
+        if response.status == 401 || response.status == 421 {
+            // The token is no good: forget it, so the host asks the user to sign in again.
+            await forgetToken()
+        } else {
+            await adoptRotatedToken(from: response)
+        }
+        guard response.status == 200 else {
+            throw CloudKitErrorMapping.error(for: response, operation: operation, sentChangeToken: sentChangeToken)
+        }
+        if let fields = try? JSONDecoder().decode(CloudKitWire.ErrorFields.self, from: response.body),
+            fields.serverErrorCode != nil
+        {
+            // An error body in a 200: believed never to happen, handled in case it does.
+            throw CloudKitErrorMapping.error(
+                fields, status: nil, operation: operation, sentChangeToken: sentChangeToken)
+        }
+        return response.body
+    }
+
+    /// Encodes a request body; a value JSON cannot carry is the caller's mistake.
+    func encode(_ body: some Encodable) throws -> Data {
+        do {
+            return try encoder.encode(body)
+        } catch let problem as CloudKitWire.FieldProblem {
+            throw CloudError(.invalidArguments, "The request cannot be sent: \(problem.description). Nothing was sent.")
+        } catch {
+            throw CloudError(.invalidArguments, "The request cannot be encoded as JSON: \(error). Nothing was sent.")
+        }
+    }
+
+    /// Decodes a 200's body as `type`, or throws ``CloudError/Code-swift.struct/unexpectedServerResponse``.
+    nonisolated func decode<T: Decodable>(_ type: T.Type, _ data: Data, _ operation: CloudKitErrorMapping.Operation)
+        throws -> T
+    {
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch let problem as CloudKitWire.FieldProblem {
+            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: problem.description)
+        } catch {
+            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: Self.describe(error))
+        }
+    }
+
+    /// A decoding error without the values it quotes.
+    private nonisolated static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(type(of: error))" }
+        switch error {
+        case .dataCorrupted(let context): return "not JSON (\(context.debugDescription))"
+        case .keyNotFound(let key, _): return "the key \(key.stringValue) is missing"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "unexpected value at \(context.codingPath.map(\.stringValue).joined(separator: "."))"
+        @unknown default: return "undecodable"
+        }
+    }
+
+    // MARK: - The web auth token
+
+    /// The token to send, loading it on first use and saving a rotated one that could not be saved yet.
+    private func currentToken() async throws -> String? {
+        switch token {
+        case .notLoaded:
+            let loaded = try await configuration.tokenStore.loadToken()
+            token = .loaded(loaded)
+            return loaded
+        case .loaded(let current):
+            if tokenNeedsSaving {
+                // Sending with a token that a restart would not find is what this store is for; fail instead.
+                try await configuration.tokenStore.saveToken(current)
+                tokenNeedsSaving = false
+            }
+            return current
+        }
+    }
+
+    /// Adopts the token a response carries (CloudKit sends a new one with every response; CloudKit JS reads
+    /// `X-Apple-CloudKit-Session` too) and saves it before the next request.
+    private func adoptRotatedToken(from response: HTTPExchangeResponse) async {
+        guard
+            let rotated =
+                (response.header("X-Apple-CloudKit-Web-Auth-Token")
+                ?? response.header("X-Apple-CloudKit-Session"))?.trimmingCharacters(in: .whitespaces),
+            !rotated.isEmpty
+        else { return }
+        if case .loaded(let current) = token, current == rotated { return }
+        token = .loaded(rotated)
+        do {
+            try await configuration.tokenStore.saveToken(rotated)
+            tokenNeedsSaving = false
+        } catch {
+            // The response is good; the next request saves the token first or fails.
+            tokenNeedsSaving = true
+        }
+    }
+
+    private func forgetToken() async {
+        token = .loaded(nil)
+        do {
+            try await configuration.tokenStore.saveToken(nil)
+            tokenNeedsSaving = false
+        } catch {
+            tokenNeedsSaving = true
+        }
+    }
+}

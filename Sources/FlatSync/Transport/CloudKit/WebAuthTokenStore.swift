@@ -1,0 +1,119 @@
+import Foundation
+import Synchronization
+
+/// Where ``CloudKitWebServicesTransport`` keeps the user's CloudKit web auth token between requests
+/// and across restarts.
+///
+/// CloudKit Web Services hands out a new token with every response; the transport saves each new one
+/// here before it sends its next request, so a restart carries on with the newest token. A token is a
+/// credential: implementations must not log it.
+public protocol WebAuthTokenStore: Sendable {
+    /// The saved token, or `nil` when the user has not signed in (or signed out).
+    func loadToken() async throws -> String?
+    /// Saves `token` durably, replacing the previous one; `nil` forgets it.
+    func saveToken(_ token: String?) async throws
+}
+
+/// Keeps the web auth token in memory only: for tests, and for hosts that keep credentials elsewhere
+/// (a keychain) and hand the token in at launch.
+public final class InMemoryWebAuthTokenStore: WebAuthTokenStore {
+    private let token: Mutex<String?>
+
+    /// A store holding `token`.
+    public init(token: String? = nil) {
+        self.token = Mutex(token)
+    }
+
+    public func loadToken() -> String? { token.withLock { $0 } }
+
+    public func saveToken(_ newToken: String?) {
+        token.withLock { $0 = newToken }
+    }
+}
+
+/// Keeps the web auth token in a file in the device directory, `cloudkit-web-auth-token`, written
+/// durably (temporary file, `fsync`, rename, directory `fsync`) with mode `0600`.
+///
+/// The file is self-checking (a magic number, a format version and a CRC-32). A damaged file is moved
+/// aside as `<name>.corrupt-<timestamp>` and reads as "no token": the user signs in again, and nothing
+/// else is lost.
+public final class DirectoryWebAuthTokenStore: WebAuthTokenStore {
+    /// The file's name in the device directory.
+    public static let fileName = "cloudkit-web-auth-token"
+
+    /// The file holding the token.
+    public let file: URL
+
+    private static let magic: [UInt8] = Array("FSWA".utf8)
+    private static let formatVersion: UInt8 = 1
+
+    /// A store in `directory` (the device directory), which must exist.
+    public init(directory: URL) {
+        file = directory.appendingPathComponent(Self.fileName)
+    }
+
+    public func loadToken() throws -> String? {
+        guard let data = FileManager.default.contents(atPath: file.path) else {
+            guard FileManager.default.fileExists(atPath: file.path) else { return nil }
+            throw FlatSyncError(.ioFailed, "Could not read the web auth token file.", path: file.path)
+        }
+        if let token = Self.decode(data) { return token }
+        // Never lose the bytes silently: keep them under the quarantine name for a person to look at.
+        try Quarantine.moveAside(file)
+        return nil
+    }
+
+    public func saveToken(_ token: String?) throws {
+        guard let token else {
+            if unlink(file.path) != 0 && errno != ENOENT {
+                throw FlatSyncError.syscall("unlink", errno: errno, path: file.path)
+            }
+            try DurableFileWriter().syncDirectory(file.deletingLastPathComponent())
+            return
+        }
+        try createDirectoryIfNeeded()
+        try DurableFileWriter().write(Self.encode(token), to: file, permissions: 0o600)
+    }
+
+    /// Creates the device directory (mode `0700`) when a token arrives before anything else created it,
+    /// flushing each new directory's parent so that the directory, and the token in it, survive a power
+    /// loss.
+    private func createDirectoryIfNeeded() throws {
+        var missing: [URL] = []
+        var directory = file.deletingLastPathComponent().standardizedFileURL
+        while !FileManager.default.fileExists(atPath: directory.path), directory.path != "/" {
+            missing.append(directory)
+            directory = directory.deletingLastPathComponent()
+        }
+        for created in missing.reversed() {
+            if mkdir(created.path, 0o700) != 0 && errno != EEXIST {
+                throw FlatSyncError.syscall("mkdir", errno: errno, path: created.path)
+            }
+            try DurableFileWriter().syncDirectory(created.deletingLastPathComponent())
+        }
+    }
+
+    static func encode(_ token: String) -> Data {
+        var writer = BinaryWriter()
+        writer.write(raw: magic)
+        writer.write(formatVersion)
+        writer.write(token)
+        writer.write(fixed32: writer.bytes.withUnsafeBytes { CRC32.checksum($0) })
+        return writer.data
+    }
+
+    /// The token in `data`, or `nil` when the bytes are not a whole, intact token file.
+    static func decode(_ data: Data) -> String? {
+        guard data.count > magic.count + 1 + 4 else { return nil }
+        let body = data.dropLast(4)
+        let stored = try? data.suffix(4).withBinaryReader { (reader) throws(FlatSyncError) in try reader.readFixed32() }
+        guard stored == body.withUnsafeBytes({ CRC32.checksum($0) }) else { return nil }
+        return try? Data(body).withBinaryReader { (reader) throws(FlatSyncError) -> String? in
+            guard try reader.readRaw(count: magic.count) == magic, try reader.readByte() == formatVersion else {
+                return nil
+            }
+            let token = try reader.readString()
+            return reader.isAtEnd ? token : nil
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+// What the CKWS transport reads: responses written from Apple's documented response keys (records with
+// `recordChangeTag`, `created`/`modified`, typed fields; `syncToken`/`moreComing`; per-item errors with
+// `serverErrorCode`) and from shapes other clients observed live (tombstones with only `recordName` and
+// `deleted`, per-record errors inside a 200, `_defaultZone` in zone lists).
+
+@Suite("CKWS transport: responses")
+struct CloudKitResponseTests {
+    static let zone = ZoneID("Notes")
+    static func id(_ name: String) -> RecordID { RecordID(zone: zone, name: name) }
+
+    @Test func aRecordsFieldsTagAndWriterAreRead() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"""
+                {"zones":[{"zoneID":{"zoneName":"Notes","ownerRecordName":"_abc","zoneType":"REGULAR_CUSTOM_ZONE"},
+                  "moreComing":true,"syncToken":"AQAA+/=",
+                  "records":[
+                    {"recordName":"a","recordType":"Note","recordChangeTag":"k3j4",
+                     "fields":{
+                       "s":{"value":"héllo","type":"STRING"},
+                       "i":{"value":-9223372036854775808,"type":"INT64"},
+                       "n":{"value":"9007199254740993","type":"INT64"},
+                       "d":{"value":2.5,"type":"DOUBLE"},
+                       "t":{"value":1700000000123,"type":"TIMESTAMP"},
+                       "tf":{"value":1700000000123.0,"type":"TIMESTAMP"},
+                       "b":{"value":"AAEC/w==","type":"BYTES"},
+                       "sl":{"value":["x","y"],"type":"STRING_LIST"},
+                       "el":{"value":[],"type":"INT64_LIST"},
+                       "untyped":{"value":"Chen"},
+                       "untypedNumber":{"value":42},
+                       "ref":{"value":{"recordName":"b","action":"NONE"},"type":"REFERENCE"},
+                       "loc":{"value":{"latitude":1,"longitude":2},"type":"LOCATION"},
+                       "fsLastModifiedBy":{"value":"device-A","type":"STRING"}},
+                     "created":{"timestamp":1700000000000,"userRecordName":"_abc","deviceID":"cloud-device"},
+                     "modified":{"timestamp":1700000000123,"userRecordName":"_abc","deviceID":"cloud-device"},
+                     "deleted":false},
+                    {"recordName":"gone","deleted":true}
+                  ]}]}
+                """#)
+        ])
+        let page = try await makeTransport(exchange).fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 10)
+        let when = Date(timeIntervalSince1970: 1_700_000_000.123)
+        #expect(page.moreComing)
+        #expect(page.token == ChangeToken(data: Data("AQAA+/=".utf8)))
+        #expect(page.deletedRecordIDs == [Self.id("gone")])
+        let record = try #require(page.changedRecords.first)
+        #expect(page.changedRecords.count == 1)
+        #expect(record.id == Self.id("a"))
+        #expect(record.type == "Note")
+        #expect(record.changeTag == ChangeTag("k3j4"))
+        #expect(record.lastModifiedBy == "device-A", "the reserved field wins over modified.deviceID")
+        #expect(
+            record.fields == [
+                "s": .string("héllo"), "i": .int(.min), "n": .int(9_007_199_254_740_993), "d": .double(2.5),
+                "t": .date(when), "tf": .date(when), "b": .bytes(Data([0, 1, 2, 255])),
+                "sl": .list([.string("x"), .string("y")]), "el": .list([]), "untyped": .string("Chen"),
+                "untypedNumber": .int(42),
+            ], "REFERENCE and LOCATION have no FieldValue and are skipped; an untyped string is never BYTES")
+        #expect(when.roundedToMilliseconds == when, "a date stamped by a store comes back equal")
+    }
+
+    @Test func withoutTheReservedFieldTheWriterIsModifiedDeviceID() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"records":[{"recordName":"a","recordType":"Note","recordChangeTag":"1","fields":{},"modified":{"deviceID":"B"}}]}"#
+            )
+        ])
+        let found = try await makeTransport(exchange).lookupRecords([Self.id("a")])
+        #expect(found[Self.id("a")]?.lastModifiedBy == "B")
+    }
+
+    @Test func aMissingMoreComingIsFalse() async throws {
+        let exchange = ScriptedExchange([
+            .json(#"{"zones":[{"zoneID":{"zoneName":"Notes"},"records":[],"syncToken":"t","moreComing":null}]}"#)
+        ])
+        let page = try await makeTransport(exchange).fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 10)
+        #expect(!page.moreComing)
+    }
+
+    @Test func databaseChangesNameChangedAndDeletedZonesButNotTheDefaultZone() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"""
+                {"syncToken":"db-9","moreComing":true,"zones":[
+                  {"zoneID":{"zoneName":"_defaultZone"}},
+                  {"zoneID":{"zoneName":"ReadingList","zoneType":"REGULAR_CUSTOM_ZONE"},"syncToken":"x"},
+                  {"zoneID":{"zoneName":"Old"},"deleted":true},
+                  {"zoneID":{"zoneName":"ReadingHistory"},"deleted":true,"purged":true},
+                  {"zoneID":{"zoneName":"ReadingHistory"}}
+                ]}
+                """#)
+        ])
+        let changes = try await makeTransport(exchange).fetchDatabaseChanges(since: nil)
+        #expect(changes.changedZones == [.readingList, .readingHistory])
+        #expect(
+            changes.deletedZones == [
+                ZoneDeletion(zone: ZoneID("Old"), reason: .deleted),
+                ZoneDeletion(zone: .readingHistory, reason: .deletedByUser),
+            ])
+        #expect(changes.token == ChangeToken(data: Data("db-9".utf8)))
+        #expect(changes.moreComing)
+    }
+
+    @Test func zoneListsLeaveOutTheDefaultZoneAndDeletedZones() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"zones":[{"zoneID":{"zoneName":"_defaultZone"},"atomic":false},{"zoneID":{"zoneName":"B"},"atomic":true},{"zoneID":{"zoneName":"A"}},{"zoneID":{"zoneName":"C"},"deleted":true}]}"#
+            )
+        ])
+        #expect(try await makeTransport(exchange).listZones() == [ZoneID("A"), ZoneID("B")])
+    }
+
+    // MARK: - records/modify results
+
+    @Test func aModifyReportsEachRecordAndLooksUpTheConflictedOnes() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"""
+                {"records":[
+                  {"recordName":"saved","recordType":"Note","recordChangeTag":"t2","fields":{"v":{"value":1,"type":"INT64"}}},
+                  {"recordName":"conflict","serverErrorCode":"CONFLICT","reason":"record to insert already exists"},
+                  {"recordName":"invalid","serverErrorCode":"BAD_REQUEST","reason":"Invalid value, expected type TIMESTAMP."},
+                  {"recordName":"busy","serverErrorCode":"THROTTLED","retryAfter":3},
+                  {"recordName":"deleted","deleted":true},
+                  {"recordName":"alreadyGone","serverErrorCode":"NOT_FOUND"},
+                  {"recordName":"updatedGone","serverErrorCode":"NOT_FOUND"},
+                  {"recordName":"deleteConflict","serverErrorCode":"CONFLICT"}
+                ]}
+                """#),
+            .json(
+                #"{"records":[{"recordName":"conflict","recordType":"Note","recordChangeTag":"t9","fields":{"v":{"value":9,"type":"INT64"}}},{"recordName":"deleteConflict","serverErrorCode":"NOT_FOUND"}]}"#
+            ),
+        ])
+        let note = { (name: String) in RecordSave(Record(id: Self.id(name), type: "Note")) }
+        let result = try await makeTransport(exchange).modifyRecords(
+            saving: [
+                note("saved"), note("conflict"), note("invalid"), note("busy"),
+                RecordSave(Record(id: Self.id("updatedGone"), type: "Note", changeTag: ChangeTag("t1"))),
+            ],
+            deleting: [
+                RecordDeletion(Self.id("deleted"), policy: .force),
+                RecordDeletion(Self.id("alreadyGone"), policy: .force),
+                RecordDeletion(Self.id("deleteConflict"), changeTag: ChangeTag("old")),
+            ],
+            atomically: false)
+
+        #expect(result.saved[Self.id("saved")]?.fields == ["v": .int(1)])
+        #expect(result.saved[Self.id("saved")]?.changeTag == ChangeTag("t2"))
+        let conflict = try #require(result.failed[Self.id("conflict")])
+        #expect(conflict.code == .serverRecordChanged)
+        #expect(conflict.serverRecord?.changeTag == ChangeTag("t9"), "the server's record, looked up")
+        #expect(conflict.serverRecord?.fields == ["v": .int(9)])
+        #expect(result.failed[Self.id("invalid")]?.code == .invalidArguments)
+        #expect(result.failed[Self.id("invalid")]?.serverErrorCode == "BAD_REQUEST")
+        #expect(result.failed[Self.id("busy")]?.code == .requestRateLimited)
+        #expect(result.failed[Self.id("busy")]?.retryAfter == .seconds(3))
+        #expect(result.failed[Self.id("updatedGone")]?.code == .unknownItem)
+        #expect(
+            result.deleted == [Self.id("deleted"), Self.id("alreadyGone"), Self.id("deleteConflict")],
+            "a delete that finds nothing, or whose conflict has gone since, is done")
+        #expect(result.failed.count == 4)
+
+        #expect(exchange.requests.map(\.operation) == ["records/modify", "records/lookup"])
+        #expect(
+            exchange.requests[1].jsonBody
+                == json(
+                    #"{"zoneID":{"zoneName":"Notes"},"records":[{"recordName":"conflict"},{"recordName":"deleteConflict"}]}"#
+                ),
+            "one lookup for every conflict of the request")
+    }
+
+    @Test func aFailedLookupLeavesTheConflictsWithItsErrorAndKeepsWhatWentThrough() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"records":[{"recordName":"a","recordType":"Note","recordChangeTag":"1","fields":{}},{"recordName":"b","serverErrorCode":"CONFLICT"}]}"#
+            ),
+            .json(#"{"serverErrorCode":"TRY_AGAIN_LATER","reason":"later","retryAfter":2}"#, status: 503),
+        ])
+        let result = try await makeTransport(exchange).modifyRecords(
+            saving: [
+                RecordSave(Record(id: Self.id("a"), type: "Note")), RecordSave(Record(id: Self.id("b"), type: "Note")),
+            ],
+            deleting: [], atomically: false)
+        #expect(result.saved.keys.map(\.name) == ["a"])
+        #expect(result.failed[Self.id("b")]?.code == .serviceUnavailable)
+        #expect(result.failed[Self.id("b")]?.retryAfter == .seconds(2))
+    }
+
+    @Test func anAtomicFailureReportsTheCulpritAndTheBatchFailureOfTheOthers() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"records":[{"recordName":"a","serverErrorCode":"ATOMIC_ERROR"},{"recordName":"b","serverErrorCode":"CONFLICT"}]}"#
+            ),
+            .json(#"{"records":[{"recordName":"b","recordType":"Note","recordChangeTag":"5","fields":{}}]}"#),
+        ])
+        let result = try await makeTransport(exchange).modifyRecords(
+            saving: [
+                RecordSave(Record(id: Self.id("a"), type: "Note")), RecordSave(Record(id: Self.id("b"), type: "Note")),
+            ],
+            deleting: [], atomically: true)
+        #expect(result.failed[Self.id("a")]?.code == .batchRequestFailed)
+        #expect(result.failed[Self.id("b")]?.code == .serverRecordChanged)
+        #expect(result.saved.isEmpty)
+    }
+
+    @Test func aTaglessDeleteIfUnchangedLooksTheRecordUpInsteadOfSendingADeleteCKWSCannotExpress() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"records":[{"recordName":"present","recordType":"Note","recordChangeTag":"4","fields":{}},{"recordName":"absent","serverErrorCode":"NOT_FOUND"}]}"#
+            )
+        ])
+        let result = try await makeTransport(exchange).modifyRecords(
+            saving: [], deleting: [RecordDeletion(Self.id("present")), RecordDeletion(Self.id("absent"))],
+            atomically: false)
+        #expect(result.failed[Self.id("present")]?.code == .serverRecordChanged)
+        #expect(result.failed[Self.id("present")]?.serverRecord?.changeTag == ChangeTag("4"))
+        #expect(result.deleted == [Self.id("absent")])
+        #expect(exchange.requests.map(\.operation) == ["records/lookup"], "no modify was needed")
+    }
+
+    @Test func aWholeZoneMissingFailsItsRecordsOneByOne() async throws {
+        let exchange = ScriptedExchange([
+            .json(#"{"serverErrorCode":"ZONE_NOT_FOUND","reason":"Zone 'Notes' does not exist"}"#, status: 404)
+        ])
+        let result = try await makeTransport(exchange).modifyRecords(
+            saving: [RecordSave(Record(id: Self.id("a"), type: "Note"))],
+            deleting: [RecordDeletion(Self.id("b"), policy: .force)], atomically: false)
+        #expect(result.failed[Self.id("a")]?.code == .zoneNotFound)
+        #expect(result.failed[Self.id("b")]?.code == .zoneNotFound)
+    }
+
+    // MARK: - Answers that cannot be read
+
+    enum Unreadable: String, CaseIterable, CustomTestStringConvertible {
+        case html, truncatedJSON, empty, missingRecords, recordWithoutType, timestampAsText, bytesNotBase64
+        var testDescription: String { rawValue }
+        var body: String {
+            switch self {
+            case .html: return "<html><body>Bad Gateway</body></html>"
+            case .truncatedJSON: return #"{"records":[{"recordName":"a","recordType":"No"#
+            case .empty: return ""
+            case .missingRecords: return #"{"result":"ok"}"#
+            case .recordWithoutType:
+                return
+                    #"{"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t","records":[{"recordName":"a","fields":{}}]}]}"#
+            case .timestampAsText:
+                return
+                    #"{"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t","records":[{"recordName":"a","recordType":"N","fields":{"t":{"type":"TIMESTAMP","value":"soon"}}}]}]}"#
+            case .bytesNotBase64:
+                return
+                    #"{"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t","records":[{"recordName":"a","recordType":"N","fields":{"b":{"type":"BYTES","value":"%%%"}}}]}]}"#
+            }
+        }
+    }
+
+    @Test(arguments: Unreadable.allCases)
+    func a200ThatCannotBeReadIsAnUnexpectedServerResponse(_ unreadable: Unreadable) async throws {
+        let exchange = ScriptedExchange([
+            HTTPExchangeResponse(status: 200, headers: [:], body: Data(unreadable.body.utf8))
+        ])
+        let error = await #expect(throws: CloudError.self) {
+            _ = try await makeTransport(exchange).fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 5)
+        }
+        #expect(error?.code == .unexpectedServerResponse)
+        #expect(error?.isTransient == true, "nothing is dropped for an answer nobody can read")
+    }
+}
