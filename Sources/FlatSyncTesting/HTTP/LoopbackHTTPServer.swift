@@ -70,6 +70,9 @@ package final class LoopbackHTTPServer: Sendable {
         return core.waitUntilStopped(timeout: timeout)
     }
 
+    /// The address the listening socket is bound to, as `getsockname` reports it: `127.0.0.1`.
+    package var boundAddress: String? { core.boundAddress }
+
     /// How many connections are open now.
     package var openConnections: Int { core.openConnections }
 
@@ -118,6 +121,10 @@ extension LoopbackHTTPServer {
 
         var openConnections: Int { state.withLock { $0.connections.count } }
 
+        var boundAddress: String? {
+            state.withLock { state in state.listenerClosed ? nil : try? POSIXSocket.localAddress(listener).address }
+        }
+
         func start(_ handler: @escaping Handler) {
             let shouldStart = state.withLock { state -> Bool in
                 guard !state.started, !state.stopping else { return false }
@@ -135,24 +142,28 @@ extension LoopbackHTTPServer {
         }
 
         func beginStopping() {
-            let (connections, handlers, wasStarted) = state.withLock {
-                state -> ([Int32], [Task<Void, Never>], Bool) in
-                if state.stopping { return ([], [], state.started) }
+            let handlers = state.withLock { state -> [Task<Void, Never>]? in
+                guard !state.stopping else { return nil }
                 state.stopping = true
-                return (Array(state.connections.values), Array(state.handlers.values), state.started)
-            }
-            // Shut the listener down first: on Linux that alone wakes a blocked accept (close does not).
-            POSIXSocket.shutdownBoth(listener)
-            POSIXSocket.wake(wake.write)
-            if !wasStarted {
-                state.withLock { state in
-                    if !state.listenerClosed {
+                // Under the lock: the accept thread closes the listener under it too, and a closed
+                // descriptor's number may already belong to someone else's socket.
+                if !state.listenerClosed {
+                    // Shut the listener down first: on Linux that alone wakes a blocked accept (close does not).
+                    POSIXSocket.shutdownBoth(listener)
+                    if !state.started {
                         state.listenerClosed = true
                         POSIXSocket.closeDescriptor(listener)
                     }
                 }
+                return Array(state.handlers.values)
             }
-            for descriptor in connections { POSIXSocket.shutdownBoth(descriptor) }
+            guard let handlers else { return }
+            // The pipe stays open until the core goes away, so this cannot reach a reused descriptor.
+            POSIXSocket.wake(wake.write)
+            // Connections are closed by their own threads, which remove them from `connections` first.
+            state.withLock { state in
+                for descriptor in state.connections.values { POSIXSocket.shutdownBoth(descriptor) }
+            }
             for handler in handlers { handler.cancel() }
         }
 
