@@ -67,17 +67,17 @@ extension CloudKitEmulator {
             return (operations, atomic)
         }.mapError(\.cloudError)
 
-        let outcome = await serve(.modifyRecords) {
-            (database) throws(CloudError) -> (outcomes: [RecordOutcome], changed: Set<String>) in
+        let changed = CloudKitPushHub.ChangedZones()
+        let outcome = await serve(.modifyRecords) { (database) throws(CloudError) -> [RecordOutcome] in
             let (operations, atomic) = try parsed.get()
-            return try Self.applyModify(operations, atomic: atomic, to: &database)
+            let applied = try Self.applyModify(operations, atomic: atomic, to: &database)
+            changed.insert(applied.changed)
+            return applied.outcomes
         }
+        push.notify(changed.names)
         switch outcome {
-        case .failure(let error):
-            return reply(for: error)
-        case .success(let (outcomes, changed)):
-            push.notify(changed)
-            return Self.ok(["records": render(outcomes)])
+        case .failure(let error): return reply(for: error)
+        case .success(let outcomes): return Self.ok(["records": render(outcomes)])
         }
     }
 

@@ -49,11 +49,11 @@ extension CloudKitEmulator {
         }.mapError(\.cloudError)
         let firstIsCreate =
             ((body["operations"] as? [Any])?.first as? CloudKitJSON.Object)?["operationType"] as? String == "create"
+        let changed = CloudKitPushHub.ChangedZones()
         let outcome = await serve(firstIsCreate ? .createZones : .deleteZones) {
-            (database) throws(CloudError) -> (operations: [ZoneOperation], changed: Set<String>) in
+            (database) throws(CloudError) -> [ZoneOperation] in
             let operations = try parsed.get()
             try CloudDatabase.validateZoneNames(operations.map(\.zone))
-            var changed = Set<String>()
             for operation in operations {
                 let existed = database.listZones().contains(operation.zone)
                 if operation.create {
@@ -61,15 +61,15 @@ extension CloudKitEmulator {
                 } else {
                     try database.deleteZones([operation.zone])
                 }
-                if existed != operation.create { changed.insert(operation.zone.name) }
+                if existed != operation.create { changed.insert([operation.zone.name]) }
             }
-            return (operations, changed)
+            return operations
         }
+        push.notify(changed.names)
         switch outcome {
         case .failure(let error):
             return reply(for: error)
-        case .success(let (operations, changed)):
-            push.notify(changed)
+        case .success(let operations):
             let zones = operations.map { operation -> CloudKitJSON.Object in
                 operation.create
                     ? ["zoneID": CloudKitJSON.zoneID(operation.zone), "atomic": true]

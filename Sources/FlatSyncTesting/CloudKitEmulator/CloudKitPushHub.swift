@@ -37,6 +37,18 @@ final class CloudKitPushHub: Sendable {
 
     private let state = Mutex(State())
 
+    /// The zones a request changed, noted from inside the database closure: a request whose response
+    /// is lost still committed its changes, and they are announced all the same.
+    final class ChangedZones: Sendable {
+        private let zones = Mutex(Set<String>())
+
+        func insert(_ names: Set<String>) {
+            zones.withLock { $0.formUnion(names) }
+        }
+
+        var names: Set<String> { zones.withLock { $0 } }
+    }
+
     /// A new push token: 32 random bytes in hex, as APNs tokens look.
     func createToken() -> String {
         var generator = SystemRandomNumberGenerator()
