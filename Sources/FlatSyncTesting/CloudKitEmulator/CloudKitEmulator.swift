@@ -100,12 +100,12 @@ final class CloudKitEmulator: Sendable {
             reply =
                 request.method == "GET"
                 ? Self.ok(["userRecordName": options.userRecordName]) : methodNotAllowed(request, allowed: "GET")
-        case ("private", _):
-            reply = await privateOperation(operation, request)
         case (_, "tokens/create"), (_, "tokens/register"):
             // As observed live: push tokens live under /device/, the documented /database/ path answers 405.
             reply = .response(
                 Self.errorResponse(405, "BAD_REQUEST", "Push tokens are made under /device/1/…, not /database/1/…."))
+        case ("private", _):
+            reply = await privateOperation(operation, request)
         default:
             reply = .response(
                 Self.errorResponse(
