@@ -78,6 +78,16 @@ struct CloudKitEmulatorPushTests {
 
     @Test func stoppingTheServerEndsAPollAtOnce() async throws {
         let server = try CloudKitWebServicesServer()
+        do {
+            try await pollThenStop(server)
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    /// Answers one poll, starts a minute-long one on the same connection, and stops `server`.
+    private func pollThenStop(_ server: CloudKitWebServicesServer) async throws {
         let client = WireClient(baseURL: server.baseURL)
         try await client.createZones(["Notes"])
         let courier = try await courierURL(client)
