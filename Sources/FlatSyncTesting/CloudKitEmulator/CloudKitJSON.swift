@@ -1,7 +1,8 @@
 import FlatSync
 import Foundation
 
-/// Reading and writing the emulator's JSON with `JSONSerialization`, on purpose not with the transport's
+/// Reading the emulator's JSON with `JSONSerialization` (and writing the same kind of dictionaries with
+/// ``CloudKitJSONWriter``), on purpose not with the transport's
 /// Codable wire types: the two sides of the wire are written separately, so a misreading of the contract
 /// on one side cannot pass silently.
 ///
@@ -112,15 +113,10 @@ enum CloudKitJSON {
 
     // MARK: - Writing
 
-    /// `object` as JSON bytes with sorted keys and unescaped slashes (base64 and URLs stay readable).
-    /// Values JSON cannot hold (a non-finite double) are the caller's bug; they give `{}` rather than a
-    /// crash.
+    /// `object` as JSON bytes with sorted keys and unescaped slashes (base64 and URLs stay readable);
+    /// see ``CloudKitJSONWriter``.
     static func data(_ object: Any) -> Data {
-        guard JSONSerialization.isValidJSONObject(object),
-            let data = try? JSONSerialization.data(
-                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        else { return Data("{}".utf8) }
-        return data
+        CloudKitJSONWriter.data(object)
     }
 
     // MARK: - Shared shapes
