@@ -89,7 +89,8 @@ extension CloudDatabase {
 
     // MARK: - Applying
 
-    private static func validateModify(_ saves: [RecordSave], _ deletes: [RecordDeletion]) throws(CloudError) {
+    /// Refuses a malformed request as a whole (limits, names, types); see ``modifyRecords(saving:deleting:atomically:)``.
+    static func validateModify(_ saves: [RecordSave], _ deletes: [RecordDeletion]) throws(CloudError) {
         let operations = saves.count + deletes.count
         if operations > maximumOperationsPerRequest {
             throw CloudError(
@@ -126,7 +127,7 @@ extension CloudDatabase {
 
     /// The server's current version of a record, if any. (Reads through the dictionaries without
     /// keeping a copy of the zone, which would make the next mutation copy all its records.)
-    private func currentRecord(_ id: RecordID) -> Record? {
+    func currentRecord(_ id: RecordID) -> Record? {
         zones[id.zone.name]?.slots[id.name]?.record
     }
 

@@ -28,7 +28,7 @@ import Foundation
 /// try await cloud.setFaultPlan(.random(rate: 0.2, seed: 42))   // seen by every process
 /// print(try await cloud.counters())
 /// ```
-public struct DirectoryCloud: CloudTransport, CloudAdministration {
+public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// The directory holding the state file and the lock file.
     public let directory: URL
     /// When not `nil`, the history limit every request through this value sets on the directory
@@ -160,6 +160,16 @@ public struct DirectoryCloud: CloudTransport, CloudAdministration {
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> T
     ) async throws(CloudError) -> T {
         try await transaction { (database) throws(CloudError) in try database.perform(kind, body) }
+    }
+
+    // MARK: - CloudDatabaseServing
+
+    /// Serves one request under the directory's lock, like the ``CloudTransport`` calls.
+    public func serve<Response: Sendable>(
+        _ kind: RequestKind,
+        _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
+    ) async throws -> Response {
+        try await request(kind, body)
     }
 
     /// Runs an administration call: neither counted nor faulted.

@@ -25,7 +25,7 @@ import FlatSync
 /// ```
 ///
 /// With `latency`, every request first sleeps on the injected clock, so a test clock controls it.
-public actor InMemoryCloud: CloudTransport, CloudAdministration {
+public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     private var database: CloudDatabase
     private var latency: Duration?
     private let clock: any Clock<Duration>
@@ -60,8 +60,10 @@ public actor InMemoryCloud: CloudTransport, CloudAdministration {
     public var snapshot: CloudDatabase { database }
 
     /// Serves one request: waits out the latency, then lets the database count it, fault it or apply it.
-    private func serve<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T) async throws -> T
-    {
+    public func serve<Response: Sendable>(
+        _ kind: RequestKind,
+        _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
+    ) async throws -> Response {
         if let latency {
             // Cancellation during the wait surfaces as CancellationError, before the server saw anything.
             try await clock.sleep(for: latency)

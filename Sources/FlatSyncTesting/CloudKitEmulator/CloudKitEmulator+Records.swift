@@ -1,0 +1,237 @@
+import FlatSync
+import Foundation
+
+// records/modify and records/lookup.
+
+extension CloudKitEmulator {
+    /// One operation of `records/modify`, as parsed.
+    private struct RecordOperation: Sendable {
+        enum Kind: String, Sendable, CaseIterable {
+            case create, update, forceUpdate, replace, forceReplace, delete, forceDelete
+        }
+
+        var kind: Kind
+        /// The record sent (for a delete: only its name and tag matter).
+        var record: Record
+
+        var isDelete: Bool { kind == .delete || kind == .forceDelete }
+    }
+
+    /// The outcome of one record in `records/modify` or `records/lookup`.
+    private enum RecordOutcome: Sendable {
+        case saved(Record)
+        case deleted(String)
+        case failed(String, CloudError)
+    }
+
+    /// `records/modify` → 200 `{"records":[…]}`, one entry per operation in order: the saved record, a
+    /// tombstone for a delete, or the record's error.
+    ///
+    /// Operation types (the wire contract's mapping onto ``CloudDatabase``):
+    /// - `create`: save if the record does not exist (exists → CONFLICT).
+    /// - `replace` + tag: save if the tag is current (stale → CONFLICT, missing → NOT_FOUND).
+    /// - `update` + tag: the same check, then only the sent fields change.
+    /// - `forceUpdate` / `forceReplace`: save without a check, sent fields only / all fields.
+    /// - `delete` + tag: delete if the tag is current (missing → success); `forceDelete`: delete.
+    /// - `replace`, `update` or `delete` without a tag: BAD_REQUEST for that record.
+    ///
+    /// `atomic` (default true): one failure fails every record (the others with ATOMIC_ERROR) and
+    /// nothing is applied. The request fails as a whole, counted but with nothing applied, for more than
+    /// 200 operations or a record over 1 MB (LIMIT_EXCEEDED), and for a malformed operation, an empty or
+    /// repeated record name, an empty record type or no `zoneID` (BAD_REQUEST).
+    func modifyRecords(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
+        let parsed = Result { () throws(CloudKitJSON.Problem) -> (operations: [RecordOperation], atomic: Bool) in
+            let zone = try CloudKitJSON.zoneID(from: body["zoneID"], "zoneID")
+            let atomic = try CloudKitJSON.bool(body["atomic"], default: true, "atomic")
+            var operations: [RecordOperation] = []
+            for (index, raw) in try CloudKitJSON.array(body["operations"], "operations").enumerated() {
+                let what = "operations[\(index)]"
+                let operation = try CloudKitJSON.object(raw, what)
+                let typeName = try CloudKitJSON.string(operation["operationType"], "\(what).operationType")
+                guard let kind = RecordOperation.Kind(rawValue: typeName) else {
+                    throw CloudKitJSON.Problem("The operation type \(typeName) of \(what) is unknown.")
+                }
+                if kind == .delete || kind == .forceDelete {
+                    let record = try CloudKitJSON.object(operation["record"], "\(what).record")
+                    let name = try CloudKitJSON.string(record["recordName"], "\(what).record.recordName")
+                    let tag = try CloudKitJSON.optionalString(
+                        record["recordChangeTag"], "\(what).record.recordChangeTag")
+                    let deleted = Record(
+                        id: RecordID(zone: zone, name: name), type: "", changeTag: tag.map { ChangeTag($0) })
+                    operations.append(RecordOperation(kind: kind, record: deleted))
+                } else {
+                    let record = try CloudKitRecordJSON.record(from: operation["record"], in: zone, "\(what).record")
+                    operations.append(RecordOperation(kind: kind, record: record))
+                }
+            }
+            return (operations, atomic)
+        }.mapError(\.cloudError)
+
+        let changed = CloudKitPushHub.ChangedZones()
+        let outcome = await serve(.modifyRecords) { (database) throws(CloudError) -> [RecordOutcome] in
+            let (operations, atomic) = try parsed.get()
+            let applied = try Self.applyModify(operations, atomic: atomic, to: &database)
+            changed.insert(applied.changed)
+            return applied.outcomes
+        }
+        push.notify(changed.names)
+        switch outcome {
+        case .failure(let error): return reply(for: error)
+        case .success(let outcomes): return Self.ok(["records": render(outcomes)])
+        }
+    }
+
+    /// Applies a parsed `records/modify` to the database, inside the counted request.
+    private static func applyModify(_ operations: [RecordOperation], atomic: Bool, to database: inout CloudDatabase)
+        throws(CloudError) -> (outcomes: [RecordOutcome], changed: Set<String>)
+    {
+        guard operations.count <= maximumOperations else {
+            throw CloudError(
+                .limitExceeded,
+                "The request has \(operations.count) operations; CloudKit Web Services allows \(maximumOperations). "
+                    + "Split it. Nothing was changed.")
+        }
+        var saves: [RecordSave] = []
+        var deletes: [RecordDeletion] = []
+        var failed: [RecordID: CloudError] = [:]
+        for operation in operations {
+            let record = operation.record
+            switch operation.kind {
+            case .create:
+                saves.append(RecordSave(record.withChangeTag(nil), policy: .ifServerRecordUnchanged))
+            case .replace, .update:
+                saves.append(
+                    RecordSave(record, policy: operation.kind == .update ? .changedKeys : .ifServerRecordUnchanged))
+                if record.changeTag == nil {
+                    failed[record.id] = CloudError(
+                        .invalidArguments, "\(operation.kind.rawValue) needs the record's recordChangeTag.")
+                }
+            case .forceUpdate:
+                saves.append(RecordSave(record, policy: .changedKeys))
+            case .forceReplace:
+                saves.append(RecordSave(record, policy: .allKeys))
+            case .delete:
+                deletes.append(RecordDeletion(record.id, changeTag: record.changeTag, policy: .ifServerRecordUnchanged))
+                if record.changeTag == nil {
+                    failed[record.id] = CloudError(.invalidArguments, "delete needs the record's recordChangeTag.")
+                }
+            case .forceDelete:
+                deletes.append(RecordDeletion(record.id, policy: .force))
+            }
+        }
+        // Whole-request refusals first (sizes, names, types), with CKWS's own limit checked above.
+        try CloudDatabase.validateModify(saves, deletes)
+
+        // `update` checks the tag itself, then saves the sent fields without a check: CloudDatabase has
+        // no policy for both at once, and both happen within this one request.
+        for operation in operations where operation.kind == .update && failed[operation.record.id] == nil {
+            let id = operation.record.id
+            do throws(CloudError) {
+                try database.requireZone(id.zone)
+            } catch {
+                failed[id] = error
+                continue
+            }
+            guard let current = database.currentRecord(id) else {
+                failed[id] = CloudError(
+                    .unknownItem, "The record \(id) does not exist; update needs an existing record.")
+                continue
+            }
+            if current.changeTag != operation.record.changeTag {
+                failed[id] = CloudError(
+                    .serverRecordChanged,
+                    "The record \(id) is at tag \(current.changeTag?.rawValue ?? "nil") on the server, not "
+                        + "\(operation.record.changeTag?.rawValue ?? "nil") as sent.")
+            }
+        }
+
+        if atomic && !failed.isEmpty {
+            let outcomes = operations.map { operation -> RecordOutcome in
+                let id = operation.record.id
+                return .failed(
+                    id.name,
+                    failed[id]
+                        ?? CloudError(
+                            .batchRequestFailed,
+                            "The atomic request failed because another record in it failed; nothing was applied."))
+            }
+            return (outcomes, [])
+        }
+
+        let before = database.counters
+        let result = try database.modifyRecords(
+            saving: saves.filter { failed[$0.record.id] == nil },
+            deleting: deletes.filter { failed[$0.id] == nil },
+            atomically: atomic)
+        var changed = Set<String>()
+        if database.counters.recordsSaved > before.recordsSaved
+            || database.counters.recordsDeleted > before.recordsDeleted
+        {
+            changed.insert(operations[0].record.id.zone.name)
+        }
+        let outcomes = operations.map { operation -> RecordOutcome in
+            let id = operation.record.id
+            if let error = failed[id] ?? result.failed[id] { return .failed(id.name, error) }
+            if operation.isDelete { return .deleted(id.name) }
+            if let saved = result.saved[id] { return .saved(saved) }
+            return .failed(id.name, CloudError(.internalError, "The server lost the result of \(id)."))
+        }
+        return (outcomes, changed)
+    }
+
+    /// `records/lookup` `{"records":[{"recordName"}],"zoneID"}` → `{"records":[…]}`, one entry per name in
+    /// order: the record, or NOT_FOUND, or the zone's error (ZONE_NOT_FOUND, or USER_DELETED_ZONE when the
+    /// user deleted it). At most 200 names (LIMIT_EXCEEDED).
+    func lookupRecords(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
+        let parsed = Result { () throws(CloudKitJSON.Problem) -> (zone: ZoneID, names: [String]) in
+            let zone = try CloudKitJSON.zoneID(from: body["zoneID"], "zoneID")
+            var names: [String] = []
+            for (index, raw) in try CloudKitJSON.array(body["records"], "records").enumerated() {
+                let record = try CloudKitJSON.object(raw, "records[\(index)]")
+                names.append(try CloudKitJSON.string(record["recordName"], "records[\(index)].recordName"))
+            }
+            return (zone, names)
+        }.mapError(\.cloudError)
+        let outcome = await serve(.lookupRecords) { (database) throws(CloudError) -> [RecordOutcome] in
+            let (zone, names) = try parsed.get()
+            guard names.count <= Self.maximumOperations else {
+                throw CloudError(
+                    .limitExceeded,
+                    "The request looks up \(names.count) records; CloudKit Web Services allows \(Self.maximumOperations)."
+                )
+            }
+            let found = try database.lookupRecords(names.map { RecordID(zone: zone, name: $0) })
+            var zoneError: CloudError?
+            do throws(CloudError) {
+                try database.requireZone(zone)
+            } catch {
+                zoneError = error
+            }
+            return names.map { name -> RecordOutcome in
+                if let record = found[RecordID(zone: zone, name: name)] { return .saved(record) }
+                return .failed(
+                    name, zoneError ?? CloudError(.unknownItem, "The record \(zone.name)/\(name) does not exist."))
+            }
+        }
+        switch outcome {
+        case .failure(let error): return reply(for: error)
+        case .success(let outcomes): return Self.ok(["records": render(outcomes)])
+        }
+    }
+
+    private func render(_ outcomes: [RecordOutcome]) -> [CloudKitJSON.Object] {
+        let now = Date()
+        return outcomes.map { outcome in
+            switch outcome {
+            case .saved(let record):
+                return CloudKitRecordJSON.record(record, userRecordName: options.userRecordName, now: now)
+            case .deleted(let name):
+                return CloudKitRecordJSON.tombstone(name)
+            case .failed(let name, let error):
+                var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
+                entry["recordName"] = name
+                return entry
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+import FlatSync
+import Foundation
+
+// zones/list, zones/modify, changes/database and changes/zone, in the wire contract's shapes.
+
+extension CloudKitEmulator {
+    /// `zones/list` → `{"zones":[{"zoneID":…,"atomic":true}]}`, always with `_defaultZone` first, as the
+    /// real server lists it.
+    func listZones() async -> HTTPServerReply {
+        switch await serve(.listZones, { $0.listZones() }) {
+        case .failure(let error):
+            return reply(for: error)
+        case .success(let zones):
+            var names = zones.map(\.name)
+            if !names.contains(CloudKitJSON.defaultZoneName) { names.insert(CloudKitJSON.defaultZoneName, at: 0) }
+            let entries = names.map {
+                ["zoneID": CloudKitJSON.zoneID(ZoneID($0)), "atomic": true] as CloudKitJSON.Object
+            }
+            return Self.ok(["zones": entries])
+        }
+    }
+
+    /// One operation of `zones/modify`.
+    private struct ZoneOperation: Sendable {
+        var create: Bool
+        var zone: ZoneID
+    }
+
+    /// `zones/modify`: creates and deletes zones in order. Creating a zone that exists and deleting one
+    /// that does not succeed (CloudDatabase semantics; what CloudKit answers is not documented). Counted
+    /// as `createZones` when the first operation is a create, else `deleteZones`.
+    func modifyZones(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
+        let parsed = Result { () throws(CloudKitJSON.Problem) -> [ZoneOperation] in
+            let operations = try CloudKitJSON.array(body["operations"], "operations")
+            var parsed: [ZoneOperation] = []
+            for (index, raw) in operations.enumerated() {
+                let operation = try CloudKitJSON.object(raw, "operations[\(index)]")
+                let type = try CloudKitJSON.string(operation["operationType"], "operations[\(index)].operationType")
+                guard type == "create" || type == "delete" else {
+                    throw CloudKitJSON.Problem("The zone operation type \(type) is not create or delete.")
+                }
+                let zone = try CloudKitJSON.object(operation["zone"], "operations[\(index)].zone")
+                parsed.append(
+                    ZoneOperation(
+                        create: type == "create",
+                        zone: try CloudKitJSON.zoneID(from: zone["zoneID"], "operations[\(index)].zone.zoneID")))
+            }
+            return parsed
+        }.mapError(\.cloudError)
+        let firstIsCreate =
+            ((body["operations"] as? [Any])?.first as? CloudKitJSON.Object)?["operationType"] as? String == "create"
+        let changed = CloudKitPushHub.ChangedZones()
+        let outcome = await serve(firstIsCreate ? .createZones : .deleteZones) {
+            (database) throws(CloudError) -> [ZoneOperation] in
+            let operations = try parsed.get()
+            try CloudDatabase.validateZoneNames(operations.map(\.zone))
+            for operation in operations {
+                let existed = database.listZones().contains(operation.zone)
+                if operation.create {
+                    try database.createZones([operation.zone])
+                } else {
+                    try database.deleteZones([operation.zone])
+                }
+                if existed != operation.create { changed.insert([operation.zone.name]) }
+            }
+            return operations
+        }
+        push.notify(changed.names)
+        switch outcome {
+        case .failure(let error):
+            return reply(for: error)
+        case .success(let operations):
+            let zones = operations.map { operation -> CloudKitJSON.Object in
+                operation.create
+                    ? ["zoneID": CloudKitJSON.zoneID(operation.zone), "atomic": true]
+                    : ["zoneID": CloudKitJSON.zoneID(operation.zone), "deleted": true]
+            }
+            return Self.ok(["zones": zones])
+        }
+    }
+
+    /// `changes/database` `{"syncToken"?, "resultsLimit"?}` → `{"zones":[…],"syncToken","moreComing":false}`:
+    /// deleted zones first (`"deleted":true`, plus the invented `"purged":true` when the user deleted
+    /// them), then changed zones. An unusable token fails the request with CHANGE_TOKEN_EXPIRED.
+    func databaseChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
+        let token = Result { () throws(CloudKitJSON.Problem) -> ChangeToken? in
+            if let limit = body["resultsLimit"], !(limit is NSNull) {
+                guard try CloudKitJSON.int64(limit, "resultsLimit") >= 1 else {
+                    throw CloudKitJSON.Problem("resultsLimit must be at least 1.")
+                }
+            }
+            return try CloudKitJSON.changeToken(from: body["syncToken"], "syncToken")
+        }.mapError(\.cloudError)
+        let outcome = await serve(.fetchDatabaseChanges) { (database) throws(CloudError) in
+            try database.fetchDatabaseChanges(since: try token.get())
+        }
+        switch outcome {
+        case .failure(let error):
+            return reply(for: error)
+        case .success(let changes):
+            var zones: [CloudKitJSON.Object] = []
+            for deletion in changes.deletedZones {
+                var entry: CloudKitJSON.Object = ["zoneID": CloudKitJSON.zoneID(deletion.zone), "deleted": true]
+                if deletion.reason == .deletedByUser { entry["purged"] = true }
+                zones.append(entry)
+            }
+            for zone in changes.changedZones {
+                zones.append(["zoneID": CloudKitJSON.zoneID(zone)])
+            }
+            return Self.ok([
+                "zones": zones, "syncToken": CloudKitJSON.syncToken(changes.token), "moreComing": changes.moreComing,
+            ])
+        }
+    }
+
+    /// One zone asked for in `changes/zone`.
+    private struct ZoneFetch: Sendable {
+        var zone: ZoneID
+        var token: ChangeToken?
+        var resultsLimit: Int
+    }
+
+    /// What `changes/zone` found for one zone.
+    private enum ZoneFetchResult: Sendable {
+        case changes(ZoneID, ZoneChanges)
+        case failed(ZoneID, CloudError)
+    }
+
+    /// `changes/zone` → 200 `{"zones":[…]}`, one entry per zone asked for: its changed records and
+    /// tombstones, `syncToken` and `moreComing`; or, for a missing zone or an unusable token, the zone's
+    /// `serverErrorCode` and `reason`. `resultsLimit` (per zone, else the request's, else 200) is clamped
+    /// to 200; below 1 fails the request.
+    func zoneChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
+        let fetches = Result { () throws(CloudKitJSON.Problem) -> [ZoneFetch] in
+            let defaultLimit = try body["resultsLimit"].flatMap { (value) throws(CloudKitJSON.Problem) -> Int64? in
+                value is NSNull ? nil : try CloudKitJSON.int64(value, "resultsLimit")
+            }
+            var fetches: [ZoneFetch] = []
+            for (index, raw) in try CloudKitJSON.array(body["zones"], "zones").enumerated() {
+                let entry = try CloudKitJSON.object(raw, "zones[\(index)]")
+                let limit = try entry["resultsLimit"].flatMap { (value) throws(CloudKitJSON.Problem) -> Int64? in
+                    value is NSNull ? nil : try CloudKitJSON.int64(value, "zones[\(index)].resultsLimit")
+                }
+                let wanted = limit ?? defaultLimit ?? Int64(Self.maximumResultsLimit)
+                fetches.append(
+                    ZoneFetch(
+                        zone: try CloudKitJSON.zoneID(from: entry["zoneID"], "zones[\(index)].zoneID"),
+                        token: try CloudKitJSON.changeToken(from: entry["syncToken"], "zones[\(index)].syncToken"),
+                        resultsLimit: Int(max(-1, min(wanted, Int64(Self.maximumResultsLimit))))))
+            }
+            return fetches
+        }.mapError(\.cloudError)
+        let outcome = await serve(.fetchZoneChanges) { (database) throws(CloudError) -> [ZoneFetchResult] in
+            var results: [ZoneFetchResult] = []
+            for fetch in try fetches.get() {
+                do throws(CloudError) {
+                    let changes = try database.fetchZoneChanges(
+                        in: fetch.zone, since: fetch.token, resultsLimit: fetch.resultsLimit)
+                    results.append(.changes(fetch.zone, changes))
+                } catch  where [.zoneNotFound, .userDeletedZone, .changeTokenExpired].contains(error.code) {
+                    results.append(.failed(fetch.zone, error))
+                }
+            }
+            return results
+        }
+        switch outcome {
+        case .failure(let error):
+            return reply(for: error)
+        case .success(let results):
+            let now = Date()
+            let zones = results.map { result -> CloudKitJSON.Object in
+                switch result {
+                case .changes(let zone, let changes):
+                    let records =
+                        changes.changedRecords.map {
+                            CloudKitRecordJSON.record($0, userRecordName: options.userRecordName, now: now)
+                        } + changes.deletedRecordIDs.map { CloudKitRecordJSON.tombstone($0.name) }
+                    return [
+                        "zoneID": CloudKitJSON.zoneID(zone), "records": records,
+                        "syncToken": CloudKitJSON.syncToken(changes.token), "moreComing": changes.moreComing,
+                    ]
+                case .failed(let zone, let error):
+                    var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
+                    entry["zoneID"] = CloudKitJSON.zoneID(zone)
+                    return entry
+                }
+            }
+            return Self.ok(["zones": zones])
+        }
+    }
+}

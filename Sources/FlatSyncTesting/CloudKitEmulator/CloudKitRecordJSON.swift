@@ -1,0 +1,204 @@
+import FlatSync
+import Foundation
+
+/// Records and fields in CKWS JSON, both ways, as the emulator sends and reads them.
+///
+/// Fields are `{"value": V, "type": "T"}`: STRING a string, INT64 an integer, DOUBLE a number, TIMESTAMP
+/// an integer count of milliseconds since 1970 (a floating count is accepted too), BYTES a base64 string,
+/// and `<TYPE>_LIST` a JSON array of those (an empty list goes out as `STRING_LIST`: a stored empty list
+/// has no element type). The writer's device ID (``Record/lastModifiedBy``) travels as the reserved
+/// STRING field `fsLastModifiedBy`, which the emulator stores apart from the fields and sends back both
+/// as that field and as `modified.deviceID`.
+enum CloudKitRecordJSON {
+    /// The reserved field carrying ``Record/lastModifiedBy`` (the contract's, not CloudKit's).
+    static let lastModifiedByField = "fsLastModifiedBy"
+
+    // MARK: - Writing
+
+    /// A record as the emulator sends it. CloudDatabase keeps no times, so `created` and `modified` carry
+    /// the time of the response (emulator behaviour).
+    static func record(_ record: Record, userRecordName: String, now: Date) -> CloudKitJSON.Object {
+        var fields: CloudKitJSON.Object = [:]
+        for (key, value) in record.fields {
+            fields[key] = field(value)
+        }
+        if let writer = record.lastModifiedBy {
+            fields[lastModifiedByField] = field(.string(writer))
+        }
+        let timestamp = milliseconds(now)
+        var object: CloudKitJSON.Object = [
+            "recordName": record.id.name,
+            "recordType": record.type,
+            "fields": fields,
+            "zoneID": CloudKitJSON.zoneID(record.id.zone),
+            "created": ["timestamp": timestamp, "userRecordName": userRecordName, "deviceID": ""],
+            "modified": [
+                "timestamp": timestamp, "userRecordName": userRecordName, "deviceID": record.lastModifiedBy ?? "",
+            ],
+            "deleted": false,
+        ]
+        if let tag = record.changeTag { object["recordChangeTag"] = tag.rawValue }
+        return object
+    }
+
+    /// A deleted record: `{"recordName": …, "deleted": true}`.
+    static func tombstone(_ name: String) -> CloudKitJSON.Object {
+        ["recordName": name, "deleted": true]
+    }
+
+    /// One field.
+    static func field(_ value: FieldValue) -> CloudKitJSON.Object {
+        ["type": typeName(value), "value": jsonValue(value)]
+    }
+
+    private static func typeName(_ value: FieldValue) -> String {
+        switch value {
+        case .string: return "STRING"
+        case .int: return "INT64"
+        case .double: return "DOUBLE"
+        case .date: return "TIMESTAMP"
+        case .bytes: return "BYTES"
+        case .list(let elements): return (elements.first.map(typeName) ?? "STRING") + "_LIST"
+        }
+    }
+
+    private static func jsonValue(_ value: FieldValue) -> Any {
+        switch value {
+        case .string(let string): return string
+        case .int(let int): return int
+        // JSON has no infinity or NaN; such a value (saved by a non-HTTP client) goes out as null.
+        case .double(let double): return double.isFinite ? double : NSNull()
+        case .date(let date): return milliseconds(date)
+        case .bytes(let data): return data.base64EncodedString()
+        case .list(let elements): return elements.map(jsonValue)
+        }
+    }
+
+    /// A date as whole milliseconds since 1970, rounded to the nearest; clamped to the Int64 range
+    /// (a date JSON cannot express, saved by a non-HTTP client, is sent as the nearest one it can).
+    static func milliseconds(_ date: Date) -> Int64 {
+        let milliseconds = (date.timeIntervalSince1970 * 1_000).rounded()
+        guard milliseconds.isFinite else { return 0 }
+        if milliseconds >= 9.223_372_036_854_775_807e18 { return .max }
+        if milliseconds <= -9.223_372_036_854_775_808e18 { return .min }
+        return Int64(milliseconds)
+    }
+
+    // MARK: - Reading
+
+    /// A record a client sent for `zone`: name, type, tag and fields, with `fsLastModifiedBy` moved into
+    /// ``Record/lastModifiedBy``. A missing `recordName` gets a random UUID, as CKWS documents.
+    static func record(from value: Any?, in zone: ZoneID, _ what: String) throws(CloudKitJSON.Problem) -> Record {
+        let object = try CloudKitJSON.object(value, what)
+        let name = try CloudKitJSON.optionalString(object["recordName"], "\(what).recordName") ?? UUID().uuidString
+        let type = try CloudKitJSON.optionalString(object["recordType"], "\(what).recordType") ?? ""
+        let tag = try CloudKitJSON.optionalString(object["recordChangeTag"], "\(what).recordChangeTag")
+        var fields: [String: FieldValue] = [:]
+        var writer: String?
+        if let rawFields = object["fields"], !(rawFields is NSNull) {
+            for (key, rawField) in try CloudKitJSON.object(rawFields, "\(what).fields") {
+                let value = try field(from: rawField, "field \(key) of record \(name)")
+                if key == lastModifiedByField {
+                    guard case .string(let string) = value else {
+                        throw CloudKitJSON.Problem("The field \(lastModifiedByField) must be a STRING.")
+                    }
+                    writer = string
+                } else {
+                    fields[key] = value
+                }
+            }
+        }
+        return Record(
+            id: RecordID(zone: zone, name: name), type: type, fields: fields, changeTag: tag.map { ChangeTag($0) },
+            lastModifiedBy: writer
+        )
+    }
+
+    /// One field a client sent. Without `type`, the type is guessed from the JSON as CKWS does (a string
+    /// is a STRING, an integer an INT64, another number a DOUBLE, an array a list of those); a type the
+    /// emulator cannot store (REFERENCE, ASSET, LOCATION, …) or a `null` value is refused.
+    static func field(from value: Any, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+        let object = try CloudKitJSON.object(value, what)
+        let type = try CloudKitJSON.optionalString(object["type"], "\(what).type")
+        guard let raw = object["value"], !(raw is NSNull) else {
+            throw CloudKitJSON.Problem("The \(what) has no value (removing a field is not supported by the emulator).")
+        }
+        guard let type else { return try inferredValue(raw, what) }
+        if type.hasSuffix("_LIST") {
+            let elementType = String(type.dropLast("_LIST".count))
+            guard scalarTypes.contains(elementType) else {
+                throw CloudKitJSON.Problem("The \(what) has the type \(type), which the emulator does not store.")
+            }
+            let elements = try CloudKitJSON.array(raw, "The value of the \(what)")
+            var values: [FieldValue] = []
+            values.reserveCapacity(elements.count)
+            for element in elements {
+                values.append(try scalar(element, type: elementType, "an element of the \(what)"))
+            }
+            return .list(values)
+        }
+        guard scalarTypes.contains(type) else {
+            throw CloudKitJSON.Problem("The \(what) has the type \(type), which the emulator does not store.")
+        }
+        return try scalar(raw, type: type, "the \(what)")
+    }
+
+    private static let scalarTypes: Set<String> = ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES"]
+
+    private static func scalar(_ raw: Any, type: String, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+        switch type {
+        case "STRING":
+            return .string(try CloudKitJSON.string(raw, "The value of \(what) (STRING)"))
+        case "INT64":
+            return .int(try CloudKitJSON.int64(raw, "The value of \(what) (INT64)"))
+        case "DOUBLE":
+            return .double(try CloudKitJSON.double(raw, "The value of \(what) (DOUBLE)"))
+        case "TIMESTAMP":
+            let milliseconds: Double
+            if let whole = try? CloudKitJSON.int64(raw, "") {
+                milliseconds = Double(whole)
+            } else {
+                milliseconds = try CloudKitJSON.double(raw, "The value of \(what) (TIMESTAMP)")
+            }
+            return .date(Date(timeIntervalSince1970: milliseconds / 1_000))
+        default:  // BYTES
+            let text = try CloudKitJSON.string(raw, "The value of \(what) (BYTES, base64)")
+            guard let data = Data(base64Encoded: text) else {
+                throw CloudKitJSON.Problem("The value of \(what) (BYTES) is not base64.")
+            }
+            return .bytes(data)
+        }
+    }
+
+    private static func inferredValue(_ raw: Any, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+        if let elements = raw as? [Any] {
+            var values: [FieldValue] = []
+            for element in elements {
+                let value = try inferredScalar(element, what)
+                if let first = values.first, typeName(first) != typeName(value) {
+                    throw CloudKitJSON.Problem("The list in the \(what) mixes types.")
+                }
+                values.append(value)
+            }
+            return .list(values)
+        }
+        return try inferredScalar(raw, what)
+    }
+
+    private static func inferredScalar(_ raw: Any, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+        if let string = raw as? String { return .string(string) }
+        if CloudKitJSON.isNumber(raw) {
+            if let int = try? CloudKitJSON.int64(raw, ""), !((raw as? NSNumber).map(isFloating) ?? false) {
+                return .int(int)
+            }
+            return .double(try CloudKitJSON.double(raw, what))
+        }
+        throw CloudKitJSON.Problem("The value of the \(what) has no type and is not a string, number or list.")
+    }
+
+    private static func isFloating(_ number: NSNumber) -> Bool {
+        if let decimal = number as? NSDecimalNumber { return decimal.description.contains { ".eE".contains($0) } }
+        let type = String(cString: number.objCType)
+        return type == "d" || type == "f"
+    }
+}

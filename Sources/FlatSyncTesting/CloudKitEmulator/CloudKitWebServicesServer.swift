@@ -1,0 +1,92 @@
+import Dispatch
+import FlatSync
+import Foundation
+
+/// A CloudKit Web Services emulator on 127.0.0.1: serves a test cloud (``InMemoryCloud``,
+/// ``DirectoryCloud``, or any ``CloudDatabaseServing``) over HTTP in CKWS JSON, so
+/// `CloudKitWebServicesTransport` can be tested, benchmarked and demonstrated without Apple's server.
+///
+/// It speaks the project's wire contract. Where CloudKit documents a behaviour, the emulator follows the
+/// documentation; where it does not, the behaviour is the **emulator's** and is called so in these
+/// comments. In short:
+/// - **Documented CKWS**: the URLs `/database/1/{container}/{environment}/private/{operation}` for
+///   `zones/list`, `zones/modify`, `changes/database`, `changes/zone`, `records/modify`,
+///   `records/lookup`, and `…/public/users/current`; `ckAPIToken` and `ckWebAuthToken` in the query;
+///   record, field, zone and error shapes; the 200-operation and 1 MB record limits; per-record errors
+///   inside a 200; the documented error codes and statuses; 421 with `redirectURL` when a sign-in is
+///   needed; push tokens under `/device/1/…/tokens/create|register` (as observed live).
+/// - **Observed live**: a new web auth token in `X-Apple-CloudKit-Web-Auth-Token` on every response
+///   (errors included), old tokens staying valid (unless ``Options-swift.struct/strictTokens``).
+/// - **Emulator behaviour**: the invented codes `ZONE_BUSY`, `LIMIT_EXCEEDED`, `CHANGE_TOKEN_EXPIRED`,
+///   `USER_DELETED_ZONE` and the `purged` flag (``Options-swift.struct/strictWire`` sends documented
+///   codes instead); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
+///   `created`/`modified` times being the response's time; the reserved field `fsLastModifiedBy`
+///   carrying ``Record/lastModifiedBy``; the long poll at `/_push/{token}`; the sign-in page at
+///   `/_auth/signin`; the administration endpoints under `/_admin/` (see ``HTTPCloudAdministration``);
+///   one fixed user per server (``Options-swift.struct/userRecordName``).
+///
+/// Every request to a CKWS database path is served through the backing store's
+/// ``CloudDatabaseServing/serve(_:_:)`` exactly once, so ``CloudCounters`` and ``FaultPlan`` behave as
+/// with the backing store itself. Faults go on the wire as the real server's statuses and codes;
+/// `networkUnavailable` and `networkFailure` faults, and lost responses (applied first), go on the wire
+/// as a connection dropped midway through a response. Requests the emulator refuses before reaching the
+/// store (malformed JSON, an unknown operation, a bad API token, a missing sign-in) are not counted.
+///
+/// ```swift
+/// let server = try CloudKitWebServicesServer()          // a fresh InMemoryCloud on a free port
+/// let transport = CloudKitWebServicesTransport(configuration: .init(
+///     containerID: "iCloud.com.example", environment: .development, apiToken: "any",
+///     tokenStore: store, baseURL: server.baseURL))
+/// …
+/// await server.stop()
+/// ```
+public final class CloudKitWebServicesServer: Sendable {
+    /// The store the server serves.
+    public let backing: any CloudDatabaseServing
+    /// The options the server was started with.
+    public let options: Options
+    /// Where the server listens: `http://127.0.0.1:PORT`, without a trailing slash.
+    public let baseURL: URL
+
+    private let http: LoopbackHTTPServer
+
+    /// Starts serving `backing` on 127.0.0.1 (the port of `options`, or a free one).
+    ///
+    /// - Throws: ``CloudError/Code-swift.struct/internalError`` when the port cannot be listened on (it
+    ///   is in use, say).
+    public init(backing: some CloudDatabaseServing, options: Options = Options()) throws(CloudError) {
+        do {
+            http = try LoopbackHTTPServer(port: options.port)
+        } catch {
+            throw CloudError(.internalError, "Could not listen on 127.0.0.1:\(options.port): \(error)")
+        }
+        self.backing = backing
+        self.options = options
+        self.baseURL = URL(string: "http://127.0.0.1:\(http.port)")!
+        let emulator = CloudKitEmulator(backing: backing, options: options, baseURL: baseURL)
+        http.start { request in await emulator.handle(request) }
+    }
+
+    /// Starts serving a fresh, empty ``InMemoryCloud`` (reach it through ``backing``).
+    public convenience init(options: Options = Options()) throws(CloudError) {
+        try self.init(backing: InMemoryCloud(), options: options)
+    }
+
+    /// The port the server listens on.
+    public var port: UInt16 { http.port }
+
+    /// Stops the server: no new connections, every open connection closed, requests in flight (long
+    /// polls included) cancelled; returns when every thread of the server has ended (or after ten
+    /// seconds). Safe to call more than once. Dropping the last reference to the server also stops it,
+    /// without waiting.
+    public func stop() async {
+        let http = self.http
+        // The wait blocks a thread: do it on Dispatch's, not on the concurrency pool's.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                http.stop()
+                continuation.resume()
+            }
+        }
+    }
+}

@@ -1,0 +1,249 @@
+import FlatSync
+import FlatSyncTesting
+import Foundation
+import Testing
+
+// Golden tests of records/modify and records/lookup in raw JSON: every operation type, per-record errors
+// inside a 200, atomic batches, and the whole-request refusals.
+
+@Suite("CKWS emulator: records")
+struct CloudKitEmulatorRecordTests {
+    @Test func everyOperationTypeAnswersInOrderWithTheSavedRecordOrATombstone() async throws {
+        try await withEmulator { server, client in
+            try await client.createZones(["Notes"])
+            let created = try await client.modify(
+                "Notes", [operation("create", "a"), operation("create", "b"), operation("create", "c")])
+            #expect(created.status == 200)
+            let tags = created.json.objects("records").map { $0["recordChangeTag"] as? String ?? "" }
+            #expect(created.json.objects("records").allSatisfy { Set($0.keys) == recordKeys })
+            #expect(created.json.objects("records").first?.object("zoneID")["zoneName"] as? String == "Notes")
+
+            let response = try await client.modify(
+                "Notes",
+                [
+                    operation("replace", "a", tag: tags[0], fields: ["title": ["value": "A2", "type": "STRING"]]),
+                    operation("forceUpdate", "b", fields: ["extra": ["value": 1, "type": "INT64"]]),
+                    operation("forceReplace", "new", fields: ["x": ["value": "y", "type": "STRING"]]),
+                    operation("delete", "c", tag: tags[2]),
+                    operation("forceDelete", "missing"),
+                ])
+            #expect(response.status == 200)
+            let records = response.json.objects("records")
+            #expect(records.map { $0["recordName"] as? String } == ["a", "b", "new", "c", "missing"])
+            #expect(records[0].object("fields").object("title")["value"] as? String == "A2")
+            #expect(records[0]["recordChangeTag"] as? String != tags[0], "a save gets a new tag")
+            #expect(Set(records[1].object("fields").keys) == ["title", "extra"], "forceUpdate keeps other fields")
+            #expect(Set(records[3].keys) == ["recordName", "deleted"])
+            #expect(records[3]["deleted"] as? Bool == true)
+            #expect(records[4]["deleted"] as? Bool == true)
+
+            let stored = try await server.backing.records(in: ZoneID("Notes"))
+            #expect(stored.map(\.id.name) == ["a", "b", "new"])
+            let counters = try await server.backing.counters()
+            #expect(counters.modifyRequests == 2)
+            #expect(counters.recordsSaved == 6)
+            #expect(counters.recordsDeleted == 1)
+        }
+    }
+
+    @Test func updateChecksTheTagThenChangesOnlyTheSentFields() async throws {
+        try await withEmulator { _, client in
+            try await client.createZones(["Notes"])
+            let created = try await client.modify(
+                "Notes",
+                [
+                    operation(
+                        "create", "a",
+                        fields: ["keep": ["value": "k", "type": "STRING"], "change": ["value": 1, "type": "INT64"]])
+                ])
+            let tag = try #require(created.json.objects("records").first?["recordChangeTag"] as? String)
+            let updated = try await client.modify(
+                "Notes", [operation("update", "a", tag: tag, fields: ["change": ["value": 2, "type": "INT64"]])])
+            let fields = updated.json.objects("records").first?.object("fields") ?? [:]
+            #expect(fields.object("keep")["value"] as? String == "k")
+            #expect((fields.object("change")["value"] as? NSNumber)?.intValue == 2)
+
+            let stale = try await client.modify(
+                "Notes", [operation("update", "a", tag: tag, fields: ["change": ["value": 3, "type": "INT64"]])])
+            #expect(stale.status == 200)
+            #expect(stale.json.objects("records").first?["serverErrorCode"] as? String == "CONFLICT")
+            let missing = try await client.modify("Notes", [operation("update", "nobody", tag: "1.x")])
+            #expect(missing.json.objects("records").first?["serverErrorCode"] as? String == "NOT_FOUND")
+        }
+    }
+
+    @Test func perRecordErrorsComeInsideA200WithTheirNames() async throws {
+        try await withEmulator { _, client in
+            try await client.createZones(["Notes"])
+            try await client.modify("Notes", [operation("create", "exists")])
+            let response = try await client.modify(
+                "Notes",
+                [
+                    operation("create", "exists"),
+                    operation("replace", "gone", tag: "9.ff"),
+                    operation("replace", "untagged"),
+                    operation("delete", "untaggedDelete"),
+                    operation("create", "fine"),
+                ],
+                atomic: false)
+            #expect(response.status == 200)
+            let records = response.json.objects("records")
+            #expect(
+                records.map { $0["recordName"] as? String } == ["exists", "gone", "untagged", "untaggedDelete", "fine"])
+            #expect(
+                records.prefix(4).map { $0["serverErrorCode"] as? String } == [
+                    "CONFLICT", "NOT_FOUND", "BAD_REQUEST", "BAD_REQUEST",
+                ])
+            #expect(records.prefix(4).allSatisfy { Set($0.keys) == ["recordName", "serverErrorCode", "reason"] })
+            #expect(records[4]["recordChangeTag"] is String, "non-atomic: the others are saved")
+        }
+    }
+
+    @Test func anAtomicBatchWithOneFailureAppliesNothing() async throws {
+        try await withEmulator { server, client in
+            try await client.createZones(["Notes"])
+            try await client.modify("Notes", [operation("create", "exists")])
+            // `atomic` defaults to true.
+            let response = try await client.modify(
+                "Notes", [operation("create", "new"), operation("create", "exists")])
+            let codes = response.json.objects("records").map { $0["serverErrorCode"] as? String }
+            #expect(codes == ["ATOMIC_ERROR", "CONFLICT"])
+            #expect(try await server.backing.records(in: ZoneID("Notes")).map(\.id.name) == ["exists"])
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func moreThan200OperationsAreRefusedWhollyButCounted(strictWire: Bool) async throws {
+        try await withEmulator(options: .init(strictWire: strictWire)) { server, client in
+            try await client.createZones(["Notes"])
+            let response = try await client.modify("Notes", (0...200).map { operation("create", "r\($0)") })
+            #expect(response.status == 400)
+            #expect(response.json["serverErrorCode"] as? String == (strictWire ? "BAD_REQUEST" : "LIMIT_EXCEEDED"))
+            #expect(try await server.backing.records(in: ZoneID("Notes")).isEmpty)
+            #expect(try await server.backing.counters().modifyRequests == 1)
+            let exactly200 = try await client.modify("Notes", (0..<200).map { operation("create", "r\($0)") })
+            #expect(exactly200.json.objects("records").count == 200)
+        }
+    }
+
+    @Test(arguments: [
+        ("no zoneID", #"{"operations":[]}"#),
+        (
+            "unknown type",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"upsert","record":{"recordName":"a","recordType":"N"}}]}"#
+        ),
+        (
+            "empty name",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"","recordType":"N"}}]}"#
+        ),
+        (
+            "twice",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"forceDelete","record":{"recordName":"a"}},{"operationType":"forceDelete","record":{"recordName":"a"}}]}"#
+        ),
+        (
+            "no type",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"a"}}]}"#
+        ),
+        (
+            "bad bytes",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"a","recordType":"N","fields":{"b":{"value":"*","type":"BYTES"}}}}]}"#
+        ),
+        (
+            "reference",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"a","recordType":"N","fields":{"r":{"value":{"recordName":"b"},"type":"REFERENCE"}}}}]}"#
+        ),
+    ])
+    func malformedModifyRequestsAreCountedBadRequests(_ problem: String, _ body: String) async throws {
+        try await withEmulator { server, client in
+            try await client.createZones(["Notes"])
+            let response = try await client.post("records/modify", Data(body.utf8))
+            #expect(response.status == 400, "\(problem)")
+            #expect(response.json["serverErrorCode"] as? String == "BAD_REQUEST")
+            #expect(try await server.backing.counters().modifyRequests == 1, "counted: it reached the server")
+            #expect(try await server.backing.records(in: ZoneID("Notes")).isEmpty)
+        }
+    }
+
+    @Test func aRecordOver1MBIsALimitExceeded() async throws {
+        try await withEmulator { _, client in
+            try await client.createZones(["Notes"])
+            let big = String(repeating: "x", count: 1_048_577)
+            let response = try await client.modify(
+                "Notes", [operation("create", "big", fields: ["blob": ["value": big, "type": "STRING"]])])
+            #expect(response.status == 400)
+            #expect(response.json["serverErrorCode"] as? String == "LIMIT_EXCEEDED")
+        }
+    }
+
+    @Test func bodiesThatAreNotJSONObjectsNeverReachTheServer() async throws {
+        try await withEmulator { server, client in
+            for body in ["not json", "[1,2]", "{\"operations\": "] {
+                let response = try await client.post("records/modify", Data(body.utf8))
+                #expect(response.status == 400)
+                #expect(response.json["serverErrorCode"] as? String == "BAD_REQUEST")
+            }
+            let unknown = try await client.post("records/query", [String: Any]())
+            #expect(unknown.status == 400)
+            #expect(try await server.backing.counters().requests == 0)
+        }
+    }
+
+    @Test func lookupAnswersEachNameInOrder() async throws {
+        try await withEmulator { server, client in
+            try await client.createZones(["Notes", "Purged"])
+            try await server.backing.deleteZoneAsUser(ZoneID("Purged"))
+            try await client.modify("Notes", [operation("create", "a")])
+            let found = try await client.post(
+                "records/lookup",
+                ["records": [["recordName": "missing"], ["recordName": "a"]], "zoneID": ["zoneName": "Notes"]])
+            #expect(found.status == 200)
+            let records = found.json.objects("records")
+            #expect(records.map { $0["recordName"] as? String } == ["missing", "a"])
+            #expect(records[0]["serverErrorCode"] as? String == "NOT_FOUND")
+            #expect(Set(records[1].keys) == recordKeys)
+
+            let noZone = try await client.post(
+                "records/lookup", ["records": [["recordName": "a"]], "zoneID": ["zoneName": "Nowhere"]])
+            #expect(noZone.json.objects("records").first?["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
+            let purged = try await client.post(
+                "records/lookup", ["records": [["recordName": "a"]], "zoneID": ["zoneName": "Purged"]])
+            #expect(purged.json.objects("records").first?["serverErrorCode"] as? String == "USER_DELETED_ZONE")
+            let tooMany = try await client.post(
+                "records/lookup",
+                ["records": (0...200).map { ["recordName": "r\($0)"] }, "zoneID": ["zoneName": "Notes"]])
+            #expect(tooMany.json["serverErrorCode"] as? String == "LIMIT_EXCEEDED")
+            let counters = try await server.backing.counters()
+            #expect(counters.requests(.lookupRecords) == 4)
+            #expect(counters.recordsReturned == 1)
+        }
+    }
+
+    @Test func aDirectoryCloudServesTheSameWire() async throws {
+        try await withTemporaryDirectory { directory in
+            let cloud = try DirectoryCloud(directory: directory)
+            try await withEmulator(backing: cloud) { _, client in
+                try await client.createZones(["Notes"])
+                let saved = try await client.modify(
+                    "Notes",
+                    [
+                        operation(
+                            "create", "a",
+                            fields: [
+                                "t": ["value": 86_400_000, "type": "TIMESTAMP"],
+                                "fsLastModifiedBy": ["value": "dev", "type": "STRING"],
+                            ])
+                    ])
+                #expect(saved.json.objects("records").first?.object("modified")["deviceID"] as? String == "dev")
+                let page = try await client.post("changes/zone", ["zones": [["zoneID": ["zoneName": "Notes"]]]])
+                #expect(page.json.objects("zones").first?.objects("records").count == 1)
+            }
+            // Another "process" on the same directory sees what the server stored.
+            let again = try DirectoryCloud(directory: directory)
+            let record = try #require(try await again.records(in: ZoneID("Notes")).first)
+            #expect(record.fields["t"] == .date(Date(timeIntervalSince1970: 86_400)))
+            #expect(record.lastModifiedBy == "dev")
+            #expect(
+                try await again.counters().requestsByKind == [.createZones: 1, .modifyRecords: 1, .fetchZoneChanges: 1])
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import FlatSync
+import FlatSyncTesting
+import Foundation
+import Testing
+
+// The emulator and FlatSync's CloudKitWebServicesTransport, written separately against one wire
+// contract, agree: a smoke test of the pair. (The whole conformance suite runs through them once the
+// harness has an HTTP case.)
+
+@Suite("CKWS emulator: with the transport")
+struct CloudKitEmulatorTransportTests {
+    private func transport(_ server: CloudKitWebServicesServer) -> CloudKitWebServicesTransport {
+        CloudKitWebServicesTransport(
+            configuration: .init(
+                containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "any",
+                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL, requestTimeout: .seconds(20)))
+    }
+
+    @Test func recordsOfEveryFieldTypeRoundTripThroughBothSides() async throws {
+        try await withEmulator { server, _ in
+            let cloud = transport(server)
+            let zone = ZoneID("Notes")
+            try await cloud.createZones([zone])
+            #expect(try await cloud.listZones() == [zone])
+            let fields: [String: FieldValue] = [
+                "s": .string("héllo"), "i": .int(.min), "d": .double(-0.1), "b": .bytes(Data([0, 255])),
+                "t": .date(Date(timeIntervalSince1970: 1_700_000_000.123)), "l": .list([.int(1), .int(2)]),
+            ]
+            let record = Record(
+                id: RecordID(zone: zone, name: "a"), type: "Note", fields: fields, lastModifiedBy: "dev")
+            let saved = try await cloud.modifyRecords(saving: [RecordSave(record)], deleting: [], atomically: true)
+            let stored = try #require(saved.saved[record.id])
+            #expect(stored.fields == fields)
+            #expect(stored.lastModifiedBy == "dev")
+            #expect(try await server.backing.records(in: zone) == [stored])
+
+            let changes = try await cloud.fetchZoneChanges(in: zone, since: nil, resultsLimit: 500)
+            #expect(changes.changedRecords == [stored])
+            let conflict = try await cloud.modifyRecords(
+                saving: [RecordSave(record.withChangeTag(nil))], deleting: [], atomically: true)
+            #expect(conflict.failed[record.id]?.code == .serverRecordChanged)
+            #expect(conflict.failed[record.id]?.serverRecord == stored)
+
+            try await server.backing.deleteZoneAsUser(zone)
+            let database = try await cloud.fetchDatabaseChanges(since: nil)
+            #expect(database.changedZones.isEmpty)
+            await #expect {
+                _ = try await cloud.fetchZoneChanges(in: zone, since: changes.token, resultsLimit: 10)
+            } throws: {
+                ($0 as? CloudError)?.code == .userDeletedZone
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theLongPollSourceHearsOfAChange() async throws {
+        // A push token hears of changes made after it exists: wait (through the request log) until the
+        // source has made its token, then change a zone.
+        let tokenMade = Gate()
+        let options = CloudKitWebServicesServer.Options(requestLog: { line in
+            if line.contains("/tokens/create 200") { Task { await tokenMade.open() } }
+        })
+        try await withEmulator(options: options) { server, client in
+            try await client.createZones(["Notes"])
+            let source = LongPollNotificationSource(transport: transport(server), pollTimeout: .seconds(30))
+            let notifications = source.notifications()
+            let first = Task {
+                var iterator = notifications.makeAsyncIterator()
+                return try await iterator.next()
+            }
+            await tokenMade.wait()
+            try await client.modify("Notes", [operation("create", "a")])
+            #expect(try await first.value == [ZoneID("Notes")])
+        }
+    }
+}
