@@ -148,7 +148,9 @@ struct CloudFaultConformanceTests {
         try await kind.withCloud { cloud in
             try await cloud.createZones([.notes])
             try await cloud.setFaultPlan(.loseResponses(1, .modifyRecords))
-            await expectCloudError(.networkFailure) { try await cloud.save([makeRecord("")]) }
+            // A request every client sends and every server refuses: a record over 1 MB.
+            let large = makeRecord("large", ["blob": .string(String(repeating: "x", count: 1_048_577))])
+            await expectCloudError(.networkFailure) { try await cloud.save([large]) }
             #expect(try await cloud.records(in: .notes).isEmpty)
         }
     }

@@ -13,14 +13,21 @@ typealias TestCloud = CloudTransport & CloudAdministration
 enum CloudUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case inMemory
     case directory
+    /// `CloudKitWebServicesTransport` → HTTP on 127.0.0.1 → `CloudKitWebServicesServer` → `InMemoryCloud`.
+    case http
+    /// The same, with a `DirectoryCloud` behind the server.
+    case httpDirectory
 
     var testDescription: String { rawValue }
 
-    /// The most operations one modify request may carry.
-    var operationLimit: Int { CloudDatabase.maximumOperationsPerRequest }
+    /// True when requests go through CloudKit Web Services (the transport and the emulator).
+    var isHTTP: Bool { self == .http || self == .httpDirectory }
+
+    /// The most operations one modify request may carry: CloudKit.framework's 400, CKWS's 200.
+    var operationLimit: Int { isHTTP ? 200 : CloudDatabase.maximumOperationsPerRequest }
 
     /// True when the client refuses a malformed request itself rather than sending it.
-    var refusesMalformedRequests: Bool { false }
+    var refusesMalformedRequests: Bool { isHTTP }
 
     /// Runs `body` with a new, empty server of this kind, and removes whatever it left on disk.
     func withCloud(changeHistoryLimit: Int? = nil, _ body: (any TestCloud) async throws -> Void) async throws {
@@ -30,6 +37,13 @@ enum CloudUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible
         case .directory:
             try await withTemporaryDirectory { directory in
                 try await body(DirectoryCloud(directory: directory, changeHistoryLimit: changeHistoryLimit))
+            }
+        case .http:
+            try await HTTPTestCloud.with(backing: InMemoryCloud(changeHistoryLimit: changeHistoryLimit), body)
+        case .httpDirectory:
+            try await withTemporaryDirectory { directory in
+                try await HTTPTestCloud.with(
+                    backing: DirectoryCloud(directory: directory, changeHistoryLimit: changeHistoryLimit), body)
             }
         }
     }
@@ -165,4 +179,54 @@ func expectCloudError(
     let error = await cloudError(sourceLocation: sourceLocation, operation)
     #expect(error?.code == code, "\(error.map(String.init(describing:)) ?? "no error")", sourceLocation: sourceLocation)
     return error
+}
+
+/// A cloud reached through CloudKit Web Services: the transport's calls go over HTTP to an emulator on
+/// 127.0.0.1; administration goes straight to the cloud behind it (it is not part of CKWS).
+struct HTTPTestCloud: CloudTransport, CloudAdministration {
+    let transport: CloudKitWebServicesTransport
+    let backing: any CloudDatabaseServing
+
+    /// Runs `body` with an emulator over `backing`, stopped afterwards whatever `body` did.
+    static func with(backing: some CloudDatabaseServing, _ body: (any TestCloud) async throws -> Void) async throws {
+        let server = try CloudKitWebServicesServer(backing: backing)
+        let transport = CloudKitWebServicesTransport(
+            configuration: .init(
+                containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "conformance",
+                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
+        do {
+            try await body(HTTPTestCloud(transport: transport, backing: backing))
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    var maximumOperationsPerRequest: Int { transport.maximumOperationsPerRequest }
+    func listZones() async throws -> [ZoneID] { try await transport.listZones() }
+    func createZones(_ zones: [ZoneID]) async throws { try await transport.createZones(zones) }
+    func deleteZones(_ zones: [ZoneID]) async throws { try await transport.deleteZones(zones) }
+    func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
+        try await transport.fetchDatabaseChanges(since: token)
+    }
+    func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws -> ZoneChanges {
+        try await transport.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
+    }
+    func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
+        async throws -> ModifyRecordsResult
+    {
+        try await transport.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+    }
+    func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] { try await transport.lookupRecords(ids) }
+
+    func expireAllChangeTokens() async throws { try await backing.expireAllChangeTokens() }
+    func expireChangeTokens(in zone: ZoneID) async throws { try await backing.expireChangeTokens(in: zone) }
+    func deleteZoneAsUser(_ zone: ZoneID) async throws { try await backing.deleteZoneAsUser(zone) }
+    func setFaultPlan(_ plan: FaultPlan) async throws { try await backing.setFaultPlan(plan) }
+    func faultPlan() async throws -> FaultPlan { try await backing.faultPlan() }
+    func setChangeHistoryLimit(_ limit: Int?) async throws { try await backing.setChangeHistoryLimit(limit) }
+    func counters() async throws -> CloudCounters { try await backing.counters() }
+    func resetCounters() async throws { try await backing.resetCounters() }
+    func records(in zone: ZoneID) async throws -> [Record] { try await backing.records(in: zone) }
 }
