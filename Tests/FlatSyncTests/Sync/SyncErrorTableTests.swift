@@ -6,6 +6,11 @@ import Testing
 
 /// Every row of DESIGN §5's error table, driven through the cloud's fault plan on a test clock.
 @Suite struct SyncErrorTableTests {
+    /// Each row runs with the in-memory cloud called directly and through CloudKit Web Services (the
+    /// transport, HTTP on 127.0.0.1, the emulator, the same cloud).
+    static let routes: [SyncHarness.Route] = [.direct, .http]
+    private var routes: [SyncHarness.Route] { Self.routes }
+
     private func serverNames(_ cloud: InMemoryCloud, _ zone: ZoneID = .readingList) async -> Set<String> {
         Set(await cloud.records(in: zone).map(\.id.name))
     }
@@ -14,24 +19,27 @@ import Testing
 
     @Test(arguments: [CloudError.Code.networkUnavailable, .networkFailure])
     func aNetworkFailureKeepsTheChangeUntilTheNetworkReturns(code: CloudError.Code) async throws {
-        try await SyncHarness.run { harness in
-            let a = try await harness.device("A")
-            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: code))
-            try await a.readingList.add("x")
-            await a.waitUntilIdle()
-            #expect(await a.localStore.pendingRecordCount() == 1)
-            #expect(await serverNames(harness.cloud).isEmpty)
-            #expect(await a.status().retrying == [.readingList])
-            await a.networkDidBecomeAvailable()
-            await a.waitUntilIdle()
-            #expect(await a.localStore.pendingRecordCount() == 0)
-            #expect(await serverNames(harness.cloud) == ["rl-x"])
-            try await a.close()
+        for route in routes {
+            try await SyncHarness.run(via: route) { harness in
+                let a = try await harness.device("A")
+                await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: code))
+                try await a.readingList.add("x")
+                await a.waitUntilIdle()
+                #expect(await a.localStore.pendingRecordCount() == 1)
+                #expect(await serverNames(harness.cloud).isEmpty)
+                #expect(await a.status().retrying == [.readingList])
+                await a.networkDidBecomeAvailable()
+                await a.waitUntilIdle()
+                #expect(await a.localStore.pendingRecordCount() == 0)
+                #expect(await serverNames(harness.cloud) == ["rl-x"])
+                try await a.close()
+            }
         }
     }
 
-    @Test func aNetworkFailureIsAlsoRetriedAfterBackoff() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aNetworkFailureIsAlsoRetriedAfterBackoff(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
             try await a.readingList.add("x")
@@ -51,26 +59,29 @@ import Testing
     @Test(
         arguments: [CloudError.Code.serviceUnavailable, .requestRateLimited, .zoneBusy], [Duration.seconds(30), nil])
     func throttlingWaitsRetryAfterOrTheFirstBackoffStep(code: CloudError.Code, retryAfter: Duration?) async throws {
-        try await SyncHarness.run { harness in
-            let a = try await harness.device("A")
-            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: code, retryAfter: retryAfter))
-            try await a.readingList.add("x")
-            await a.waitUntilIdle()
-            let wait = retryAfter ?? .seconds(1)
-            harness.clock.advance(by: wait - .milliseconds(1))
-            await a.waitUntilIdle()
-            #expect(await harness.cloud.counters().modifyRequests == 1, "\(code): not before \(wait)")
-            #expect(await a.localStore.pendingRecordCount() == 1)
-            harness.clock.advance(by: .milliseconds(1))
-            await a.waitUntilIdle()
-            #expect(await harness.cloud.counters().modifyRequests == 2)
-            #expect(await serverNames(harness.cloud) == ["rl-x"])
-            try await a.close()
+        for route in routes {
+            try await SyncHarness.run(via: route) { harness in
+                let a = try await harness.device("A")
+                await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: code, retryAfter: retryAfter))
+                try await a.readingList.add("x")
+                await a.waitUntilIdle()
+                let wait = retryAfter ?? .seconds(1)
+                harness.clock.advance(by: wait - .milliseconds(1))
+                await a.waitUntilIdle()
+                #expect(await harness.cloud.counters().modifyRequests == 1, "\(code): not before \(wait)")
+                #expect(await a.localStore.pendingRecordCount() == 1)
+                harness.clock.advance(by: .milliseconds(1))
+                await a.waitUntilIdle()
+                #expect(await harness.cloud.counters().modifyRequests == 2)
+                #expect(await serverNames(harness.cloud) == ["rl-x"])
+                try await a.close()
+            }
         }
     }
 
-    @Test func backoffDoublesAfterEachFailure() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func backoffDoublesAfterEachFailure(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             await harness.cloud.setFaultPlan(.failNext(4, .modifyRecords, with: .zoneBusy))
             try await a.readingList.add("x")
@@ -92,8 +103,9 @@ import Testing
 
     // MARK: Limit exceeded
 
-    @Test func limitExceededSplitsTheBatchInHalf() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func limitExceededSplitsTheBatchInHalf(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .limitExceeded))
             try await a.readingList.apply((0..<10).map { .add(articleID: "a\($0)") })
@@ -105,8 +117,9 @@ import Testing
         }
     }
 
-    @Test func aRecordTooLargeOnItsOwnIsDroppedAndTheRestGetThrough() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aRecordTooLargeOnItsOwnIsDroppedAndTheRestGetThrough(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let events = a.events()
             let huge = String(repeating: "x", count: 1_100_000)
@@ -129,8 +142,9 @@ import Testing
 
     // MARK: Server record changed
 
-    @Test func aConflictIsMergedByTheRulesAndResentWithTheServersTag() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aConflictIsMergedByTheRulesAndResentWithTheServersTag(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let b = try await harness.device("B")
             try await a.history.visit("h", version: 1)
@@ -157,8 +171,9 @@ import Testing
 
     // MARK: Zone not found
 
-    @Test func aMissingZoneIsCreatedAgainSeededWithLocalDataAndTheChangeResent() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aMissingZoneIsCreatedAgainSeededWithLocalDataAndTheChangeResent(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             try await a.readingList.add("before")
             await a.waitUntilIdle()
@@ -173,8 +188,9 @@ import Testing
 
     // MARK: User deleted zone
 
-    @Test func aZoneTheUserDeletedIsWipedLocallyAndNotResent() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aZoneTheUserDeletedIsWipedLocallyAndNotResent(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             try await a.readingList.add("old")
             await a.waitUntilIdle()
@@ -195,8 +211,9 @@ import Testing
 
     // MARK: Not authenticated, quota exceeded
 
-    @Test func notAuthenticatedPausesUntilTheAccountIsBack() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func notAuthenticatedPausesUntilTheAccountIsBack(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .notAuthenticated))
             try await a.readingList.add("x")
@@ -206,7 +223,7 @@ import Testing
             harness.clock.advance(by: .seconds(600))
             await a.waitUntilIdle()
             #expect(await harness.cloud.counters().modifyRequests == 1, "paused: nothing more is sent")
-            try await a.accountDidChange(to: CloudAccount(id: "user", transport: harness.cloud))
+            try await a.accountDidChange(to: CloudAccount(id: "user", transport: harness.transport("A")))
             await a.waitUntilIdle()
             #expect(await serverNames(harness.cloud) == ["rl-x", "rl-y"])
             #expect(await a.status().paused == nil)
@@ -214,8 +231,9 @@ import Testing
         }
     }
 
-    @Test func quotaExceededPausesSendingUntilTheUserSyncs() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func quotaExceededPausesSendingUntilTheUserSyncs(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let events = a.events()
             await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .quotaExceeded))
@@ -235,8 +253,9 @@ import Testing
 
     // MARK: Anything else
 
-    @Test func aPermanentErrorDropsOnlyTheRecordItIsAbout() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aPermanentErrorDropsOnlyTheRecordItIsAbout(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             await harness.cloud.setFaultPlan(.failNext(3, .modifyRecords, with: .internalError))
             try await a.readingList.apply((1...4).map { .add(articleID: "a\($0)") })
@@ -251,8 +270,9 @@ import Testing
 
     // MARK: Committed, response lost
 
-    @Test func aSaveWhoseResponseWasLostIsRecognisedAsCommittedWhenResent() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aSaveWhoseResponseWasLostIsRecognisedAsCommittedWhenResent(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             await harness.cloud.setFaultPlan(.loseResponses(1, .modifyRecords))
             try await a.history.visit("h", version: 2)
@@ -274,8 +294,9 @@ import Testing
         }
     }
 
-    @Test func aLostResponseDuringSyncNowEndsInOneRecordOnTheServer() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aLostResponseDuringSyncNowEndsInOneRecordOnTheServer(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let b = try await harness.device("B")
             await harness.cloud.setFaultPlan(.loseResponses(1, .modifyRecords))
@@ -292,8 +313,9 @@ import Testing
         }
     }
 
-    @Test func aDeleteWhoseResponseWasLostIsResentHarmlessly() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aDeleteWhoseResponseWasLostIsResentHarmlessly(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             try await a.readingList.add("x")
             await a.waitUntilIdle()
@@ -311,8 +333,9 @@ import Testing
 
     // MARK: Unknown item
 
-    @Test func anEditBeatsAConcurrentDelete() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func anEditBeatsAConcurrentDelete(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let b = try await harness.device("B")
             try await a.readingList.add("x")
@@ -334,8 +357,9 @@ import Testing
         }
     }
 
-    @Test func aDeleteLosesToAnEditItDidNotSee() async throws {
-        try await SyncHarness.run { harness in
+    @Test(arguments: Self.routes)
+    func aDeleteLosesToAnEditItDidNotSee(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let b = try await harness.device("B")
             try await a.history.visit("h")

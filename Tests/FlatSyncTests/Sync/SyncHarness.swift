@@ -1,6 +1,7 @@
 import FlatSyncTestSupport
 import FlatSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FlatSync
@@ -15,21 +16,68 @@ import Testing
 /// }
 /// ```
 final class SyncHarness: Sendable {
-    let directory: URL
-    let cloud: InMemoryCloud
-    let clock = TestClock()
-    let dates = DateCounter()
+    /// How devices reach the harness's cloud.
+    enum Route: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// Devices call the `InMemoryCloud` directly.
+        case direct
+        /// Devices use `CloudKitWebServicesTransport` over HTTP on 127.0.0.1 to a `CloudKitWebServicesServer`
+        /// serving the same `InMemoryCloud`.
+        case http
+        /// As ``http``, with the emulator sending `BAD_REQUEST` for the codes CloudKit does not document.
+        case httpStrictWire
 
-    init(directory: URL, cloud: InMemoryCloud = InMemoryCloud()) {
-        self.directory = directory
-        self.cloud = cloud
+        var testDescription: String { rawValue }
     }
 
-    static func run<R>(cloud: InMemoryCloud = InMemoryCloud(), _ body: (SyncHarness) async throws -> R) async throws
-        -> R
-    {
+    let directory: URL
+    let cloud: InMemoryCloud
+    let route: Route
+    let clock = TestClock()
+    let dates = DateCounter()
+    private let server: CloudKitWebServicesServer?
+    private let transports = Mutex<[String: CloudKitWebServicesTransport]>([:])
+
+    private init(directory: URL, cloud: InMemoryCloud, route: Route) throws {
+        self.directory = directory
+        self.cloud = cloud
+        self.route = route
+        switch route {
+        case .direct:
+            server = nil
+        case .http, .httpStrictWire:
+            server = try CloudKitWebServicesServer(
+                backing: cloud, options: .init(strictWire: route == .httpStrictWire))
+        }
+    }
+
+    static func run<R>(
+        cloud: InMemoryCloud = InMemoryCloud(), via route: Route = .direct, _ body: (SyncHarness) async throws -> R
+    ) async throws -> R {
         try await withTemporaryDirectory { directory in
-            try await body(SyncHarness(directory: directory, cloud: cloud))
+            let harness = try SyncHarness(directory: directory, cloud: cloud, route: route)
+            do {
+                let result = try await body(harness)
+                await harness.server?.stop()
+                return result
+            } catch {
+                await harness.server?.stop()
+                throw error
+            }
+        }
+    }
+
+    /// The transport device `name` reaches the cloud with: the cloud itself, or (over HTTP) a
+    /// CloudKitWebServicesTransport of its own, the same one every time the device opens.
+    func transport(_ name: String) -> any CloudTransport {
+        guard let server else { return cloud }
+        return transports.withLock { transports in
+            if let existing = transports[name] { return existing }
+            let transport = CloudKitWebServicesTransport(
+                configuration: .init(
+                    containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "engine-tests",
+                    tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
+            transports[name] = transport
+            return transport
         }
     }
 
@@ -55,7 +103,7 @@ final class SyncHarness: Sendable {
         configure(&configuration)
         let context = try await SyncContext.open(
             directory: directory.appendingPathComponent(name),
-            account: CloudAccount(id: account, transport: transport ?? cloud),
+            account: CloudAccount(id: account, transport: transport ?? self.transport(name)),
             configuration: configuration
         )
         if start {

@@ -26,6 +26,22 @@ import Testing
     static let only = ProcessInfo.processInfo.environment["FLATSYNC_SIM_ONLY"].flatMap(UInt64.init)
     static let trace = ProcessInfo.processInfo.environment["FLATSYNC_SIM_TRACE"]
 
+    /// Seeds run through CloudKit Web Services (`FLATSYNC_SIM_HTTP_SEEDS`, default 3 for CI).
+    static let httpSeeds = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_HTTP_SEEDS"] ?? "") ?? 3
+
+    /// The same simulation with every device syncing through `CloudKitWebServicesTransport`, HTTP on
+    /// 127.0.0.1 and the emulator: faults arrive as HTTP statuses, CKWS error codes and dropped connections.
+    @Test func devicesConvergeThroughCloudKitWebServices() async throws {
+        var totals = SimulationTotals()
+        for seed in 0..<UInt64(Self.httpSeeds) {
+            totals.add(try await Self.run(seed: 1_000 + seed, steps: Self.steps, via: .http))
+        }
+        print("through CKWS: " + totals.report(seeds: Self.httpSeeds))
+        #expect(totals.lost == 0)
+        #expect(totals.diverged == 0)
+        #expect(totals.faultRate >= 0.2, "the simulation must fault at least a fifth of the requests")
+    }
+
     @Test func devicesConvergeAndNoAcknowledgedMutationIsLost() async throws {
         var totals = SimulationTotals()
         for seed in Self.only.map({ [$0] }) ?? Array(0..<UInt64(Self.seeds)) {
@@ -50,8 +66,8 @@ import Testing
         var kills = 0
     }
 
-    static func run(seed: UInt64, steps: Int) async throws -> Result {
-        try await SyncHarness.run(cloud: InMemoryCloud(changeHistoryLimit: 60)) { harness in
+    static func run(seed: UInt64, steps: Int, via route: SyncHarness.Route = .direct) async throws -> Result {
+        try await SyncHarness.run(cloud: InMemoryCloud(changeHistoryLimit: 60), via: route) { harness in
             var random = SeededRandomNumberGenerator(seed: seed &* 0x9E37_79B9 &+ 1)
             var result = Result()
             // Each device has its own clock and its own view of the cloud (which can hold a request), and
@@ -64,7 +80,7 @@ import Testing
             for name in names {
                 let clock = TestClock()
                 let hold = RequestHold()
-                let transport = InterceptingTransport(harness.cloud) { kind, _ in await hold.pass(kind) }
+                let transport = InterceptingTransport(harness.transport(name)) { kind, _ in await hold.pass(kind) }
                 devices.append(try await harness.device(name, transport: transport) { $0.clock = clock })
                 clocks.append(clock)
                 holds.append(hold)

@@ -1,0 +1,215 @@
+import FlatSyncTestSupport
+import FlatSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import FlatSync
+
+/// The engine through CloudKit Web Services when the server misbehaves, when it speaks only the codes
+/// CloudKit documents, and across restarts of the device.
+@Suite struct SyncOverHTTPTests {
+    /// What a misbehaving server (or a proxy in front of it) does to one request.
+    enum Misbehaviour: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// A proxy's HTML error page.
+        case htmlPage
+        /// A 200 whose JSON stops halfway.
+        case truncatedJSON
+        /// A 500 with no body at all.
+        case emptyServerError
+        /// The server applies the request, then the connection drops in the middle of the response.
+        case droppedMidResponse
+        /// The server never answers; the client's one-second timeout ends the wait.
+        case hangs
+
+        var testDescription: String { rawValue }
+    }
+
+    /// Devices reach the emulator through this proxy, which misbehaves for the next request of a chosen
+    /// operation and forwards everything else.
+    final class SabotagingProxy: Sendable {
+        let server: LoopbackHTTPServer
+        let target: URL
+        private let plan = Mutex<(operation: String, misbehaviour: Misbehaviour)?>(nil)
+
+        init(inFrontOf target: URL) throws {
+            self.target = target
+            server = try LoopbackHTTPServer()
+            server.start { [self] request in await self.handle(request) }
+        }
+
+        var baseURL: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
+
+        /// The next request whose path ends in `operation` gets `misbehaviour`.
+        func sabotageNext(_ operation: String, with misbehaviour: Misbehaviour) {
+            plan.withLock { $0 = (operation, misbehaviour) }
+        }
+
+        func stop() async {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    self.server.stop()
+                    continuation.resume()
+                }
+            }
+        }
+
+        private func handle(_ request: HTTPServerRequest) async -> HTTPServerReply {
+            let sabotage = plan.withLock { plan -> Misbehaviour? in
+                guard let current = plan, request.path.hasSuffix(current.operation) else { return nil }
+                plan = nil
+                return current.misbehaviour
+            }
+            switch sabotage {
+            case .htmlPage:
+                return .response(
+                    HTTPServerResponse(
+                        status: 502, headers: [("Content-Type", "text/html")],
+                        body: Data("<html><body><h1>502 Bad Gateway</h1></body></html>".utf8)))
+            case .truncatedJSON:
+                return .response(HTTPServerResponse(status: 200, body: Data(#"{"records":[{"recordName":"rl-"#.utf8)))
+            case .emptyServerError:
+                return .response(HTTPServerResponse(status: 500))
+            case .hangs:
+                try? await Task.sleep(for: .seconds(30))
+                return .response(HTTPServerResponse(status: 503))
+            case .droppedMidResponse:
+                _ = await forward(request)
+                return .dropConnection(
+                    partialBytes: Data("HTTP/1.1 200 OK\r\nContent-Length: 900\r\n\r\n{\"records\":[".utf8))
+            case nil:
+                return await forward(request)
+            }
+        }
+
+        private func forward(_ request: HTTPServerRequest) async -> HTTPServerReply {
+            let url = URL(string: target.absoluteString + request.path + (request.rawQuery.map { "?" + $0 } ?? ""))!
+            do {
+                let response = try await URLSessionExchange.shared.send(
+                    HTTPExchangeRequest(
+                        method: request.method, url: url, headers: ["Content-Type": "application/json"],
+                        body: request.body.isEmpty ? nil : request.body, timeout: .seconds(20)))
+                return .response(
+                    HTTPServerResponse(
+                        status: response.status, headers: response.headers.map { ($0.key, $0.value) },
+                        body: response.body))
+            } catch {
+                return .response(HTTPServerResponse(status: 504))
+            }
+        }
+    }
+
+    @Test(arguments: Misbehaviour.allCases)
+    func aMisbehavingServerLosesNothingAndTheNextSyncRecovers(_ misbehaviour: Misbehaviour) async throws {
+        try await SyncHarness.run(via: .http) { harness in
+            // The harness's own transport for B goes straight to the emulator; A's goes through the proxy.
+            let emulator = try #require(
+                (harness.transport("B") as? CloudKitWebServicesTransport)?.configuration.baseURL)
+            let proxy = try SabotagingProxy(inFrontOf: emulator)
+            do {
+                let viaProxy = CloudKitWebServicesTransport(
+                    configuration: .init(
+                        containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
+                        tokenStore: InMemoryWebAuthTokenStore(), baseURL: proxy.baseURL, requestTimeout: .seconds(1)))
+                let a = try await harness.device("A", transport: viaProxy)
+                let b = try await harness.device("B")
+                proxy.sabotageNext("records/modify", with: misbehaviour)
+                try await a.readingList.add("x")
+                await a.waitUntilIdle()
+                #expect(await a.localStore.pendingRecordCount() == 1, "kept: A cannot know what the server did")
+                #expect(await a.readingList.contains("x"))
+                let status = await a.status()
+                #expect(status.retrying == [.readingList], "a typed, transient failure: retried, not dropped")
+
+                let summary = try await a.syncNow()
+                #expect(summary.isComplete, "\(summary.problems)")
+                #expect(await a.localStore.pendingRecordCount() == 0)
+                #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-x"])
+                let saves = await harness.cloud.counters().recordsSaved
+                #expect(saves == 1, "a change the server applied before the connection dropped is not written twice")
+                _ = try await b.syncNow()
+                #expect(await b.readingList.contains("x"))
+                try await a.close()
+                try await b.close()
+            } catch {
+                await proxy.stop()
+                throw error
+            }
+            await proxy.stop()
+        }
+    }
+
+    @Test func withOnlyDocumentedCodesAnExpiredTokenStillResetsOnce() async throws {
+        // Strict wire: the emulator says BAD_REQUEST where it would say CHANGE_TOKEN_EXPIRED.
+        try await SyncHarness.run(via: .httpStrictWire) { harness in
+            let a = try await harness.device("A")
+            let b = try await harness.device("B")
+            try await a.readingList.add("x")
+            await a.waitUntilIdle()
+            _ = try await b.syncNow()
+            await harness.cloud.expireAllChangeTokens()
+            try await a.readingList.add("y")
+            await a.waitUntilIdle()
+            let events = b.events()
+            let summary = try await b.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(Set(await b.readingList.entries().map(\.articleID)) == ["x", "y"])
+            try await b.close()
+            let resets = await collect(events).filter {
+                if case .zoneReset(_, .tokenExpired) = $0 { return true }
+                return false
+            }
+            #expect(!resets.isEmpty, "the BAD_REQUEST on a fetch with a token was taken as an expired token")
+            try await a.close()
+        }
+    }
+
+    @Test func theNewestWebAuthTokenSurvivesARestartOfTheDevice() async throws {
+        try await withTemporaryDirectory { directory in
+            let cloud = InMemoryCloud()
+            // Only the newest token of a session is accepted, and a request without one is refused.
+            let server = try CloudKitWebServicesServer(
+                backing: cloud, options: .init(requireWebAuthToken: true, strictTokens: true))
+            do {
+                let device = directory.appendingPathComponent("A")
+                // Sign in on the emulator's sign-in page, which hands the token back as text.
+                let page = try await URLSessionExchange.shared.send(
+                    HTTPExchangeRequest(
+                        method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"), timeout: .seconds(5))
+                )
+                try DirectoryWebAuthTokenStore(directory: device).saveToken(
+                    String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+                func open() async throws -> SyncContext {
+                    let transport = CloudKitWebServicesTransport(
+                        configuration: .init(
+                            containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
+                            tokenStore: DirectoryWebAuthTokenStore(directory: device), baseURL: server.baseURL))
+                    var configuration = SyncContext.Configuration(clock: TestClock())
+                    configuration.durability = .buffered
+                    return try await SyncContext.open(
+                        directory: device, account: CloudAccount(id: "user", transport: transport),
+                        configuration: configuration)
+                }
+                let first = try await open()
+                try await first.readingList.add("before")
+                #expect(try await first.syncNow().isComplete)
+                let saved = try #require(try DirectoryWebAuthTokenStore(directory: device).loadToken())
+                try await first.close()
+
+                // A new process: a new transport reads the token file. This sync works only if the last
+                // rotation was saved: an older token, or none, is refused.
+                let second = try await open()
+                try await second.readingList.add("after")
+                let summary = try await second.syncNow()
+                #expect(summary.isComplete, "\(summary.problems)")
+                #expect(try DirectoryWebAuthTokenStore(directory: device).loadToken() != saved, "rotated again")
+                #expect(await cloud.records(in: .readingList).map(\.id.name) == ["rl-after", "rl-before"])
+                try await second.close()
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+        }
+    }
+}
