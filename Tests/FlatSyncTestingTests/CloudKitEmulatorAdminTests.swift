@@ -129,7 +129,7 @@ struct CloudKitEmulatorAdminTests {
 
     @Test func anUnreachableServerIsNetworkUnavailable() async throws {
         let server = try CloudKitWebServicesServer()
-        let admin = HTTPCloudAdministration(baseURL: server.baseURL, timeout: .seconds(5))
+        let admin = HTTPCloudAdministration(baseURL: server.baseURL)
         let reached: Result<CloudCounters, any Error>
         do {
             reached = .success(try await admin.counters())

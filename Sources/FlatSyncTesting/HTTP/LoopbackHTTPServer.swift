@@ -277,7 +277,9 @@ extension LoopbackHTTPServer {
         {
             let reply = Mutex<HTTPServerReply?>(nil)
             let done = DispatchSemaphore(value: 0)
-            let task = Task {
+            // High priority: a server shares its process's concurrency pool with its clients (in tests, with
+            // every other test); a request waiting behind their work would look like a hung server.
+            let task = Task(priority: .high) {
                 let answer = await handler(request)
                 reply.withLock { $0 = answer }
                 done.signal()

@@ -19,7 +19,7 @@ import Testing
         case emptyServerError
         /// The server applies the request, then the connection drops in the middle of the response.
         case droppedMidResponse
-        /// The server never answers; the client's one-second timeout ends the wait.
+        /// The server never answers; the client's three-second timeout ends the wait.
         case hangs
 
         var testDescription: String { rawValue }
@@ -110,7 +110,7 @@ import Testing
                 let viaProxy = CloudKitWebServicesTransport(
                     configuration: .init(
                         containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
-                        tokenStore: InMemoryWebAuthTokenStore(), baseURL: proxy.baseURL, requestTimeout: .seconds(1)))
+                        tokenStore: InMemoryWebAuthTokenStore(), baseURL: proxy.baseURL, requestTimeout: .seconds(3)))
                 let a = try await harness.device("A", transport: viaProxy)
                 let b = try await harness.device("B")
                 proxy.sabotageNext("records/modify", with: misbehaviour)
@@ -175,7 +175,7 @@ import Testing
                 // Sign in on the emulator's sign-in page, which hands the token back as text.
                 let page = try await URLSessionExchange.shared.send(
                     HTTPExchangeRequest(
-                        method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"), timeout: .seconds(5))
+                        method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"), timeout: .seconds(30))
                 )
                 try DirectoryWebAuthTokenStore(directory: device).saveToken(
                     String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
