@@ -175,7 +175,8 @@ import Testing
                 // Sign in on the emulator's sign-in page, which hands the token back as text.
                 let page = try await URLSessionExchange.shared.send(
                     HTTPExchangeRequest(
-                        method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"), timeout: .seconds(30))
+                        method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"), timeout: .seconds(30)
+                    )
                 )
                 try DirectoryWebAuthTokenStore(directory: device).saveToken(
                     String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
