@@ -31,6 +31,8 @@ struct ServeOptions: Equatable, Sendable {
     var strictWire = false
     /// `--require-sign-in`: requests without a web auth token get 421 and a sign-in URL.
     var requireSignIn = false
+    /// `--sign-in-callback URL`: where the sign-in page sends the token (else it shows it).
+    var signInCallback: URL?
 }
 
 /// Where the cloud is: a `DirectoryCloud` directory, or a CloudKit Web Services endpoint.
@@ -281,6 +283,16 @@ struct CommandValues {
             throw ArgumentProblem("invalid article ID: \(error.message)")
         }
         return id
+    }
+
+    /// The option's value as an `http://` or `https://` URL, or nil when the option is absent.
+    func url(_ name: String) throws(ArgumentProblem) -> URL? {
+        guard let text = options[name] else { return nil }
+        guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
+        else {
+            throw ArgumentProblem("--\(name) must be an http:// or https:// URL, not '\(text)'")
+        }
+        return url
     }
 
     /// The option's value as a number of type `T` within `range`, or nil when the option is absent.

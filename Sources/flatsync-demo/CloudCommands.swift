@@ -64,7 +64,8 @@ struct CloudCommands {
         case .directory(let directory):
             return try DirectoryCloud(directory: directory)
         case .service(let url):
-            throw DemoFailure("administering \(url.absoluteString) is not available yet")
+            // The emulator's administration endpoint: CloudKit itself has none.
+            return HTTPCloudAdministration(baseURL: url)
         }
     }
 

@@ -289,6 +289,10 @@ enum CommandTable {
                 OptionSpec(
                     name: "require-sign-in", placeholder: nil,
                     help: "refuse requests without a web auth token (421 and a sign-in URL), for `cloud login`"),
+                OptionSpec(
+                    name: "sign-in-callback", placeholder: "URL",
+                    help: "where the sign-in page sends the token, such as `cloud login --callback-port`'s "
+                        + "http://127.0.0.1:P/ (default: the page shows the token, to paste)"),
             ],
             sharedOptions: ["cloud"],
             summary: "serve the cloud directory over localhost HTTP as CloudKit Web Services",
@@ -303,7 +307,8 @@ enum CommandTable {
                     port: try values.number("port", in: 1...UInt16.max, meaning: "a port number from 1 to 65535"),
                     options: ServeOptions(
                         verbose: values.flags.contains("verbose"), strictWire: values.flags.contains("strict-wire"),
-                        requireSignIn: values.flags.contains("require-sign-in")))
+                        requireSignIn: values.flags.contains("require-sign-in"),
+                        signInCallback: try values.url("sign-in-callback")))
             }
         ),
         CommandSpec(

@@ -130,7 +130,14 @@ struct DeviceCommands {
     /// Signs in on the cloud (see ``CloudConnection/account(device:)``), calls `start()` then `syncNow()`,
     /// and prints what happened. Exit 1, after the summary, when the sync could not finish.
     private func sync(cloud: CloudConnection) async throws -> Demo.ExitStatus {
-        let account = try await cloud.account(device: directory)
+        let account: CloudAccount
+        do {
+            account = try await cloud.account(device: directory)
+        } catch let error as CloudError {
+            throw DemoFailure(
+                "sync could not reach the cloud at \(cloud.location) (\(error.code): \(error.message)); nothing is "
+                    + "lost: this device's changes stay pending; run `flatsync-demo sync` again")
+        }
         let context = try await DeviceDirectory.open { () async throws -> SyncContext in
             try await SyncContext.open(directory: directory, account: account)
         }

@@ -4,7 +4,7 @@ enum Help {
     static var toolUsage: String {
         """
         usage: flatsync-demo                  run the tour
-               flatsync-demo COMMAND [ARGS] [--device DIR] [--cloud DIR] [--json]
+               flatsync-demo COMMAND [ARGS] [--device DIR] [--cloud DIR|URL] [--json]
         Run 'flatsync-demo --help' for the commands, 'flatsync-demo COMMAND --help' for one of them.
         """
     }
@@ -27,9 +27,10 @@ enum Help {
         let options = CommandTable.sharedOptions.map { "  " + $0.usage.dropFirst().dropLast() + "\n      " + $0.help }
         return """
             flatsync-demo: FlatSync's demo. With no arguments it runs the tour; the commands act on one device
-            directory and a cloud directory that several devices (processes) share.
+            directory and a cloud that several devices (processes) share: a cloud directory, or the URL of
+            `cloud serve` (CloudKit Web Services on localhost) or of CloudKit itself.
 
-            usage: flatsync-demo [COMMAND [ARGS]] [--device DIR] [--cloud DIR] [--json]
+            usage: flatsync-demo [COMMAND [ARGS]] [--device DIR] [--cloud DIR|URL] [--json]
 
             commands:
             \(list.joined(separator: "\n"))
@@ -40,10 +41,13 @@ enum Help {
                   this help; 'flatsync-demo COMMAND --help' for one command
 
             Device commands other than sync work offline and never contact the cloud; sync sends what they
-            queued. Two devices are two device directories sharing one --cloud directory.
+            queued. Two devices are two device directories sharing one --cloud. A command waits up to 10 s
+            for a device directory another process holds (a watch syncing, say).
 
             environment:
-              FLATSYNC_DEVICE, FLATSYNC_CLOUD   default directories, when --device / --cloud are not given
+              FLATSYNC_DEVICE, FLATSYNC_CLOUD   defaults for --device and --cloud
+              FLATSYNC_CK_API_TOKEN            the container's API token for an https:// cloud (a local
+                                               `cloud serve` accepts any)
               FLATSYNC_SAMPLE_DATA             the SampleData folder the tour reads
 
             exit status: 0 success, 1 failure (one line on standard error says what and what to do;
@@ -67,6 +71,8 @@ enum Help {
 
     /// `save ID [--title T]`: the words, operands and own options, for the command list.
     private static func synopsis(_ spec: CommandSpec) -> String {
-        (spec.words + spec.operands.map(\.placeholder) + spec.options.map(\.usage)).joined(separator: " ")
+        // A command with many options shows them in its own help only, so the list stays narrow.
+        let options = spec.options.count > 2 ? ["[options]"] : spec.options.map(\.usage)
+        return (spec.words + spec.operands.map(\.placeholder) + options).joined(separator: " ")
     }
 }

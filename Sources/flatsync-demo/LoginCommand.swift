@@ -1,5 +1,7 @@
 import FlatSync
+import FlatSyncTesting
 import Foundation
+import Synchronization
 
 /// `cloud login`: CloudKit Web Services' documented sign-in for one device. Ask `users/current`; when the
 /// server answers 421 with a sign-in URL, print it and wait for the web auth token the sign-in hands back
@@ -52,8 +54,14 @@ struct LoginCommand {
             signInPage = url
         }
         output.console.error("open this page to sign in:\n  \(signInPage.absoluteString)")
-        output.console.error("then paste the web auth token it hands back, and press return:")
-        guard let token = await Self.readLine(), !token.isEmpty else {
+        if let callbackPort {
+            output.console.error(
+                "waiting for the token at http://127.0.0.1:\(callbackPort)/ (the API token's sign-in callback), "
+                    + "or paste it here and press return:")
+        } else {
+            output.console.error("then paste the web auth token it hands back, and press return:")
+        }
+        guard let token = try await TokenArrival.wait(callbackPort: callbackPort), !token.isEmpty else {
             throw DemoFailure("no web auth token was given; run cloud login again")
         }
         try await transport.signIn(withWebAuthToken: token)
@@ -69,12 +77,65 @@ struct LoginCommand {
         return .success
     }
 
-    /// One line of standard input, trimmed, read off the concurrency pool; `nil` at end of input.
-    private static func readLine() async -> String? {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(returning: Swift.readLine()?.trimmingCharacters(in: .whitespacesAndNewlines))
+}
+
+/// The web auth token coming back from the sign-in page: pasted on standard input, or (with a callback
+/// port) delivered to `http://127.0.0.1:PORT/?ckWebAuthToken=…`, whichever comes first.
+enum TokenArrival {
+    static func wait(callbackPort: UInt16?) async throws -> String? {
+        let first = Mutex<CheckedContinuation<String?, Never>?>(nil)
+        let arrived = Mutex<String??>(nil)
+        // Whoever comes first resumes the wait; a token that comes before the wait starts is kept for it.
+        @Sendable func deliver(_ token: String?) {
+            let isFirst = arrived.withLock { arrived -> Bool in
+                guard arrived == nil else { return false }
+                arrived = .some(token)
+                return true
+            }
+            if isFirst { first.withLock { $0.take() }?.resume(returning: token) }
+        }
+        var server: LoopbackHTTPServer?
+        if let callbackPort {
+            do {
+                server = try LoopbackHTTPServer(port: callbackPort)
+            } catch {
+                throw DemoFailure("could not listen for the sign-in callback on 127.0.0.1:\(callbackPort): \(error)")
+            }
+            server?.start { request in
+                guard let token = request.queryValue("ckWebAuthToken"), !token.isEmpty else {
+                    return .response(
+                        HTTPServerResponse(status: 400, body: Data("No ckWebAuthToken in this request.\n".utf8)))
+                }
+                deliver(token)
+                // Closing the connection after this page lets the command stop the listener once it is sent.
+                return .response(
+                    HTTPServerResponse(
+                        status: 200, headers: [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")],
+                        body: Data("Signed in to FlatSync's demo; you can close this page.\n".utf8)))
             }
         }
+        // Standard input is read on a thread of its own: a read that never ends must not hold anything else.
+        Thread.detachNewThread {
+            deliver(Swift.readLine()?.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        let token = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            let already = arrived.withLock { arrived -> String?? in
+                if arrived == nil { first.withLock { $0 = continuation } }
+                return arrived
+            }
+            if let already { continuation.resume(returning: already) }
+        }
+        if let server {
+            let stopping = server
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    // Let the browser get its page before the listener goes away.
+                    _ = stopping.waitUntilNoConnections(timeout: .seconds(5))
+                    stopping.stop()
+                    continuation.resume()
+                }
+            }
+        }
+        return token
     }
 }

@@ -1,7 +1,11 @@
 import FlatSync
+import FlatSyncTesting
 import Foundation
 
-/// `cloud serve`: the cloud directory served over localhost HTTP as CloudKit Web Services.
+/// `cloud serve`: the cloud directory served over localhost HTTP as CloudKit Web Services, until Ctrl-C.
+///
+/// The directory stays the cloud's state (a `DirectoryCloud`), so the server can stop and start again
+/// and devices carry on; `cloud` commands work on the directory or on the URL alike.
 struct ServeCommand {
     let directory: URL
     let port: UInt16?
@@ -9,6 +13,23 @@ struct ServeCommand {
     let console: Console
 
     func run() async throws -> Demo.ExitStatus {
-        throw DemoFailure("cloud serve is not available yet")
+        let cloud = try DirectoryCloud(directory: directory)
+        let console = self.console
+        var serverOptions = CloudKitWebServicesServer.Options(port: port ?? 0)
+        serverOptions.requireWebAuthToken = options.requireSignIn
+        serverOptions.strictWire = options.strictWire
+        serverOptions.signInCallbackURL = options.signInCallback
+        if options.verbose {
+            serverOptions.requestLog = { line in console.error(line) }
+        }
+        let server = try CloudKitWebServicesServer(backing: cloud, options: serverOptions)
+        let url = server.baseURL.absoluteString
+        console.out("serving \(directory.path) as CloudKit Web Services at \(url)")
+        console.out("  devices: flatsync-demo sync --cloud \(url)   (or watch, to hear of changes at once)")
+        console.out("  Ctrl-C stops the server; the directory keeps the cloud")
+        let signal = await Interrupts.wait()
+        await server.stop()
+        console.out("stopped (\(signal == SIGINT ? "interrupted" : "terminated")); \(directory.path) keeps the cloud")
+        return .success
     }
 }

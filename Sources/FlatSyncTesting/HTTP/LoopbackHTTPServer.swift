@@ -242,7 +242,10 @@ extension LoopbackHTTPServer {
                     }
                     switch reply {
                     case .response(let response):
-                        let closing = !request.keepAlive || state.withLock { $0.stopping }
+                        // The client asked to close, the handler did (`Connection: close`), or the server stops.
+                        let closing =
+                            !request.keepAlive || response.header("Connection")?.lowercased() == "close"
+                            || state.withLock { $0.stopping }
                         guard POSIXSocket.writeAll(descriptor, response.serialized(closing: closing)) else { return }
                         if closing {
                             lingeringClose(descriptor)
