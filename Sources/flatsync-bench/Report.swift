@@ -94,6 +94,13 @@ enum Report {
             key: "push_pull_10k_ms", title: "push 10k records, second device pulls them", unit: .milliseconds,
             target: .atMost(1_000)
         ),
+        Row(
+            key: "push_pull_10k_http_ms", title: "the same through CKWS over HTTP (localhost emulator)",
+            unit: .milliseconds, baseline: ("push_pull_10k_ms", "in memory"), ratioKey: "push_pull_10k_http_ratio",
+            target: .atMost(2_000)
+        ),
+        Row(key: "ckws_encode_us_per_record", title: "CKWS JSON encode per record (µs)", unit: .count),
+        Row(key: "ckws_decode_us_per_record", title: "CKWS JSON decode per record (µs)", unit: .count),
     ]
 
     /// Figures from DESIGN §10 measured elsewhere, for orientation only.
@@ -113,7 +120,7 @@ enum Report {
         "fsync_append_p50_ms", "enqueue_p50_ms_1k", "enqueue_p50_ms_10k", "enqueue_p50_ms_100k", "enqueue_p99_ms_10k",
         "buffered_enqueue_p50_ms_10k", "full_rewrite_p50_ms_1k", "full_rewrite_p50_ms_10k", "burst_mutations_per_s",
         "cold_start_ms_10k", "cold_start_ms_100k", "cold_start_peak_rss_mb_100k",
-        "coalesce_records_sent", "coalesce_modify_requests", "push_pull_10k_ms",
+        "coalesce_records_sent", "coalesce_modify_requests", "push_pull_10k_ms", "push_pull_10k_http_ms",
     ]
 
     // MARK: - Evaluation

@@ -81,6 +81,10 @@ enum Benchmark {
         Measurement(id: "cold", name: "cold start", run: Measurements.coldStart),
         Measurement(id: "coalesce", name: "coalescing then sync", run: SyncMeasurements.coalescing),
         Measurement(id: "pushpull", name: "push 10k, pull on another device", run: SyncMeasurements.pushPull),
+        Measurement(
+            id: "pushpullhttp", name: "push 10k, pull on another device, through CKWS over HTTP",
+            run: CloudKitMeasurements.pushPullOverHTTP),
+        Measurement(id: "ckwsjson", name: "CKWS JSON per record", run: CloudKitMeasurements.jsonCodec),
     ]
 
     /// Runs every measurement in `scratch`, an empty directory the caller removes afterwards.

@@ -11,29 +11,22 @@ extension CloudKitWebServicesTransport {
         }
         let limit = min(resultsLimit, Self.maximumResultsLimit)
         let request = CloudKitWire.ZoneChangesRequest(
-            zones: [
-                .init(zoneID: CloudKitWire.ZoneID(zone), syncToken: token.map(Self.syncToken), resultsLimit: limit)
-            ],
-            resultsLimit: limit)
+            zone: zone, syncToken: token.map(Self.syncToken), resultsLimit: limit)
         let data = try await send(.zoneChanges, body: try encode(request), sentChangeToken: token != nil)
         let response = try decode(CloudKitWire.ZoneChangesResponse.self, data, .zoneChanges)
         guard let page = response.zones.first(where: { $0.zoneID?.zoneName == zone.name }) ?? response.zones.first
         else {
             throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, data, problem: "no entry for the zone")
         }
-        if let code = page.serverErrorCode {
-            throw CloudKitErrorMapping.error(
-                .init(
-                    serverErrorCode: code, reason: page.reason, retryAfter: page.retryAfter,
-                    redirectURL: page.redirectURL),
-                status: nil, operation: .zoneChanges, sentChangeToken: token != nil)
+        if let error = page.error {
+            throw CloudKitErrorMapping.error(error, status: nil, operation: .zoneChanges, sentChangeToken: token != nil)
         }
         guard let syncToken = page.syncToken else {
             throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, data, problem: "no syncToken")
         }
         var changed: [Record] = []
         var deleted: [RecordID] = []
-        for entry in page.records ?? [] {
+        for entry in page.records {
             if entry.deleted == true {
                 guard let name = entry.recordName else {
                     throw CloudKitErrorMapping.unexpectedResponse(
@@ -65,8 +58,7 @@ extension CloudKitWebServicesTransport {
     /// One `records/lookup` in one zone: the records found, or the zone's error when it does not exist.
     func lookup(_ names: [String], in zone: ZoneID) async throws -> (found: [RecordID: Record], zoneError: CloudError?)
     {
-        let request = CloudKitWire.RecordsLookupRequest(
-            records: names.map { .init(recordName: $0) }, zoneID: CloudKitWire.ZoneID(zone))
+        let request = CloudKitWire.RecordsLookupRequest(names: names, zone: zone)
         let data: Data
         do {
             data = try await send(.lookupRecords, body: try encode(request))
@@ -121,7 +113,7 @@ extension CloudKitWebServicesTransport {
             return Self.failedAtomically(result, saves: saves, deletes: deletes)
         }
 
-        var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordsModifyRequest.Operation)] = []
+        var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordOperation)] = []
         for save in saves {
             operations.append((save.record.id, false, try Self.operation(for: save)))
         }
@@ -136,11 +128,11 @@ extension CloudKitWebServicesTransport {
 
     /// One `records/modify` in one zone, then one `records/lookup` for the records it reported in conflict.
     private func modify(
-        _ operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordsModifyRequest.Operation)],
+        _ operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordOperation)],
         in zone: ZoneID, atomically: Bool, into result: inout ModifyRecordsResult
     ) async throws {
         let request = CloudKitWire.RecordsModifyRequest(
-            operations: operations.map(\.operation), zoneID: CloudKitWire.ZoneID(zone), atomic: atomically)
+            operations: operations.map(\.operation), zone: zone, atomic: atomically)
         let data: Data
         do {
             data = try await send(.modifyRecords, body: try encode(request))
@@ -181,11 +173,11 @@ extension CloudKitWebServicesTransport {
             } else if operation.isDelete {
                 result.deleted.insert(id)
             } else {
-                do {
+                do throws(CloudKitWire.FieldProblem) {
                     result.saved[id] = try CloudKitWire.record(from: entry, in: zone)
-                } catch let problem as CloudKitWire.FieldProblem {
+                } catch {
                     result.failed[id] = CloudKitErrorMapping.unexpectedResponse(
-                        .modifyRecords, data, problem: problem.description)
+                        .modifyRecords, data, problem: error.description)
                 }
             }
         }
@@ -229,7 +221,7 @@ extension CloudKitWebServicesTransport {
     /// | ``SavePolicy/allKeys`` | any | `forceReplace` (creates if missing) |
     ///
     /// CKWS's `update` (sent fields only, with a tag check) matches no ``SavePolicy`` and is never sent.
-    static func operation(for save: RecordSave) throws -> CloudKitWire.RecordsModifyRequest.Operation {
+    static func operation(for save: RecordSave) throws -> CloudKitWire.RecordOperation {
         let type: String
         var tag: ChangeTag?
         switch save.policy {
@@ -240,21 +232,23 @@ extension CloudKitWebServicesTransport {
         case .allKeys: type = "forceReplace"
         }
         do {
-            return .init(operationType: type, record: try CloudKitWire.outgoing(save.record, tag: tag))
-        } catch let problem as CloudKitWire.FieldProblem {
+            return CloudKitWire.RecordOperation(
+                operationType: type, recordName: save.record.id.name, recordType: save.record.type,
+                recordChangeTag: tag?.rawValue, fields: try CloudKitWire.outgoingFields(of: save.record))
+        } catch {
             throw CloudError(
                 .invalidArguments,
-                "The record \(save.record.id) cannot be sent: \(problem.description). Nothing was sent.")
+                "The record \(save.record.id) cannot be sent: \(error.description). Nothing was sent.")
         }
     }
 
     /// The CKWS operation for a delete: `delete` with the tag, or `forceDelete`. (A tagless
     /// delete-if-unchanged is resolved by a lookup instead.)
-    static func operation(for deletion: RecordDeletion) -> CloudKitWire.RecordsModifyRequest.Operation {
+    static func operation(for deletion: RecordDeletion) -> CloudKitWire.RecordOperation {
         let force = deletion.policy == .force
-        return .init(
-            operationType: force ? "forceDelete" : "delete",
-            record: .init(recordName: deletion.id.name, recordChangeTag: force ? nil : deletion.changeTag?.rawValue))
+        return CloudKitWire.RecordOperation(
+            operationType: force ? "forceDelete" : "delete", recordName: deletion.id.name,
+            recordChangeTag: force ? nil : deletion.changeTag?.rawValue)
     }
 
     /// Refuses what CKWS cannot carry or would misread, before anything is sent.
@@ -324,8 +318,8 @@ extension CloudKitWebServicesTransport {
     ) throws -> Record {
         do {
             return try CloudKitWire.record(from: entry, in: zone)
-        } catch let problem as CloudKitWire.FieldProblem {
-            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: problem.description)
+        } catch {
+            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: error.description)
         }
     }
 }

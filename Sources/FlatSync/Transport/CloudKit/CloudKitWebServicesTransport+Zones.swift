@@ -34,10 +34,7 @@ extension CloudKitWebServicesTransport {
     private func modifyZones(_ zones: [ZoneID], operationType: String) async throws {
         try Self.requireZoneNames(zones)
         guard !zones.isEmpty else { return }
-        let request = CloudKitWire.ZonesModifyRequest(
-            operations: zones.map {
-                .init(operationType: operationType, zone: .init(zoneID: CloudKitWire.ZoneID($0)))
-            })
+        let request = CloudKitWire.ZonesModifyRequest(operationType: operationType, zones: zones)
         let data = try await send(.modifyZones, body: try encode(request))
         let response = try decode(CloudKitWire.ZonesResponse.self, data, .modifyZones)
         let harmless: Set<String> =
@@ -49,7 +46,7 @@ extension CloudKitWebServicesTransport {
     }
 
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
-        let request = CloudKitWire.DatabaseChangesRequest(syncToken: token.map(Self.syncToken), resultsLimit: nil)
+        let request = CloudKitWire.DatabaseChangesRequest(syncToken: token.map(Self.syncToken))
         let data = try await send(.databaseChanges, body: try encode(request), sentChangeToken: token != nil)
         let response = try decode(CloudKitWire.DatabaseChangesResponse.self, data, .databaseChanges)
         guard let syncToken = response.syncToken else {

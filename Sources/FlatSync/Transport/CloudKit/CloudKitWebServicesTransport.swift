@@ -115,12 +115,6 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     private var token: TokenState = .notLoaded
     /// A rotated token that could not be saved yet; saved (or the request fails) before the next request.
     private var tokenNeedsSaving = false
-    private let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
-
     private enum TokenState {
         case notLoaded
         case loaded(String?)
@@ -217,9 +211,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         guard response.status == 200 else {
             throw CloudKitErrorMapping.error(for: response, operation: operation, sentChangeToken: sentChangeToken)
         }
-        if let fields = try? JSONDecoder().decode(CloudKitWire.ErrorFields.self, from: response.body),
-            fields.serverErrorCode != nil
-        {
+        if let json = try? JSONValue.parse(response.body), let fields = CloudKitWire.ErrorFields.of(json) {
             // An error body in a 200: believed never to happen, handled in case it does.
             throw CloudKitErrorMapping.error(
                 fields, status: nil, operation: operation, sentChangeToken: sentChangeToken)
@@ -228,38 +220,30 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     }
 
     /// Encodes a request body; a value JSON cannot carry is the caller's mistake.
-    func encode(_ body: some Encodable) throws -> Data {
+    nonisolated func encode(_ body: some JSONWritable) throws(CloudError) -> Data {
+        var writer = JSONValue.Writer()
         do {
-            return try encoder.encode(body)
-        } catch let problem as CloudKitWire.FieldProblem {
-            throw CloudError(.invalidArguments, "The request cannot be sent: \(problem.description). Nothing was sent.")
+            try body.write(to: &writer)
         } catch {
-            throw CloudError(.invalidArguments, "The request cannot be encoded as JSON: \(error). Nothing was sent.")
+            throw CloudError(.invalidArguments, "The request cannot be sent: \(error.description). Nothing was sent.")
         }
+        return writer.data
     }
 
     /// Decodes a 200's body as `type`, or throws ``CloudError/Code-swift.struct/unexpectedServerResponse``.
-    nonisolated func decode<T: Decodable>(_ type: T.Type, _ data: Data, _ operation: CloudKitErrorMapping.Operation)
-        throws -> T
+    nonisolated func decode<T: JSONReadable>(_ type: T.Type, _ data: Data, _ operation: CloudKitErrorMapping.Operation)
+        throws(CloudError) -> T
     {
+        let json: JSONValue
         do {
-            return try JSONDecoder().decode(type, from: data)
-        } catch let problem as CloudKitWire.FieldProblem {
-            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: problem.description)
+            json = try JSONValue.parse(data)
         } catch {
-            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: Self.describe(error))
+            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: "not JSON (\(error.description))")
         }
-    }
-
-    /// A decoding error without the values it quotes.
-    private nonisolated static func describe(_ error: any Error) -> String {
-        guard let error = error as? DecodingError else { return "\(type(of: error))" }
-        switch error {
-        case .dataCorrupted(let context): return "not JSON (\(context.debugDescription))"
-        case .keyNotFound(let key, _): return "the key \(key.stringValue) is missing"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "unexpected value at \(context.codingPath.map(\.stringValue).joined(separator: "."))"
-        @unknown default: return "undecodable"
+        do {
+            return try T(json: json)
+        } catch {
+            throw CloudKitErrorMapping.unexpectedResponse(operation, data, problem: error.description)
         }
     }
 

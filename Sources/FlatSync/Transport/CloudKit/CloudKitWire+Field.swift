@@ -1,46 +1,16 @@
 import Foundation
 
 extension CloudKitWire {
-    /// One field: `{"value": …, "type": "…"}`.
+    /// One field's value as CKWS writes it: `{"value": …, "type": "…"}`.
     ///
     /// FlatSync always sends `type` (the server guesses from the JSON shape otherwise, and a timestamp
     /// sent as a bare number is refused). TIMESTAMP is an integer count of milliseconds since 1970, BYTES a
     /// base64 string, lists `<TYPE>_LIST` arrays. Reading, a missing `type` is inferred from the JSON
     /// (a string is always STRING, never BYTES); a type FlatSync cannot hold (REFERENCE, ASSET,
-    /// LOCATION, …) leaves ``value`` nil and the field is skipped.
-    struct Field: Codable, Hashable {
-        var value: FieldValue?
-
-        init(_ value: FieldValue) {
-            self.value = value
-        }
-
-        private enum CodingKeys: String, CodingKey {
-            case value, type
-        }
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            let type = try container.decodeIfPresent(String.self, forKey: .type)
-            guard container.contains(.value), try !container.decodeNil(forKey: .value) else {
-                value = nil
-                return
-            }
-            let valueDecoder = try container.superDecoder(forKey: .value)
-            value = try Self.decodeValue(type: type, from: valueDecoder)
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            guard let value else { return }
-            try container.encode(try Self.typeName(of: value), forKey: .type)
-            try Self.encodeValue(value, to: container.superEncoder(forKey: .value))
-        }
-
-        // MARK: Types
-
+    /// LOCATION, …) is skipped.
+    enum Field {
         /// CKWS's type name for a value.
-        static func typeName(of value: FieldValue) throws -> String {
+        static func typeName(of value: FieldValue) throws(FieldProblem) -> String {
             switch value {
             case .string: return "STRING"
             case .int: return "INT64"
@@ -54,37 +24,59 @@ extension CloudKitWire {
                 guard !element.hasSuffix("_LIST") else {
                     throw FieldProblem("a list field holds a list; CloudKit lists do not nest")
                 }
-                for other in elements.dropFirst() where try typeName(of: other) != element {
-                    throw FieldProblem("a list field mixes \(element) with \(try typeName(of: other))")
+                for other in elements.dropFirst() {
+                    let otherType = try typeName(of: other)
+                    if otherType != element { throw FieldProblem("a list field mixes \(element) with \(otherType)") }
                 }
                 return element + "_LIST"
             }
         }
 
-        // MARK: Encoding
+        // MARK: Writing
 
-        private static func encodeValue(_ value: FieldValue, to encoder: any Encoder) throws {
-            switch value {
-            case .list(let elements):
-                var container = encoder.unkeyedContainer()
-                for element in elements { try encodeValue(element, to: container.superEncoder()) }
-            default:
-                var container = encoder.singleValueContainer()
-                switch value {
-                case .string(let string): try container.encode(string)
-                case .int(let int): try container.encode(int)
-                case .double(let double):
-                    guard double.isFinite else { throw FieldProblem("a DOUBLE is \(double); JSON has no such number") }
-                    try container.encode(double)
-                case .date(let date): try container.encode(try milliseconds(date))
-                case .bytes(let data): try container.encode(data.base64EncodedString())
-                case .list: break
+        /// Writes `{"type": …, "value": …}`.
+        static func write(_ value: FieldValue, to writer: inout JSONValue.Writer) throws(FieldProblem) {
+            let type = try typeName(of: value)
+            var problem: FieldProblem?
+            writer.object { field in
+                field.member("type") { $0.string(type) }
+                field.member("value") {
+                    do throws(FieldProblem) {
+                        try writeValue(value, to: &$0)
+                    } catch {
+                        problem = error
+                        $0.bool(false)
+                    }
                 }
+            }
+            if let problem { throw problem }
+        }
+
+        private static func writeValue(_ value: FieldValue, to writer: inout JSONValue.Writer) throws(FieldProblem) {
+            switch value {
+            case .string(let string): writer.string(string)
+            case .int(let int): writer.int(int)
+            case .double(let double):
+                guard double.isFinite else { throw FieldProblem("a DOUBLE is \(double); JSON has no such number") }
+                writer.double(double)
+            case .date(let date): writer.int(try milliseconds(date))
+            case .bytes(let data): writer.string(data.base64EncodedString())
+            case .list(let elements):
+                var problem: FieldProblem?
+                writer.array(elements) { writer, element in
+                    do throws(FieldProblem) {
+                        try writeValue(element, to: &writer)
+                    } catch {
+                        problem = error
+                        writer.bool(false)
+                    }
+                }
+                if let problem { throw problem }
             }
         }
 
         /// A date as CKWS's TIMESTAMP: whole milliseconds since 1970, rounded to the nearest.
-        static func milliseconds(_ date: Date) throws -> Int64 {
+        static func milliseconds(_ date: Date) throws(FieldProblem) -> Int64 {
             let milliseconds = (date.timeIntervalSince1970 * 1_000).rounded()
             // ±2^63 ms is ±292 million years; a date outside that has no TIMESTAMP.
             guard milliseconds.isFinite, abs(milliseconds) < 9.2e18 else {
@@ -99,46 +91,47 @@ extension CloudKitWire {
             Date(timeIntervalSince1970: milliseconds / 1_000)
         }
 
-        // MARK: Decoding
+        // MARK: Reading
 
-        private static func decodeValue(type: String?, from decoder: any Decoder) throws -> FieldValue? {
-            guard let type else { return try inferValue(from: decoder) }
+        /// The value of a field entry, or nil for a field FlatSync cannot hold (or with a null value).
+        static func value(of field: JSONValue) throws(FieldProblem) -> FieldValue? {
+            guard let value = field["value"], value != .null else { return nil }
+            guard let type = field["type"]?.stringValue else { return infer(value) }
+            return try decode(value, type: type)
+        }
+
+        private static func decode(_ value: JSONValue, type: String) throws(FieldProblem) -> FieldValue? {
             if type.hasSuffix("_LIST") {
                 let elementType = String(type.dropLast("_LIST".count))
                 guard isSupported(elementType) else { return nil }
-                var container = try decoder.unkeyedContainer()
-                var elements: [FieldValue] = []
-                while !container.isAtEnd {
-                    guard let element = try decodeValue(type: elementType, from: try container.superDecoder()) else {
-                        return nil
-                    }
-                    elements.append(element)
+                guard let elements = value.arrayValue else { throw FieldProblem("a \(type) holds no list") }
+                var result: [FieldValue] = []
+                result.reserveCapacity(elements.count)
+                for element in elements {
+                    guard let decoded = try decode(element, type: elementType) else { return nil }
+                    result.append(decoded)
                 }
-                return .list(elements)
+                return .list(result)
             }
-            guard isSupported(type) else { return nil }
-            let container = try decoder.singleValueContainer()
             switch type {
             case "STRING":
-                return .string(try container.decode(String.self))
+                guard let string = value.stringValue else { throw FieldProblem("a STRING holds no string") }
+                return .string(string)
             case "INT64":
-                // With `numbersAsStrings`, integers arrive as strings.
-                if let text = try? container.decode(String.self) {
-                    guard let value = Int64(text) else {
-                        throw FieldProblem("an INT64 field holds \"\(text)\", which is no 64-bit integer")
-                    }
-                    return .int(value)
-                }
-                return .int(try container.decode(Int64.self))
+                // A number, or (with `numbersAsStrings`) a string.
+                if let int = value.int64Value { return .int(int) }
+                if let text = value.stringValue, let int = Int64(text) { return .int(int) }
+                throw FieldProblem("an INT64 holds no 64-bit integer")
             case "DOUBLE":
-                if let text = try? container.decode(String.self), let value = Double(text) { return .double(value) }
-                return .double(try container.decode(Double.self))
+                if let double = value.doubleValue { return .double(double) }
+                if let text = value.stringValue, let double = Double(text) { return .double(double) }
+                throw FieldProblem("a DOUBLE holds no number")
             case "TIMESTAMP":
-                if let whole = try? container.decode(Int64.self) { return .date(date(milliseconds: Double(whole))) }
-                return .date(date(milliseconds: try container.decode(Double.self)))
+                if let whole = value.int64Value { return .date(date(milliseconds: Double(whole))) }
+                if let double = value.doubleValue, double.isFinite { return .date(date(milliseconds: double)) }
+                throw FieldProblem("a TIMESTAMP holds no number of milliseconds")
             case "BYTES":
-                let text = try container.decode(String.self)
-                guard let data = Data(base64Encoded: text) else {
+                guard let text = value.stringValue, let data = Data(base64Encoded: text) else {
                     throw FieldProblem("a BYTES field holds text that is not base64")
                 }
                 return .bytes(data)
@@ -152,28 +145,22 @@ extension CloudKitWire {
         }
 
         /// A value sent without `type`: inferred from its JSON shape, never as BYTES or TIMESTAMP.
-        private static func inferValue(from decoder: any Decoder) throws -> FieldValue? {
-            if var list = try? decoder.unkeyedContainer() {
-                var elements: [FieldValue] = []
-                while !list.isAtEnd {
-                    guard let element = try inferValue(from: try list.superDecoder()), element.listValue == nil else {
-                        return nil
-                    }
-                    elements.append(element)
+        private static func infer(_ value: JSONValue) -> FieldValue? {
+            switch value {
+            case .string(let string): return .string(string)
+            case .number:
+                if let int = value.int64Value, case .number(let text) = value, !text.contains(".") { return .int(int) }
+                return value.doubleValue.map(FieldValue.double)
+            case .array(let elements):
+                var result: [FieldValue] = []
+                for element in elements {
+                    guard let inferred = infer(element), inferred.listValue == nil else { return nil }
+                    result.append(inferred)
                 }
-                return .list(elements)
+                return .list(result)
+            default:
+                return nil
             }
-            guard let container = try? decoder.singleValueContainer() else { return nil }
-            if let string = try? container.decode(String.self) { return .string(string) }
-            if let int = try? container.decode(Int64.self) { return .int(int) }
-            if let double = try? container.decode(Double.self) { return .double(double) }
-            return nil
         }
-    }
-
-    /// Why a field cannot be sent, or a field received cannot be read.
-    struct FieldProblem: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
     }
 }

@@ -9,52 +9,45 @@ extension CloudKitWire {
     /// `modified.deviceID`. In a production container it must be part of each record type's schema.
     static let lastModifiedByField = "fsLastModifiedBy"
 
-    /// A record to send: its name, type, tag and fields, with `lastModifiedBy` as the reserved field.
-    static func outgoing(_ record: Record, tag: ChangeTag?) throws -> OutgoingRecord {
-        var fields: [String: Field] = [:]
-        fields.reserveCapacity(record.fields.count + 1)
-        for (key, value) in record.fields {
+    /// The fields to send for `record`, with `lastModifiedBy` as the reserved field; refuses what CKWS
+    /// cannot carry.
+    static func outgoingFields(of record: Record) throws(FieldProblem) -> [String: FieldValue] {
+        var fields = record.fields
+        for (key, value) in fields {
             guard key != lastModifiedByField else {
                 throw FieldProblem("the field name \(lastModifiedByField) is reserved for the writer's device ID")
             }
             do {
-                _ = try Field.typeName(of: value)
-            } catch let problem as FieldProblem {
-                throw FieldProblem("field \(key) of \(record.id): \(problem.description)")
+                try check(value)
+            } catch {
+                throw FieldProblem("field \(key) of \(record.id): \(error.description)")
             }
-            if case .double(let double) = value, !double.isFinite {
-                throw FieldProblem("field \(key) of \(record.id) is \(double), which JSON cannot carry")
-            }
-            if case .date(let date) = value {
-                _ = try Field.milliseconds(date)
-            }
-            fields[key] = Field(value)
         }
-        if let writer = record.lastModifiedBy {
-            fields[lastModifiedByField] = Field(.string(writer))
+        if let writer = record.lastModifiedBy { fields[lastModifiedByField] = .string(writer) }
+        return fields
+    }
+
+    private static func check(_ value: FieldValue) throws(FieldProblem) {
+        _ = try Field.typeName(of: value)
+        switch value {
+        case .double(let double) where !double.isFinite:
+            throw FieldProblem("\(double) is a number JSON cannot carry")
+        case .date(let date): _ = try Field.milliseconds(date)
+        case .list(let elements): for element in elements { try check(element) }
+        default: break
         }
-        return OutgoingRecord(
-            recordName: record.id.name, recordType: record.type, recordChangeTag: tag?.rawValue, fields: fields)
     }
 
     /// The record in a response entry, in `zone`. Throws ``FieldProblem`` when the entry lacks the name
     /// or type a record needs.
-    static func record(from entry: RecordEntry, in zone: FlatSync.ZoneID) throws -> Record {
+    static func record(from entry: RecordEntry, in zone: FlatSync.ZoneID) throws(FieldProblem) -> Record {
         guard let name = entry.recordName, !name.isEmpty else { throw FieldProblem("a record has no recordName") }
         guard let type = entry.recordType, !type.isEmpty else {
             throw FieldProblem("the record \(name) has no recordType")
         }
-        var fields: [String: FieldValue] = [:]
-        var writer: String?
-        for (key, field) in entry.fields ?? [:] {
-            guard let value = field.value else { continue }
-            if key == lastModifiedByField {
-                writer = value.stringValue
-            } else {
-                fields[key] = value
-            }
-        }
-        if writer == nil, let deviceID = entry.modified?.deviceID, !deviceID.isEmpty {
+        var fields = entry.fields
+        var writer = fields.removeValue(forKey: lastModifiedByField)?.stringValue
+        if writer == nil, let deviceID = entry.modifiedBy, !deviceID.isEmpty {
             writer = deviceID
         }
         return Record(

@@ -121,8 +121,7 @@ extension CloudKitWebServicesTransport {
         case 204: return .nothingYet
         case 404: return .unknownToken
         case 200:
-            struct Poll: Decodable { var zoneIDs: [CloudKitWire.ZoneID] }
-            let poll = try decode(Poll.self, response.body, .pollWebCourier)
+            let poll = try decode(CloudKitWire.CourierPoll.self, response.body, .pollWebCourier)
             return .changed(poll.zoneIDs.map { ZoneID($0.zoneName) })
         default:
             throw CloudKitErrorMapping.error(for: response, operation: .pollWebCourier, sentChangeToken: false)
