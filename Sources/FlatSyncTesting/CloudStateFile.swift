@@ -28,13 +28,14 @@ enum CloudStateFile {
     ///
     /// - Throws: ``CloudError/Code-swift.struct/internalError`` naming the file when it cannot be read,
     ///   is damaged, or was written by a newer format.
-    static func read(_ url: URL) throws(CloudError) -> CloudDatabase? {
-        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+    static func read(_ url: URL, fileSystem: FileSystem = .posix) throws(CloudError) -> CloudDatabase? {
         let data: Data
         do {
-            data = try Data(contentsOf: url)
+            guard let contents = try fileSystem.readFile(url.path) else { return nil }
+            data = contents
         } catch {
-            throw CloudError(.internalError, "Could not read the DirectoryCloud state file \(url.path): \(error)")
+            throw CloudError(
+                .internalError, "Could not read the DirectoryCloud state file \(url.path): \(error.message)")
         }
         return try decode(data, from: url)
     }
@@ -101,10 +102,10 @@ enum CloudStateFile {
     }
 
     /// Replaces the file durably: afterwards it holds the new state, or (after a crash) the old one.
-    static func write(_ database: CloudDatabase, to url: URL) throws(CloudError) {
+    static func write(_ database: CloudDatabase, to url: URL, fileSystem: FileSystem = .posix) throws(CloudError) {
         let data = try encode(database)
         do {
-            try DurableFileWriter().write(data, to: url)
+            try DurableFileWriter(fileSystem: fileSystem).write(data, to: url)
         } catch {
             throw CloudError(
                 .internalError,

@@ -25,14 +25,15 @@ extension LocalStore {
 
         init(directory: URL, options: LocalStore.Options) throws {
             let now = options.currentDate()
+            let fileSystem = options.fileSystem
             let devicePath = directory.appendingPathComponent(Self.deviceFileName)
             var device: DeviceFile?
             var deviceFileNeedsWriting = false
-            if let data = try Self.read(devicePath) {
+            if let data = try fileSystem.readFile(devicePath.path) {
                 do {
                     device = try DeviceFile.decode(data, path: devicePath.path)
                 } catch {
-                    try Self.quarantine(devicePath, because: error, now: now, into: &events)
+                    try Self.quarantine(devicePath, because: error, now: now, fileSystem: fileSystem, into: &events)
                 }
             }
             if device == nil {
@@ -45,11 +46,13 @@ extension LocalStore {
             }
             deviceFile = device!
             if deviceFileNeedsWriting {
-                try DurableFileWriter().write(try deviceFile.encoded(), to: devicePath)
+                try DurableFileWriter(fileSystem: fileSystem).write(try deviceFile.encoded(), to: devicePath)
             }
 
-            zones.readingList = try Self.loadSnapshot(ReadingListEntry.self, in: directory, now: now, events: &events)
-            zones.history = try Self.loadSnapshot(ReadingHistoryItem.self, in: directory, now: now, events: &events)
+            zones.readingList = try Self.loadSnapshot(
+                ReadingListEntry.self, in: directory, now: now, fileSystem: fileSystem, events: &events)
+            zones.history = try Self.loadSnapshot(
+                ReadingHistoryItem.self, in: directory, now: now, fileSystem: fileSystem, events: &events)
             snapshotSequenceOnDisk = [
                 .readingList: zones.readingList.appliedThroughSequence,
                 .readingHistory: zones.history.appliedThroughSequence,
@@ -57,7 +60,8 @@ extension LocalStore {
             nextSequence = max(zones.readingList.appliedThroughSequence, zones.history.appliedThroughSequence) + 1
 
             let logURL = directory.appendingPathComponent(Self.logFileName)
-            let (log, recovery) = try AppendLog.open(at: logURL, durability: options.durability, now: now)
+            let (log, recovery) = try AppendLog.open(
+                at: logURL, durability: options.durability, now: now, fileSystem: fileSystem)
             self.log = log
             if let moved = recovery.quarantinedFile {
                 events.append(
@@ -67,7 +71,7 @@ extension LocalStore {
                     )
                 )
             }
-            try replay(recovery.payloads, logURL: logURL, now: now)
+            try replay(recovery.payloads, logURL: logURL, now: now, fileSystem: fileSystem)
             // A round that was being sent when the last process stopped is over: nothing is in flight now.
             var unsealed: [Data] = []
             for zone in ZoneID.all where pending.isSending(zone) {
@@ -83,7 +87,7 @@ extension LocalStore {
 
         // MARK: Replay
 
-        private mutating func replay(_ payloads: [Data], logURL: URL, now: Date) throws {
+        private mutating func replay(_ payloads: [Data], logURL: URL, now: Date, fileSystem: FileSystem) throws {
             var overlay: [RecordID: RecordChange] = [:]
             func consider(_ change: RecordChange, covered: UInt64) {
                 guard change.sequence > covered else { return }
@@ -98,7 +102,7 @@ extension LocalStore {
                     // The frame's checksum was fine, so the bytes are as written but not a known event:
                     // keep what came before, keep the log as it is under a second name and replace it
                     // atomically with a clean copy.
-                    let moved = try Quarantine.keepCopy(of: logURL, now: now)
+                    let moved = try Quarantine.keepCopy(of: logURL, now: now, fileSystem: fileSystem)
                     try log.rewrite(Array(payloads[..<index]))
                     events.append(
                         .fileQuarantined(
@@ -172,37 +176,25 @@ extension LocalStore {
         // MARK: Files
 
         private static func loadSnapshot<Item: ColumnarItem>(
-            _ type: Item.Type, in directory: URL, now: Date, events: inout [SyncEvent]
+            _ type: Item.Type, in directory: URL, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
             let url = directory.appendingPathComponent(LocalStore.snapshotFileName(Item.zone))
-            guard var data = try read(url) else { return ZoneState() }
+            guard var data = try fileSystem.readFile(url.path) else { return ZoneState() }
             do {
                 let file = try SnapshotFile.decode(data, path: url.path)
                 // The decoded file holds copies of the columns: let the raw bytes go before the items are built.
                 data = Data()
                 return try file.state(of: Item.self, path: url.path)
             } catch {
-                try quarantine(url, because: error, now: now, into: &events)
+                try quarantine(url, because: error, now: now, fileSystem: fileSystem, into: &events)
                 return ZoneState()
             }
         }
 
-        /// The file's bytes, or nil when it does not exist.
-        static func read(_ url: URL) throws -> Data? {
-            do {
-                return try Data(contentsOf: url)
-            } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-                return nil
-            } catch {
-                if !FileManager.default.fileExists(atPath: url.path) { return nil }
-                throw FlatSyncError(.ioFailed, "The file could not be read.", cause: error, path: url.path)
-            }
-        }
-
-        private static func quarantine(_ url: URL, because error: any Error, now: Date, into events: inout [SyncEvent])
-            throws
-        {
-            let moved = try Quarantine.moveAside(url, now: now)
+        private static func quarantine(
+            _ url: URL, because error: any Error, now: Date, fileSystem: FileSystem, into events: inout [SyncEvent]
+        ) throws {
+            let moved = try Quarantine.moveAside(url, now: now, fileSystem: fileSystem)
             let reason = (error as? FlatSyncError)?.message ?? "\(error)"
             events.append(.fileQuarantined(original: url.path, movedTo: moved.path, reason: reason))
         }

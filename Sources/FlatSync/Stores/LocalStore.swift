@@ -41,6 +41,8 @@ public actor LocalStore {
         /// …and holds this many times as many record changes as are live (pending, or acknowledged but in
         /// no snapshot yet), so it stays within about this factor of what a compaction would keep.
         package var compactionGrowthFactor = 4
+        /// Where every file-system call goes: the real file system, or a test double.
+        package var fileSystem = FileSystem.posix
 
         /// Options for opening a store; every default is what an app wants.
         public init(
@@ -105,16 +107,14 @@ public actor LocalStore {
     ///   or written.
     public init(directory: URL, options: Options = Options()) throws {
         let directory = directory.standardizedFileURL
-        do {
-            try FileManager.default.createDirectory(
-                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
-            )
-        } catch {
-            throw FlatSyncError(
-                .ioFailed, "The store directory could not be created.", cause: error, path: directory.path)
-        }
-        let lock = try DirectoryLock.acquire(in: directory)
-        _ = DurableFileWriter.removeLeftoverTemporaryFiles(in: directory)
+        let fileSystem = options.fileSystem
+        // Its entry (and each new parent's) must be durable before anything in it is acknowledged. A
+        // directory without a device file was never opened to the end: whoever made it may not have
+        // flushed its entry, so flush every parent once.
+        let firstOpen = !fileSystem.exists(directory.appendingPathComponent(Recovery.deviceFileName).path)
+        try fileSystem.createDirectory(directory.path, permissions: 0o700, flushingExistingParents: firstOpen)
+        let lock = try DirectoryLock.acquire(in: directory, fileSystem: fileSystem)
+        DurableFileWriter.removeLeftoverTemporaryFiles(in: directory, fileSystem: fileSystem)
         let recovered = try Recovery(directory: directory, options: options)
         self.directory = directory
         self.options = options
@@ -279,19 +279,18 @@ public actor LocalStore {
 
     private func writeSnapshotIfChanged(_ zone: ZoneID) async throws {
         let version = stateVersion[zone, default: 0]
-        guard
-            version > versionOnDisk[zone, default: 0] || !FileManager.default.fileExists(atPath: snapshotURL(zone).path)
-        else { return }
         let url = snapshotURL(zone)
+        let fileSystem = options.fileSystem
+        guard version > versionOnDisk[zone, default: 0] || !fileSystem.exists(url.path) else { return }
         let covered: UInt64
         if zone == .readingList {
             let state = zones.readingList
             covered = state.appliedThroughSequence
-            try await Self.writeSnapshot(state, to: url)
+            try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         } else {
             let state = zones.history
             covered = state.appliedThroughSequence
-            try await Self.writeSnapshot(state, to: url)
+            try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         }
         versionOnDisk[zone] = max(versionOnDisk[zone, default: 0], version)
         snapshotSequenceOnDisk[zone] = covered
@@ -301,11 +300,11 @@ public actor LocalStore {
     }
 
     /// Encodes and writes a snapshot away from the actor, so mutations go on meanwhile.
-    private nonisolated static func writeSnapshot<Item: ColumnarItem>(_ state: ZoneState<Item>, to url: URL)
-        async throws
-    {
+    private nonisolated static func writeSnapshot<Item: ColumnarItem>(
+        _ state: ZoneState<Item>, to url: URL, fileSystem: FileSystem
+    ) async throws {
         let data = try SnapshotFile(state).encoded()
-        try DurableFileWriter().write(data, to: url)
+        try DurableFileWriter(fileSystem: fileSystem).write(data, to: url)
     }
 
     package nonisolated func snapshotURL(_ zone: ZoneID) -> URL {
@@ -428,7 +427,8 @@ public actor LocalStore {
     /// Durably replaces `device.plist`.
     package func saveDeviceFile(_ file: DeviceFile) throws {
         try checkOpen()
-        try DurableFileWriter().write(try file.encoded(), to: directory.appendingPathComponent(Recovery.deviceFileName))
+        try DurableFileWriter(fileSystem: options.fileSystem).write(
+            try file.encoded(), to: directory.appendingPathComponent(Recovery.deviceFileName))
         deviceFile = file
     }
 }
