@@ -9,7 +9,7 @@ extension LocalStore {
     /// state the process had before it stopped.
     struct Recovery {
         static let logFileName = "commands.log"
-        static let deviceFileName = "device.plist"
+        static let deviceFileName = DeviceFile.fileName
 
         var log: AppendLog
         var pending = PendingCommands()
@@ -26,28 +26,8 @@ extension LocalStore {
         init(directory: URL, options: LocalStore.Options) throws {
             let now = options.currentDate()
             let fileSystem = options.fileSystem
-            let devicePath = directory.appendingPathComponent(Self.deviceFileName)
-            var device: DeviceFile?
-            var deviceFileNeedsWriting = false
-            if let data = try fileSystem.readFile(devicePath.path) {
-                do {
-                    device = try DeviceFile.decode(data, path: devicePath.path)
-                } catch {
-                    try Self.quarantine(devicePath, because: error, now: now, fileSystem: fileSystem, into: &events)
-                }
-            }
-            if device == nil {
-                device = DeviceFile(deviceID: options.deviceID ?? UUID().uuidString)
-                deviceFileNeedsWriting = true
-            }
-            if let wanted = options.deviceID, device!.deviceID != wanted {
-                device!.deviceID = wanted
-                deviceFileNeedsWriting = true
-            }
-            deviceFile = device!
-            if deviceFileNeedsWriting {
-                try DurableFileWriter(fileSystem: fileSystem).write(try deviceFile.encoded(), to: devicePath)
-            }
+            deviceFile = try Self.loadDevice(
+                in: directory, wanted: options.deviceID, now: now, fileSystem: fileSystem, events: &events)
 
             zones.readingList = try Self.loadSnapshot(
                 ReadingListEntry.self, in: directory, now: now, fileSystem: fileSystem, events: &events)
@@ -175,6 +155,69 @@ extension LocalStore {
 
         // MARK: Files
 
+        /// Reads `device.plist` and `device-id.plist`, quarantining either when damaged, and makes sure both
+        /// hold the device's ID. The ID comes from `wanted` if given, else from `device.plist`, else from
+        /// `device-id.plist`; only when neither holds one is a new ID made — and a damaged `device.plist`
+        /// says in its quarantine event which it was.
+        private static func loadDevice(
+            in directory: URL, wanted: String?, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
+        ) throws -> DeviceFile {
+            let devicePath = directory.appendingPathComponent(DeviceFile.fileName)
+            let identityPath = directory.appendingPathComponent(DeviceIdentityFile.fileName)
+            var device: DeviceFile?
+            var deviceDamage: FlatSyncError?
+            if let data = try fileSystem.readFile(devicePath.path) {
+                do throws(FlatSyncError) {
+                    device = try DeviceFile.decode(data, path: devicePath.path)
+                } catch {
+                    deviceDamage = error
+                }
+            }
+            var identity: String?
+            if let data = try fileSystem.readFile(identityPath.path) {
+                do throws(FlatSyncError) {
+                    identity = try DeviceIdentityFile.decode(data, path: identityPath.path).deviceID
+                } catch {
+                    let kept = device.map { "; it is written again from device.plist (device ID \($0.deviceID))" } ?? ""
+                    try quarantine(
+                        identityPath, because: error, now: now, fileSystem: fileSystem, into: &events,
+                        consequence: kept)
+                }
+            }
+
+            var deviceFileNeedsWriting = device == nil || device!.formatVersion < DeviceFile.currentFormatVersion
+            if device == nil {
+                let id = wanted ?? identity ?? UUID().uuidString
+                device = DeviceFile(deviceID: id)
+                if let deviceDamage {
+                    let source: String
+                    if wanted != nil {
+                        source = "the device ID \(id) given when the store was opened is kept"
+                    } else if identity != nil {
+                        source = "the device ID \(id) was kept from device-id.plist"
+                    } else {
+                        source = "device-id.plist did not hold the device ID either, so a new one was made (\(id))"
+                    }
+                    try quarantine(
+                        devicePath, because: deviceDamage, now: now, fileSystem: fileSystem, into: &events,
+                        consequence: "; \(source); the account, database change token and prepared zones start "
+                            + "over, so the next sync fetches everything again")
+                }
+            }
+            if let wanted, device!.deviceID != wanted {
+                device!.deviceID = wanted
+                deviceFileNeedsWriting = true
+            }
+            let writer = DurableFileWriter(fileSystem: fileSystem)
+            if deviceFileNeedsWriting {
+                try writer.write(try device!.encoded(), to: devicePath)
+            }
+            if identity != device!.deviceID {
+                try writer.write(try DeviceIdentityFile(deviceID: device!.deviceID).encoded(), to: identityPath)
+            }
+            return device!
+        }
+
         private static func loadSnapshot<Item: ColumnarItem>(
             _ type: Item.Type, in directory: URL, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
@@ -192,11 +235,12 @@ extension LocalStore {
         }
 
         private static func quarantine(
-            _ url: URL, because error: any Error, now: Date, fileSystem: FileSystem, into events: inout [SyncEvent]
+            _ url: URL, because error: any Error, now: Date, fileSystem: FileSystem, into events: inout [SyncEvent],
+            consequence: String = ""
         ) throws {
             let moved = try Quarantine.moveAside(url, now: now, fileSystem: fileSystem)
             let reason = (error as? FlatSyncError)?.message ?? "\(error)"
-            events.append(.fileQuarantined(original: url.path, movedTo: moved.path, reason: reason))
+            events.append(.fileQuarantined(original: url.path, movedTo: moved.path, reason: reason + consequence))
         }
     }
 }
