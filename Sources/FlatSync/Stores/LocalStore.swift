@@ -94,6 +94,10 @@ public actor LocalStore {
     /// Record changes in the log's mutation, restored and applied entries: live ones and dead ones.
     private var recordChangesInLog: Int
     private var isClosed = false
+    /// The ticket of the latest append: a snapshot holds no more than the log up to the latest ticket.
+    private var latestTicket: AppendLog.Ticket?
+    /// Memory holds a change the log refused: the log must be rewritten before anything else is logged.
+    private var logIsBehindMemory = false
 
     /// Opens (creating if needed) the store in `directory`, taking ownership of it.
     ///
@@ -184,6 +188,35 @@ public actor LocalStore {
         }
     }
 
+    /// Makes sure the log can take an entry and holds everything memory does, before memory changes again:
+    /// after an I/O failure the log's file is not trusted (a failed flush may have dropped its data, and
+    /// flushing the same file again could report success without it), so it is rewritten as a fresh file
+    /// from what memory holds — the compaction's contents.
+    ///
+    /// A mutation whose write or flush failed thus stays made in memory and becomes durable here, still
+    /// pending, so it is sent like any other: the caller was told it failed, and it may or may not have
+    /// happened, but it never shows without being sent.
+    ///
+    /// - Throws: the rewrite's ``FlatSyncError/Code-swift.struct/ioFailed`` (the disk is still full, say);
+    ///   nothing changed then.
+    package func checkWritable() throws(FlatSyncError) {
+        try checkOpen()
+        guard logIsBehindMemory || log.failure != nil else { return }
+        try compact()
+    }
+
+    /// Appends entries to the log, noting that memory is ahead of the log if that fails.
+    private func append(_ payloads: [Data]) throws(FlatSyncError) -> AppendLog.Ticket {
+        do {
+            let ticket = try log.append(payloads)
+            latestTicket = ticket
+            return ticket
+        } catch {
+            logIsBehindMemory = true
+            throw error
+        }
+    }
+
     // MARK: - Mutations
 
     /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
@@ -193,7 +226,7 @@ public actor LocalStore {
         _ itemChanges: [Change]
     ) async throws -> Int {
         typealias Item = Change.Item
-        try checkOpen()
+        try checkWritable()
         let sequence = nextSequence
         let now = options.currentDate()
         var changes: [RecordChange] = []
@@ -218,7 +251,7 @@ public actor LocalStore {
         zones[keyPath: zone].appliedThroughSequence = sequence
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: changes)
         pending.enqueue(mutation)
-        let ticket = try log.append([CommandLogEvent.mutation(mutation).encoded()])
+        let ticket = try append([CommandLogEvent.mutation(mutation).encoded()])
         recordChangesInLog += changes.count
         stateDidChange(Item.zone)
         try await log.waitUntilDurable(ticket)
@@ -277,19 +310,27 @@ public actor LocalStore {
         try await snapshotWrites.perform { try await self.writeSnapshotIfChanged(zone) }
     }
 
+    ///
+    /// A snapshot never holds a local change the log does not: it waits until the log has made durable every
+    /// entry appended before it took the state. Otherwise a crash could leave a change in the snapshot whose
+    /// command the log lost — shown on this device, never sent.
     private func writeSnapshotIfChanged(_ zone: ZoneID) async throws {
         let version = stateVersion[zone, default: 0]
         let url = snapshotURL(zone)
         let fileSystem = options.fileSystem
         guard version > versionOnDisk[zone, default: 0] || !fileSystem.exists(url.path) else { return }
+        try checkWritable()
+        let logged = latestTicket
         let covered: UInt64
         if zone == .readingList {
             let state = zones.readingList
             covered = state.appliedThroughSequence
+            if let logged { try await log.waitUntilDurable(logged) }
             try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         } else {
             let state = zones.history
             covered = state.appliedThroughSequence
+            if let logged { try await log.waitUntilDurable(logged) }
             try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         }
         versionOnDisk[zone] = max(versionOnDisk[zone, default: 0], version)
@@ -346,6 +387,7 @@ public actor LocalStore {
             }
         }
         try log.rewrite(events.map { $0.encoded() })
+        logIsBehindMemory = false
         recordChangesInLog = pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
     }
 
@@ -354,13 +396,14 @@ public actor LocalStore {
     /// Appends queue transitions to the log and waits until they are durable.
     package func record(_ events: [CommandLogEvent]) async throws {
         try checkOpen()
-        let ticket = try log.append(events.map { $0.encoded() })
+        let ticket = try append(events.map { $0.encoded() })
         try await log.waitUntilDurable(ticket)
         try compactIfNeeded()
     }
 
     /// Starts a sending round of `zone` and logs it.
     package func sealPendingCommands(in zone: ZoneID) async throws -> [Command] {
+        try checkWritable()
         let commands = pending.seal(zone)
         guard !commands.isEmpty else { return [] }
         try await record([.sealed(zone)])
@@ -370,6 +413,7 @@ public actor LocalStore {
     /// Ends the sending round of `zone` and logs it.
     package func unsealPendingCommands(in zone: ZoneID) async throws {
         guard pending.isSending(zone) else { return }
+        try checkWritable()
         pending.unseal(zone)
         try await record([.unsealed(zone)])
     }
@@ -379,6 +423,7 @@ public actor LocalStore {
         guard let command = pending.command(commandID) else { return }
         let present = recordIDs.filter { command.changes[$0] != nil }
         guard !present.isEmpty else { return }
+        try checkWritable()
         let onDisk = snapshotSequenceOnDisk[command.zone, default: 0]
         for id in present {
             if let change = command.changes[id], change.sequence > onDisk {
@@ -393,7 +438,7 @@ public actor LocalStore {
 
     /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
     package func wipe(_ zone: ZoneID) async throws {
-        try checkOpen()
+        try checkWritable()
         let sequence = takeSequence()
         lastWipeSequence[zone] = sequence
         acknowledgedSinceSnapshot[zone] = nil
@@ -406,7 +451,7 @@ public actor LocalStore {
 
     /// Wipes every zone and the sync bookkeeping, durably: the account changed.
     package func wipeAll(newAccount: String?) async throws {
-        try checkOpen()
+        try checkWritable()
         let sequence = takeSequence()
         for zone in ZoneID.all { lastWipeSequence[zone] = sequence }
         acknowledgedSinceSnapshot = [:]
