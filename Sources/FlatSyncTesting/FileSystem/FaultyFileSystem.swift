@@ -82,6 +82,8 @@ package final class FaultyFileSystem: FileSystemCalls {
         var shortWriteOn: Set<Int32> = []
         var once: [(call: Call, errno: Errno, pathSuffix: String?)] = []
         var injections: [Injection] = []
+        var logging = false
+        var log: [(call: Call, flags: Int32)] = []
     }
 
     /// The file system the calls go to.
@@ -97,6 +99,15 @@ package final class FaultyFileSystem: FileSystemCalls {
 
     /// The failures injected so far.
     package var injections: [Injection] { state.withLock { $0.injections } }
+
+    /// Keep the kind (and the flags of an open) of every counted call in ``callLog``.
+    package var logsCalls: Bool {
+        get { state.withLock { $0.logging } }
+        set { state.withLock { $0.logging = newValue } }
+    }
+
+    /// The counted calls so far, in order, when ``logsCalls`` is on: call `n` is `callLog[n - 1]`.
+    package var callLog: [(call: Call, flags: Int32)] { state.withLock { $0.log } }
 
     /// Injects `fault` into the `number`-th counted call (1-based), if the fault applies to that call.
     package func inject(_ fault: Fault, atCall number: Int) {
@@ -132,6 +143,7 @@ package final class FaultyFileSystem: FileSystemCalls {
             if call == .close || call == .unlock { return nil }
             s.calls += 1
             let number = s.calls
+            if s.logging { s.log.append((call, flags)) }
             func record(_ fault: Fault) {
                 s.injections.append(Injection(number: number, call: call, path: path, fault: fault))
             }
@@ -139,7 +151,11 @@ package final class FaultyFileSystem: FileSystemCalls {
                 $0.call == call && ($0.pathSuffix.map { suffix in path?.hasSuffix(suffix) ?? false } ?? true)
             }) {
                 let failure = s.once.remove(at: index)
-                record(failure.errno == .noSpace ? .enospc : failure.call == .sync ? .fsyncFailure : .eio)
+                switch failure.errno {
+                case .noSpace: record(.enospc)
+                case .interrupted: record(.eintr)
+                default: record(failure.call == .sync || failure.call == .syncDirectory ? .fsyncFailure : .eio)
+                }
                 return .fail(failure.errno)
             }
             if let sweep = s.sweep, sweep.at == number, sweep.fault.applies(to: call, flags: flags) {
@@ -160,9 +176,7 @@ package final class FaultyFileSystem: FileSystemCalls {
                 }
             }
             if s.diskFull, Fault.enospc.applies(to: call, flags: flags) {
-                if s.injections.last?.fault != .enospc || s.injections.last?.number != number {
-                    record(.enospc)
-                }
+                record(.enospc)
                 // A full disk takes what fits of a write first; the write after that fails.
                 if call == .write, let descriptor, writeCount >= 2, !s.shortWriteOn.contains(descriptor) {
                     s.shortWriteOn.insert(descriptor)
@@ -260,10 +274,7 @@ package final class FaultyFileSystem: FileSystemCalls {
     }
 
     package func syncDirectory(_ path: String) -> Result<Void, Errno> {
-        if case .fail(let error) = decide(.syncDirectory, path: path) {
-            (inner as? SimulatedDisk)?.loseUnflushedEntries(of: path)
-            return .failure(error)
-        }
+        if case .fail(let error) = decide(.syncDirectory, path: path) { return .failure(error) }
         return inner.syncDirectory(path)
     }
 

@@ -24,7 +24,9 @@ import Synchronization
 /// the old end of the file read back as zeros or garbage when the size did reach the disk; each
 /// truncation may or may not persist; and each directory change since the directory's last flush may
 /// or may not persist (a rename stays atomic). Writes whose flush failed never become durable, not even
-/// through a later flush that succeeds: after a failed `fsync` Linux marks the pages clean.
+/// through a later flush that succeeds: after a failed `fsync` Linux marks the pages clean. (A directory
+/// whose flush failed keeps its changes pending: a journalled file system commits them with the next
+/// flush that succeeds, or stops altogether.)
 ///
 /// With ``recordsCrashPoints`` the disk keeps its state after every call that changed it, so a test runs
 /// a workload once and then checks a crash at every point of it.
@@ -165,21 +167,10 @@ package final class SimulatedDisk: FileSystemCalls {
     /// Makes the data written since the last flush of `descriptor`'s file never durable: its flush failed.
     package func loseUnflushedData(of descriptor: Int32) {
         state.withLock { s in
-            guard let open = s.descriptors[descriptor] else { return }
-            if s.model.nodes[open.node]!.isDirectory {
-                s.model.markEntriesLost(open.node)
-            } else {
-                for index in s.model.nodes[open.node]!.pending.indices {
-                    s.model.nodes[open.node]!.pending[index].lost = true
-                }
+            guard let open = s.descriptors[descriptor], !s.model.nodes[open.node]!.isDirectory else { return }
+            for index in s.model.nodes[open.node]!.pending.indices {
+                s.model.nodes[open.node]!.pending[index].lost = true
             }
-        }
-    }
-
-    /// Makes the directory changes since the last flush of `path` never durable: its flush failed.
-    package func loseUnflushedEntries(of path: String) {
-        state.withLock { s in
-            if let node = s.model.resolve(path) { s.model.markEntriesLost(node) }
         }
     }
 
@@ -478,10 +469,6 @@ extension SimulatedDisk.Model {
         for change in directory.pendingEntries where !change.lost { directory.durableEntries.apply(change.kind) }
         directory.pendingEntries = []
         nodes[node] = directory
-    }
-
-    fileprivate mutating func markEntriesLost(_ node: Int) {
-        for index in nodes[node]!.pendingEntries.indices { nodes[node]!.pendingEntries[index].lost = true }
     }
 
     /// The disk after a power loss: every node durable, holding what `damage` lets survive.
