@@ -187,6 +187,42 @@ package final class AppendLog: Sendable {
         }
     #endif
 
+    /// Returns when every entry up to `ticket` is on stable storage, whatever the log's ``durability``: in
+    /// fsync mode that is ``waitUntilDurable(_:)``; in buffered mode it flushes the file once. A snapshot
+    /// calls it before it is written, so that it never holds a change whose entry a power loss could take.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the flush failed (which poisons the log).
+    #if compiler(>=6.2)
+        @concurrent
+        package func waitUntilFlushed(_ ticket: Ticket) async throws(FlatSyncError) {
+            try await flushForSnapshot(ticket)
+        }
+    #else
+        package func waitUntilFlushed(_ ticket: Ticket) async throws(FlatSyncError) {
+            try await flushForSnapshot(ticket)
+        }
+    #endif
+
+    private func flushForSnapshot(_ ticket: Ticket) async throws(FlatSyncError) {
+        guard durability == .buffered else { return try await waitForFlush(ticket) }
+        let path = self.path
+        let fileSystem = self.fileSystem
+        // Under `io`, so that no rewrite or close swaps the file meanwhile; appends go on writing.
+        let failure = io.withLock { _ -> FlatSyncError? in
+            let (descriptor, end, failure) = state.withLock { ($0.descriptor, $0.fileSize, $0.failure) }
+            if let failure { return failure }
+            do throws(FlatSyncError) {
+                try fileSystem.sync(descriptor, path: path)
+            } catch {
+                state.withLock { $0.poison(error, fileSystem: fileSystem) }
+                return error
+            }
+            state.withLock { $0.syncedThrough = max($0.syncedThrough, end) }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
     private func waitForFlush(_ ticket: Ticket) async throws(FlatSyncError) {
         guard durability == .fsync else { return }
         let sequence = ticket.sequence

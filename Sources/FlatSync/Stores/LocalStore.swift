@@ -311,9 +311,10 @@ public actor LocalStore {
     }
 
     ///
-    /// A snapshot never holds a local change the log does not: it waits until the log has made durable every
-    /// entry appended before it took the state. Otherwise a crash could leave a change in the snapshot whose
-    /// command the log lost — shown on this device, never sent.
+    /// A snapshot never holds a local change the log does not: it waits until every entry appended before it
+    /// took the state is on stable storage (flushing the log in buffered mode too). Otherwise a crash or a
+    /// power loss could leave a change in the snapshot whose command the log lost — shown on this device,
+    /// never sent.
     private func writeSnapshotIfChanged(_ zone: ZoneID) async throws {
         let version = stateVersion[zone, default: 0]
         let url = snapshotURL(zone)
@@ -325,12 +326,12 @@ public actor LocalStore {
         if zone == .readingList {
             let state = zones.readingList
             covered = state.appliedThroughSequence
-            if let logged { try await log.waitUntilDurable(logged) }
+            if let logged { try await log.waitUntilFlushed(logged) }
             try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         } else {
             let state = zones.history
             covered = state.appliedThroughSequence
-            if let logged { try await log.waitUntilDurable(logged) }
+            if let logged { try await log.waitUntilFlushed(logged) }
             try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         }
         versionOnDisk[zone] = max(versionOnDisk[zone, default: 0], version)

@@ -40,6 +40,8 @@ final class DurabilityModel: Sendable {
         var acknowledgedAt: Int?
         /// The error it failed with.
         var error: String?
+        /// Calls made when a send round that covered it (the server acknowledged it) ended.
+        var sentAt: Int?
     }
 
     enum Outcome {
@@ -78,8 +80,20 @@ final class DurabilityModel: Sendable {
         }
     }
 
-    func outcome(_ entry: Entry, crashAfter point: Int) -> Outcome {
-        if let acknowledged = entry.acknowledgedAt, acknowledged <= point { return .acknowledged }
+    /// Marks every mutation acknowledged before `start` as sent by a round whose acknowledgements a crash may
+    /// find from `end` calls on.
+    func markSent(acknowledgedBefore start: Int, at end: Int) {
+        entries.withLock {
+            for index in $0.indices where $0[index].sentAt == nil {
+                if let acknowledged = $0[index].acknowledgedAt, acknowledged <= start { $0[index].sentAt = end }
+            }
+        }
+    }
+
+    func outcome(_ entry: Entry, crashAfter point: Int, acknowledgementsAreDurable: Bool = true) -> Outcome {
+        if acknowledgementsAreDurable, let acknowledged = entry.acknowledgedAt, acknowledged <= point {
+            return .acknowledged
+        }
         if entry.issuedAt >= point { return .notIssued }
         return .undecided
     }
@@ -94,14 +108,31 @@ final class DurabilityModel: Sendable {
     ///
     /// With `pending`, an unacknowledged change that shows must also be pending, or it would never be sent —
     /// unless it was sent already: `server` holds what the server has (the reading list and the read counts).
+    ///
+    /// Without `acknowledgementsAreDurable` (a `buffered` store after a power loss) an acknowledged mutation
+    /// counts as undecided.
     func problems(
         readingList: Set<String>, readCounts: [String: Int64], pending: Set<RecordID>?,
-        server: (readingList: Set<String>, readCounts: [String: Int64])? = nil, crashAfter point: Int = .max
+        server: (readingList: Set<String>, readCounts: [String: Int64])? = nil, crashAfter point: Int = .max,
+        acknowledgementsAreDurable: Bool = true
     ) -> [String] {
         var problems: [String] = []
         var byArticle: [String: [(Mutation, Outcome)]] = [:]
+        var sent: Set<String> = []
         for entry in all {
-            byArticle[entry.mutation.articleID, default: []].append((entry.mutation, outcome(entry, crashAfter: point)))
+            let outcome = outcome(entry, crashAfter: point, acknowledgementsAreDurable: acknowledgementsAreDurable)
+            byArticle[entry.mutation.articleID, default: []].append((entry.mutation, outcome))
+            if let sentAt = entry.sentAt, sentAt <= point { sent.insert(entry.mutation.articleID) }
+        }
+        // What a send round took off the queue may show without being pending: it was sent.
+        let pending = pending.map {
+            $0.union(
+                sent.flatMap {
+                    [
+                        RecordID(zone: .readingList, name: "rl-" + $0),
+                        RecordID(zone: .readingHistory, name: "rh-" + $0),
+                    ]
+                })
         }
         for article in Set(byArticle.keys).union(readingList).union(readCounts.keys).sorted() {
             let history = byArticle[article] ?? []
@@ -159,7 +190,8 @@ final class DurabilityModel: Sendable {
 
     /// ``problems(readingList:readCounts:pending:crashAfter:)`` for what `store` shows.
     func problems(
-        in store: LocalStore, crashAfter point: Int = .max, checkingPending: Bool, cloud: DirectoryCloud? = nil
+        in store: LocalStore, crashAfter point: Int = .max, checkingPending: Bool, cloud: DirectoryCloud? = nil,
+        acknowledgementsAreDurable: Bool = true
     ) async -> [String] {
         let readingList = Set(await store.readingList.entries().map(\.articleID))
         var readCounts: [String: Int64] = [:]
@@ -179,6 +211,7 @@ final class DurabilityModel: Sendable {
             server = served
         }
         return problems(
-            readingList: readingList, readCounts: readCounts, pending: pending, server: server, crashAfter: point)
+            readingList: readingList, readCounts: readCounts, pending: pending, server: server, crashAfter: point,
+            acknowledgementsAreDurable: acknowledgementsAreDurable)
     }
 }
