@@ -188,10 +188,18 @@ package struct ColumnReader: ~Copyable {
     }
 
     /// Reads `count` values with `read`, failing if the column holds more or fewer.
+    ///
+    /// Every value takes at least one byte, so a count the column cannot hold (negative, or larger than its
+    /// bytes) is damage, reported before anything is allocated for it.
     package func values<T>(_ count: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T) throws(FlatSyncError)
         -> [T]
     {
         let name = self.name
+        guard count >= 0, count <= data.count else {
+            throw FlatSyncError(
+                .damagedFile,
+                "The column \(name) of \(data.count) bytes cannot hold the \(count) values the snapshot says.")
+        }
         return try data.withBinaryReader { (reader) throws(FlatSyncError) -> [T] in
             var values: [T] = []
             values.reserveCapacity(count)
