@@ -154,7 +154,7 @@ enum SmallFileSystem {
 
     private static func unmount(_ mount: URL) {
         if (try? run("/bin/umount", mount.path)) == nil {
-            try? run("/bin/umount", "-l", mount.path)
+            _ = try? run("/bin/umount", "-l", mount.path)
         }
         try? FileManager.default.removeItem(at: mount)
     }
