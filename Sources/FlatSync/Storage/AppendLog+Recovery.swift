@@ -148,24 +148,24 @@ extension AppendLog {
     // MARK: - Scanning
 
     /// Damage that needs the file moved aside.
-    enum Damage: Equatable {
+    package enum Damage: Equatable, Sendable {
         case header(String)
         case version(UInt32)
         case frame(offset: Int, reason: String)
     }
 
     /// The result of reading a whole log file.
-    struct Scan {
+    package struct Scan: Sendable {
         /// The file's format version (0 when the header is damaged).
-        var version: UInt32 = 0
+        package var version: UInt32 = 0
         /// Payloads of the valid frames before the first invalid one.
-        var payloads: [Data] = []
+        package var payloads: [Data] = []
         /// The end of the last valid frame (the header's end when there is none).
-        var validEnd: Int
+        package var validEnd: Int
         /// The highest offset the header or a valid frame claims was durable: every byte before it is.
-        var provenDurable = 0
+        package var provenDurable = 0
         /// Nil for a clean file or a torn tail (then `validEnd` < the file size).
-        var damage: Damage?
+        package var damage: Damage?
     }
 
     /// The layout of one format version.
@@ -180,7 +180,7 @@ extension AppendLog {
     }
 
     /// Reads the header and the frames of a whole log file. Never traps, whatever the bytes.
-    static func scanLog(_ bytes: UnsafeRawBufferPointer) -> Scan {
+    package static func scanLog(_ bytes: UnsafeRawBufferPointer) -> Scan {
         guard bytes.count >= Layout.version1.headerSize else {
             return Scan(validEnd: 0, damage: .header("the file is \(bytes.count) bytes, shorter than a header"))
         }
