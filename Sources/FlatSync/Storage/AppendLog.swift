@@ -211,6 +211,7 @@ package final class AppendLog: Sendable {
         let failure = io.withLock { _ -> FlatSyncError? in
             let (descriptor, end, failure) = state.withLock { ($0.descriptor, $0.fileSize, $0.failure) }
             if let failure { return failure }
+            if descriptor < 0 { return FlatSyncError(.storeClosed, "The log is closed; reopen the store.", path: path) }
             do throws(FlatSyncError) {
                 try fileSystem.sync(descriptor, path: path)
             } catch {

@@ -1,4 +1,5 @@
 import FlatSyncTestSupport
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -97,6 +98,22 @@ func frameOffsets(_ bytes: [UInt8]) -> [Int] {
             reader.close()
             log.close()
         }
+    }
+
+    /// What a snapshot waits for before it is written: the entries on stable storage, in either mode.
+    @Test(arguments: Durability.allCases)
+    func waitingUntilFlushedPutsTheEntriesOnStableStorage(durability: Durability) async throws {
+        let disk = SimulatedDisk()
+        let url = URL(fileURLWithPath: "/commands.log")
+        let (log, _) = try AppendLog.open(at: url, durability: durability, fileSystem: FileSystem(disk))
+        let ticket = try log.append([logPayload(0), logPayload(1)])
+        try await log.waitUntilFlushed(ticket)
+        let image = SimulatedDisk.crashImage(of: disk.model, damage: .flushedOnly)
+        let (reopened, recovery) = try AppendLog.open(at: url, durability: durability, fileSystem: FileSystem(image))
+        reopened.close()
+        #expect(recovery.payloads == [logPayload(0), logPayload(1)])
+        log.close()
+        await #expect(throws: FlatSyncError.self) { try await log.waitUntilFlushed(log.append([])) }
     }
 
     @Test func closeFlushesBufferedEntriesInFsyncMode() async throws {
