@@ -13,6 +13,11 @@ package enum FuzzSeeds {
         package var snapshots: [Data] = []
         package var deviceFiles: [Data] = []
         package var cloudStates: [Data] = []
+
+        /// Every property list among them (the cloud state's after its header).
+        package var plists: [Data] {
+            snapshots + deviceFiles + cloudStates.map { Data($0.dropFirst(CloudStateFile.headerSize)) }
+        }
     }
 
     /// Builds a device and a cloud in a scratch directory and returns copies of their files.

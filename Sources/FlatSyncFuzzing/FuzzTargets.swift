@@ -32,6 +32,7 @@ package struct FuzzTarget: Sendable {
 /// The decoders FlatSync fuzzes. Adding one is one line here; `.ci/fuzz` runs every target listed.
 package enum FuzzTargets {
     package static let all: [FuzzTarget] = [
+        FuzzTarget("plist", "the binary property list check every file passes", seeds: \.plists, run: plist),
         FuzzTarget("log-frames", "the command log's header and frames", seeds: \.logs, run: logFrames),
         FuzzTarget("log-entry", "one command log entry (a frame's payload)", seeds: \.logEntries, run: logEntry),
         FuzzTarget("snapshot", "a store snapshot and its packed columns", seeds: \.snapshots, run: snapshot),
@@ -45,6 +46,39 @@ package enum FuzzTargets {
     }
 
     // MARK: - The targets
+
+    /// The structural check of binary property lists: what it lets through, Foundation's decoder reads
+    /// without trapping.
+    static func plist(_ data: Data) {
+        guard (try? BinaryPropertyList.validate(data)) != nil else { return }
+        _ = try? PropertyListDecoder().decode(AnyPlist.self, from: data)
+    }
+
+    /// Any property list, decoded to the end: every value of every container is visited.
+    private struct AnyPlist: Decodable {
+        init(from decoder: any Decoder) throws {
+            if var array = try? decoder.unkeyedContainer() {
+                while !array.isAtEnd { _ = try array.decode(AnyPlist.self) }
+            } else if let dictionary = try? decoder.container(keyedBy: AnyKey.self) {
+                for key in dictionary.allKeys { _ = try dictionary.decode(AnyPlist.self, forKey: key) }
+            } else {
+                let value = try decoder.singleValueContainer()
+                _ = try? value.decode(String.self)
+                _ = try? value.decode(Data.self)
+                _ = try? value.decode(Int64.self)
+                _ = try? value.decode(Double.self)
+                _ = try? value.decode(Date.self)
+                _ = try? value.decode(Bool.self)
+            }
+        }
+    }
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
 
     /// The log's scanner: whatever the bytes, a prefix of valid entries and a verdict; the entries it keeps
     /// are written back by the encoder to a log that scans to the same entries.
@@ -67,14 +101,17 @@ package enum FuzzTargets {
         precondition(again == event, "a log entry does not round-trip")
     }
 
-    /// A snapshot: checked, and its columns decoded — also past a checksum that does not match, so that
-    /// the column decoders meet bytes the checksum would have refused.
+    /// A snapshot: checked, and its columns decoded — also past a checksum that does not match (but never
+    /// past the property-list check, which every plist FlatSync reads passes), so that the column decoders
+    /// meet bytes the checksum would have refused.
     static func snapshot(_ data: Data) {
         if let file = try? SnapshotFile.decode(data, path: "fuzz") {
             _ = try? file.state(of: ReadingListEntry.self, path: "fuzz")
             _ = try? file.state(of: ReadingHistoryItem.self, path: "fuzz")
         }
-        if let unchecked = try? PropertyListDecoder().decode(SnapshotFile.self, from: data) {
+        if (try? BinaryPropertyList.validate(data)) != nil,
+            let unchecked = try? PropertyListDecoder().decode(SnapshotFile.self, from: data)
+        {
             _ = try? unchecked.state(of: ReadingListEntry.self, path: "fuzz")
             _ = try? unchecked.state(of: ReadingHistoryItem.self, path: "fuzz")
         }
@@ -90,7 +127,8 @@ package enum FuzzTargets {
         }
     }
 
-    /// The DirectoryCloud state: checked, and its property list decoded past the header's checks too.
+    /// The DirectoryCloud state: checked, and its property list decoded past the header's checks too (but
+    /// never past the property-list check).
     static func cloudState(_ data: Data) {
         let url = URL(fileURLWithPath: "/fuzz/cloud-state")
         if let database = try? CloudStateFile.decode(data, from: url),
@@ -98,8 +136,9 @@ package enum FuzzTargets {
         {
             precondition((try? CloudStateFile.decode(encoded, from: url)) == database, "the state does not round-trip")
         }
-        if data.count > CloudStateFile.headerSize {
-            _ = try? PropertyListDecoder().decode(CloudDatabase.self, from: data.dropFirst(CloudStateFile.headerSize))
+        let payload = Data(data.dropFirst(CloudStateFile.headerSize))
+        if (try? BinaryPropertyList.validate(payload)) != nil {
+            _ = try? PropertyListDecoder().decode(CloudDatabase.self, from: payload)
         }
     }
 }

@@ -78,7 +78,9 @@ package enum CloudStateFile {
             throw damaged(url, "its checksum does not match its contents")
         }
         do {
-            return try PropertyListDecoder().decode(CloudDatabase.self, from: Data(payload))
+            let payload = Data(payload)
+            try BinaryPropertyList.validate(payload)
+            return try PropertyListDecoder().decode(CloudDatabase.self, from: payload)
         } catch {
             throw damaged(url, "its contents do not decode (\(error))")
         }

@@ -52,6 +52,7 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         let decoder = PropertyListDecoder()
         let version: Int
         do {
+            try BinaryPropertyList.validate(data)
             version = try decoder.decode(VersionProbe.self, from: data).formatVersion
         } catch {
             throw FlatSyncError(.damagedFile, "device.plist is not readable.", cause: error, path: path)
@@ -115,6 +116,7 @@ package struct DeviceIdentityFile: Codable, Sendable, Equatable {
     package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> DeviceIdentityFile {
         let file: DeviceIdentityFile
         do {
+            try BinaryPropertyList.validate(data)
             file = try PropertyListDecoder().decode(DeviceIdentityFile.self, from: data)
         } catch {
             throw FlatSyncError(.damagedFile, "device-id.plist is not readable.", cause: error, path: path)

@@ -94,6 +94,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         let decoder = PropertyListDecoder()
         let version: Int
         do {
+            try BinaryPropertyList.validate(data)
             version = try decoder.decode(VersionProbe.self, from: data).formatVersion
         } catch {
             throw FlatSyncError(.damagedFile, "The snapshot is not a readable property list.", cause: error, path: path)
@@ -208,20 +209,6 @@ package struct ColumnReader: ~Copyable {
                 throw FlatSyncError(.damagedFile, "The column \(name) holds more than \(count) values.")
             }
             return values
-        }
-    }
-}
-
-/// Encodes values as binary property lists, the format of every FlatSync file but the command log.
-package enum BinaryPropertyList {
-    /// `value` as a binary property list; `what` names it in the error ("The snapshot of ReadingList").
-    package static func encode<T: Encodable>(_ value: T, what: String) throws(FlatSyncError) -> Data {
-        let encoder = PropertyListEncoder()
-        encoder.outputFormat = .binary
-        do {
-            return try encoder.encode(value)
-        } catch {
-            throw FlatSyncError(.ioFailed, "\(what) could not be encoded.", cause: error)
         }
     }
 }
