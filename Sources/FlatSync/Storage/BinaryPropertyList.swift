@@ -51,7 +51,8 @@ package enum BinaryPropertyList {
             let trailer = bytes.count - trailerSize
             let offsetSize = Int(bytes[trailer + 6])
             let referenceSize = Int(bytes[trailer + 7])
-            guard [1, 2, 4, 8].contains(offsetSize), [1, 2, 4, 8].contains(referenceSize) else {
+            // Any width from 1 to 8 bytes: Foundation writes 3-byte offsets once a file passes 64 KiB.
+            guard (1...8).contains(offsetSize), (1...8).contains(referenceSize) else {
                 return "its trailer gives integer sizes \(offsetSize) and \(referenceSize)"
             }
             func field(_ at: Int) -> Int? {
