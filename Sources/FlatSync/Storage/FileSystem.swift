@@ -105,31 +105,62 @@ package struct FileSystem: Sendable {
 
     /// Reads the whole file behind `descriptor` from its start.
     package func readAll(_ descriptor: Int32, path: String) throws(FlatSyncError) -> [UInt8] {
-        let size: Int
-        switch calls?.size(descriptor) ?? POSIXFileSystem().size(descriptor) {
-        case .success(let value): size = value
-        case .failure(let error): throw .syscall("fstat", errno: error.rawValue, path: path)
-        }
-        var failure: Errno?
+        let size = try fileSize(descriptor, path: path)
+        var failure: FlatSyncError?
         let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            count = 0
-            while count < size {
-                let target = UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[count...])
-                let result =
-                    calls?.read(descriptor, into: target, at: count)
-                    ?? POSIXFileSystem().read(descriptor, into: target, at: count)
-                switch result {
-                case .success(0): return  // The file shrank since fstat: keep what is there.
-                case .success(let read): count += read
-                case .failure(let error) where error == .interrupted: continue
-                case .failure(let error):
-                    failure = error
-                    return
-                }
+            do throws(FlatSyncError) {
+                count = try read(descriptor, into: UnsafeMutableRawBufferPointer(buffer), path: path)
+            } catch {
+                failure = error
+                count = 0
             }
         }
-        if let failure { throw .syscall("read", errno: failure.rawValue, path: path) }
+        if let failure { throw failure }
         return bytes
+    }
+
+    /// ``readAll(_:path:)`` straight into a `Data`, with no second copy (a snapshot may be megabytes).
+    package func readAllData(_ descriptor: Int32, path: String) throws(FlatSyncError) -> Data {
+        var data = Data(count: try fileSize(descriptor, path: path))
+        let result = data.withUnsafeMutableBytes { buffer -> Result<Int, FlatSyncError> in
+            do throws(FlatSyncError) {
+                return .success(try read(descriptor, into: buffer, path: path))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let count = try result.get()
+        if count < data.count { data.removeSubrange(count...) }
+        return data
+    }
+
+    private func fileSize(_ descriptor: Int32, path: String) throws(FlatSyncError) -> Int {
+        switch calls?.size(descriptor) ?? POSIXFileSystem().size(descriptor) {
+        case .success(let value): return value
+        case .failure(let error): throw .syscall("fstat", errno: error.rawValue, path: path)
+        }
+    }
+
+    /// Fills `buffer` from the start of the file, retrying `EINTR`; returns how many bytes it read (fewer if
+    /// the file shrank meanwhile).
+    private func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String)
+        throws(FlatSyncError) -> Int
+    {
+        var count = 0
+        while count < buffer.count {
+            let target = UnsafeMutableRawBufferPointer(rebasing: buffer[count...])
+            let result =
+                calls?.read(descriptor, into: target, at: count)
+                ?? POSIXFileSystem().read(descriptor, into: target, at: count)
+            switch result {
+            case .success(0): return count  // The file shrank since fstat: keep what is there.
+            case .success(let read) where read <= target.count: count += read
+            case .success: throw .syscall("read", errno: EIO, path: path)
+            case .failure(let error) where error == .interrupted: continue
+            case .failure(let error): throw .syscall("read", errno: error.rawValue, path: path)
+            }
+        }
+        return count
     }
 
     /// Flushes the file to stable storage (`F_FULLFSYNC` on Darwin). Never retried, not even on `EINTR`.
@@ -221,7 +252,7 @@ package struct FileSystem: Sendable {
             throw error
         }
         defer { close(fd) }
-        return Data(try readAll(fd, path: path))
+        return try readAllData(fd, path: path)
     }
 
     /// Makes sure the directory at `path` exists and that its entry is durable.
