@@ -27,6 +27,11 @@ import Testing
 
     @Test func theSeedsAndRandomMutationsOfThemAreHandled() async throws {
         let files = try await FuzzSeeds.make()
+        for plist in files.plists {
+            #expect(throws: Never.self, "every property list FlatSync writes passes its check") {
+                try BinaryPropertyList.validate(plist)
+            }
+        }
         var random = SystemRandomNumberGenerator.seeded(2026)
         var runs = 0
         for target in FuzzTargets.all {
