@@ -16,13 +16,20 @@ let package = Package(
         .target(name: "FlatSyncTesting", dependencies: ["FlatSync"]),
         .executableTarget(name: "flatsync-demo", dependencies: ["FlatSync", "FlatSyncTesting"]),
         .executableTarget(name: "flatsync-bench", dependencies: ["FlatSync", "FlatSyncTesting"]),
+        // The libFuzzer targets: the decoders and where their seed corpus comes from (built by .ci/fuzz).
+        .target(name: "FlatSyncFuzzing", dependencies: ["FlatSync", "FlatSyncTesting"]),
+        .executableTarget(name: "flatsync-fuzz", dependencies: ["FlatSyncFuzzing"]),
         // Child processes that the tests start and kill: crash loops and concurrent cloud writers.
         .executableTarget(name: "flatsync-test-child", dependencies: ["FlatSync", "FlatSyncTesting"]),
         // Helpers the test targets share: temporary directories, finding this package's executables.
         .target(name: "FlatSyncTestSupport", path: "Tests/FlatSyncTestSupport"),
         .testTarget(
             name: "FlatSyncTests",
-            dependencies: ["FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-test-child"]
+            dependencies: [
+                "FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "FlatSyncFuzzing", "flatsync-test-child",
+            ],
+            // Inputs that once crashed a fuzz target, read by FuzzRegressionTests from the source tree.
+            exclude: ["Fuzz/Regressions"]
         ),
         .testTarget(
             name: "FlatSyncTestingTests",

@@ -19,27 +19,28 @@ import Foundation
 ///
 /// The length and checksum catch a truncated, extended or altered file with certainty, so damage is
 /// reported instead of being decoded into a wrong server.
-enum CloudStateFile {
+package enum CloudStateFile {
     static let signature: [UInt8] = Array("FSCLOUD".utf8) + [0]
     static let formatVersion: UInt32 = 3
-    static let headerSize = 24
+    package static let headerSize = 24
 
     /// The database in `url`, or `nil` when there is no file yet.
     ///
     /// - Throws: ``CloudError/Code-swift.struct/internalError`` naming the file when it cannot be read,
     ///   is damaged, or was written by a newer format.
-    static func read(_ url: URL) throws(CloudError) -> CloudDatabase? {
-        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+    package static func read(_ url: URL, fileSystem: FileSystem = .posix) throws(CloudError) -> CloudDatabase? {
         let data: Data
         do {
-            data = try Data(contentsOf: url)
+            guard let contents = try fileSystem.readFile(url.path) else { return nil }
+            data = contents
         } catch {
-            throw CloudError(.internalError, "Could not read the DirectoryCloud state file \(url.path): \(error)")
+            throw CloudError(
+                .internalError, "Could not read the DirectoryCloud state file \(url.path): \(error.message)")
         }
         return try decode(data, from: url)
     }
 
-    static func decode(_ data: Data, from url: URL) throws(CloudError) -> CloudDatabase {
+    package static func decode(_ data: Data, from url: URL) throws(CloudError) -> CloudDatabase {
         guard data.count >= headerSize else {
             throw damaged(url, "it is \(data.count) bytes long, shorter than its \(headerSize)-byte header")
         }
@@ -77,13 +78,15 @@ enum CloudStateFile {
             throw damaged(url, "its checksum does not match its contents")
         }
         do {
-            return try PropertyListDecoder().decode(CloudDatabase.self, from: Data(payload))
+            let payload = Data(payload)
+            try BinaryPropertyList.validate(payload)
+            return try PropertyListDecoder().decode(CloudDatabase.self, from: payload)
         } catch {
             throw damaged(url, "its contents do not decode (\(error))")
         }
     }
 
-    static func encode(_ database: CloudDatabase) throws(CloudError) -> Data {
+    package static func encode(_ database: CloudDatabase) throws(CloudError) -> Data {
         let payload: Data
         do {
             let encoder = PropertyListEncoder()
@@ -101,10 +104,12 @@ enum CloudStateFile {
     }
 
     /// Replaces the file durably: afterwards it holds the new state, or (after a crash) the old one.
-    static func write(_ database: CloudDatabase, to url: URL) throws(CloudError) {
+    package static func write(_ database: CloudDatabase, to url: URL, fileSystem: FileSystem = .posix)
+        throws(CloudError)
+    {
         let data = try encode(database)
         do {
-            try DurableFileWriter().write(data, to: url)
+            try DurableFileWriter(fileSystem: fileSystem).write(data, to: url)
         } catch {
             throw CloudError(
                 .internalError,

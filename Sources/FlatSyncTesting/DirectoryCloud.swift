@@ -34,6 +34,8 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// When not `nil`, the history limit every request through this value sets on the directory
     /// before it is served (see ``CloudDatabase/changeHistoryLimit``).
     public let changeHistoryLimit: Int?
+    /// Where the file-system calls go.
+    package let fileSystem: FileSystem
 
     /// The name of the file holding the server's state.
     public static let stateFileName = "cloud-state"
@@ -56,16 +58,24 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     ///     through this value, so give every process the same one.
     /// - Throws: ``CloudError/Code-swift.struct/internalError`` when the directory cannot be created.
     public init(directory: URL, changeHistoryLimit: Int? = nil) throws(CloudError) {
+        try self.init(directory: directory, changeHistoryLimit: changeHistoryLimit, fileSystem: .posix)
+    }
+
+    /// ``init(directory:changeHistoryLimit:)`` with every file-system call going to `fileSystem`.
+    package init(directory: URL, changeHistoryLimit: Int? = nil, fileSystem: FileSystem) throws(CloudError) {
         precondition((changeHistoryLimit ?? 0) >= 0, "changeHistoryLimit must not be negative")
         self.directory = directory.standardizedFileURL
         self.changeHistoryLimit = changeHistoryLimit
+        self.fileSystem = fileSystem
         do {
-            try FileManager.default.createDirectory(
-                at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
-            )
+            // Its entry (and each new parent's) is made durable before any request writes state into it;
+            // before the first request, the entries of the parents that already existed too.
+            let firstUse = !fileSystem.exists(self.directory.appendingPathComponent(Self.stateFileName).path)
+            try fileSystem.createDirectory(self.directory.path, permissions: 0o700, flushingExistingParents: firstUse)
         } catch {
             throw CloudError(
-                .internalError, "Could not create the DirectoryCloud directory \(self.directory.path): \(error)"
+                .internalError,
+                "Could not create the DirectoryCloud directory \(self.directory.path): \(error.message)"
             )
         }
     }
@@ -195,7 +205,8 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     private func lockedTransaction<T>(_ body: (inout CloudDatabase) throws(CloudError) -> T) throws(CloudError) -> T {
         let lock: DirectoryLock
         do {
-            lock = try DirectoryLock.acquire(in: directory, name: Self.lockFileName, blocking: true)
+            lock = try DirectoryLock.acquire(
+                in: directory, name: Self.lockFileName, blocking: true, fileSystem: fileSystem)
         } catch {
             throw CloudError(
                 .internalError, "Could not lock the DirectoryCloud directory \(directory.path): \(error.message)"
@@ -204,7 +215,9 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
         defer { lock.release() }
 
         let file = stateFile
-        var database = try CloudStateFile.read(file) ?? CloudDatabase(changeHistoryLimit: changeHistoryLimit)
+        var database =
+            try CloudStateFile.read(file, fileSystem: fileSystem)
+            ?? CloudDatabase(changeHistoryLimit: changeHistoryLimit)
         let before = database
         if let changeHistoryLimit, database.changeHistoryLimit != changeHistoryLimit {
             database.setChangeHistoryLimit(changeHistoryLimit)
@@ -213,19 +226,10 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
         // as a server would keep it, before its result or error goes back.
         let outcome = Result { () throws(CloudError) in try body(&database) }
         if database != before {
-            removeLeftoverTemporaryFiles()
-            try CloudStateFile.write(database, to: file)
+            fileSystem.removeFiles(
+                in: directory.path, withPrefix: DurableFileWriter.temporaryPrefix + Self.stateFileName)
+            try CloudStateFile.write(database, to: file, fileSystem: fileSystem)
         }
         return try outcome.get()
-    }
-
-    /// Removes temporary files of writers that died before renaming them. Only called under the lock,
-    /// when no other writer can be midway.
-    private func removeLeftoverTemporaryFiles() {
-        let prefix = DurableFileWriter.temporaryPrefix + Self.stateFileName
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        for name in names where name.hasPrefix(prefix) {
-            try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
-        }
     }
 }

@@ -79,10 +79,12 @@ enum Demo {
             text =
                 "the device directory \(invocation.device.path) is in use by another process (another flatsync-demo, "
                 + "say); wait for it to finish and try again, or use another --device"
-        case let error as FlatSyncError:
+        case let error as FlatSyncError where error.isDiskFull:
             text =
-                "\(what) failed: \(error.message)\(error.path.map { " (\($0))" } ?? "")\(error.cause.map { " [\($0)]" } ?? ""); "
-                + advice(for: error.code)
+                "\(what) failed: the disk is full (\(error.message)\(error.path.map { ", \($0)" } ?? "")); everything "
+                + "saved before is safe; free some space and try again"
+        case let error as FlatSyncError:
+            text = "\(what) failed: \(describe(error)); " + advice(for: error.code)
         case let error as CloudError:
             text =
                 "\(what) failed: the cloud at \(invocation.cloud) answered \(error.code): \(error.message); "
@@ -91,6 +93,11 @@ enum Demo {
             text = "\(what) failed: \(error)"
         }
         return text.replacingOccurrences(of: "\n", with: " ")
+    }
+
+    /// The error's message, path and cause on one line.
+    static func describe(_ error: FlatSyncError) -> String {
+        "\(error.message)\(error.path.map { " (\($0))" } ?? "")\(error.cause.map { " [\($0)]" } ?? "")"
     }
 
     private static func advice(for code: FlatSyncError.Code) -> String {
@@ -135,5 +142,17 @@ extension DemoCommand {
         case .cloudLogin: return "cloud login"
         case .watch: return "watch"
         }
+    }
+}
+
+extension FlatSyncError {
+    /// The file system is out of space (or quota), here or in an error it wraps.
+    var isDiskFull: Bool {
+        var error: (any Error)? = self
+        while let current = error {
+            if let posix = current as? POSIXError, posix.code == .ENOSPC || posix.code == .EDQUOT { return true }
+            error = (current as? FlatSyncError)?.cause
+        }
+        return false
     }
 }

@@ -101,10 +101,12 @@ struct DeviceCommands {
         do {
             try await store.close()
         } catch {
-            // The command log already holds every change; only the snapshot could not be written.
-            throw DemoFailure(
-                "closing the device directory failed after the command ran (\(error)); its changes are safe in "
-                    + "the command log and the next command recovers them"
+            // The command ran and its change (if any) is durable in the command log; only a snapshot could
+            // not be written, which the next command makes up for by replaying the log. Not a failure.
+            let reason = (error as? FlatSyncError).map { Demo.describe($0) } ?? "\(error)"
+            output.console.error(
+                "flatsync-demo: warning: the snapshots could not be saved (\(reason)); nothing is lost: the "
+                    + "command log holds every change and the next command replays it"
             )
         }
         return result

@@ -9,7 +9,7 @@ import Foundation
 #endif
 
 extension AppendLog {
-    /// What ``AppendLog/open(at:durability:now:)`` found in the file.
+    /// What ``AppendLog/open(at:durability:now:fileSystem:)`` found in the file.
     package struct Recovery: Sendable {
         /// The payloads of every valid entry, in order.
         package var payloads: [Data]
@@ -39,68 +39,84 @@ extension AppendLog {
     /// every valid entry.
     ///
     /// Recovery never crashes and never deletes acknowledged data:
-    /// - An invalid frame followed by no valid frame anywhere later is a **torn tail** (a writer died in the
-    ///   middle of unacknowledged entries): the file is truncated after the last valid frame and flushed,
-    ///   and ``Recovery/truncatedTailBytes`` says how much was dropped.
-    /// - An invalid frame with a valid frame somewhere after it is **damage**: the file is kept as
-    ///   ``Quarantine/keepCopy(of:now:)``, a fresh log holding the valid entries before the damage
-    ///   atomically replaces it, and ``Recovery/quarantinedFile`` and ``Recovery/damage`` report it.
+    /// - An invalid frame at an offset that no valid frame (and not the header) claims was on stable
+    ///   storage is a **torn tail**: the unflushed end of the log when the process died or the power
+    ///   went, with any of its sectors missing, even ones before others that landed. It was never
+    ///   acknowledged: the file is truncated after the last valid frame before it and flushed, and
+    ///   ``Recovery/truncatedTailBytes`` says how much was dropped.
+    /// - An invalid frame in bytes that were claimed durable is **damage**: the file is kept as
+    ///   ``Quarantine/keepCopy(of:now:fileSystem:)``, a fresh log holding the valid entries before the
+    ///   damage atomically replaces it, and ``Recovery/quarantinedFile`` and ``Recovery/damage`` report it.
     /// - A damaged header, a non-empty file shorter than a header, or an unknown format version: the file
     ///   is quarantined and the log starts empty. An empty file is simply given a header.
+    /// - A version 1 log is read with version 1's rule (damage when any valid frame follows an invalid one)
+    ///   and rewritten as version 2.
     ///
     /// - Parameters:
     ///   - now: the time used in the quarantined file's name.
-    ///   - writer: writes a new or repaired log (tests inject failures through it).
-    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file cannot be read, truncated,
-    ///   kept aside or created.
+    ///   - fileSystem: where the file-system calls go.
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file cannot be read, flushed,
+    ///   truncated, kept aside or created.
     package static func open(
         at url: URL,
         durability: Durability,
         now: Date = Date(),
-        writer: DurableFileWriter = DurableFileWriter()
+        fileSystem: FileSystem = .posix
     ) throws(FlatSyncError) -> (AppendLog, Recovery) {
         let path = url.path
         let fd: Int32
         do throws(FlatSyncError) {
-            fd = try openForAppending(path)
+            fd = try openForAppending(path, fileSystem: fileSystem)
         } catch {
             guard (error.cause as? POSIXError)?.code == .ENOENT else { throw error }
-            return (try create(at: url, payloads: [], durability: durability, writer: writer), Recovery())
+            return (try create(at: url, payloads: [], durability: durability, fileSystem: fileSystem), Recovery())
         }
         let bytes: [UInt8]
         do throws(FlatSyncError) {
-            bytes = try readAll(fd, path: path)
+            bytes = try fileSystem.readAll(fd, path: path)
         } catch {
-            closeDescriptor(fd)
+            fileSystem.close(fd)
             throw error
         }
         if bytes.isEmpty {
             // Creation is atomic, so this is not ours, but it holds nothing to lose: give it a header.
-            closeDescriptor(fd)
-            return (try create(at: url, payloads: [], durability: durability, writer: writer), Recovery())
+            fileSystem.close(fd)
+            return (try create(at: url, payloads: [], durability: durability, fileSystem: fileSystem), Recovery())
         }
 
         let scan = bytes.withUnsafeBytes { scanLog($0) }
         guard let damage = scan.damage else {
-            let log = AppendLog(url: url, durability: durability, descriptor: fd, fileSize: scan.validEnd)
-            var recovery = Recovery(payloads: scan.payloads)
+            var recovery = Recovery(payloads: scan.payloads, truncatedTailBytes: bytes.count - scan.validEnd)
+            if scan.version != formatVersion {
+                fileSystem.close(fd)
+                let log = try create(at: url, payloads: scan.payloads, durability: durability, fileSystem: fileSystem)
+                recovery.truncatedTailBytes = 0
+                return (log, recovery)
+            }
+            var syncedThrough = scan.provenDurable
             if scan.validEnd < bytes.count {
                 do throws(FlatSyncError) {
-                    try truncate(fd, to: scan.validEnd, path: path)
+                    try fileSystem.truncate(fd, to: scan.validEnd, path: path)
+                    try fileSystem.sync(fd, path: path)
                 } catch {
-                    log.close()
+                    fileSystem.close(fd)
                     throw error
                 }
-                recovery.truncatedTailBytes = bytes.count - scan.validEnd
+                syncedThrough = scan.validEnd
             }
+            // Without that flush the end of the file may be only in the page cache (a process killed before
+            // its flush), so new frames claim no more than the file proves; the first flush proves the rest.
+            let log = AppendLog(
+                url: url, durability: durability, descriptor: fd, fileSize: scan.validEnd,
+                syncedThrough: syncedThrough, fileSystem: fileSystem)
             return (log, recovery)
         }
 
-        closeDescriptor(fd)
+        fileSystem.close(fd)
         // Keep the damaged bytes under a second name, then replace the log atomically: whenever a crash
         // comes, the log's name holds either the damaged log (recovered again on the next open) or its repair.
-        let quarantined = try Quarantine.keepCopy(of: url, now: now)
-        let log = try create(at: url, payloads: scan.payloads, durability: durability, writer: writer)
+        let quarantined = try Quarantine.keepCopy(of: url, now: now, fileSystem: fileSystem)
+        let log = try create(at: url, payloads: scan.payloads, durability: durability, fileSystem: fileSystem)
         let error: FlatSyncError
         switch damage {
         case .header(let reason):
@@ -113,8 +129,8 @@ extension AppendLog {
         case .version(let version):
             error = FlatSyncError(
                 .unsupportedFormatVersion,
-                "The log has format version \(version), which this FlatSync cannot read (it reads version "
-                    + "\(formatVersion)); the file was moved aside as \(quarantined.lastPathComponent) and an "
+                "The log has format version \(version), which this FlatSync cannot read (it reads versions 1 "
+                    + "and \(formatVersion)); the file was moved aside as \(quarantined.lastPathComponent) and an "
                     + "empty log was started.",
                 path: path
             )
@@ -132,66 +148,118 @@ extension AppendLog {
     // MARK: - Scanning
 
     /// Damage that needs the file moved aside.
-    enum Damage: Equatable {
+    package enum Damage: Equatable, Sendable {
         case header(String)
         case version(UInt32)
         case frame(offset: Int, reason: String)
     }
 
     /// The result of reading a whole log file.
-    struct Scan {
+    package struct Scan: Sendable {
+        /// The file's format version (0 when the header is damaged).
+        package var version: UInt32 = 0
         /// Payloads of the valid frames before the first invalid one.
-        var payloads: [Data] = []
+        package var payloads: [Data] = []
         /// The end of the last valid frame (the header's end when there is none).
-        var validEnd: Int
+        package var validEnd: Int
+        /// The highest offset the header or a valid frame claims was durable: every byte before it is.
+        package var provenDurable = 0
         /// Nil for a clean file or a torn tail (then `validEnd` < the file size).
-        var damage: Damage?
+        package var damage: Damage?
+    }
+
+    /// The layout of one format version.
+    struct Layout {
+        var version: UInt32
+        var headerSize: Int
+        var frameHeaderSize: Int
+
+        static let version1 = Layout(version: 1, headerSize: 16, frameHeaderSize: 12)
+        static let version2 = Layout(
+            version: 2, headerSize: AppendLog.headerSize, frameHeaderSize: AppendLog.frameHeaderSize)
     }
 
     /// Reads the header and the frames of a whole log file. Never traps, whatever the bytes.
-    static func scanLog(_ bytes: UnsafeRawBufferPointer) -> Scan {
-        guard bytes.count >= headerSize else {
+    package static func scanLog(_ bytes: UnsafeRawBufferPointer) -> Scan {
+        guard bytes.count >= Layout.version1.headerSize else {
             return Scan(validEnd: 0, damage: .header("the file is \(bytes.count) bytes, shorter than a header"))
         }
         guard bytes.prefix(headerMagic.count).elementsEqual(headerMagic) else {
             return Scan(validEnd: 0, damage: .header("the file does not start with FSYNCLOG"))
         }
-        let storedHeaderCRC = loadUInt32(bytes, at: 12)
-        guard storedHeaderCRC == CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<12])) else {
+        let version = loadUInt32(bytes, at: 8)
+        let layout: Layout
+        switch version {
+        case 1: layout = .version1
+        case 2: layout = .version2
+        default:
+            // An unknown version may lay its header out otherwise: it is a version we cannot read if its
+            // checksum matches where either known layout keeps it, and a damaged header if not.
+            let checksumMatches = [Layout.version1, .version2].contains { known in
+                bytes.count >= known.headerSize
+                    && loadUInt32(bytes, at: known.headerSize - 4)
+                        == CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<known.headerSize - 4]))
+            }
+            guard checksumMatches else {
+                return Scan(validEnd: 0, damage: .header("the header's checksum does not match"))
+            }
+            return Scan(validEnd: 0, damage: .version(version))
+        }
+        guard bytes.count >= layout.headerSize else {
+            return Scan(validEnd: 0, damage: .header("the file is \(bytes.count) bytes, shorter than a header"))
+        }
+        let checksummed = layout.headerSize - 4
+        guard
+            loadUInt32(bytes, at: checksummed)
+                == CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<checksummed]))
+        else {
             return Scan(validEnd: 0, damage: .header("the header's checksum does not match"))
         }
-        let version = loadUInt32(bytes, at: 8)
-        guard version == formatVersion else { return Scan(validEnd: 0, damage: .version(version)) }
+        // Everything before this offset was on stable storage before the file got its name.
+        let createdLength = layout.version >= 2 ? Int(clamping: loadUInt64(bytes, at: 12)) : 0
 
-        var scan = Scan(validEnd: headerSize)
-        var offset = headerSize
+        var scan = Scan(version: version, validEnd: layout.headerSize, provenDurable: createdLength)
+        var offset = layout.headerSize
         while offset < bytes.count {
-            switch checkFrame(bytes, at: offset) {
-            case .valid(let length):
-                let start = offset + frameHeaderSize
+            switch checkFrame(bytes, at: offset, layout: layout) {
+            case .valid(let length, let claim):
+                scan.provenDurable = max(scan.provenDurable, min(claim, offset))
+                let start = offset + layout.frameHeaderSize
                 scan.payloads.append(Data(UnsafeRawBufferPointer(rebasing: bytes[start..<start + length])))
                 offset = start + length
                 scan.validEnd = offset
             case .invalid(let reason):
-                if hasValidFrame(bytes, after: offset) {
-                    scan.damage = .frame(offset: offset, reason: reason)
+                let later = validFrames(bytes, after: offset, layout: layout)
+                let isDamage: Bool
+                if layout.version == 1 {
+                    isDamage = later.count > 0
+                } else {
+                    // Damage only if something claims these bytes were durable; otherwise they were the
+                    // unflushed tail, whatever landed after them.
+                    isDamage = offset < max(createdLength, later.highestClaim)
                 }
-                // Otherwise a torn tail: everything from `offset` on was never acknowledged.
+                if isDamage { scan.damage = .frame(offset: offset, reason: reason) }
                 return scan
             }
+        }
+        if scan.validEnd < createdLength {
+            scan.damage = .frame(
+                offset: scan.validEnd,
+                reason: "the file ends at byte \(scan.validEnd), before the \(createdLength) bytes it was created with")
         }
         return scan
     }
 
     enum FrameCheck: Equatable {
-        case valid(length: Int)
+        /// A frame with a payload of `length` bytes, which claims the file was durable before `syncedThrough`.
+        case valid(length: Int, syncedThrough: Int)
         case invalid(String)
     }
 
     /// Whether a valid frame starts at `offset`, and why not.
-    static func checkFrame(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> FrameCheck {
+    static func checkFrame(_ bytes: UnsafeRawBufferPointer, at offset: Int, layout: Layout = .version2) -> FrameCheck {
         let available = bytes.count - offset
-        guard available >= frameHeaderSize else {
+        guard available >= layout.frameHeaderSize else {
             return .invalid("an incomplete frame header of \(available) bytes")
         }
         guard loadUInt32(bytes, at: offset) == frameMagic else { return .invalid("no frame marker") }
@@ -199,42 +267,51 @@ extension AppendLog {
         guard length <= maxPayloadSize else {
             return .invalid("a frame length of \(length) bytes, over the limit")
         }
-        guard length <= available - frameHeaderSize else {
+        guard length <= available - layout.frameHeaderSize else {
             return .invalid("a frame length of \(length) bytes, past the end of the file")
         }
-        guard loadUInt32(bytes, at: offset + 8) == frameChecksum(bytes, at: offset, length: length) else {
+        let checksumOffset = offset + layout.frameHeaderSize - 4
+        let fields = UnsafeRawBufferPointer(rebasing: bytes[offset + 4..<checksumOffset])
+        let payload = UnsafeRawBufferPointer(
+            rebasing: bytes[offset + layout.frameHeaderSize..<offset + layout.frameHeaderSize + length])
+        guard loadUInt32(bytes, at: checksumOffset) == CRC32.checksum(payload, continuing: CRC32.checksum(fields))
+        else {
             return .invalid("a checksum mismatch")
         }
-        return .valid(length: length)
+        let syncedThrough = layout.version >= 2 ? Int(clamping: loadUInt64(bytes, at: offset + 8)) : 0
+        return .valid(length: length, syncedThrough: syncedThrough)
     }
 
-    /// True when a valid frame starts at any byte offset after `offset`.
-    static func hasValidFrame(_ bytes: UnsafeRawBufferPointer, after offset: Int) -> Bool {
+    /// The valid frames found at any byte offset after `offset`: how many, and the highest offset they claim
+    /// was durable.
+    static func validFrames(_ bytes: UnsafeRawBufferPointer, after offset: Int, layout: Layout = .version2)
+        -> (count: Int, highestClaim: Int)
+    {
+        var found = (count: 0, highestClaim: 0)
         var candidate = offset + 1
         let magic = frameMagic.littleEndian
-        while bytes.count - candidate >= frameHeaderSize {
+        while bytes.count - candidate >= layout.frameHeaderSize {
             // The marker test rejects almost every offset before the checksum is computed.
             if bytes.loadUnaligned(fromByteOffset: candidate, as: UInt32.self) == magic,
-                case .valid = checkFrame(bytes, at: candidate)
+                case .valid(let length, let claim) = checkFrame(bytes, at: candidate, layout: layout)
             {
-                return true
+                found.count += 1
+                // A frame can only know about bytes before itself.
+                found.highestClaim = max(found.highestClaim, min(claim, candidate))
+                candidate += layout.frameHeaderSize + length
+            } else {
+                candidate += 1
             }
-            candidate += 1
         }
-        return false
-    }
-
-    /// The CRC-32 of a frame's length field and payload.
-    private static func frameChecksum(_ bytes: UnsafeRawBufferPointer, at offset: Int, length: Int) -> UInt32 {
-        let lengthField = UnsafeRawBufferPointer(rebasing: bytes[offset + 4..<offset + 8])
-        let payload = UnsafeRawBufferPointer(
-            rebasing: bytes[offset + frameHeaderSize..<offset + frameHeaderSize + length]
-        )
-        return CRC32.checksum(payload, continuing: CRC32.checksum(lengthField))
+        return found
     }
 
     private static func loadUInt32(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt32 {
         UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    private static func loadUInt64(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt64 {
+        UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     // MARK: - File operations
@@ -244,46 +321,12 @@ extension AppendLog {
         at url: URL,
         payloads: [Data],
         durability: Durability,
-        writer: DurableFileWriter
+        fileSystem: FileSystem
     ) throws(FlatSyncError) -> AppendLog {
         let contents = encodeLog(payloads)
-        try writer.write(Data(contents), to: url, permissions: 0o600)
-        let fd = try openForAppending(url.path)
-        return AppendLog(url: url, durability: durability, descriptor: fd, fileSize: contents.count)
-    }
-
-    /// Reads the whole file behind `fd` from its start.
-    private static func readAll(_ fd: Int32, path: String) throws(FlatSyncError) -> [UInt8] {
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw FlatSyncError.syscall("fstat", errno: errno, path: path) }
-        let size = Int(info.st_size)
-        var failure: Int32 = 0
-        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            count = 0
-            while count < size {
-                let result = pread(fd, buffer.baseAddress! + count, size - count, off_t(count))
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                if result == 0 { return }  // The file shrank since fstat: read what is there.
-                count += result
-            }
-        }
-        if failure != 0 { throw FlatSyncError.syscall("read", errno: failure, path: path) }
-        return bytes
-    }
-
-    /// Cuts the file to `length` bytes and flushes the change.
-    private static func truncate(_ fd: Int32, to length: Int, path: String) throws(FlatSyncError) {
-        var result: Int32
-        repeat {
-            result = ftruncate(fd, off_t(length))
-        } while result != 0 && errno == EINTR
-        guard result == 0 else { throw FlatSyncError.syscall("ftruncate", errno: errno, path: path) }
-        guard DurableFileWriter.fullSync(fd) == 0 else {
-            throw FlatSyncError.syscall("fsync", errno: errno, path: path)
-        }
+        try DurableFileWriter(fileSystem: fileSystem).write(Data(contents), to: url, permissions: 0o600)
+        let fd = try openForAppending(url.path, fileSystem: fileSystem)
+        return AppendLog(
+            url: url, durability: durability, descriptor: fd, fileSize: contents.count, fileSystem: fileSystem)
     }
 }

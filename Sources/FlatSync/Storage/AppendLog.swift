@@ -11,17 +11,26 @@ import Synchronization
 
 /// A durable, append-only log of framed binary entries: the durability point of FlatSync's command queue.
 ///
-/// ## File format
+/// ## File format (version 2)
 ///
-/// A 16-byte header — the ASCII bytes `FSYNCLOG`, the format version (`UInt32`, little-endian, 1) and the
-/// CRC-32 of those 12 bytes — followed by frames:
+/// A 24-byte header — the ASCII bytes `FSYNCLOG`, the format version (`UInt32`, 2), the length of the
+/// file as it was created (`UInt64`: every byte before it was on stable storage before the file got its
+/// name) and the CRC-32 of those 20 bytes — followed by frames. Integers are little-endian.
 ///
 /// | bytes | content |
 /// |---|---|
-/// | 4 | ``frameMagic``, little-endian |
-/// | 4 | payload length, little-endian, at most ``maxPayloadSize`` |
-/// | 4 | CRC-32 of the 4 length bytes followed by the payload, little-endian |
+/// | 4 | ``frameMagic`` |
+/// | 4 | payload length, at most ``maxPayloadSize`` |
+/// | 8 | *synced through*: an offset every byte before which was on stable storage when the frame was appended |
+/// | 4 | CRC-32 of the length, the synced-through offset and the payload |
 /// | n | payload |
+///
+/// The synced-through offsets let recovery tell a torn tail from damage. A power loss in the middle of a
+/// group flush may leave any of that flush's sectors on disk and not others, so a valid frame can follow
+/// an invalid one; but no frame of that flush — nor of any earlier unflushed one — claims the damaged
+/// bytes were on stable storage. Damage below the highest claim (or below the header's length) hit bytes
+/// that were durable: that is real damage, and the file is quarantined. Version 1 (16-byte header,
+/// 12-byte frames without the offset) is still read, and rewritten as version 2 when opened.
 ///
 /// ## Durability
 ///
@@ -31,13 +40,16 @@ import Synchronization
 /// leader and writes and flushes everything buffered so far on its own thread, while waiters that arrive
 /// during that flush suspend and are covered by the next one.
 ///
-/// A failed write or flush is never retried (after a failed `fsync` the kernel may have dropped the dirty
-/// pages, so a second `fsync` could report success for lost data): it poisons the log, the waiters get the
-/// ``FlatSyncError/Code-swift.struct/ioFailed`` error and every later append throws
-/// ``FlatSyncError/Code-swift.struct/storeClosed``. Reopening the log recovers whatever reached the file.
+/// A failed write or flush is never retried. After a failed `fsync` the kernel may have dropped the dirty
+/// pages, so a second `fsync` could report success for lost data, and a later append that succeeds could
+/// leave a hole of lost bytes before it. So a failure poisons the file: its descriptor is closed, the
+/// waiters get the ``FlatSyncError/Code-swift.struct/ioFailed`` error and every later append throws
+/// ``FlatSyncError/Code-swift.struct/storeClosed`` — until ``rewrite(_:)`` replaces the file with a fresh
+/// one (a new inode, written and flushed in full), which is how the store recovers. Reopening the log
+/// recovers whatever reached the file.
 ///
-/// Open it with ``open(at:durability:now:)``, which also recovers from torn tails and damage; only one
-/// opener may use a file at a time (the caller holds the directory's lock).
+/// Every file-system call goes through the ``FileSystem`` given to ``open(at:durability:now:fileSystem:)``.
+/// Only one opener may use a file at a time (the caller holds the directory's lock).
 package final class AppendLog: Sendable {
     /// Identifies everything appended up to and including one ``AppendLog/append(_:)`` call; pass it to
     /// ``AppendLog/waitUntilDurable(_:)``. Later appends have greater tickets.
@@ -52,21 +64,16 @@ package final class AppendLog: Sendable {
         package var description: String { "Ticket(\(sequence))" }
     }
 
-    /// A failure to inject in tests, as the `errno` the system call would have returned. `.write` and
-    /// `.sync` fail the next write or flush of appended entries; any step also fails the next
-    /// ``AppendLog/rewrite(_:)`` at that step of its durable replacement. It fires once.
-    package typealias InjectedFailure = (step: DurableFileWriter.Step, errno: Int32)
-
     /// The first 8 bytes of every log file.
     package static let headerMagic: [UInt8] = Array("FSYNCLOG".utf8)
-    /// The format version this code writes and reads.
-    package static let formatVersion: UInt32 = 1
+    /// The format version this code writes.
+    package static let formatVersion: UInt32 = 2
     /// Bytes in the file header.
-    package static let headerSize = 16
+    package static let headerSize = 24
     /// The marker at the start of every frame (the bytes `B9 79 37 9E` on disk).
     package static let frameMagic: UInt32 = 0x9E37_79B9
-    /// Bytes in a frame before its payload: marker, length, checksum.
-    package static let frameHeaderSize = 12
+    /// Bytes in a frame before its payload: marker, length, synced-through offset, checksum.
+    package static let frameHeaderSize = 20
     /// The largest payload a frame may carry: 512 MiB.
     package static let maxPayloadSize = 512 << 20
 
@@ -76,6 +83,8 @@ package final class AppendLog: Sendable {
     package let path: String
     /// What a durable entry has survived; fixed when the log is opened.
     package let durability: Durability
+    /// Where the file-system calls go.
+    package let fileSystem: FileSystem
 
     /// Everything that changes. Never held while waiting for the disk, except by ``rewrite(_:)`` and by
     /// ``append(_:)`` in buffered mode, whose `write(2)` must happen in ticket order.
@@ -84,11 +93,16 @@ package final class AppendLog: Sendable {
     /// file, so that those never race a leader's flush. Lock order: `io`, then `state`.
     private let io = Mutex(())
 
-    init(url: URL, durability: Durability, descriptor: Int32, fileSize: Int) {
+    /// A log appending to `descriptor`, a file of `fileSize` bytes, all durable before `syncedThrough`.
+    init(
+        url: URL, durability: Durability, descriptor: Int32, fileSize: Int, syncedThrough: Int? = nil,
+        fileSystem: FileSystem
+    ) {
         self.url = url
         self.path = url.path
         self.durability = durability
-        self.state = Mutex(State(descriptor: descriptor, fileSize: fileSize))
+        self.fileSystem = fileSystem
+        self.state = Mutex(State(descriptor: descriptor, fileSize: fileSize, syncedThrough: syncedThrough ?? fileSize))
     }
 
     deinit {
@@ -116,11 +130,12 @@ package final class AppendLog: Sendable {
             )
         }
         let path = self.path
+        let fileSystem = self.fileSystem
         switch durability {
         case .fsync:
             return try state.withLock { (s: inout State) throws(FlatSyncError) -> Ticket in
                 try s.checkAcceptingWrites(path: path)
-                for payload in payloads { Self.appendFrame(payload, to: &s.pending) }
+                for payload in payloads { Self.appendFrame(payload, syncedThrough: s.syncedThrough, to: &s.pending) }
                 s.appended += UInt64(payloads.count)
                 return Ticket(sequence: s.appended)
             }
@@ -129,19 +144,19 @@ package final class AppendLog: Sendable {
                 try s.checkAcceptingWrites(path: path)
                 guard !payloads.isEmpty else { return Ticket(sequence: s.appended) }
                 // In buffered mode `pending` is only a scratch buffer, empty between calls.
-                for payload in payloads { Self.appendFrame(payload, to: &s.pending) }
+                for payload in payloads { Self.appendFrame(payload, syncedThrough: s.syncedThrough, to: &s.pending) }
                 let fd = s.descriptor
                 let count = s.pending.count
                 var failure: FlatSyncError?
-                if let injected = s.takeInjectedFailure(where: { $0 == .write }) {
-                    failure = .syscall("write", errno: injected.errno, path: path)
-                } else if !s.pending.withUnsafeBytes({ DurableFileWriter.writeAll(fd, $0) }) {
-                    failure = .syscall("write", errno: errno, path: path)
+                do throws(FlatSyncError) {
+                    try fileSystem.writeAll(fd, s.pending, path: path)
+                } catch {
+                    failure = error
                 }
                 State.recycle(&s.pending)
                 if let failure {
                     // Part of the frames may be in the file: a torn tail that the next open drops.
-                    s.failure = failure
+                    s.poison(failure, fileSystem: fileSystem)
                     throw failure
                 }
                 s.fileSize += count
@@ -172,6 +187,43 @@ package final class AppendLog: Sendable {
         }
     #endif
 
+    /// Returns when every entry up to `ticket` is on stable storage, whatever the log's ``durability``: in
+    /// fsync mode that is ``waitUntilDurable(_:)``; in buffered mode it flushes the file once. A snapshot
+    /// calls it before it is written, so that it never holds a change whose entry a power loss could take.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the flush failed (which poisons the log).
+    #if compiler(>=6.2)
+        @concurrent
+        package func waitUntilFlushed(_ ticket: Ticket) async throws(FlatSyncError) {
+            try await flushForSnapshot(ticket)
+        }
+    #else
+        package func waitUntilFlushed(_ ticket: Ticket) async throws(FlatSyncError) {
+            try await flushForSnapshot(ticket)
+        }
+    #endif
+
+    private func flushForSnapshot(_ ticket: Ticket) async throws(FlatSyncError) {
+        guard durability == .buffered else { return try await waitForFlush(ticket) }
+        let path = self.path
+        let fileSystem = self.fileSystem
+        // Under `io`, so that no rewrite or close swaps the file meanwhile; appends go on writing.
+        let failure = io.withLock { _ -> FlatSyncError? in
+            let (descriptor, end, failure) = state.withLock { ($0.descriptor, $0.fileSize, $0.failure) }
+            if let failure { return failure }
+            if descriptor < 0 { return FlatSyncError(.storeClosed, "The log is closed; reopen the store.", path: path) }
+            do throws(FlatSyncError) {
+                try fileSystem.sync(descriptor, path: path)
+            } catch {
+                state.withLock { $0.poison(error, fileSystem: fileSystem) }
+                return error
+            }
+            state.withLock { $0.syncedThrough = max($0.syncedThrough, end) }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
     private func waitForFlush(_ ticket: Ticket) async throws(FlatSyncError) {
         guard durability == .fsync else { return }
         let sequence = ticket.sequence
@@ -199,6 +251,7 @@ package final class AppendLog: Sendable {
     /// the first waiter it did not cover (if any). Only one leader runs at a time (`State.flushing`).
     private func flushAsLeader() throws(FlatSyncError) {
         let path = self.path
+        let fileSystem = self.fileSystem
         let (resumptions, failure) = io.withLock { _ -> ([Resumption], FlatSyncError?) in
             let job = state.withLock { (s: inout State) -> FlushJob? in
                 if s.failure != nil { return nil }
@@ -207,13 +260,13 @@ package final class AppendLog: Sendable {
             var failure: FlatSyncError?
             var through: UInt64?
             if var job {
-                failure = Self.writeAndSync(job.descriptor, job.bytes, injected: job.injected, path: path)
+                failure = Self.writeAndSync(job.descriptor, job.bytes, fileSystem: fileSystem, path: path)
                 if failure == nil { through = job.through }
                 job.bytes.removeAll(keepingCapacity: true)
                 let buffer = job.bytes
                 return state.withLock { (s: inout State) in
                     s.spare = buffer
-                    s.recordFlush(through: through, failure: failure)
+                    s.recordFlush(through: through, endingAt: job.end, failure: failure, fileSystem: fileSystem)
                     s.flushing = false
                     return (s.settleWaiters(), s.failure)
                 }
@@ -238,7 +291,10 @@ package final class AppendLog: Sendable {
     /// far counts as durable afterwards. Appends that run concurrently wait for the swap and land in the
     /// new file; a running flush is allowed to finish first.
     ///
-    /// - Throws: ``FlatSyncError/Code-swift.struct/storeClosed`` after ``close()`` or an I/O failure;
+    /// This is also how a log poisoned by an I/O failure recovers: the fresh file shares nothing with the
+    /// one whose flush failed, so no byte of it depends on pages the kernel may have dropped.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/storeClosed`` after ``close()``;
     ///   ``FlatSyncError/Code-swift.struct/ioFailed`` when the replacement fails, which poisons the log.
     package func rewrite(_ payloads: [Data]) throws(FlatSyncError) {
         for payload in payloads where payload.count > Self.maxPayloadSize {
@@ -251,26 +307,26 @@ package final class AppendLog: Sendable {
         let contents = Data(Self.encodeLog(payloads))
         let url = self.url
         let path = self.path
+        let fileSystem = self.fileSystem
         let (resumptions, failure) = io.withLock { _ -> ([Resumption], FlatSyncError?) in
             state.withLock { (s: inout State) -> ([Resumption], FlatSyncError?) in
-                do throws(FlatSyncError) {
-                    try s.checkAcceptingWrites(path: path)
-                } catch {
-                    return ([], error)
+                if s.closed {
+                    return ([], FlatSyncError(.storeClosed, "The log is closed; reopen the store.", path: path))
                 }
-                let writer = DurableFileWriter(injectedFailure: s.takeInjectedFailure(where: { _ in true }))
                 do throws(FlatSyncError) {
-                    try writer.write(contents, to: url)
-                    let descriptor = try Self.openForAppending(path)
-                    closeDescriptor(s.descriptor)
+                    try DurableFileWriter(fileSystem: fileSystem).write(contents, to: url)
+                    let descriptor = try Self.openForAppending(path, fileSystem: fileSystem)
+                    if s.descriptor >= 0 { fileSystem.close(s.descriptor) }
                     s.descriptor = descriptor
                 } catch {
                     // The path may already hold the new file while the descriptor still points at the old
                     // one: stop writing rather than guess.
-                    s.recordFlush(through: nil, failure: error)
+                    s.poison(error, fileSystem: fileSystem)
                     return (s.settleWaiters(), error)
                 }
+                s.failure = nil
                 s.fileSize = contents.count
+                s.syncedThrough = contents.count
                 s.pending = []
                 s.durable = s.appended
                 return (s.settleWaiters(), nil)
@@ -287,6 +343,7 @@ package final class AppendLog: Sendable {
     /// acknowledged.
     package func close() {
         let path = self.path
+        let fileSystem = self.fileSystem
         let resumptions = io.withLock { _ -> [Resumption] in
             let job = state.withLock { (s: inout State) -> FlushJob? in
                 guard !s.closed else { return nil }
@@ -294,13 +351,16 @@ package final class AppendLog: Sendable {
                 guard s.failure == nil, !s.pending.isEmpty else { return nil }
                 return s.takePendingForFlush()
             }
-            let failure = job.flatMap { Self.writeAndSync($0.descriptor, $0.bytes, injected: $0.injected, path: path) }
+            let failure = job.flatMap {
+                Self.writeAndSync($0.descriptor, $0.bytes, fileSystem: fileSystem, path: path)
+            }
             return state.withLock { (s: inout State) -> [Resumption] in
+                s.recordFlush(
+                    through: job?.through, endingAt: job?.end ?? 0, failure: failure, fileSystem: fileSystem)
                 if s.descriptor >= 0 {
-                    closeDescriptor(s.descriptor)
+                    fileSystem.close(s.descriptor)
                     s.descriptor = -1
                 }
-                s.recordFlush(through: job?.through, failure: failure)
                 return s.settleWaiters()
             }
         }
@@ -320,38 +380,52 @@ package final class AppendLog: Sendable {
         state.withLock { $0.flushCount }
     }
 
-    /// A failure to inject into the next write, flush or rewrite step; see ``InjectedFailure``.
-    package var injectedFailure: InjectedFailure? {
-        get { state.withLock { $0.injectedFailure } }
-        set { state.withLock { $0.injectedFailure = newValue } }
+    /// The I/O failure that poisoned the log, until ``rewrite(_:)`` replaces the file; nil while it works.
+    package var failure: FlatSyncError? {
+        state.withLock { $0.failure }
     }
 
     // MARK: - Encoding
 
-    /// The 16-byte file header for `version`.
-    package static func encodedHeader(version: UInt32 = formatVersion) -> [UInt8] {
+    /// The file header: `version` and the length of the file being created (`durableLength`).
+    package static func encodedHeader(version: UInt32 = formatVersion, durableLength: Int = headerSize) -> [UInt8] {
         var header = headerMagic
         withUnsafeBytes(of: version.littleEndian) { header.append(contentsOf: $0) }
+        if version >= 2 {
+            withUnsafeBytes(of: UInt64(durableLength).littleEndian) { header.append(contentsOf: $0) }
+        }
         let crc = header.withUnsafeBytes { CRC32.checksum($0) }
         withUnsafeBytes(of: crc.littleEndian) { header.append(contentsOf: $0) }
         return header
     }
 
-    /// A whole log file holding `payloads`.
+    /// A whole log file holding `payloads`, as ``rewrite(_:)`` and creation write it: the header claims the
+    /// whole length (the file is flushed before it gets its name), the frames claim nothing.
     package static func encodeLog(_ payloads: [Data]) -> [UInt8] {
-        var bytes = encodedHeader()
-        bytes.reserveCapacity(payloads.reduce(headerSize) { $0 + frameHeaderSize + $1.count })
-        for payload in payloads { appendFrame(payload, to: &bytes) }
+        let length = payloads.reduce(headerSize) { $0 + frameHeaderSize + $1.count }
+        var bytes = encodedHeader(durableLength: length)
+        bytes.reserveCapacity(length)
+        for payload in payloads { appendFrame(payload, syncedThrough: 0, to: &bytes) }
         return bytes
     }
 
-    /// Appends one frame holding `payload` to `buffer`.
+    /// Appends one frame holding `payload` to `buffer`; `syncedThrough` is an offset before which every
+    /// byte of the file is on stable storage.
     @inline(__always)
-    package static func appendFrame(_ payload: Data, to buffer: inout [UInt8]) {
-        let length = UInt32(truncatingIfNeeded: payload.count).littleEndian
+    package static func appendFrame(_ payload: Data, syncedThrough: Int, to buffer: inout [UInt8]) {
+        let synced = UInt64(syncedThrough)
+        // Length and offset as three 32-bit words: a tuple of them has no padding, so its bytes are the
+        // 12 bytes on disk.
+        let fields = (
+            UInt32(truncatingIfNeeded: payload.count).littleEndian,
+            UInt32(truncatingIfNeeded: synced).littleEndian,
+            UInt32(truncatingIfNeeded: synced >> 32).littleEndian
+        )
         payload.withUnsafeBytes { (body: UnsafeRawBufferPointer) in
-            let crc = withUnsafeBytes(of: length) { CRC32.checksum(body, continuing: CRC32.checksum($0)) }
-            withUnsafeBytes(of: (frameMagic.littleEndian, length, crc.littleEndian)) { buffer.append(contentsOf: $0) }
+            let crc = withUnsafeBytes(of: fields) { CRC32.checksum(body, continuing: CRC32.checksum($0)) }
+            withUnsafeBytes(of: (frameMagic.littleEndian, fields.0, fields.1, fields.2, crc.littleEndian)) {
+                buffer.append(contentsOf: $0)
+            }
             buffer.append(contentsOf: body)
         }
     }
@@ -359,29 +433,21 @@ package final class AppendLog: Sendable {
     // MARK: - System calls
 
     /// Opens an existing log for reading and appending.
-    static func openForAppending(_ path: String) throws(FlatSyncError) -> Int32 {
-        var fd: Int32
-        repeat {
-            fd = openDescriptor(path, O_RDWR | O_APPEND | O_CLOEXEC)
-        } while fd < 0 && errno == EINTR
-        guard fd >= 0 else { throw FlatSyncError.syscall("open", errno: errno, path: path) }
-        return fd
+    static func openForAppending(_ path: String, fileSystem: FileSystem) throws(FlatSyncError) -> Int32 {
+        try fileSystem.open(path, flags: O_RDWR | O_APPEND | O_CLOEXEC)
     }
 
-    /// Writes `bytes` and flushes them, or fails with the injected failure. Never retries a flush.
-    private static func writeAndSync(
-        _ fd: Int32,
-        _ bytes: [UInt8],
-        injected: InjectedFailure?,
-        path: String
-    ) -> FlatSyncError? {
-        if let injected, injected.step == .write { return .syscall("write", errno: injected.errno, path: path) }
-        if !bytes.withUnsafeBytes({ DurableFileWriter.writeAll(fd, $0) }) {
-            return .syscall("write", errno: errno, path: path)
+    /// Writes `bytes` and flushes them. Never retries a flush.
+    private static func writeAndSync(_ fd: Int32, _ bytes: [UInt8], fileSystem: FileSystem, path: String)
+        -> FlatSyncError?
+    {
+        do throws(FlatSyncError) {
+            try fileSystem.writeAll(fd, bytes, path: path)
+            try fileSystem.sync(fd, path: path)
+            return nil
+        } catch {
+            return error
         }
-        if let injected, injected.step == .sync { return .syscall("fsync", errno: injected.errno, path: path) }
-        if DurableFileWriter.fullSync(fd) != 0 { return .syscall("fsync", errno: errno, path: path) }
-        return nil
     }
 
     private static func resume(_ resumptions: [Resumption]) {
@@ -415,7 +481,8 @@ extension AppendLog {
         var bytes: [UInt8]
         /// The sequence of the last entry in `bytes`.
         var through: UInt64
-        var injected: InjectedFailure?
+        /// The file's size once `bytes` are written.
+        var end: Int
     }
 
     fileprivate struct State: Sendable {
@@ -423,6 +490,8 @@ extension AppendLog {
         var descriptor: Int32
         /// Bytes in the file, counting bytes a leader is writing now.
         var fileSize: Int
+        /// Every byte of the file before this offset is on stable storage: what new frames claim.
+        var syncedThrough: Int
         /// Fsync mode: frames appended but not yet handed to a leader. Buffered mode: a scratch buffer.
         var pending: [UInt8] = []
         /// An empty buffer with capacity, swapped in for `pending` when a leader takes it.
@@ -439,23 +508,23 @@ extension AppendLog {
         /// The I/O failure that poisoned the log.
         var failure: FlatSyncError?
         var flushCount = 0
-        var injectedFailure: InjectedFailure?
 
-        init(descriptor: Int32, fileSize: Int) {
+        init(descriptor: Int32, fileSize: Int, syncedThrough: Int) {
             self.descriptor = descriptor
             self.fileSize = fileSize
+            self.syncedThrough = syncedThrough
         }
 
         func checkAcceptingWrites(path: String) throws(FlatSyncError) {
+            if closed { throw FlatSyncError(.storeClosed, "The log is closed; reopen the store.", path: path) }
             if let failure {
                 throw FlatSyncError(
                     .storeClosed,
-                    "The log stopped accepting writes after an I/O failure; reopen the store.",
+                    "The log stopped accepting writes after an I/O failure; rewrite it or reopen the store.",
                     cause: failure,
                     path: path
                 )
             }
-            if closed { throw FlatSyncError(.storeClosed, "The log is closed; reopen the store.", path: path) }
         }
 
         /// What a waiter for `sequence` does now, or nil to suspend.
@@ -480,22 +549,30 @@ extension AppendLog {
             swap(&bytes, &pending)
             spare = []
             fileSize += bytes.count
-            return FlushJob(
-                descriptor: descriptor,
-                bytes: bytes,
-                through: appended,
-                injected: takeInjectedFailure(where: { $0 == .write || $0 == .sync })
-            )
+            return FlushJob(descriptor: descriptor, bytes: bytes, through: appended, end: fileSize)
         }
 
         /// Records the outcome of a flush: `through` is the sequence it made durable (nil when it flushed
-        /// nothing), `failure` poisons the log.
-        mutating func recordFlush(through: UInt64?, failure: FlatSyncError?) {
+        /// nothing) and `end` the file size it made durable; `failure` poisons the log.
+        mutating func recordFlush(through: UInt64?, endingAt end: Int, failure: FlatSyncError?, fileSystem: FileSystem)
+        {
             if let failure {
-                if self.failure == nil { self.failure = failure }
+                poison(failure, fileSystem: fileSystem)
             } else if let through {
                 durable = max(durable, through)
+                syncedThrough = max(syncedThrough, end)
                 flushCount += 1
+            }
+        }
+
+        /// Stops using the file after an I/O failure: its unflushed bytes may never reach the disk, and a
+        /// later flush of the same file could report success without them. The descriptor is closed, so
+        /// nothing can flush it again; ``AppendLog/rewrite(_:)`` starts a fresh file.
+        mutating func poison(_ error: FlatSyncError, fileSystem: FileSystem) {
+            if failure == nil { failure = error }
+            if descriptor >= 0 {
+                fileSystem.close(descriptor)
+                descriptor = -1
             }
         }
 
@@ -527,12 +604,6 @@ extension AppendLog {
             return resumptions
         }
 
-        mutating func takeInjectedFailure(where matches: (DurableFileWriter.Step) -> Bool) -> InjectedFailure? {
-            guard let injected = injectedFailure, matches(injected.step) else { return nil }
-            injectedFailure = nil
-            return injected
-        }
-
         /// Empties a buffer, keeping its storage unless it grew large (a big batch should not pin memory).
         static func recycle(_ buffer: inout [UInt8]) {
             if buffer.capacity > 1 << 20 {
@@ -542,14 +613,4 @@ extension AppendLog {
             }
         }
     }
-}
-
-/// `close(2)`, under a name that `AppendLog.close()` does not shadow.
-func closeDescriptor(_ fd: Int32) {
-    _ = close(fd)
-}
-
-/// `open(2)` without creation, under a name that `AppendLog.open(at:durability:now:)` does not shadow.
-func openDescriptor(_ path: String, _ flags: Int32) -> Int32 {
-    open(path, flags)
 }

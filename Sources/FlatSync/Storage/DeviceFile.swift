@@ -1,8 +1,16 @@
 import Foundation
 
 /// `device.plist`: the device's identity and the sync engine's bookkeeping for the directory.
+///
+/// A binary property list holding a format version and a CRC-32 of every other field, so that damage is
+/// noticed (and the file quarantined) instead of being read as a garbled device ID or change token.
+/// Version 1 files, written before the checksum, are still read.
+///
+/// The device ID also lives in ``DeviceIdentityFile`` (`device-id.plist`), written once when the ID is
+/// made: a damaged `device.plist` then never changes the device's identity.
 package struct DeviceFile: Codable, Sendable, Equatable {
-    package static let currentFormatVersion = 1
+    package static let currentFormatVersion = 2
+    package static let fileName = "device.plist"
 
     package var formatVersion = DeviceFile.currentFormatVersion
     /// Identifies this device in history items (`deviceID`).
@@ -15,32 +23,119 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     package var preparedZones: [String] = []
     /// Zones whose local data must be uploaded to a zone created fresh on the server.
     package var zonesToSeed: [String] = []
+    /// The CRC-32 of the fields above; absent in version 1.
+    package var checksum: UInt32?
 
     package init(deviceID: String) {
         self.deviceID = deviceID
     }
 
+    /// The CRC-32 of every field but the checksum.
+    private func computedChecksum() -> UInt32 {
+        var writer = BinaryWriter()
+        writer.write(varint: UInt64(formatVersion))
+        writer.write(deviceID)
+        writer.write(account as String?)
+        writer.write(UInt8(databaseChangeToken == nil ? 0 : 1))
+        if let databaseChangeToken { writer.write(databaseChangeToken) }
+        writer.write(varint: UInt64(preparedZones.count))
+        for zone in preparedZones { writer.write(zone) }
+        writer.write(varint: UInt64(zonesToSeed.count))
+        for zone in zonesToSeed { writer.write(zone) }
+        return CRC32.checksum(writer.data)
+    }
+
+    /// Decodes and checks a device file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
+    /// ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion``.
     package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> DeviceFile {
         struct VersionProbe: Decodable { var formatVersion: Int }
         let decoder = PropertyListDecoder()
+        let version: Int
         do {
-            let version = try decoder.decode(VersionProbe.self, from: data).formatVersion
-            guard version == currentFormatVersion else {
-                throw FlatSyncError(
-                    .unsupportedFormatVersion,
-                    "device.plist has format version \(version); this FlatSync reads \(currentFormatVersion).",
-                    path: path
-                )
-            }
-            return try decoder.decode(DeviceFile.self, from: data)
-        } catch let error as FlatSyncError {
-            throw error
+            try BinaryPropertyList.validate(data)
+            version = try decoder.decode(VersionProbe.self, from: data).formatVersion
         } catch {
             throw FlatSyncError(.damagedFile, "device.plist is not readable.", cause: error, path: path)
         }
+        guard version == 1 || version == currentFormatVersion else {
+            throw FlatSyncError(
+                .unsupportedFormatVersion,
+                "device.plist has format version \(version); this FlatSync reads versions 1 and \(currentFormatVersion).",
+                path: path
+            )
+        }
+        let file: DeviceFile
+        do {
+            file = try decoder.decode(DeviceFile.self, from: data)
+        } catch {
+            throw FlatSyncError(.damagedFile, "device.plist's structure is damaged.", cause: error, path: path)
+        }
+        if version >= 2 {
+            guard let checksum = file.checksum, checksum == file.computedChecksum() else {
+                throw FlatSyncError(.damagedFile, "device.plist's checksum does not match its contents.", path: path)
+            }
+        }
+        return file
+    }
+
+    /// The file's bytes, in the current format with its checksum.
+    package func encoded() throws(FlatSyncError) -> Data {
+        var file = self
+        file.formatVersion = Self.currentFormatVersion
+        file.checksum = file.computedChecksum()
+        return try BinaryPropertyList.encode(file, what: "device.plist")
+    }
+
+    /// The same bookkeeping, compared without the format version and checksum.
+    package static func == (lhs: DeviceFile, rhs: DeviceFile) -> Bool {
+        lhs.deviceID == rhs.deviceID && lhs.account == rhs.account
+            && lhs.databaseChangeToken == rhs.databaseChangeToken && lhs.preparedZones == rhs.preparedZones
+            && lhs.zonesToSeed == rhs.zonesToSeed
+    }
+}
+
+/// `device-id.plist`: a second, durable copy of the device ID, written when the ID is made (or changed)
+/// and never otherwise, so that it survives damage to `device.plist`, which is rewritten after every sync.
+///
+/// A binary property list of the format version, the ID and the CRC-32 of the ID's UTF-8 bytes.
+package struct DeviceIdentityFile: Codable, Sendable, Equatable {
+    package static let currentFormatVersion = 1
+    package static let fileName = "device-id.plist"
+
+    package var formatVersion = DeviceIdentityFile.currentFormatVersion
+    package var deviceID: String
+    package var checksum: UInt32
+
+    package init(deviceID: String) {
+        self.deviceID = deviceID
+        self.checksum = CRC32.checksum(Data(deviceID.utf8))
+    }
+
+    /// Decodes and checks the file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
+    /// ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion``.
+    package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> DeviceIdentityFile {
+        let file: DeviceIdentityFile
+        do {
+            try BinaryPropertyList.validate(data)
+            file = try PropertyListDecoder().decode(DeviceIdentityFile.self, from: data)
+        } catch {
+            throw FlatSyncError(.damagedFile, "device-id.plist is not readable.", cause: error, path: path)
+        }
+        guard file.formatVersion == currentFormatVersion else {
+            throw FlatSyncError(
+                .unsupportedFormatVersion,
+                "device-id.plist has format version \(file.formatVersion); this FlatSync reads version "
+                    + "\(currentFormatVersion).",
+                path: path
+            )
+        }
+        guard file.checksum == CRC32.checksum(Data(file.deviceID.utf8)), !file.deviceID.isEmpty else {
+            throw FlatSyncError(.damagedFile, "device-id.plist's checksum does not match its contents.", path: path)
+        }
+        return file
     }
 
     package func encoded() throws(FlatSyncError) -> Data {
-        try BinaryPropertyList.encode(self, what: "device.plist")
+        try BinaryPropertyList.encode(self, what: "device-id.plist")
     }
 }

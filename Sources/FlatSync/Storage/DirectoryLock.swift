@@ -17,10 +17,12 @@ import Synchronization
 package final class DirectoryLock: Sendable {
     /// The lock file's path.
     package let path: String
+    private let fileSystem: FileSystem
     private let descriptor: Mutex<Int32?>
 
-    private init(path: String, fd: Int32) {
+    private init(path: String, fd: Int32, fileSystem: FileSystem) {
         self.path = path
+        self.fileSystem = fileSystem
         self.descriptor = Mutex(fd)
     }
 
@@ -32,31 +34,25 @@ package final class DirectoryLock: Sendable {
     package static func acquire(
         in directory: URL,
         name: String = "lock",
-        blocking: Bool = false
+        blocking: Bool = false,
+        fileSystem: FileSystem = .posix
     ) throws(FlatSyncError) -> DirectoryLock {
         let path = directory.appendingPathComponent(name).path
-        var fd: Int32
-        repeat {
-            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        } while fd < 0 && errno == EINTR
-        guard fd >= 0 else { throw FlatSyncError.syscall("open", errno: errno, path: path) }
-        var result: Int32
-        repeat {
-            result = flock(fd, blocking ? LOCK_EX : LOCK_EX | LOCK_NB)
-        } while result != 0 && errno == EINTR
-        if result != 0 {
-            let code = errno
-            close(fd)
-            if code == EWOULDBLOCK {
+        let fd = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_CLOEXEC, permissions: 0o600)
+        do {
+            try fileSystem.lock(fd, blocking: blocking, path: path)
+        } catch {
+            fileSystem.close(fd)
+            if (error.cause as? POSIXError)?.code == .EWOULDBLOCK {
                 throw FlatSyncError(
                     .storeLocked,
                     "The directory is in use by another process or another open store; close that one first.",
                     path: directory.path
                 )
             }
-            throw FlatSyncError.syscall("flock", errno: code, path: path)
+            throw error
         }
-        return DirectoryLock(path: path, fd: fd)
+        return DirectoryLock(path: path, fd: fd, fileSystem: fileSystem)
     }
 
     /// True until ``release()`` runs.
@@ -68,8 +64,8 @@ package final class DirectoryLock: Sendable {
     package func release() {
         descriptor.withLock { fd in
             guard let open = fd else { return }
-            flock(open, LOCK_UN)
-            close(open)
+            fileSystem.unlock(open)
+            fileSystem.close(open)
             fd = nil
         }
     }

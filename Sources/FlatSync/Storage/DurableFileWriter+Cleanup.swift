@@ -1,13 +1,5 @@
 import Foundation
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 extension DurableFileWriter {
     /// Deletes the temporary files a writer left in `directory` when it was killed mid-write (names that
     /// start with ``temporaryPrefix``), and returns how many it deleted.
@@ -16,12 +8,7 @@ extension DurableFileWriter {
     /// over its destination. Call this only while holding the directory's lock, so that no live writer in
     /// another process is using the files.
     @discardableResult
-    package static func removeLeftoverTemporaryFiles(in directory: URL) -> Int {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return 0 }
-        var removed = 0
-        for name in names where name.hasPrefix(temporaryPrefix) {
-            if unlink(directory.appendingPathComponent(name).path) == 0 { removed += 1 }
-        }
-        return removed
+    package static func removeLeftoverTemporaryFiles(in directory: URL, fileSystem: FileSystem = .posix) -> Int {
+        fileSystem.removeFiles(in: directory.path, withPrefix: temporaryPrefix)
     }
 }

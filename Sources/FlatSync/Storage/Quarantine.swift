@@ -24,20 +24,18 @@ package enum Quarantine {
     /// - Returns: the file's new location.
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the rename or the directory flush fails.
     @discardableResult
-    package static func moveAside(_ url: URL, now: Date = Date()) throws(FlatSyncError) -> URL {
-        let destination = freeName(for: url, now: now)
-        var result: Int32
-        repeat {
-            result = rename(url.path, destination.path)
-        } while result != 0 && errno == EINTR
-        guard result == 0 else { throw FlatSyncError.syscall("rename", errno: errno, path: url.path) }
-        try DurableFileWriter().syncDirectory(url.deletingLastPathComponent())
+    package static func moveAside(_ url: URL, now: Date = Date(), fileSystem: FileSystem = .posix)
+        throws(FlatSyncError) -> URL
+    {
+        let destination = freeName(for: url, now: now, fileSystem: fileSystem)
+        try fileSystem.rename(url.path, to: destination.path)
+        try fileSystem.syncDirectory(url.deletingLastPathComponent().path)
         return destination
     }
 
     /// Gives the file at `url` a second, durable name `<name>.corrupt-<timestamp>` and leaves it where it is.
     ///
-    /// Use this instead of ``moveAside(_:now:)`` when a repaired file is about to replace the damaged one
+    /// Use this instead of ``moveAside(_:now:fileSystem:)`` when a repaired file is about to replace the damaged one
     /// atomically: the original name then always holds a file, the damaged one or its repair, so a crash
     /// in between never opens an empty store. The copy is a hard link (the same bytes, no copying); where
     /// the file system has no hard links it is a durable copy.
@@ -45,30 +43,32 @@ package enum Quarantine {
     /// - Returns: the copy's location.
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when neither a link nor a copy can be made.
     @discardableResult
-    package static func keepCopy(of url: URL, now: Date = Date()) throws(FlatSyncError) -> URL {
-        let destination = freeName(for: url, now: now)
-        if link(url.path, destination.path) == 0 {
-            try DurableFileWriter().syncDirectory(url.deletingLastPathComponent())
+    package static func keepCopy(of url: URL, now: Date = Date(), fileSystem: FileSystem = .posix)
+        throws(FlatSyncError) -> URL
+    {
+        let destination = freeName(for: url, now: now, fileSystem: fileSystem)
+        do {
+            try fileSystem.link(url.path, to: destination.path)
+        } catch {
+            // No hard links here (or the link failed): fall back to a durable copy.
+            if !fileSystem.exists(url.path) { throw error }
+            guard let data = try fileSystem.readFile(url.path) else {
+                throw FlatSyncError(.ioFailed, "The damaged file vanished before a copy could be kept.", path: url.path)
+            }
+            try DurableFileWriter(fileSystem: fileSystem).write(data, to: destination)
             return destination
         }
-        let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            throw FlatSyncError(
-                .ioFailed, "The damaged file could not be read to keep a copy.", cause: error, path: url.path)
-        }
-        try DurableFileWriter().write(data, to: destination)
+        try fileSystem.syncDirectory(url.deletingLastPathComponent().path)
         return destination
     }
 
     /// `<name>.corrupt-<timestamp>` next to `url`, with `-2`, `-3`… appended while that name is taken.
-    private static func freeName(for url: URL, now: Date) -> URL {
+    private static func freeName(for url: URL, now: Date, fileSystem: FileSystem) -> URL {
         let directory = url.deletingLastPathComponent()
         let base = url.lastPathComponent + marker + timestamp(now)
         var destination = directory.appendingPathComponent(base)
         var suffix = 1
-        while exists(destination.path) {
+        while fileSystem.exists(destination.path) {
             suffix += 1
             destination = directory.appendingPathComponent("\(base)-\(suffix)")
         }
@@ -104,11 +104,5 @@ package enum Quarantine {
         }
         return pad(parts.tm_year + 1900, 4) + pad(parts.tm_mon + 1, 2) + pad(parts.tm_mday, 2) + "T"
             + pad(parts.tm_hour, 2) + pad(parts.tm_min, 2) + pad(parts.tm_sec, 2) + "Z"
-    }
-
-    /// True when anything, even a dangling symbolic link, has this path.
-    private static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0
     }
 }

@@ -94,6 +94,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         let decoder = PropertyListDecoder()
         let version: Int
         do {
+            try BinaryPropertyList.validate(data)
             version = try decoder.decode(VersionProbe.self, from: data).formatVersion
         } catch {
             throw FlatSyncError(.damagedFile, "The snapshot is not a readable property list.", cause: error, path: path)
@@ -188,10 +189,18 @@ package struct ColumnReader: ~Copyable {
     }
 
     /// Reads `count` values with `read`, failing if the column holds more or fewer.
+    ///
+    /// Every value takes at least one byte, so a count the column cannot hold (negative, or larger than its
+    /// bytes) is damage, reported before anything is allocated for it.
     package func values<T>(_ count: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T) throws(FlatSyncError)
         -> [T]
     {
         let name = self.name
+        guard count >= 0, count <= data.count else {
+            throw FlatSyncError(
+                .damagedFile,
+                "The column \(name) of \(data.count) bytes cannot hold the \(count) values the snapshot says.")
+        }
         return try data.withBinaryReader { (reader) throws(FlatSyncError) -> [T] in
             var values: [T] = []
             values.reserveCapacity(count)
@@ -200,20 +209,6 @@ package struct ColumnReader: ~Copyable {
                 throw FlatSyncError(.damagedFile, "The column \(name) holds more than \(count) values.")
             }
             return values
-        }
-    }
-}
-
-/// Encodes values as binary property lists, the format of every FlatSync file but the command log.
-package enum BinaryPropertyList {
-    /// `value` as a binary property list; `what` names it in the error ("The snapshot of ReadingList").
-    package static func encode<T: Encodable>(_ value: T, what: String) throws(FlatSyncError) -> Data {
-        let encoder = PropertyListEncoder()
-        encoder.outputFormat = .binary
-        do {
-            return try encoder.encode(value)
-        } catch {
-            throw FlatSyncError(.ioFailed, "\(what) could not be encoded.", cause: error)
         }
     }
 }

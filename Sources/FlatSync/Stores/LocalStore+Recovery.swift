@@ -9,7 +9,7 @@ extension LocalStore {
     /// state the process had before it stopped.
     struct Recovery {
         static let logFileName = "commands.log"
-        static let deviceFileName = "device.plist"
+        static let deviceFileName = DeviceFile.fileName
 
         var log: AppendLog
         var pending = PendingCommands()
@@ -25,31 +25,14 @@ extension LocalStore {
 
         init(directory: URL, options: LocalStore.Options) throws {
             let now = options.currentDate()
-            let devicePath = directory.appendingPathComponent(Self.deviceFileName)
-            var device: DeviceFile?
-            var deviceFileNeedsWriting = false
-            if let data = try Self.read(devicePath) {
-                do {
-                    device = try DeviceFile.decode(data, path: devicePath.path)
-                } catch {
-                    try Self.quarantine(devicePath, because: error, now: now, into: &events)
-                }
-            }
-            if device == nil {
-                device = DeviceFile(deviceID: options.deviceID ?? UUID().uuidString)
-                deviceFileNeedsWriting = true
-            }
-            if let wanted = options.deviceID, device!.deviceID != wanted {
-                device!.deviceID = wanted
-                deviceFileNeedsWriting = true
-            }
-            deviceFile = device!
-            if deviceFileNeedsWriting {
-                try DurableFileWriter().write(try deviceFile.encoded(), to: devicePath)
-            }
+            let fileSystem = options.fileSystem
+            deviceFile = try Self.loadDevice(
+                in: directory, wanted: options.deviceID, now: now, fileSystem: fileSystem, events: &events)
 
-            zones.readingList = try Self.loadSnapshot(ReadingListEntry.self, in: directory, now: now, events: &events)
-            zones.history = try Self.loadSnapshot(ReadingHistoryItem.self, in: directory, now: now, events: &events)
+            zones.readingList = try Self.loadSnapshot(
+                ReadingListEntry.self, in: directory, now: now, fileSystem: fileSystem, events: &events)
+            zones.history = try Self.loadSnapshot(
+                ReadingHistoryItem.self, in: directory, now: now, fileSystem: fileSystem, events: &events)
             snapshotSequenceOnDisk = [
                 .readingList: zones.readingList.appliedThroughSequence,
                 .readingHistory: zones.history.appliedThroughSequence,
@@ -57,7 +40,8 @@ extension LocalStore {
             nextSequence = max(zones.readingList.appliedThroughSequence, zones.history.appliedThroughSequence) + 1
 
             let logURL = directory.appendingPathComponent(Self.logFileName)
-            let (log, recovery) = try AppendLog.open(at: logURL, durability: options.durability, now: now)
+            let (log, recovery) = try AppendLog.open(
+                at: logURL, durability: options.durability, now: now, fileSystem: fileSystem)
             self.log = log
             if let moved = recovery.quarantinedFile {
                 events.append(
@@ -67,7 +51,7 @@ extension LocalStore {
                     )
                 )
             }
-            try replay(recovery.payloads, logURL: logURL, now: now)
+            try replay(recovery.payloads, logURL: logURL, now: now, fileSystem: fileSystem)
             // A round that was being sent when the last process stopped is over: nothing is in flight now.
             var unsealed: [Data] = []
             for zone in ZoneID.all where pending.isSending(zone) {
@@ -83,7 +67,7 @@ extension LocalStore {
 
         // MARK: Replay
 
-        private mutating func replay(_ payloads: [Data], logURL: URL, now: Date) throws {
+        private mutating func replay(_ payloads: [Data], logURL: URL, now: Date, fileSystem: FileSystem) throws {
             var overlay: [RecordID: RecordChange] = [:]
             func consider(_ change: RecordChange, covered: UInt64) {
                 guard change.sequence > covered else { return }
@@ -98,7 +82,7 @@ extension LocalStore {
                     // The frame's checksum was fine, so the bytes are as written but not a known event:
                     // keep what came before, keep the log as it is under a second name and replace it
                     // atomically with a clean copy.
-                    let moved = try Quarantine.keepCopy(of: logURL, now: now)
+                    let moved = try Quarantine.keepCopy(of: logURL, now: now, fileSystem: fileSystem)
                     try log.rewrite(Array(payloads[..<index]))
                     events.append(
                         .fileQuarantined(
@@ -171,40 +155,92 @@ extension LocalStore {
 
         // MARK: Files
 
+        /// Reads `device.plist` and `device-id.plist`, quarantining either when damaged, and makes sure both
+        /// hold the device's ID. The ID comes from `wanted` if given, else from `device.plist`, else from
+        /// `device-id.plist`; only when neither holds one is a new ID made — and a damaged `device.plist`
+        /// says in its quarantine event which it was.
+        private static func loadDevice(
+            in directory: URL, wanted: String?, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
+        ) throws -> DeviceFile {
+            let devicePath = directory.appendingPathComponent(DeviceFile.fileName)
+            let identityPath = directory.appendingPathComponent(DeviceIdentityFile.fileName)
+            var device: DeviceFile?
+            var deviceDamage: FlatSyncError?
+            if let data = try fileSystem.readFile(devicePath.path) {
+                do throws(FlatSyncError) {
+                    device = try DeviceFile.decode(data, path: devicePath.path)
+                } catch {
+                    deviceDamage = error
+                }
+            }
+            var identity: String?
+            if let data = try fileSystem.readFile(identityPath.path) {
+                do throws(FlatSyncError) {
+                    identity = try DeviceIdentityFile.decode(data, path: identityPath.path).deviceID
+                } catch {
+                    let kept = device.map { "; it is written again from device.plist (device ID \($0.deviceID))" } ?? ""
+                    try quarantine(
+                        identityPath, because: error, now: now, fileSystem: fileSystem, into: &events,
+                        consequence: kept)
+                }
+            }
+
+            var deviceFileNeedsWriting = device == nil || device!.formatVersion < DeviceFile.currentFormatVersion
+            if device == nil {
+                let id = wanted ?? identity ?? UUID().uuidString
+                device = DeviceFile(deviceID: id)
+                if let deviceDamage {
+                    let source: String
+                    if wanted != nil {
+                        source = "the device ID \(id) given when the store was opened is kept"
+                    } else if identity != nil {
+                        source = "the device ID \(id) was kept from device-id.plist"
+                    } else {
+                        source = "device-id.plist did not hold the device ID either, so a new one was made (\(id))"
+                    }
+                    try quarantine(
+                        devicePath, because: deviceDamage, now: now, fileSystem: fileSystem, into: &events,
+                        consequence: "; \(source); the account, database change token and prepared zones start "
+                            + "over, so the next sync fetches everything again")
+                }
+            }
+            if let wanted, device!.deviceID != wanted {
+                device!.deviceID = wanted
+                deviceFileNeedsWriting = true
+            }
+            let writer = DurableFileWriter(fileSystem: fileSystem)
+            if deviceFileNeedsWriting {
+                try writer.write(try device!.encoded(), to: devicePath)
+            }
+            if identity != device!.deviceID {
+                try writer.write(try DeviceIdentityFile(deviceID: device!.deviceID).encoded(), to: identityPath)
+            }
+            return device!
+        }
+
         private static func loadSnapshot<Item: ColumnarItem>(
-            _ type: Item.Type, in directory: URL, now: Date, events: inout [SyncEvent]
+            _ type: Item.Type, in directory: URL, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
             let url = directory.appendingPathComponent(LocalStore.snapshotFileName(Item.zone))
-            guard var data = try read(url) else { return ZoneState() }
+            guard var data = try fileSystem.readFile(url.path) else { return ZoneState() }
             do {
                 let file = try SnapshotFile.decode(data, path: url.path)
                 // The decoded file holds copies of the columns: let the raw bytes go before the items are built.
                 data = Data()
                 return try file.state(of: Item.self, path: url.path)
             } catch {
-                try quarantine(url, because: error, now: now, into: &events)
+                try quarantine(url, because: error, now: now, fileSystem: fileSystem, into: &events)
                 return ZoneState()
             }
         }
 
-        /// The file's bytes, or nil when it does not exist.
-        static func read(_ url: URL) throws -> Data? {
-            do {
-                return try Data(contentsOf: url)
-            } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-                return nil
-            } catch {
-                if !FileManager.default.fileExists(atPath: url.path) { return nil }
-                throw FlatSyncError(.ioFailed, "The file could not be read.", cause: error, path: url.path)
-            }
-        }
-
-        private static func quarantine(_ url: URL, because error: any Error, now: Date, into events: inout [SyncEvent])
-            throws
-        {
-            let moved = try Quarantine.moveAside(url, now: now)
+        private static func quarantine(
+            _ url: URL, because error: any Error, now: Date, fileSystem: FileSystem, into events: inout [SyncEvent],
+            consequence: String = ""
+        ) throws {
+            let moved = try Quarantine.moveAside(url, now: now, fileSystem: fileSystem)
             let reason = (error as? FlatSyncError)?.message ?? "\(error)"
-            events.append(.fileQuarantined(original: url.path, movedTo: moved.path, reason: reason))
+            events.append(.fileQuarantined(original: url.path, movedTo: moved.path, reason: reason + consequence))
         }
     }
 }

@@ -41,6 +41,8 @@ public actor LocalStore {
         /// …and holds this many times as many record changes as are live (pending, or acknowledged but in
         /// no snapshot yet), so it stays within about this factor of what a compaction would keep.
         package var compactionGrowthFactor = 4
+        /// Where every file-system call goes: the real file system, or a test double.
+        package var fileSystem = FileSystem.posix
 
         /// Options for opening a store; every default is what an app wants.
         public init(
@@ -92,6 +94,10 @@ public actor LocalStore {
     /// Record changes in the log's mutation, restored and applied entries: live ones and dead ones.
     private var recordChangesInLog: Int
     private var isClosed = false
+    /// The ticket of the latest append: a snapshot holds no more than the log up to the latest ticket.
+    private var latestTicket: AppendLog.Ticket?
+    /// Memory holds a change the log refused: the log must be rewritten before anything else is logged.
+    private var logIsBehindMemory = false
 
     /// Opens (creating if needed) the store in `directory`, taking ownership of it.
     ///
@@ -105,16 +111,14 @@ public actor LocalStore {
     ///   or written.
     public init(directory: URL, options: Options = Options()) throws {
         let directory = directory.standardizedFileURL
-        do {
-            try FileManager.default.createDirectory(
-                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
-            )
-        } catch {
-            throw FlatSyncError(
-                .ioFailed, "The store directory could not be created.", cause: error, path: directory.path)
-        }
-        let lock = try DirectoryLock.acquire(in: directory)
-        _ = DurableFileWriter.removeLeftoverTemporaryFiles(in: directory)
+        let fileSystem = options.fileSystem
+        // Its entry (and each new parent's) must be durable before anything in it is acknowledged. A
+        // directory without a device file was never opened to the end: whoever made it may not have
+        // flushed its entry, so flush every parent once.
+        let firstOpen = !fileSystem.exists(directory.appendingPathComponent(Recovery.deviceFileName).path)
+        try fileSystem.createDirectory(directory.path, permissions: 0o700, flushingExistingParents: firstOpen)
+        let lock = try DirectoryLock.acquire(in: directory, fileSystem: fileSystem)
+        DurableFileWriter.removeLeftoverTemporaryFiles(in: directory, fileSystem: fileSystem)
         let recovered = try Recovery(directory: directory, options: options)
         self.directory = directory
         self.options = options
@@ -184,6 +188,35 @@ public actor LocalStore {
         }
     }
 
+    /// Makes sure the log can take an entry and holds everything memory does, before memory changes again:
+    /// after an I/O failure the log's file is not trusted (a failed flush may have dropped its data, and
+    /// flushing the same file again could report success without it), so it is rewritten as a fresh file
+    /// from what memory holds — the compaction's contents.
+    ///
+    /// A mutation whose write or flush failed thus stays made in memory and becomes durable here, still
+    /// pending, so it is sent like any other: the caller was told it failed, and it may or may not have
+    /// happened, but it never shows without being sent.
+    ///
+    /// - Throws: the rewrite's ``FlatSyncError/Code-swift.struct/ioFailed`` (the disk is still full, say);
+    ///   nothing changed then.
+    package func checkWritable() throws(FlatSyncError) {
+        try checkOpen()
+        guard logIsBehindMemory || log.failure != nil else { return }
+        try compact()
+    }
+
+    /// Appends entries to the log, noting that memory is ahead of the log if that fails.
+    private func append(_ payloads: [Data]) throws(FlatSyncError) -> AppendLog.Ticket {
+        do {
+            let ticket = try log.append(payloads)
+            latestTicket = ticket
+            return ticket
+        } catch {
+            logIsBehindMemory = true
+            throw error
+        }
+    }
+
     // MARK: - Mutations
 
     /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
@@ -193,7 +226,7 @@ public actor LocalStore {
         _ itemChanges: [Change]
     ) async throws -> Int {
         typealias Item = Change.Item
-        try checkOpen()
+        try checkWritable()
         let sequence = nextSequence
         // At the precision the server keeps, so the version that comes back equals the one written here.
         let now = options.currentDate().roundedToMilliseconds
@@ -219,7 +252,7 @@ public actor LocalStore {
         zones[keyPath: zone].appliedThroughSequence = sequence
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: changes)
         pending.enqueue(mutation)
-        let ticket = try log.append([CommandLogEvent.mutation(mutation).encoded()])
+        let ticket = try append([CommandLogEvent.mutation(mutation).encoded()])
         recordChangesInLog += changes.count
         stateDidChange(Item.zone)
         try await log.waitUntilDurable(ticket)
@@ -278,21 +311,29 @@ public actor LocalStore {
         try await snapshotWrites.perform { try await self.writeSnapshotIfChanged(zone) }
     }
 
+    ///
+    /// A snapshot never holds a local change the log does not: it waits until every entry appended before it
+    /// took the state is on stable storage (flushing the log in buffered mode too). Otherwise a crash or a
+    /// power loss could leave a change in the snapshot whose command the log lost — shown on this device,
+    /// never sent.
     private func writeSnapshotIfChanged(_ zone: ZoneID) async throws {
         let version = stateVersion[zone, default: 0]
-        guard
-            version > versionOnDisk[zone, default: 0] || !FileManager.default.fileExists(atPath: snapshotURL(zone).path)
-        else { return }
         let url = snapshotURL(zone)
+        let fileSystem = options.fileSystem
+        guard version > versionOnDisk[zone, default: 0] || !fileSystem.exists(url.path) else { return }
+        try checkWritable()
+        let logged = latestTicket
         let covered: UInt64
         if zone == .readingList {
             let state = zones.readingList
             covered = state.appliedThroughSequence
-            try await Self.writeSnapshot(state, to: url)
+            if let logged { try await log.waitUntilFlushed(logged) }
+            try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         } else {
             let state = zones.history
             covered = state.appliedThroughSequence
-            try await Self.writeSnapshot(state, to: url)
+            if let logged { try await log.waitUntilFlushed(logged) }
+            try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         }
         versionOnDisk[zone] = max(versionOnDisk[zone, default: 0], version)
         snapshotSequenceOnDisk[zone] = covered
@@ -302,11 +343,11 @@ public actor LocalStore {
     }
 
     /// Encodes and writes a snapshot away from the actor, so mutations go on meanwhile.
-    private nonisolated static func writeSnapshot<Item: ColumnarItem>(_ state: ZoneState<Item>, to url: URL)
-        async throws
-    {
+    private nonisolated static func writeSnapshot<Item: ColumnarItem>(
+        _ state: ZoneState<Item>, to url: URL, fileSystem: FileSystem
+    ) async throws {
         let data = try SnapshotFile(state).encoded()
-        try DurableFileWriter().write(data, to: url)
+        try DurableFileWriter(fileSystem: fileSystem).write(data, to: url)
     }
 
     package nonisolated func snapshotURL(_ zone: ZoneID) -> URL {
@@ -348,6 +389,7 @@ public actor LocalStore {
             }
         }
         try log.rewrite(events.map { $0.encoded() })
+        logIsBehindMemory = false
         recordChangesInLog = pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
     }
 
@@ -356,13 +398,14 @@ public actor LocalStore {
     /// Appends queue transitions to the log and waits until they are durable.
     package func record(_ events: [CommandLogEvent]) async throws {
         try checkOpen()
-        let ticket = try log.append(events.map { $0.encoded() })
+        let ticket = try append(events.map { $0.encoded() })
         try await log.waitUntilDurable(ticket)
         try compactIfNeeded()
     }
 
     /// Starts a sending round of `zone` and logs it.
     package func sealPendingCommands(in zone: ZoneID) async throws -> [Command] {
+        try checkWritable()
         let commands = pending.seal(zone)
         guard !commands.isEmpty else { return [] }
         try await record([.sealed(zone)])
@@ -372,6 +415,7 @@ public actor LocalStore {
     /// Ends the sending round of `zone` and logs it.
     package func unsealPendingCommands(in zone: ZoneID) async throws {
         guard pending.isSending(zone) else { return }
+        try checkWritable()
         pending.unseal(zone)
         try await record([.unsealed(zone)])
     }
@@ -381,6 +425,7 @@ public actor LocalStore {
         guard let command = pending.command(commandID) else { return }
         let present = recordIDs.filter { command.changes[$0] != nil }
         guard !present.isEmpty else { return }
+        try checkWritable()
         let onDisk = snapshotSequenceOnDisk[command.zone, default: 0]
         for id in present {
             if let change = command.changes[id], change.sequence > onDisk {
@@ -395,7 +440,7 @@ public actor LocalStore {
 
     /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
     package func wipe(_ zone: ZoneID) async throws {
-        try checkOpen()
+        try checkWritable()
         let sequence = takeSequence()
         lastWipeSequence[zone] = sequence
         acknowledgedSinceSnapshot[zone] = nil
@@ -408,7 +453,7 @@ public actor LocalStore {
 
     /// Wipes every zone and the sync bookkeeping, durably: the account changed.
     package func wipeAll(newAccount: String?) async throws {
-        try checkOpen()
+        try checkWritable()
         let sequence = takeSequence()
         for zone in ZoneID.all { lastWipeSequence[zone] = sequence }
         acknowledgedSinceSnapshot = [:]
@@ -429,7 +474,8 @@ public actor LocalStore {
     /// Durably replaces `device.plist`.
     package func saveDeviceFile(_ file: DeviceFile) throws {
         try checkOpen()
-        try DurableFileWriter().write(try file.encoded(), to: directory.appendingPathComponent(Recovery.deviceFileName))
+        try DurableFileWriter(fileSystem: options.fileSystem).write(
+            try file.encoded(), to: directory.appendingPathComponent(Recovery.deviceFileName))
         deviceFile = file
     }
 }

@@ -63,6 +63,8 @@ public actor SyncContext: LocalChangeObserver {
         public var snapshotDelay: Duration = .seconds(1)
         /// How long history items are kept, and which seed a fresh zone.
         public var historyRetention = HistoryRetention.default
+        /// Where the store's file-system calls go: the real file system, or a test double.
+        package var fileSystem = FileSystem.posix
 
         /// The default configuration: `fsync` durability, the continuous clock, a 5 s history debounce.
         public init() {}
@@ -73,10 +75,12 @@ public actor SyncContext: LocalChangeObserver {
         }
 
         var storeOptions: LocalStore.Options {
-            LocalStore.Options(
+            var options = LocalStore.Options(
                 durability: durability, deviceID: deviceID, clock: clock, currentDate: currentDate,
                 snapshotDelay: snapshotDelay, historyRetention: historyRetention
             )
+            options.fileSystem = fileSystem
+            return options
         }
     }
 

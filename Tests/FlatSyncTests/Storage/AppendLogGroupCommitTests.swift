@@ -1,4 +1,5 @@
 import FlatSyncTestSupport
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -110,13 +111,14 @@ import Testing
     @Test func aFailedFsyncPoisonsTheLogAndIsNeverRetried() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync)
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(faulty))
             defer { log.close() }
             let first = try log.append([logPayload(0)])
             try await log.waitUntilDurable(first)
             #expect(log.flushCount == 1)
 
-            log.injectedFailure = (.sync, EIO)
+            faulty.failNext(.sync, with: .ioError)
             let second = try log.append([logPayload(1)])
             let third = try log.append([logPayload(2)])
             // Both waiters of the failing flush get the error, whichever of them leads it.
@@ -138,30 +140,57 @@ import Testing
                 }
             }
             #expect(log.flushCount == 1, "the failed flush is not counted")
-            #expect(log.injectedFailure == nil, "the injected failure fired once")
+            #expect(faulty.injections.count == 1, "the injected failure fired once")
+            #expect(log.failure?.code == .ioFailed)
 
-            // Waiting again is not a retry that could report success.
+            // Waiting again is not a retry that could report success, and nothing flushes the file again.
+            let callsBefore = faulty.callCount
             let again = await #expect(throws: FlatSyncError.self) { try await log.waitUntilDurable(second) }
             #expect(again?.code == .ioFailed)
             #expect(log.flushCount == 1)
+            #expect(faulty.callCount == callsBefore, "no call reached the file system")
 
             let refused = #expect(throws: FlatSyncError.self) { try log.append([logPayload(3)]) }
             #expect(refused?.code == .storeClosed)
             #expect(refused?.message.contains("I/O failure") == true)
             #expect((refused?.cause as? FlatSyncError)?.code == .ioFailed)
-            #expect(throws: FlatSyncError.self) { try log.rewrite([]) }
 
             // What was durable before stays durable.
             try await log.waitUntilDurable(first)
         }
     }
 
+    /// After a failed flush the file's unflushed bytes may never reach the disk, so the log does not go on
+    /// appending to it: a rewrite replaces it with a fresh file, and appends continue there.
+    @Test func aRewriteRecoversAFailedLogWithAFreshFile() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(faulty))
+            try await log.waitUntilDurable(log.append([logPayload(0)]))
+            faulty.failNext(.sync, with: .ioError)
+            let failed = try log.append([logPayload(1)])
+            await #expect(throws: FlatSyncError.self) { try await log.waitUntilDurable(failed) }
+            let inode = try FileManager.default.attributesOfItem(atPath: url.path)[.systemFileNumber] as? NSNumber
+
+            try log.rewrite([logPayload(0), logPayload(1)])
+            #expect(log.failure == nil)
+            let replaced = try FileManager.default.attributesOfItem(atPath: url.path)[.systemFileNumber] as? NSNumber
+            #expect(inode != replaced, "the log is a new file, not the one whose flush failed")
+            try await log.waitUntilDurable(failed)
+            try await log.waitUntilDurable(log.append([logPayload(2)]))
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0..<3).map { logPayload($0) })
+        }
+    }
+
     @Test func aFailedWriteInFsyncModePoisonsTheLog() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync)
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(faulty))
             defer { log.close() }
-            log.injectedFailure = (.write, ENOSPC)
+            faulty.failNext(.write, with: .noSpace)
             let ticket = try log.append([logPayload(0)])
             let error = await #expect(throws: FlatSyncError.self) { try await log.waitUntilDurable(ticket) }
             #expect(error?.code == .ioFailed)
@@ -174,10 +203,11 @@ import Testing
     @Test func aFailedWriteInBufferedModePoisonsTheLog() throws {
         try withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
-            let (log, _) = try AppendLog.open(at: url, durability: .buffered)
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .buffered, fileSystem: FileSystem(faulty))
             defer { log.close() }
             try log.append([logPayload(0)])
-            log.injectedFailure = (.write, ENOSPC)
+            faulty.failNext(.write, with: .noSpace)
             let error = #expect(throws: FlatSyncError.self) { try log.append([logPayload(1)]) }
             #expect(error?.code == .ioFailed)
             #expect((error?.cause as? POSIXError)?.code == .ENOSPC)
@@ -185,6 +215,28 @@ import Testing
             #expect(refused?.code == .storeClosed)
             log.close()
             #expect(try AppendLog.open(at: url, durability: .buffered).1.payloads == [logPayload(0)])
+        }
+    }
+
+    @Test(arguments: Durability.allCases)
+    func shortWritesAndInterruptionsAreFinishedNotReported(durability: Durability) async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: durability, fileSystem: FileSystem(faulty))
+            for index in 0..<4 {
+                if index % 2 == 0 {
+                    faulty.inject(.shortWrite, atCall: faulty.callCount + 1)
+                } else {
+                    faulty.failNext(.write, with: .interrupted)
+                }
+                try await log.waitUntilDurable(log.append([logPayload(index, size: 300)]))
+            }
+            #expect(faulty.injections.count == 4)
+            log.close()
+            #expect(
+                try AppendLog.open(at: url, durability: durability).1.payloads
+                    == (0..<4).map { logPayload($0, size: 300) })
         }
     }
 
@@ -231,11 +283,12 @@ import Testing
     @Test func aFailedRewriteKeepsTheOldFileAndPoisonsTheLog() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync)
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(faulty))
             defer { log.close() }
             try await log.waitUntilDurable(log.append([logPayload(0)]))
             let before = try fileBytes(url)
-            log.injectedFailure = (.sync, EIO)
+            faulty.failNext(.sync, with: .ioError)
             let error = #expect(throws: FlatSyncError.self) { try log.rewrite([logPayload(9)]) }
             #expect(error?.code == .ioFailed)
             #expect(try fileBytes(url) == before)

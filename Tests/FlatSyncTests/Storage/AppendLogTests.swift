@@ -1,4 +1,5 @@
 import FlatSyncTestSupport
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -24,10 +25,11 @@ func fileBytes(_ url: URL) throws -> [UInt8] {
     [UInt8](try Data(contentsOf: url))
 }
 
-/// Writes a log holding `payloads` (fsync mode) and returns its bytes.
+/// Writes a log holding `payloads` (fsync mode), each entry in a flush of its own (so each is proven
+/// durable by the next one's claim), and returns its bytes.
 func writeLog(_ payloads: [Data], to url: URL) async throws -> [UInt8] {
     let (log, _) = try AppendLog.open(at: url, durability: .fsync)
-    try await log.waitUntilDurable(log.append(payloads))
+    for payload in payloads { try await log.waitUntilDurable(log.append([payload])) }
     log.close()
     return try fileBytes(url)
 }
@@ -69,7 +71,7 @@ func frameOffsets(_ bytes: [UInt8]) -> [Int] {
             let expected = batches.flatMap { $0 }
             #expect(log.byteCount == AppendLog.encodeLog(expected).count)
             log.close()
-            #expect(try fileBytes(url) == AppendLog.encodeLog(expected))
+            #expect(try fileBytes(url).count == AppendLog.encodeLog(expected).count)
 
             let (reopened, again) = try AppendLog.open(at: url, durability: durability)
             defer { reopened.close() }
@@ -96,6 +98,22 @@ func frameOffsets(_ bytes: [UInt8]) -> [Int] {
             reader.close()
             log.close()
         }
+    }
+
+    /// What a snapshot waits for before it is written: the entries on stable storage, in either mode.
+    @Test(arguments: Durability.allCases)
+    func waitingUntilFlushedPutsTheEntriesOnStableStorage(durability: Durability) async throws {
+        let disk = SimulatedDisk()
+        let url = URL(fileURLWithPath: "/commands.log")
+        let (log, _) = try AppendLog.open(at: url, durability: durability, fileSystem: FileSystem(disk))
+        let ticket = try log.append([logPayload(0), logPayload(1)])
+        try await log.waitUntilFlushed(ticket)
+        let image = SimulatedDisk.crashImage(of: disk.model, damage: .flushedOnly)
+        let (reopened, recovery) = try AppendLog.open(at: url, durability: durability, fileSystem: FileSystem(image))
+        reopened.close()
+        #expect(recovery.payloads == [logPayload(0), logPayload(1)])
+        log.close()
+        await #expect(throws: FlatSyncError.self) { try await log.waitUntilFlushed(log.append([])) }
     }
 
     @Test func closeFlushesBufferedEntriesInFsyncMode() async throws {

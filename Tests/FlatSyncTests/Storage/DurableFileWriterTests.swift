@@ -1,4 +1,5 @@
 import FlatSyncTestSupport
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -35,30 +36,58 @@ import Testing
         }
     }
 
-    @Test(arguments: DurableFileWriter.Step.allCases)
-    func aFailureAtAnyStepIsReportedAndLeavesNoTemporaryFile(step: DurableFileWriter.Step) throws {
+    /// The calls of a durable replacement, and the name each reports in its error.
+    static let steps: [(FaultyFileSystem.Call, String)] = [
+        (.open, "open"), (.write, "write"), (.sync, "fsync"), (.rename, "rename"),
+        (.syncDirectory, "fsync of the directory"),
+    ]
+
+    @Test(arguments: steps)
+    func aFailureAtAnyStepIsReportedAndLeavesNoTemporaryFile(call: FaultyFileSystem.Call, name: String) throws {
         for old in [nil, Data("old content".utf8)] {
             try withTemporaryDirectory { directory in
                 let url = directory.appendingPathComponent("store.plist")
                 if let old { try DurableFileWriter().write(old, to: url) }
                 let new = Data("new content".utf8)
 
-                let writer = DurableFileWriter(injectedFailure: (step, EIO))
+                let faulty = FaultyFileSystem()
+                faulty.failNext(call, with: .ioError)
+                let writer = DurableFileWriter(fileSystem: FileSystem(faulty))
                 let error = #expect(throws: FlatSyncError.self) { try writer.write(new, to: url) }
                 #expect(error?.code == .ioFailed)
-                #expect(error?.message.hasPrefix("\(step.rawValue) failed") == true, "\(String(describing: error))")
+                #expect(error?.message.hasPrefix("\(name) failed") == true, "\(String(describing: error))")
                 #expect((error?.cause as? POSIXError)?.code == .EIO)
 
                 let content = try? Data(contentsOf: url)
-                if step == .syncDirectory {
+                if call == .syncDirectory {
                     // The rename already happened: the path holds the new bytes, but the caller was told the
                     // replacement may not survive a power loss.
                     #expect(content == new)
                 } else {
                     #expect(content == old, "the destination keeps its old content, or stays absent")
                 }
-                #expect(try fileNames(in: directory) == (old == nil && step != .syncDirectory ? [] : ["store.plist"]))
+                #expect(try fileNames(in: directory) == (old == nil && call != .syncDirectory ? [] : ["store.plist"]))
             }
+        }
+    }
+
+    @Test func interruptedCallsAndShortWritesAreFinishedNotReported() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("store.plist")
+            let content = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0) })
+            for call in [FaultyFileSystem.Call.open, .write, .rename] {
+                let faulty = FaultyFileSystem()
+                faulty.failNext(call, with: .interrupted)
+                try DurableFileWriter(fileSystem: FileSystem(faulty)).write(content, to: url)
+                #expect(try Data(contentsOf: url) == content, "\(call)")
+            }
+            for number in 1...6 {
+                let faulty = FaultyFileSystem()
+                faulty.inject(.shortWrite, atCall: number)
+                try DurableFileWriter(fileSystem: FileSystem(faulty)).write(content, to: url)
+                #expect(try Data(contentsOf: url) == content, "call \(number)")
+            }
+            #expect(try fileNames(in: directory) == ["store.plist"])
         }
     }
 

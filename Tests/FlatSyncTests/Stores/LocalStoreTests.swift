@@ -51,7 +51,10 @@ struct StoreContents: Equatable {
             try await store.history.setLiking("a2", .liked)
             let before = await StoreContents(store)
             try await store.close()
-            for name in ["reading-list.plist", "reading-history.plist", "device.plist", "commands.log", "lock"] {
+            for name in [
+                "reading-list.plist", "reading-history.plist", "device.plist", "device-id.plist", "commands.log",
+                "lock",
+            ] {
                 #expect(permissions(of: directory.appendingPathComponent(name)) == 0o600, "\(name)")
             }
             let snapshot = try Data(contentsOf: directory.appendingPathComponent("reading-list.plist"))

@@ -118,4 +118,17 @@ import Testing
             try SnapshotFile.decode(data, path: "t").state(of: ReadingHistoryItem.self, path: "t")
         }
     }
+
+    /// Found by fuzzing `snapshot`: an item count far larger than the columns can hold made the column
+    /// reader reserve room for that many values (gigabytes) before reading any, and a negative one trapped.
+    /// Now the count is checked against the column first and the snapshot reported as damaged.
+    @Test(arguments: [-1, Int.max, 1 << 40, 100_000_000])
+    func anImpossibleItemCountIsDamageNotACrash(count: Int) throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        state.items["a"] = ReadingHistoryItem(articleID: "a", lastVisited: Date(), deviceID: "d")
+        var file = SnapshotFile(state)
+        file.itemCount = count
+        let error = #expect(throws: FlatSyncError.self) { try file.state(of: ReadingHistoryItem.self, path: "p") }
+        #expect(error?.code == .damagedFile)
+    }
 }

@@ -32,7 +32,8 @@ public final class InMemoryWebAuthTokenStore: WebAuthTokenStore {
 }
 
 /// Keeps the web auth token in a file in the device directory, `cloudkit-web-auth-token`, written
-/// durably (temporary file, `fsync`, rename, directory `fsync`) with mode `0600`.
+/// durably (temporary file, `fsync`, rename, directory `fsync`) with mode `0600`, through FlatSync's
+/// file-system seam like every other file of the directory.
 ///
 /// The file is self-checking (a magic number, a format version and a CRC-32). A damaged file is moved
 /// aside as `<name>.corrupt-<timestamp>` and reads as "no token": the user signs in again, and nothing
@@ -43,54 +44,42 @@ public final class DirectoryWebAuthTokenStore: WebAuthTokenStore {
 
     /// The file holding the token.
     public let file: URL
+    private let fileSystem: FileSystem
 
     private static let magic: [UInt8] = Array("FSWA".utf8)
     private static let formatVersion: UInt8 = 1
 
-    /// A store in `directory` (the device directory), which must exist.
-    public init(directory: URL) {
+    /// A store in `directory` (the device directory). A directory that does not exist yet is created,
+    /// durably, when the first token is saved.
+    public convenience init(directory: URL) {
+        self.init(directory: directory, fileSystem: .posix)
+    }
+
+    package init(directory: URL, fileSystem: FileSystem) {
         file = directory.appendingPathComponent(Self.fileName)
+        self.fileSystem = fileSystem
     }
 
     public func loadToken() throws -> String? {
-        guard let data = FileManager.default.contents(atPath: file.path) else {
-            guard FileManager.default.fileExists(atPath: file.path) else { return nil }
-            throw FlatSyncError(.ioFailed, "Could not read the web auth token file.", path: file.path)
-        }
+        guard let data = try fileSystem.readFile(file.path) else { return nil }
         if let token = Self.decode(data) { return token }
         // Never lose the bytes silently: keep them under the quarantine name for a person to look at.
-        try Quarantine.moveAside(file)
+        try Quarantine.moveAside(file, fileSystem: fileSystem)
         return nil
     }
 
     public func saveToken(_ token: String?) throws {
+        let directory = file.deletingLastPathComponent().path
         guard let token else {
-            if unlink(file.path) != 0 && errno != ENOENT {
-                throw FlatSyncError.syscall("unlink", errno: errno, path: file.path)
-            }
-            try DurableFileWriter().syncDirectory(file.deletingLastPathComponent())
+            guard fileSystem.exists(file.path) else { return }
+            try fileSystem.unlink(file.path)
+            try fileSystem.syncDirectory(directory)
             return
         }
-        try createDirectoryIfNeeded()
-        try DurableFileWriter().write(Self.encode(token), to: file, permissions: 0o600)
-    }
-
-    /// Creates the device directory (mode `0700`) when a token arrives before anything else created it,
-    /// flushing each new directory's parent so that the directory, and the token in it, survive a power
-    /// loss.
-    private func createDirectoryIfNeeded() throws {
-        var missing: [URL] = []
-        var directory = file.deletingLastPathComponent().standardizedFileURL
-        while !FileManager.default.fileExists(atPath: directory.path), directory.path != "/" {
-            missing.append(directory)
-            directory = directory.deletingLastPathComponent()
-        }
-        for created in missing.reversed() {
-            if mkdir(created.path, 0o700) != 0 && errno != EEXIST {
-                throw FlatSyncError.syscall("mkdir", errno: errno, path: created.path)
-            }
-            try DurableFileWriter().syncDirectory(created.deletingLastPathComponent())
-        }
+        // A device directory that does not exist yet (a sign-in before the store's first open) is created
+        // with each new level's parent flushed; an existing one costs one check.
+        try fileSystem.createDirectory(directory)
+        try DurableFileWriter(fileSystem: fileSystem).write(Self.encode(token), to: file, permissions: 0o600)
     }
 
     static func encode(_ token: String) -> Data {

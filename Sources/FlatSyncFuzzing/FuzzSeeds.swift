@@ -1,0 +1,104 @@
+import FlatSync
+import FlatSyncTesting
+import Foundation
+
+/// The seed corpus: real files, made by FlatSync itself in a scratch directory — a device that saves,
+/// visits, likes, removes, syncs with a `DirectoryCloud`, snapshots and compacts — and picked up at
+/// several moments, so that the fuzzer starts from inputs that reach deep into each decoder.
+package enum FuzzSeeds {
+    /// The files collected, by kind.
+    package struct Files: Sendable {
+        package var logs: [Data] = []
+        package var logEntries: [Data] = []
+        package var snapshots: [Data] = []
+        package var deviceFiles: [Data] = []
+        package var cloudStates: [Data] = []
+
+        /// Every property list among them (the cloud state's after its header).
+        package var plists: [Data] {
+            snapshots + deviceFiles + cloudStates.map { Data($0.dropFirst(CloudStateFile.headerSize)) }
+        }
+    }
+
+    /// Builds a device and a cloud in a scratch directory and returns copies of their files.
+    package static func make() async throws -> Files {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "flatsync-fuzz-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let device = scratch.appendingPathComponent("device")
+        let cloud = try DirectoryCloud(directory: scratch.appendingPathComponent("cloud"))
+        var files = Files()
+        func collect() throws {
+            for name in ["commands.log"] {
+                if let data = try? Data(contentsOf: device.appendingPathComponent(name)) { files.logs.append(data) }
+            }
+            for name in ["reading-list.plist", "reading-history.plist"] {
+                if let data = try? Data(contentsOf: device.appendingPathComponent(name)) {
+                    files.snapshots.append(data)
+                }
+            }
+            for name in ["device.plist", "device-id.plist"] {
+                if let data = try? Data(contentsOf: device.appendingPathComponent(name)) {
+                    files.deviceFiles.append(data)
+                }
+            }
+            if let data = try? Data(contentsOf: cloud.stateFile) { files.cloudStates.append(data) }
+        }
+
+        var configuration = SyncContext.Configuration(clock: TestClock())
+        configuration.deviceID = "fuzz-seed-device"
+        configuration.randomSeed = 1
+        let context = try await SyncContext.open(
+            directory: device, account: CloudAccount(id: "fuzz", transport: cloud), configuration: configuration)
+        try await context.readingList.add("first-article", title: "A title")
+        try await context.readingList.add("second-article")
+        try await context.history.visit("first-article", version: 3)
+        try await context.history.setLiking("first-article", .liked)
+        try await context.history.markRead("second-article")
+        try collect()
+        _ = try await context.syncNow()
+        try await context.readingList.remove("second-article")
+        try await context.history.setLiking("third-article", .disliked)
+        for zone in ZoneID.all { try await context.localStore.persistSnapshot(of: zone) }
+        try collect()
+        try await context.localStore.compact()
+        try await context.history.visit("fourth-article")
+        _ = try await context.syncNow()
+        try await context.close()
+        try collect()
+
+        for log in files.logs {
+            files.logEntries += log.withUnsafeBytes { AppendLog.scanLog($0).payloads }
+        }
+        // A version 1 log too, as FlatSync wrote them before version 2.
+        files.logs.append(versionOneLog(Array(files.logEntries.prefix(4))))
+        return files
+    }
+
+    /// Writes every target's seeds to `directory/<target>/seed-<n>`.
+    package static func write(to directory: URL) async throws {
+        let files = try await make()
+        for target in FuzzTargets.all {
+            let folder = directory.appendingPathComponent(target.name)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for (index, seed) in target.seeds(files).enumerated() {
+                try seed.write(to: folder.appendingPathComponent("seed-\(index)"))
+            }
+        }
+    }
+
+    /// A version 1 log file holding `payloads`.
+    static func versionOneLog(_ payloads: [Data]) -> Data {
+        var bytes = Array("FSYNCLOG".utf8) + [1, 0, 0, 0]
+        withUnsafeBytes(of: CRC32.checksum(Data(bytes)).littleEndian) { bytes.append(contentsOf: $0) }
+        for payload in payloads {
+            let length = UInt32(payload.count).littleEndian
+            let crc = withUnsafeBytes(of: length) { CRC32.checksum(payload, continuing: CRC32.checksum(Data($0))) }
+            withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, length, crc.littleEndian)) {
+                bytes.append(contentsOf: $0)
+            }
+            bytes.append(contentsOf: payload)
+        }
+        return Data(bytes)
+    }
+}

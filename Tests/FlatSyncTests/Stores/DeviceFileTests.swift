@@ -1,0 +1,188 @@
+import FlatSyncTestSupport
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+@Suite struct DeviceFileTests {
+    static let deviceID = "F2451825-16A4-419A-9B5C-0F1E7227A19B"
+
+    static func sampleFile() -> DeviceFile {
+        var file = DeviceFile(deviceID: deviceID)
+        file.account = "user-1"
+        file.databaseChangeToken = Data("token-17".utf8)
+        file.preparedZones = ["ReadingList", "ReadingHistory"]
+        return file
+    }
+
+    /// The quarantine events a store reported when it opened.
+    static func quarantines(_ store: LocalStore) -> [(original: String, movedTo: String, reason: String)] {
+        store.eventHub.keptEvents.compactMap {
+            if case .fileQuarantined(let original, let movedTo, let reason) = $0 { return (original, movedTo, reason) }
+            return nil
+        }
+    }
+
+    /// Opens a store without forcing a device ID, so the directory's own is used.
+    static func options() -> LocalStore.Options {
+        var options = testOptions()
+        options.deviceID = nil
+        return options
+    }
+
+    // MARK: - The file itself
+
+    @Test func roundTripsWithAChecksum() throws {
+        let file = Self.sampleFile()
+        let data = try file.encoded()
+        let decoded = try DeviceFile.decode(data, path: "device.plist")
+        #expect(decoded == file)
+        #expect(decoded.formatVersion == 2)
+        #expect(decoded.checksum != nil)
+    }
+
+    /// Whatever byte is changed, the file either fails to decode or decodes to exactly what was written
+    /// (a byte the plist does not use); never to something else.
+    @Test func noChangedByteDecodesToADifferentFile() throws {
+        let file = Self.sampleFile()
+        let data = try file.encoded()
+        var refused = 0
+        for index in data.indices {
+            for flip: UInt8 in [0x01, 0x20, 0xFF] {
+                var damaged = data
+                damaged[index] ^= flip
+                do {
+                    #expect(try DeviceFile.decode(damaged, path: "device.plist") == file, "byte \(index) ^ \(flip)")
+                } catch {
+                    #expect(error.code == .damagedFile || error.code == .unsupportedFormatVersion)
+                    refused += 1
+                }
+            }
+        }
+        #expect(refused > data.count * 2)
+    }
+
+    @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {
+        struct VersionOne: Encodable {
+            var formatVersion = 1
+            var deviceID: String
+            var account: String?
+            var preparedZones: [String] = []
+            var zonesToSeed: [String] = []
+        }
+        let data = try BinaryPropertyList.encode(VersionOne(deviceID: "legacy", account: "u"), what: "test")
+        let file = try DeviceFile.decode(data, path: "device.plist")
+        #expect(file.deviceID == "legacy" && file.account == "u" && file.formatVersion == 1)
+    }
+
+    // MARK: - In a store
+
+    /// The problem the checksum solves: a few bytes flipped in the middle of the device ID used to open
+    /// without a word as a garbled ID. Now the file is quarantined with an event, and the device keeps its
+    /// identity from `device-id.plist`.
+    @Test func aDamagedDeviceFileIsQuarantinedAndTheDeviceKeepsItsID() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: Self.options())
+            let deviceID = store.deviceID
+            try await store.saveDeviceFile(Self.sampleFile().with(deviceID: deviceID))
+            try await store.readingList.add("kept")
+            try await store.close()
+
+            let url = directory.appendingPathComponent("device.plist")
+            var bytes = try Data(contentsOf: url)
+            let idRange = try #require(bytes.range(of: Data(deviceID.utf8)))
+            for offset in [22, 23, 24, 25, 26] { bytes[idRange.lowerBound + offset] ^= 0x20 }
+            try bytes.write(to: url)
+
+            let reopened = try LocalStore(directory: directory, options: Self.options())
+            #expect(reopened.deviceID == deviceID, "the identity survives the damage")
+            #expect(await reopened.readingList.contains("kept"))
+            let events = Self.quarantines(reopened)
+            try #require(events.count == 1)
+            #expect(events[0].original == url.path)
+            #expect(events[0].reason.contains("checksum does not match"))
+            #expect(events[0].reason.contains("the device ID \(deviceID) was kept from device-id.plist"))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: events[0].movedTo)) == bytes, "kept byte for byte")
+            // The bookkeeping that was lost starts over; the device file is whole again.
+            let file = await reopened.deviceFile
+            #expect(file.account == nil && file.databaseChangeToken == nil && file.preparedZones.isEmpty)
+            try await reopened.close()
+            #expect(try DeviceFile.decode(Data(contentsOf: url), path: url.path).deviceID == deviceID)
+
+            let again = try LocalStore(directory: directory, options: Self.options())
+            #expect(again.deviceID == deviceID)
+            #expect(Self.quarantines(again).isEmpty)
+            try await again.close()
+        }
+    }
+
+    @Test func whenBothCopiesAreDamagedANewIDIsMadeAndTheEventSaysSo() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: Self.options())
+            let oldID = store.deviceID
+            try await store.close()
+            for name in ["device.plist", "device-id.plist"] {
+                try Data("garbage".utf8).write(to: directory.appendingPathComponent(name))
+            }
+            let reopened = try LocalStore(directory: directory, options: Self.options())
+            #expect(reopened.deviceID != oldID)
+            let reasons = Self.quarantines(reopened).map(\.reason)
+            #expect(reasons.count == 2)
+            #expect(reasons.contains { $0.contains("device-id.plist is not readable") })
+            #expect(reasons.contains { $0.contains("a new one was made (\(reopened.deviceID))") })
+            try await reopened.close()
+        }
+    }
+
+    @Test func aDamagedIdentityFileIsQuarantinedAndWrittenAgain() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: Self.options())
+            let deviceID = store.deviceID
+            try await store.close()
+            let url = directory.appendingPathComponent("device-id.plist")
+            var bytes = try Data(contentsOf: url)
+            let idRange = try #require(bytes.range(of: Data(deviceID.utf8)))
+            bytes[idRange.lowerBound + 3] ^= 0x01
+            try bytes.write(to: url)
+
+            let reopened = try LocalStore(directory: directory, options: Self.options())
+            #expect(reopened.deviceID == deviceID)
+            let events = Self.quarantines(reopened)
+            #expect(events.count == 1)
+            #expect(events.first?.reason.contains("written again from device.plist") == true)
+            try await reopened.close()
+            #expect(try DeviceIdentityFile.decode(Data(contentsOf: url), path: url.path).deviceID == deviceID)
+        }
+    }
+
+    @Test func aDirectoryFromBeforeTheIdentityFileGetsOneAndItsDeviceFileAChecksum() async throws {
+        try await withTemporaryDirectory { directory in
+            struct VersionOne: Encodable {
+                var formatVersion = 1
+                var deviceID = "legacy-device"
+                var preparedZones: [String] = []
+                var zonesToSeed: [String] = []
+            }
+            let url = directory.appendingPathComponent("device.plist")
+            try BinaryPropertyList.encode(VersionOne(), what: "test").write(to: url)
+            let store = try LocalStore(directory: directory, options: Self.options())
+            #expect(store.deviceID == "legacy-device")
+            #expect(Self.quarantines(store).isEmpty)
+            try await store.close()
+            let file = try DeviceFile.decode(Data(contentsOf: url), path: url.path)
+            #expect(file.formatVersion == 2 && file.checksum != nil)
+            let identity = directory.appendingPathComponent("device-id.plist")
+            #expect(
+                try DeviceIdentityFile.decode(Data(contentsOf: identity), path: identity.path).deviceID
+                    == "legacy-device")
+        }
+    }
+}
+
+extension DeviceFile {
+    func with(deviceID: String) -> DeviceFile {
+        var file = self
+        file.deviceID = deviceID
+        return file
+    }
+}
