@@ -1,6 +1,7 @@
 import FlatSync
 import FlatSyncTesting
 import Foundation
+import Synchronization
 
 /// The seed corpus: real files, made by FlatSync itself in a scratch directory — a device that saves,
 /// visits, likes, removes, syncs with a `DirectoryCloud`, snapshots and compacts — and picked up at
@@ -13,6 +14,8 @@ package enum FuzzSeeds {
         package var snapshots: [Data] = []
         package var deviceFiles: [Data] = []
         package var cloudStates: [Data] = []
+        /// The bodies the CKWS emulator answered a device's sync with, and error bodies.
+        package var ckwsResponses: [Data] = []
 
         /// Every property list among them (the cloud state's after its header).
         package var plists: [Data] {
@@ -70,9 +73,43 @@ package enum FuzzSeeds {
         for log in files.logs {
             files.logEntries += log.withUnsafeBytes { AppendLog.scanLog($0).payloads }
         }
+        files.ckwsResponses = try await ckwsResponses(in: scratch.appendingPathComponent("ckws"))
         // A version 1 log too, as FlatSync wrote them before version 2.
         files.logs.append(versionOneLog(Array(files.logEntries.prefix(4))))
         return files
+    }
+
+    /// Syncs a device through the CKWS emulator and keeps every response body it got, plus error bodies.
+    private static func ckwsResponses(in directory: URL) async throws -> [Data] {
+        let server = try CloudKitWebServicesServer()
+        let recorder = RecordingExchange()
+        let transport = CloudKitWebServicesTransport(
+            configuration: .init(
+                containerID: "iCloud.dev.flatsync.fuzz", environment: .development, apiToken: "fuzz",
+                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL, http: recorder))
+        do {
+            let context = try await SyncContext.open(
+                directory: directory, account: CloudAccount(id: "fuzz", transport: transport),
+                configuration: SyncContext.Configuration(clock: TestClock()))
+            try await context.readingList.add("first-article", title: "A \"quoted\" title é")
+            try await context.history.visit("first-article", version: 3)
+            try await context.history.setLiking("first-article", .liked)
+            _ = try await context.syncNow()
+            try await context.readingList.remove("first-article")
+            _ = try await context.syncNow()
+            try await context.close()
+            _ = try await transport.currentUser()
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+        let errors = [
+            #"{"uuid":"u","serverErrorCode":"THROTTLED","reason":"slow down","retryAfter":1.5}"#,
+            #"{"records":[{"recordName":"a","serverErrorCode":"CONFLICT"},{"recordName":"b","deleted":true}]}"#,
+            #"{"zones":[{"zoneID":{"zoneName":"Z"},"serverErrorCode":"ZONE_NOT_FOUND","reason":"gone"}]}"#,
+        ]
+        return recorder.bodies + errors.map { Data($0.utf8) }
     }
 
     /// Writes every target's seeds to `directory/<target>/seed-<n>`.
@@ -100,5 +137,18 @@ package enum FuzzSeeds {
             bytes.append(contentsOf: payload)
         }
         return Data(bytes)
+    }
+}
+
+/// Sends through `URLSessionExchange` and keeps every response body.
+private final class RecordingExchange: HTTPExchange {
+    private let recorded = Mutex<[Data]>([])
+
+    var bodies: [Data] { recorded.withLock { $0 } }
+
+    func send(_ request: HTTPExchangeRequest) async throws -> HTTPExchangeResponse {
+        let response = try await URLSessionExchange.shared.send(request)
+        recorded.withLock { $0.append(response.body) }
+        return response
     }
 }

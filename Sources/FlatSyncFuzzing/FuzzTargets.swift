@@ -38,7 +38,9 @@ package enum FuzzTargets {
         FuzzTarget("snapshot", "a store snapshot and its packed columns", seeds: \.snapshots, run: snapshot),
         FuzzTarget("device-file", "device.plist and device-id.plist", seeds: \.deviceFiles, run: deviceFile),
         FuzzTarget("cloud-state", "the DirectoryCloud state file", seeds: \.cloudStates, run: cloudState),
-        // FuzzTarget("ckws-response", "a CKWS JSON response", seeds: \.ckwsResponses, run: ckwsResponse),
+        FuzzTarget(
+            "ckws-response", "a CloudKit Web Services response body, every operation and error",
+            seeds: \.ckwsResponses, run: CloudKitResponseFuzzing.run),
     ]
 
     package static func named(_ name: String) -> FuzzTarget? {
