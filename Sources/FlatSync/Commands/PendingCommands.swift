@@ -13,7 +13,7 @@
 /// ``unseal(_:)`` ends a round that could not finish: what is left goes back to pending, and a record
 /// changed again meanwhile keeps only its newer change.
 ///
-/// The ``CommandQueue`` logs every transition, so replaying the log through the same transitions
+/// The command queue logs every transition, so replaying the log through the same transitions
 /// rebuilds the same queue after a restart.
 public struct PendingCommands: Sendable {
     private var commands: [CommandID: Command] = [:]

@@ -11,7 +11,7 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
     /// A 64-bit integer; FlatSync stores counts, flags and enumerations this way.
     case int(Int64)
     /// A point in time. CloudKit keeps timestamps to the millisecond, so FlatSync's stores stamp their
-    /// dates at that precision (see ``Foundation/Date/roundedToMilliseconds``).
+    /// dates at that precision (see `Date.roundedToMilliseconds`).
     case date(Date)
     /// A double-precision number.
     case double(Double)

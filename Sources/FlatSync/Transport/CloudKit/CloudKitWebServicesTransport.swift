@@ -24,7 +24,7 @@ import Foundation
 /// ```
 ///
 /// What CloudKit Web Services cannot express is done the way its documentation suggests, and costs
-/// requests that ``InMemoryCloud``-style servers do not need:
+/// requests that `InMemoryCloud`-style servers do not need:
 /// - A conflicted save or delete (`CONFLICT`) carries no server record: the transport looks the records
 ///   up in one follow-up `records/lookup` per request and reports
 ///   ``CloudError/Code-swift.struct/serverRecordChanged`` with what it found.
@@ -33,7 +33,7 @@ import Foundation
 ///   present as a conflict.
 /// - `records/modify` and `records/lookup` name one zone each: a call spanning zones sends one request
 ///   per zone, so `atomically` holds per zone, as it does in CloudKit.
-/// - Timestamps travel as whole milliseconds (CKWS `TIMESTAMP`); see ``Foundation/Date/roundedToMilliseconds``.
+/// - Timestamps travel as whole milliseconds (CKWS `TIMESTAMP`); see `Date.roundedToMilliseconds`.
 /// - At most ``maximumOperationsPerRequest`` (200) saves plus deletes per call, the documented limit.
 ///
 /// Error mapping is one table, documented on the internal `CloudKitErrorMapping` and in the README.
