@@ -138,6 +138,10 @@ public actor LocalStore {
         eventHub.subscribe()
     }
 
+    /// How many flushes (`fsync`) of appended log entries this store has made since it opened; group commit
+    /// keeps it below the number of durable mutations when callers overlap. For the benchmark.
+    package nonisolated var logFlushCount: Int { log.flushCount }
+
     /// The commands waiting to be sent, zone by zone, oldest first.
     public func pendingCommands() -> [Command] {
         pending.allCommands
