@@ -317,7 +317,10 @@ enum Measurements {
             await store?.abandon()
             store = nil
         }
-        print(String(format: "cold start of %@: median %.2f ms over %d", template.path, median(samples), times))
+        print(
+            String(
+                format: "cold start of %@: median %.2f ms, min %.2f ms over %d", template.path, median(samples),
+                samples.min()!, times))
     }
 
     /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending.

@@ -175,13 +175,12 @@ extension LocalStore {
             _ type: Item.Type, in directory: URL, now: Date, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
             let url = directory.appendingPathComponent(LocalStore.snapshotFileName(Item.zone))
-            guard var data = try read(url) else { return ZoneState() }
+            let path = url.path
+            // Streamed from the file into the zone's table: the file's bytes are never held whole.
+            guard let source = try FileSnapshotSource.open(path) else { return ZoneState() }
             do {
-                let file = try SnapshotFile.decode(data, path: url.path)
-                // The decoded file holds copies of the columns: let the raw bytes go before the items are built.
-                data = Data()
-                return try file.state(of: Item.self, path: url.path)
-            } catch {
+                return try SnapshotFile.readState(of: Item.self, from: source, path: path)
+            } catch  where error.code != .ioFailed {
                 try quarantine(url, because: error, now: now, into: &events)
                 return ZoneState()
             }

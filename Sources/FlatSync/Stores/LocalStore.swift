@@ -142,6 +142,12 @@ public actor LocalStore {
     /// keeps it below the number of durable mutations when callers overlap. For the benchmark.
     package nonisolated var logFlushCount: Int { log.flushCount }
 
+    /// Every history item, newest first: the history table's own array, put in order first (see
+    /// ``HistoryTable/orderedItems()``).
+    package func historyItemsNewestFirst() -> [ReadingHistoryItem] {
+        zones.history.items.orderedItems()
+    }
+
     /// The commands waiting to be sent, zone by zone, oldest first.
     public func pendingCommands() -> [Command] {
         pending.allCommands
@@ -243,7 +249,7 @@ public actor LocalStore {
         let retention = options.historyRetention
         let expired = zones.history.items.values.filter { retention.isPrunable($0, now: now) }
         guard !expired.isEmpty else { return 0 }
-        for item in expired { zones.history.items[item.articleID] = nil }
+        for item in expired { zones.history.items.removeValue(forKey: item.articleID) }
         stateDidChange(.readingHistory)
         return expired.count
     }
@@ -294,6 +300,9 @@ public actor LocalStore {
             covered = state.appliedThroughSequence
             try await Self.writeSnapshot(state, to: url)
         } else {
+            // Written newest first, so that the next open finds the history in order and its first read
+            // sorts nothing.
+            _ = zones.history.items.orderedItems()
             let state = zones.history
             covered = state.appliedThroughSequence
             try await Self.writeSnapshot(state, to: url)

@@ -42,26 +42,57 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         ]
     }
 
-    /// The article.
-    public var articleID: String
-    /// The last time the user opened the article, if ever.
-    public var lastVisited: Date?
-    /// The first time the article was seen or visited.
-    public var firstSeen: Date?
+    // The fields, laid out for memory: 96 bytes an item with no allocation of its own for an article ID of
+    // up to 22 UTF-8 bytes (a `String` keeps only 15 inline), dates as plain seconds with NaN for none (a
+    // `Date?` takes 16 bytes), the device ID shared with every other item of the same device. The history
+    // holds 100,000 of these in one array, and a read hands that array out without copying it.
+
+    /// The article ID, inline when it is short.
+    package private(set) var compactArticleID: CompactString
+    /// The device of the latest visit.
+    public var deviceID: String?
+    /// `lastVisited` in seconds since 2001, NaN for none.
+    package private(set) var lastVisitedTime: Double
+    /// `firstSeen` in seconds since 2001, NaN for none.
+    package private(set) var firstSeenTime: Double
+    /// `likingChangedAt` in seconds since 2001, NaN for none.
+    package private(set) var likingChangedAtTime: Double
     /// The highest article version seen.
     public var maxVersionSeen: Int64
     /// How many times the article was opened (merges take the maximum, as News does).
     public var readCount: Int64
-    /// The device of the latest visit.
-    public var deviceID: String?
-    /// Liked, disliked or neither.
-    public var liking: Liking
-    /// When ``liking`` was last set; the later setting wins a conflict, so an unlike syncs too.
-    public var likingChangedAt: Date?
     /// The sticky flags.
     public var flags: Flags
+    /// Liked, disliked or neither.
+    public var liking: Liking
+
+    /// The article.
+    public var articleID: String {
+        get { compactArticleID.string }
+        set { compactArticleID = CompactString(newValue) }
+    }
+
+    /// The last time the user opened the article, if ever.
+    public var lastVisited: Date? {
+        get { Self.date(lastVisitedTime) }
+        set { lastVisitedTime = Self.time(newValue) }
+    }
+
+    /// The first time the article was seen or visited.
+    public var firstSeen: Date? {
+        get { Self.date(firstSeenTime) }
+        set { firstSeenTime = Self.time(newValue) }
+    }
+
+    /// When ``liking`` was last set; the later setting wins a conflict, so an unlike syncs too.
+    public var likingChangedAt: Date? {
+        get { Self.date(likingChangedAtTime) }
+        set { likingChangedAtTime = Self.time(newValue) }
+    }
 
     /// An item; an article nobody has visited or marked has only its ID.
+    ///
+    /// A date whose `timeIntervalSinceReferenceDate` is NaN stands for no date.
     public init(
         articleID: String,
         lastVisited: Date? = nil,
@@ -73,16 +104,52 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         likingChangedAt: Date? = nil,
         flags: Flags = []
     ) {
-        self.articleID = articleID
-        self.lastVisited = lastVisited
-        self.firstSeen = firstSeen
+        self.init(
+            compactArticleID: CompactString(articleID), lastVisitedTime: Self.time(lastVisited),
+            firstSeenTime: Self.time(firstSeen), maxVersionSeen: maxVersionSeen, readCount: readCount,
+            deviceID: deviceID, liking: liking, likingChangedAtTime: Self.time(likingChangedAt), flags: flags
+        )
+    }
+
+    /// An item from its stored form, as a snapshot holds it.
+    package init(
+        compactArticleID: CompactString,
+        lastVisitedTime: Double,
+        firstSeenTime: Double,
+        maxVersionSeen: Int64,
+        readCount: Int64,
+        deviceID: String?,
+        liking: Liking,
+        likingChangedAtTime: Double,
+        flags: Flags
+    ) {
+        self.compactArticleID = compactArticleID
+        self.deviceID = deviceID
+        self.lastVisitedTime = lastVisitedTime.isNaN ? .nan : lastVisitedTime
+        self.firstSeenTime = firstSeenTime.isNaN ? .nan : firstSeenTime
+        self.likingChangedAtTime = likingChangedAtTime.isNaN ? .nan : likingChangedAtTime
         self.maxVersionSeen = maxVersionSeen
         self.readCount = readCount
-        self.deviceID = deviceID
-        self.liking = liking
-        self.likingChangedAt = likingChangedAt
         self.flags = flags
+        self.liking = liking
     }
+
+    private static func date(_ time: Double) -> Date? {
+        time.isNaN ? nil : Date(timeIntervalSinceReferenceDate: time)
+    }
+
+    private static func time(_ date: Date?) -> Double {
+        date?.timeIntervalSinceReferenceDate ?? .nan
+    }
+
+    /// What ``ReadingHistory/items()`` orders by, newest first: `lastVisited`, else `firstSeen`, else the
+    /// distant past, in seconds since 2001.
+    package var recencyTime: Double {
+        !lastVisitedTime.isNaN
+            ? lastVisitedTime : !firstSeenTime.isNaN ? firstSeenTime : Self.distantPastTime
+    }
+
+    private static let distantPastTime = Date.distantPast.timeIntervalSinceReferenceDate
 
     /// The article ID.
     public var id: String { articleID }
@@ -117,19 +184,22 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     }
 
     public init(record: Record) throws(FlatSyncError) {
-        articleID = try record.checkedArticleID(for: Self.self)
-        lastVisited = try record.optionalDate("lastVisited")
-        firstSeen = try record.optionalDate("firstSeen")
-        maxVersionSeen = try record.int("maxVersionSeen")
-        readCount = try record.int("readCount")
-        deviceID = try record.optionalString("deviceID")
+        let articleID = try record.checkedArticleID(for: Self.self)
+        let lastVisited = try record.optionalDate("lastVisited")
+        let firstSeen = try record.optionalDate("firstSeen")
+        let maxVersionSeen = try record.int("maxVersionSeen")
+        let readCount = try record.int("readCount")
+        let deviceID = try record.optionalString("deviceID")
         guard let liking = Liking(rawValue: try record.int("likingStatus")) else {
             throw FlatSyncError(.malformedRecord, "The record \(record.id) has an unknown likingStatus.")
         }
-        self.liking = liking
-        likingChangedAt = try record.optionalDate("likingChangedAt")
-        flags = []
+        let likingChangedAt = try record.optionalDate("likingChangedAt")
+        var flags: Flags = []
         for (flag, key) in Flags.fields where try record.int(key) != 0 { flags.insert(flag) }
+        self.init(
+            articleID: articleID, lastVisited: lastVisited, firstSeen: firstSeen, maxVersionSeen: maxVersionSeen,
+            readCount: readCount, deviceID: deviceID, liking: liking, likingChangedAt: likingChangedAt, flags: flags
+        )
     }
 
     /// Field-wise merge (DESIGN §7): the later `lastVisited` (with its device), the earliest
@@ -159,6 +229,27 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
             result.likingChangedAt = other.likingChangedAt
         }
         return result
+    }
+
+    public static func == (lhs: ReadingHistoryItem, rhs: ReadingHistoryItem) -> Bool {
+        func same(_ a: Double, _ b: Double) -> Bool { a == b || (a.isNaN && b.isNaN) }
+        return lhs.maxVersionSeen == rhs.maxVersionSeen && lhs.readCount == rhs.readCount
+            && lhs.flags == rhs.flags && lhs.liking == rhs.liking && same(lhs.lastVisitedTime, rhs.lastVisitedTime)
+            && same(lhs.firstSeenTime, rhs.firstSeenTime) && same(lhs.likingChangedAtTime, rhs.likingChangedAtTime)
+            && lhs.deviceID == rhs.deviceID && lhs.compactArticleID == rhs.compactArticleID
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        func time(_ value: Double) -> Double? { value.isNaN ? nil : value }
+        hasher.combine(compactArticleID)
+        hasher.combine(time(lastVisitedTime))
+        hasher.combine(time(firstSeenTime))
+        hasher.combine(maxVersionSeen)
+        hasher.combine(readCount)
+        hasher.combine(deviceID)
+        hasher.combine(liking)
+        hasher.combine(time(likingChangedAtTime))
+        hasher.combine(flags)
     }
 
     public var description: String {

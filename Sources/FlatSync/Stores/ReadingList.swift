@@ -145,16 +145,12 @@ public struct ReadingHistory: Sendable {
         await store.zones.history.items[articleID]
     }
 
-    /// Every item, most recently visited (or seen) first.
+    /// Every item, most recently visited (or seen) first; ties in that time go by article ID, descending.
+    ///
+    /// The store keeps its items in this order (restoring it lazily after changes), so the array returned
+    /// is the store's own and costs no copy; the store copies it only if it changes while you hold it.
     public func items() async -> [ReadingHistoryItem] {
-        let items = Array(await store.zones.history.items.values)
-        // Sorts positions by precomputed times, not the items themselves: a merge sort moving ~100-byte
-        // items that hold two strings retained and released them at every step (100k items: ~0.5 s).
-        let times = items.map { ($0.lastVisited ?? $0.firstSeen ?? .distantPast).timeIntervalSinceReferenceDate }
-        let order = items.indices.sorted { a, b in
-            times[a] != times[b] ? times[a] > times[b] : items[a].articleID > items[b].articleID
-        }
-        return order.map { items[$0] }
+        await store.historyItemsNewestFirst()
     }
 
     /// The number of items.

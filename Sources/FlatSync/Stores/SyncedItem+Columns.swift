@@ -3,6 +3,15 @@ import Foundation
 // Snapshot columns of both item types. Optional dates use NaN for "none"; optional strings a presence
 // byte. Column names match the record's field names where there is one.
 
+/// An item that can be stored as packed snapshot columns.
+package protocol ColumnarItem: TableItem {
+    /// The items' fields as named columns.
+    static func columns(of items: [Self]) -> [String: Data]
+    /// The table of `count` items read from the snapshot's columns, each of which the reader must read
+    /// to its end (``SnapshotColumns/finish(_:)``).
+    static func table(from columns: inout SnapshotColumns, count: Int) throws(FlatSyncError) -> Table
+}
+
 extension ReadingListEntry: ColumnarItem {
     package static func columns(of items: [ReadingListEntry]) -> [String: Data] {
         var ids = BinaryWriter(capacity: items.count * 24)
@@ -18,20 +27,25 @@ extension ReadingListEntry: ColumnarItem {
         return ["articleID": ids.data, "dateAdded": dates.data, "origin": origins.data, "title": titles.data]
     }
 
-    package static func items(from columns: [String: Data], count: Int) throws(FlatSyncError) -> [ReadingListEntry] {
-        let ids = try ColumnReader(columns, "articleID").values(count) { (r) throws(FlatSyncError) in try r.readString()
+    package static func table(from columns: inout SnapshotColumns, count: Int) throws(FlatSyncError) -> Table {
+        var ids = try columns.cursor("articleID")
+        var dates = try columns.cursor("dateAdded")
+        var origins = try columns.cursor("origin")
+        var titles = try columns.cursor("title")
+        var table = Table()
+        table.reserveCapacity(count)
+        for _ in 0..<count {
+            let entry = ReadingListEntry(
+                articleID: try ids.readString(), dateAdded: try dates.readDate(), origin: try origins.readSigned(),
+                title: try titles.readOptionalString()
+            )
+            table[entry.articleID] = entry
         }
-        let dates = try ColumnReader(columns, "dateAdded").values(count) { (r) throws(FlatSyncError) in try r.readDate()
-        }
-        let origins = try ColumnReader(columns, "origin").values(count) { (r) throws(FlatSyncError) in
-            try r.readSigned()
-        }
-        let titles = try ColumnReader(columns, "title").values(count) { (r) throws(FlatSyncError) in
-            try r.readOptionalString()
-        }
-        return (0..<count).map { i in
-            ReadingListEntry(articleID: ids[i], dateAdded: dates[i], origin: origins[i], title: titles[i])
-        }
+        try columns.finish(ids)
+        try columns.finish(dates)
+        try columns.finish(origins)
+        try columns.finish(titles)
+        return table
     }
 }
 
@@ -47,14 +61,17 @@ extension ReadingHistoryItem: ColumnarItem {
         var likingChangedAt = BinaryWriter(capacity: items.count * 8)
         var flags = BinaryWriter(capacity: items.count)
         for item in items {
-            ids.write(item.articleID)
-            lastVisited.write(item.lastVisited?.timeIntervalSinceReferenceDate ?? .nan)
-            firstSeen.write(item.firstSeen?.timeIntervalSinceReferenceDate ?? .nan)
+            item.compactArticleID.withUTF8 { utf8 in
+                ids.write(varint: UInt64(utf8.count))
+                ids.write(raw: utf8)
+            }
+            lastVisited.write(item.lastVisitedTime)
+            firstSeen.write(item.firstSeenTime)
             versions.write(signed: item.maxVersionSeen)
             counts.write(signed: item.readCount)
             devices.write(item.deviceID)
             liking.write(signed: item.liking.rawValue)
-            likingChangedAt.write(item.likingChangedAt?.timeIntervalSinceReferenceDate ?? .nan)
+            likingChangedAt.write(item.likingChangedAtTime)
             flags.write(signed: item.flags.rawValue)
         }
         return [
@@ -64,42 +81,49 @@ extension ReadingHistoryItem: ColumnarItem {
         ]
     }
 
-    package static func items(from columns: [String: Data], count: Int) throws(FlatSyncError) -> [ReadingHistoryItem] {
-        func optionalDate(_ reader: inout BinaryReader) throws(FlatSyncError) -> Date? {
-            let value = try reader.readDouble()
-            return value.isNaN ? nil : Date(timeIntervalSinceReferenceDate: value)
-        }
-        let ids = try ColumnReader(columns, "articleID").values(count) { (r) throws(FlatSyncError) in try r.readString()
-        }
-        let lastVisited = try ColumnReader(columns, "lastVisited").values(count, optionalDate)
-        let firstSeen = try ColumnReader(columns, "firstSeen").values(count, optionalDate)
-        let versions = try ColumnReader(columns, "maxVersionSeen").values(count) { (r) throws(FlatSyncError) in
-            try r.readSigned()
-        }
-        let counts = try ColumnReader(columns, "readCount").values(count) { (r) throws(FlatSyncError) in
-            try r.readSigned()
-        }
+    package static func table(from columns: inout SnapshotColumns, count: Int) throws(FlatSyncError) -> Table {
+        var ids = try columns.cursor("articleID")
+        var lastVisited = try columns.cursor("lastVisited")
+        var firstSeen = try columns.cursor("firstSeen")
+        var versions = try columns.cursor("maxVersionSeen")
+        var counts = try columns.cursor("readCount")
+        var devices = try columns.cursor("deviceID")
+        var likings = try columns.cursor("likingStatus")
+        var likingChangedAt = try columns.cursor("likingChangedAt")
+        var flags = try columns.cursor("flags")
         // A handful of devices visit everything: items share their device ID strings instead of holding
-        // 100,000 copies of a few (8 MB of a 100k cold start's peak memory).
+        // 100,000 copies of a few.
         var recentDevices: [String] = []
-        let devices = try ColumnReader(columns, "deviceID").values(count) { (r) throws(FlatSyncError) in
-            try r.readOptionalString(reusing: &recentDevices)
-        }
-        let liking = try ColumnReader(columns, "likingStatus").values(count) { (r) throws(FlatSyncError) in
-            let raw = try r.readSigned()
-            guard let value = Liking(rawValue: raw) else {
-                throw FlatSyncError(.damagedFile, "Unknown liking status \(raw).")
+        var loader = Table.SnapshotLoader(count: count)
+        for _ in 0..<count {
+            let articleID = try ids.readCompactString()
+            let visited = try lastVisited.readDouble()
+            let seen = try firstSeen.readDouble()
+            let version = try versions.readSigned()
+            let readCount = try counts.readSigned()
+            let device = try devices.readOptionalString(reusing: &recentDevices)
+            let rawLiking = try likings.readSigned()
+            guard let liking = Liking(rawValue: rawLiking) else {
+                throw FlatSyncError(.damagedFile, "Unknown liking status \(rawLiking).")
             }
-            return value
+            let likingTime = try likingChangedAt.readDouble()
+            loader.append(
+                ReadingHistoryItem(
+                    compactArticleID: articleID, lastVisitedTime: visited, firstSeenTime: seen,
+                    maxVersionSeen: version, readCount: readCount, deviceID: device, liking: liking,
+                    likingChangedAtTime: likingTime, flags: Flags(rawValue: try flags.readSigned())
+                ))
         }
-        let likingChangedAt = try ColumnReader(columns, "likingChangedAt").values(count, optionalDate)
-        let flags = try ColumnReader(columns, "flags").values(count) { (r) throws(FlatSyncError) in try r.readSigned() }
-        return (0..<count).map { i in
-            ReadingHistoryItem(
-                articleID: ids[i], lastVisited: lastVisited[i], firstSeen: firstSeen[i], maxVersionSeen: versions[i],
-                readCount: counts[i], deviceID: devices[i], liking: liking[i], likingChangedAt: likingChangedAt[i],
-                flags: Flags(rawValue: flags[i])
-            )
-        }
+        let table = loader.finish()
+        try columns.finish(ids)
+        try columns.finish(lastVisited)
+        try columns.finish(firstSeen)
+        try columns.finish(versions)
+        try columns.finish(counts)
+        try columns.finish(devices)
+        try columns.finish(likings)
+        try columns.finish(likingChangedAt)
+        try columns.finish(flags)
+        return table
     }
 }

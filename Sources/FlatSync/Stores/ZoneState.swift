@@ -3,9 +3,9 @@
 ///
 /// The token lives beside the data it describes (and is saved in the same snapshot file), so a stale
 /// snapshot is always self-consistent: after a crash the engine fetches again from the token it finds.
-package struct ZoneState<Item: SyncedItem>: Sendable {
+package struct ZoneState<Item: TableItem>: Sendable {
     /// Items by article ID.
-    package var items: [String: Item] = [:]
+    package var items = Item.Table()
     /// The last change tag seen from the server, by record name. A record deleted locally keeps its tag
     /// until the server confirms the delete, because the delete is sent with it.
     package var changeTags: [String: ChangeTag] = [:]
