@@ -229,6 +229,8 @@ package struct InternedWriter {
     package mutating func write(_ change: RecordChange, sequence: Bool) {
         if sequence { writer.write(varint: change.sequence) }
         switch change.operation {
+        case .save(let record) where writeHistoryItem(record, changedKeys: change.changedKeys):
+            break
         case .save(let record):
             writer.write(UInt8(1))
             write(record)
@@ -238,6 +240,35 @@ package struct InternedWriter {
             writer.write(UInt8(2))
             write(change.recordID)
         }
+    }
+}
+
+extension InternedWriter {
+    /// Writes a save of a record made from a history item as the item's fields in a fixed order (operation
+    /// 3), if it is one, with the changed keys as a mask: no table lookups, and reading it back builds no
+    /// dictionary. False, having written nothing, for any other record.
+    fileprivate mutating func writeHistoryItem(_ record: Record, changedKeys: Set<String>) -> Bool {
+        guard case .historyItem(let item) = record.content, record.type == ReadingHistoryItem.recordType,
+            record.id.zone == ReadingHistoryItem.zone,
+            ReadingHistoryItem.isRecordName(record.id.name, of: item.compactArticleID),
+            let mask = ReadingHistoryItem.keyMask(changedKeys)
+        else { return false }
+        writer.write(UInt8(3))
+        item.compactArticleID.withUTF8 { utf8 in
+            writer.write(varint: UInt64(utf8.count))
+            writer.write(raw: utf8)
+        }
+        writer.write(record.changeTag?.rawValue)
+        writer.write(item.lastVisitedTime)
+        writer.write(item.firstSeenTime)
+        writer.write(item.likingChangedAtTime)
+        writer.write(signed: item.maxVersionSeen)
+        writer.write(signed: item.readCount)
+        writer.write(item.deviceID)
+        writer.write(UInt8(item.liking.rawValue))
+        writer.write(signed: item.flags.rawValue)
+        writer.write(varint: UInt64(mask))
+        return true
     }
 }
 
@@ -292,8 +323,41 @@ package struct InternedReader {
             return .save(record, changedKeys: keys, sequence: sequence)
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
+        case 3:
+            return try Self.readHistoryItemSave(&reader, sequence: sequence)
         case let other:
             throw FlatSyncError(.damagedFile, "A record change has the unknown operation \(other).")
         }
+    }
+
+    /// A save written by ``InternedWriter/writeHistoryItem(_:changedKeys:)``.
+    private static func readHistoryItemSave(_ reader: inout BinaryReader, sequence: UInt64) throws(FlatSyncError)
+        -> RecordChange
+    {
+        let articleID = try reader.readString()
+        let tag = try reader.readOptionalString().map(ChangeTag.init(rawValue:))
+        let lastVisited = try reader.readDouble()
+        let firstSeen = try reader.readDouble()
+        let likingChangedAt = try reader.readDouble()
+        let maxVersionSeen = try reader.readSigned()
+        let readCount = try reader.readSigned()
+        let deviceID = try reader.readOptionalString()
+        guard let liking = ReadingHistoryItem.Liking(rawValue: Int64(try reader.readByte())) else {
+            throw FlatSyncError(.damagedFile, "A history record has an unknown liking status.")
+        }
+        let flags = ReadingHistoryItem.Flags(rawValue: try reader.readSigned())
+        let mask = try reader.readVarint()
+        guard mask < 1 << ReadingHistoryItem.recordKeys.count else {
+            throw FlatSyncError(.damagedFile, "A history record names changed keys that do not exist.")
+        }
+        let item = ReadingHistoryItem(
+            compactArticleID: CompactString(articleID), lastVisitedTime: lastVisited, firstSeenTime: firstSeen,
+            maxVersionSeen: maxVersionSeen, readCount: readCount, deviceID: deviceID, liking: liking,
+            likingChangedAtTime: likingChangedAt, flags: flags
+        )
+        let record = Record(
+            id: ReadingHistoryItem.recordID(for: articleID), type: ReadingHistoryItem.recordType,
+            content: .historyItem(item), changeTag: tag)
+        return .save(record, changedKeys: ReadingHistoryItem.keySets[Int(mask)], sequence: sequence)
     }
 }

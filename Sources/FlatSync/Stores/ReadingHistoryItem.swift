@@ -35,6 +35,9 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         /// The item must never be pruned.
         public static let pruningDisabled = Flags(rawValue: 1 << 4)
 
+        /// The flags a record carries (``fields``); other bits stay on this device.
+        static let recorded: Flags = [.read, .seen, .offensive, .consumed, .pruningDisabled]
+
         /// Each flag with the record field that stores it (written only when set).
         static let fields: [(Flags, String)] = [
             (.read, "articleRead"), (.seen, "articleSeen"), (.offensive, "offensive"),
@@ -167,7 +170,16 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     public static let recordNamePrefix = "rh-"
 
     /// The item as a `ReadingHistoryItem` record (DESIGN §2). Flags are int fields written only when set.
+    ///
+    /// The record keeps the item and builds its field dictionary only when asked (see ``Record/Content``).
     public var record: Record {
+        var canonical = self
+        canonical.flags.formIntersection(Flags.recorded)
+        return Record(id: recordID, type: Self.recordType, content: .historyItem(canonical))
+    }
+
+    /// The fields of ``record``.
+    package var recordFields: [String: FieldValue] {
         // Sized for a visited item (about ten fields) up front: a literal of the four fields always present
         // was rehashed into a larger table for most records. (Room for all 13 would double the table.)
         var fields = [String: FieldValue](minimumCapacity: 12)
@@ -180,10 +192,51 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         if let deviceID { fields["deviceID"] = .string(deviceID) }
         if let likingChangedAt { fields["likingChangedAt"] = .date(likingChangedAt) }
         for (flag, key) in Flags.fields where flags.contains(flag) { fields[key] = .int(1) }
-        return Record(id: recordID, type: Self.recordType, fields: fields)
+        return fields
+    }
+
+    /// One field of ``record``.
+    package func recordField(_ key: String) -> FieldValue? {
+        switch key {
+        case "articleID": return .string(articleID)
+        case "maxVersionSeen": return .int(maxVersionSeen)
+        case "readCount": return .int(readCount)
+        case "likingStatus": return .int(liking.rawValue)
+        case "lastVisited": return lastVisited.map(FieldValue.date)
+        case "firstSeen": return firstSeen.map(FieldValue.date)
+        case "deviceID": return deviceID.map(FieldValue.string)
+        case "likingChangedAt": return likingChangedAt.map(FieldValue.date)
+        default:
+            guard let flag = Flags.fields.first(where: { $0.1 == key })?.0 else { return nil }
+            return flags.contains(flag) ? .int(1) : nil
+        }
+    }
+
+    /// True when ``record`` of both items holds the same fields: every field equal, flags compared only in
+    /// the bits records carry.
+    package func hasSameRecordFields(as other: ReadingHistoryItem) -> Bool {
+        func same(_ a: Double, _ b: Double) -> Bool { a == b || (a.isNaN && b.isNaN) }
+        return maxVersionSeen == other.maxVersionSeen && readCount == other.readCount && liking == other.liking
+            && flags.intersection(Flags.recorded) == other.flags.intersection(Flags.recorded)
+            && same(lastVisitedTime, other.lastVisitedTime) && same(firstSeenTime, other.firstSeenTime)
+            && same(likingChangedAtTime, other.likingChangedAtTime) && deviceID == other.deviceID
+            && compactArticleID == other.compactArticleID
     }
 
     public init(record: Record) throws(FlatSyncError) {
+        // A record made by ``record`` holds the item: take it after the same checks as the fields' path.
+        if case .historyItem(let item) = record.content, record.type == Self.recordType,
+            record.id.zone == Self.zone, Self.isRecordName(record.id.name, of: item.compactArticleID)
+        {
+            do throws(FlatSyncError) {
+                try ArticleID.validate(item.articleID)
+            } catch {
+                throw FlatSyncError(
+                    .malformedRecord, "The record \(record.id) holds an invalid article ID: \(error.message)")
+            }
+            self = item
+            return
+        }
         let articleID = try record.checkedArticleID(for: Self.self)
         let lastVisited = try record.optionalDate("lastVisited")
         let firstSeen = try record.optionalDate("firstSeen")
@@ -200,6 +253,17 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
             articleID: articleID, lastVisited: lastVisited, firstSeen: firstSeen, maxVersionSeen: maxVersionSeen,
             readCount: readCount, deviceID: deviceID, liking: liking, likingChangedAt: likingChangedAt, flags: flags
         )
+    }
+
+    /// True when `name` is the record name of `articleID`, byte for byte.
+    package static func isRecordName(_ name: String, of articleID: CompactString) -> Bool {
+        var name = name
+        return name.withUTF8 { name in
+            articleID.withUTF8 { id in
+                name.count == id.count + 3 && name[0] == 0x72 && name[1] == 0x68 && name[2] == 0x2D  // "rh-"
+                    && (id.isEmpty || memcmp(name.baseAddress! + 3, id.baseAddress!, id.count) == 0)
+            }
+        }
     }
 
     /// Field-wise merge (DESIGN §7): the later `lastVisited` (with its device), the earliest

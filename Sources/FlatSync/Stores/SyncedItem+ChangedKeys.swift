@@ -51,13 +51,26 @@ package final class RecordKeySets: Sendable {
 
 extension ReadingHistoryItem: RecordDiffable {
     /// The record's keys, in the order of the mask bits below.
-    private static let keySets = RecordKeySets(
+    package static let recordKeys =
         [
             "articleID", "maxVersionSeen", "readCount", "likingStatus", "lastVisited", "firstSeen", "deviceID",
             "likingChangedAt",
-        ]
-            + Flags.fields.map(\.1)
-    )
+        ] + Flags.fields.map(\.1)
+
+    /// The sets of keys by mask: bit `i` stands for `recordKeys[i]`.
+    package static let keySets = RecordKeySets(recordKeys)
+
+    /// The mask of a set of record keys, or nil if one is not a key of this record type.
+    package static func keyMask(_ keys: Set<String>) -> Int? {
+        var mask = 0
+        for key in keys {
+            guard let bit = keyBits[key] else { return nil }
+            mask |= 1 << bit
+        }
+        return mask
+    }
+
+    private static let keyBits = Dictionary(uniqueKeysWithValues: recordKeys.enumerated().map { ($1, $0) })
 
     package func changedRecordKeys(since old: ReadingHistoryItem?) -> Set<String> {
         var mask = 0
