@@ -41,8 +41,10 @@ package struct HistoryTable: ItemTable {
     /// True when every item is in order, so ``orderedItems()`` has nothing to do.
     package var isOrdered: Bool { disorderedCount == 0 }
 
+    /// Makes room for `capacity` items, growing by at least half of what there is room for now, so that
+    /// batch after batch still grows the array a geometric number of times.
     package mutating func reserveCapacity(_ capacity: Int) {
-        items.reserveCapacity(capacity)
+        if capacity > items.capacity { items.reserveCapacity(max(capacity, items.capacity + items.capacity / 2)) }
         growIndex(toHold: capacity)
     }
 
@@ -85,10 +87,36 @@ package struct HistoryTable: ItemTable {
         return nil
     }
 
+    package mutating func modify<R>(_ articleID: String, _ body: (inout ReadingHistoryItem?) -> R) -> R {
+        let found = find(articleID)
+        var item = found.position.map { items[$0] }
+        let result = body(&item)
+        switch (found.position, item) {
+        case (let position?, let item?):
+            let oldTime = items[position].recencyTime
+            items[position] = item
+            if oldTime != item.recencyTime { markDisordered(position) }
+        case (let position?, nil):
+            remove(at: position, slot: found.slot!)
+        case (nil, let item?):
+            assert(item.articleID == articleID, "an item is stored under its own article ID")
+            append(item, hash: found.hash)
+        case (nil, nil):
+            break
+        }
+        return result
+    }
+
     @discardableResult
     package mutating func removeValue(forKey articleID: String) -> ReadingHistoryItem? {
         let found = find(articleID)
         guard let position = found.position, let slot = found.slot else { return nil }
+        return remove(at: position, slot: slot)
+    }
+
+    /// Removes the item at `position`, whose index entry is `slot`.
+    @discardableResult
+    private mutating func remove(at position: Int, slot: Int) -> ReadingHistoryItem {
         deleteSlot(slot)
         let last = items.count - 1
         let removed: ReadingHistoryItem

@@ -22,6 +22,10 @@ package protocol ItemTable<Item>: Sendable, Equatable {
     @discardableResult
     mutating func removeValue(forKey articleID: String) -> Item?
 
+    /// Runs `body` with the item of an article (nil for none) and stores what it leaves (nil removes it),
+    /// finding the article once.
+    mutating func modify<R>(_ articleID: String, _ body: (inout Item?) -> R) -> R
+
     /// Every article ID, in no particular order.
     var keys: [String] { get }
 
@@ -64,6 +68,10 @@ package struct ItemDictionary<Item: SyncedItem>: ItemTable {
     @discardableResult
     package mutating func removeValue(forKey articleID: String) -> Item? {
         items.removeValue(forKey: articleID)
+    }
+
+    package mutating func modify<R>(_ articleID: String, _ body: (inout Item?) -> R) -> R {
+        body(&items[articleID])
     }
 
     package var keys: [String] { Array(items.keys) }
