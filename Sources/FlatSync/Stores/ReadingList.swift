@@ -32,7 +32,8 @@ public struct ReadingList: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingListChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let changed = try await store.mutate(\.readingList, changes)
+        let (changed, durability) = try await store.applyMutation(\.readingList, changes)
+        try await durability?.wait()
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingList) }
         return changed
     }
@@ -135,7 +136,8 @@ public struct ReadingHistory: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingHistoryChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let changed = try await store.mutate(\.history, changes)
+        let (changed, durability) = try await store.applyMutation(\.history, changes)
+        try await durability?.wait()
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingHistory) }
         return changed
     }
