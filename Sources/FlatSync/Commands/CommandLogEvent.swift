@@ -122,8 +122,20 @@ extension CommandLogEvent {
     /// Decodes one event, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` on bytes that are not
     /// an event (or ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion`` for an unknown kind).
     package static func decode(_ data: Data) throws(FlatSyncError) -> CommandLogEvent {
+        var recent: [String] = []
+        return try decode(data, reusing: &recent)
+    }
+
+    /// True when `payload` holds a ``mutation(_:)``, judged by its first byte alone.
+    package static func isMutation(_ payload: Data) -> Bool {
+        payload.first == Tag.mutation.rawValue
+    }
+
+    /// Decodes one event, sharing strings it repeats with the events decoded before (zone names and device
+    /// IDs recur in every entry of a log), through `recent` (see ``BinaryReader/readString(reusing:)``).
+    package static func decode(_ data: Data, reusing recent: inout [String]) throws(FlatSyncError) -> CommandLogEvent {
         try data.withBinaryReader { (reader) throws(FlatSyncError) -> CommandLogEvent in
-            let event = try decode(from: &reader)
+            let event = try decode(from: &reader, reusing: &recent)
             guard reader.isAtEnd else {
                 throw FlatSyncError(.damagedFile, "A command log entry has \(reader.remaining) bytes too many.")
             }
@@ -132,6 +144,13 @@ extension CommandLogEvent {
     }
 
     package static func decode(from reader: inout BinaryReader) throws(FlatSyncError) -> CommandLogEvent {
+        var recent: [String] = []
+        return try decode(from: &reader, reusing: &recent)
+    }
+
+    package static func decode(from reader: inout BinaryReader, reusing recent: inout [String]) throws(FlatSyncError)
+        -> CommandLogEvent
+    {
         let rawTag = try reader.readByte()
         guard let tag = Tag(rawValue: rawTag) else {
             throw FlatSyncError(
@@ -141,13 +160,15 @@ extension CommandLogEvent {
         }
         switch tag {
         case .mutation:
-            let strings = try InternedReader(&reader)
+            let strings = try InternedReader(&reader, reusing: &recent)
             let sequence = try reader.readVarint()
             let zone = ZoneID(try strings.readString(&reader))
             let count = try reader.readCount()
             var changes: [RecordChange] = []
             changes.reserveCapacity(count)
-            for _ in 0..<count { changes.append(try strings.readRecordChange(&reader, sequence: sequence)) }
+            for _ in 0..<count {
+                changes.append(try strings.readRecordChange(&reader, sequence: sequence, reusing: &recent))
+            }
             return .mutation(Mutation(sequence: sequence, zone: zone, changes: changes))
         case .sealed:
             return .sealed(ZoneID(try reader.readString()))
@@ -176,7 +197,7 @@ extension CommandLogEvent {
             var changes: [RecordID: RecordChange] = [:]
             changes.reserveCapacity(count)
             for _ in 0..<count {
-                let change = try strings.readRecordChange(&reader, sequence: nil)
+                let change = try strings.readRecordChange(&reader, sequence: nil, reusing: &recent)
                 changes[change.recordID] = change
             }
             return .restored(Command(id: id, zone: zone, kind: kind, changes: changes))
@@ -186,7 +207,9 @@ extension CommandLogEvent {
             let count = try reader.readCount()
             var changes: [RecordChange] = []
             changes.reserveCapacity(count)
-            for _ in 0..<count { changes.append(try strings.readRecordChange(&reader, sequence: nil)) }
+            for _ in 0..<count {
+                changes.append(try strings.readRecordChange(&reader, sequence: nil, reusing: &recent))
+            }
             return .applied(zone, changes)
         case .counters:
             return .counters(nextSequence: try reader.readVarint(), nextCommandID: try reader.readVarint())
@@ -309,9 +332,15 @@ package struct InternedReader {
 
     /// Reads the table at the reader's position.
     package init(_ reader: inout BinaryReader) throws(FlatSyncError) {
+        var recent: [String] = []
+        try self.init(&reader, reusing: &recent)
+    }
+
+    /// Reads the table at the reader's position, sharing strings through `recent`.
+    package init(_ reader: inout BinaryReader, reusing recent: inout [String]) throws(FlatSyncError) {
         let count = try reader.readCount()
         table.reserveCapacity(count)
-        for _ in 0..<count { table.append(try reader.readString()) }
+        for _ in 0..<count { table.append(try reader.readString(reusing: &recent)) }
     }
 
     package func readString(_ reader: inout BinaryReader) throws(FlatSyncError) -> String {
@@ -343,6 +372,14 @@ package struct InternedReader {
     package func readRecordChange(_ reader: inout BinaryReader, sequence given: UInt64?) throws(FlatSyncError)
         -> RecordChange
     {
+        var recent: [String] = []
+        return try readRecordChange(&reader, sequence: given, reusing: &recent)
+    }
+
+    /// A record change, sharing a history item's device ID through `recent`.
+    package func readRecordChange(
+        _ reader: inout BinaryReader, sequence given: UInt64?, reusing recent: inout [String]
+    ) throws(FlatSyncError) -> RecordChange {
         let sequence: UInt64
         if let given { sequence = given } else { sequence = try reader.readVarint() }
         switch try reader.readByte() {
@@ -355,16 +392,16 @@ package struct InternedReader {
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
         case 3:
-            return try Self.readHistoryItemSave(&reader, sequence: sequence)
+            return try Self.readHistoryItemSave(&reader, sequence: sequence, reusing: &recent)
         case let other:
             throw FlatSyncError(.damagedFile, "A record change has the unknown operation \(other).")
         }
     }
 
     /// A save written by ``InternedWriter/writeHistoryItem(_:changedKeys:historyKeyMask:)``.
-    private static func readHistoryItemSave(_ reader: inout BinaryReader, sequence: UInt64) throws(FlatSyncError)
-        -> RecordChange
-    {
+    private static func readHistoryItemSave(
+        _ reader: inout BinaryReader, sequence: UInt64, reusing recent: inout [String]
+    ) throws(FlatSyncError) -> RecordChange {
         let articleID = try reader.readString()
         let tag = try reader.readOptionalString().map(ChangeTag.init(rawValue:))
         let lastVisited = try reader.readDouble()
@@ -372,7 +409,7 @@ package struct InternedReader {
         let likingChangedAt = try reader.readDouble()
         let maxVersionSeen = try reader.readSigned()
         let readCount = try reader.readSigned()
-        let deviceID = try reader.readOptionalString()
+        let deviceID = try reader.readOptionalString(reusing: &recent)
         guard let liking = ReadingHistoryItem.Liking(rawValue: Int64(try reader.readByte())) else {
             throw FlatSyncError(.damagedFile, "A history record has an unknown liking status.")
         }

@@ -252,6 +252,12 @@ public struct PendingCommands: Sendable {
         nextCommandID = max(nextCommandID, command.id.rawValue + 1)
     }
 
+    /// Makes room for about `count` records in the index of pending changes (reading a log of that many
+    /// entries grows it once instead of at every doubling).
+    package mutating func reserveCapacity(forRecordsAbout count: Int) {
+        location.reserveCapacity(location.count + count)
+    }
+
     /// Makes sure new commands get IDs above `value` (used when reading a compacted log).
     package mutating func raiseNextCommandID(to value: UInt64) {
         nextCommandID = max(nextCommandID, value)

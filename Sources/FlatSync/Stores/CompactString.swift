@@ -181,6 +181,19 @@ extension CompactString: Hashable {
 extension CompactString: Comparable {
     /// `String`'s order: by Unicode scalar values of the normalized forms, which for ASCII is byte order.
     package static func < (lhs: CompactString, rhs: CompactString) -> Bool {
+        // Two inline ASCII strings (the usual article IDs) compare word by word, most significant byte first.
+        if case .inline(let a) = lhs.storage, case .inline(let b) = rhs.storage,
+            (a.word0 | b.word0 | a.word1 | b.word1) & 0x8080_8080_8080_8080 == 0,
+            (UInt64(a.word2) | UInt64(b.word2) | UInt64(a.word3) | UInt64(b.word3)) & 0x8080_8080 == 0
+        {
+            // Bytes past the count are zero, and a zero byte sorts before any byte of text, so the words
+            // compare as the strings do up to the shorter one's length; equal words leave the counts.
+            if a.word0 != b.word0 { return a.word0.byteSwapped < b.word0.byteSwapped }
+            if a.word1 != b.word1 { return a.word1.byteSwapped < b.word1.byteSwapped }
+            if a.word2 != b.word2 { return a.word2.byteSwapped < b.word2.byteSwapped }
+            if a.word3 != b.word3 { return a.word3.byteSwapped < b.word3.byteSwapped }
+            return a.count < b.count
+        }
         let bytewise = lhs.withUTF8 { a in
             rhs.withUTF8 { b -> Bool? in
                 guard isASCII(a) && isASCII(b) else { return nil }

@@ -151,7 +151,7 @@ package struct HistoryTable: ItemTable {
         }
 
         /// Appends the next item of the snapshot.
-        package mutating func append(_ item: ReadingHistoryItem) {
+        package mutating func append(_ item: consuming ReadingHistoryItem) {
             hashes.append(HistoryTable.hash(of: item.compactArticleID))
             table.appendInOrder(item)
         }
@@ -237,7 +237,7 @@ package struct HistoryTable: ItemTable {
 
     /// Appends an item whose slot is in place, marking it out of order unless it follows the last item
     /// known to be in order.
-    private mutating func appendInOrder(_ item: ReadingHistoryItem) {
+    private mutating func appendInOrder(_ item: consuming ReadingHistoryItem) {
         let position = items.count
         if lastOrderedPosition == nil && disorderedCount == 0 { lastOrderedPosition = position - 1 }
         let inOrder: Bool

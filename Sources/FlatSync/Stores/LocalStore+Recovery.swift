@@ -90,10 +90,13 @@ extension LocalStore {
                 if let existing = overlay[change.recordID], existing.sequence > change.sequence { return }
                 overlay[change.recordID] = change
             }
+            // Zone names and device IDs recur in every entry: read them once.
+            var recentStrings: [String] = []
+            pending.reserveCapacity(forRecordsAbout: payloads.lazy.filter(CommandLogEvent.isMutation).count)
             for (index, payload) in payloads.enumerated() {
                 let event: CommandLogEvent
                 do {
-                    event = try CommandLogEvent.decode(payload)
+                    event = try CommandLogEvent.decode(payload, reusing: &recentStrings)
                 } catch {
                     // The frame's checksum was fine, so the bytes are as written but not a known event:
                     // keep what came before, keep the log as it is under a second name and replace it
