@@ -14,7 +14,11 @@ import Foundation
 /// Reading does not go through this type: ``readState(of:from:path:)`` streams the columns from the file
 /// straight into the zone's table (see `SnapshotReader.swift`).
 package struct SnapshotFile: Codable, Sendable, Equatable {
-    package static let currentFormatVersion = 1
+    /// The format version this code writes. Version 2 stores history items' device IDs once each, with an
+    /// index per item (``ReadingHistoryItem/columns(of:)``); version 1 stored the ID with every item.
+    package static let currentFormatVersion = 2
+    /// The format versions this code reads.
+    package static let readableFormatVersions: ClosedRange<Int> = 1...2
 
     package var formatVersion: Int
     package var zone: String
@@ -62,6 +66,11 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             skippedVersions = skipped.data
         }
         checksum = 0
+        checksum = computedChecksum()
+    }
+
+    /// Sets ``checksum`` for the fields as they are now (for tests that build files by hand).
+    package mutating func updateChecksum() {
         checksum = computedChecksum()
     }
 

@@ -286,6 +286,9 @@ package struct SnapshotColumns: ~Copyable {
         self.ranges = ranges
     }
 
+    /// True when the snapshot has a column `name`.
+    package func has(_ name: String) -> Bool { ranges[name] != nil }
+
     /// A cursor over the column `name`.
     package func cursor(_ name: String) throws(FlatSyncError) -> ColumnCursor {
         guard let range = ranges[name] else { throw FlatSyncError(.damagedFile, "The snapshot has no column \(name).") }
@@ -325,7 +328,8 @@ package struct ColumnCursor: ~Copyable {
 
     deinit { buffer.deallocate() }
 
-    fileprivate var isAtEnd: Bool { start == end && nextOffset == endOffset }
+    /// True once every byte of the column is read.
+    package var isAtEnd: Bool { start == end && nextOffset == endOffset }
 
     private func damaged(_ what: String) -> FlatSyncError {
         FlatSyncError(.damagedFile, "Malformed binary data in column \(name): \(what).")
@@ -518,10 +522,11 @@ extension SnapshotFile {
             }
         }
         guard case .int(let version)? = plist.values["formatVersion"] else { throw damaged("no format version") }
-        guard version == UInt64(currentFormatVersion) else {
+        guard version <= UInt64(readableFormatVersions.upperBound), readableFormatVersions.contains(Int(version)) else {
             throw FlatSyncError(
                 .unsupportedFormatVersion,
-                "The snapshot has format version \(version); this FlatSync reads version \(currentFormatVersion).",
+                "The snapshot has format version \(version); this FlatSync reads versions "
+                    + "\(readableFormatVersions.lowerBound) to \(readableFormatVersions.upperBound).",
                 path: path
             )
         }

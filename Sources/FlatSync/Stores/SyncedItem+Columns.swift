@@ -56,7 +56,12 @@ extension ReadingHistoryItem: ColumnarItem {
         var firstSeen = BinaryWriter(capacity: items.count * 8)
         var versions = BinaryWriter(capacity: items.count)
         var counts = BinaryWriter(capacity: items.count)
-        var devices = BinaryWriter(capacity: items.count * 8)
+        // Each device ID once, and per item its index + 1 (0 for none): a handful of devices visit everything,
+        // and a 36-byte ID with every item was 40 % of a history snapshot.
+        var deviceIDs = BinaryWriter()
+        var deviceIndex = BinaryWriter(capacity: items.count)
+        var devices: [String: UInt64] = [:]
+        var lastDevice: (id: String, number: UInt64)?
         var liking = BinaryWriter(capacity: items.count)
         var likingChangedAt = BinaryWriter(capacity: items.count * 8)
         var flags = BinaryWriter(capacity: items.count)
@@ -69,14 +74,30 @@ extension ReadingHistoryItem: ColumnarItem {
             firstSeen.write(item.firstSeenTime)
             versions.write(signed: item.maxVersionSeen)
             counts.write(signed: item.readCount)
-            devices.write(item.deviceID)
+            if let device = item.deviceID {
+                let number: UInt64
+                if let last = lastDevice, last.id == device {
+                    number = last.number
+                } else if let known = devices[device] {
+                    number = known
+                } else {
+                    number = UInt64(devices.count + 1)
+                    devices[device] = number
+                    deviceIDs.write(device)
+                }
+                lastDevice = (device, number)
+                deviceIndex.write(varint: number)
+            } else {
+                deviceIndex.write(varint: 0)
+            }
             liking.write(signed: item.liking.rawValue)
             likingChangedAt.write(item.likingChangedAtTime)
             flags.write(signed: item.flags.rawValue)
         }
         return [
             "articleID": ids.data, "lastVisited": lastVisited.data, "firstSeen": firstSeen.data,
-            "maxVersionSeen": versions.data, "readCount": counts.data, "deviceID": devices.data,
+            "maxVersionSeen": versions.data, "readCount": counts.data, "deviceIDs": deviceIDs.data,
+            "deviceIndex": deviceIndex.data,
             "likingStatus": liking.data, "likingChangedAt": likingChangedAt.data, "flags": flags.data,
         ]
     }
@@ -87,13 +108,11 @@ extension ReadingHistoryItem: ColumnarItem {
         var firstSeen = try columns.cursor("firstSeen")
         var versions = try columns.cursor("maxVersionSeen")
         var counts = try columns.cursor("readCount")
-        var devices = try columns.cursor("deviceID")
+        // Format 2: the device IDs once, an index per item; format 1: the ID (or none) with every item.
+        var devices = try DeviceColumn(&columns)
         var likings = try columns.cursor("likingStatus")
         var likingChangedAt = try columns.cursor("likingChangedAt")
         var flags = try columns.cursor("flags")
-        // A handful of devices visit everything: items share their device ID strings instead of holding
-        // 100,000 copies of a few.
-        var recentDevices: [String] = []
         var loader = Table.SnapshotLoader(count: count)
         for _ in 0..<count {
             let articleID = try ids.readCompactString()
@@ -101,7 +120,7 @@ extension ReadingHistoryItem: ColumnarItem {
             let seen = try firstSeen.readDouble()
             let version = try versions.readSigned()
             let readCount = try counts.readSigned()
-            let device = try devices.readOptionalString(reusing: &recentDevices)
+            let device = try devices.next()
             let rawLiking = try likings.readSigned()
             guard let liking = Liking(rawValue: rawLiking) else {
                 throw FlatSyncError(.damagedFile, "Unknown liking status \(rawLiking).")
@@ -120,10 +139,48 @@ extension ReadingHistoryItem: ColumnarItem {
         try columns.finish(firstSeen)
         try columns.finish(versions)
         try columns.finish(counts)
-        try columns.finish(devices)
+        try devices.finish(&columns)
         try columns.finish(likings)
         try columns.finish(likingChangedAt)
         try columns.finish(flags)
         return table
+    }
+}
+
+/// The device IDs of history items in a snapshot: format 2's table of IDs and index per item, or format 1's
+/// optional string per item. Either way items share one string per device instead of holding 100,000
+/// copies of a few.
+private struct DeviceColumn: ~Copyable {
+    private var cursor: ColumnCursor
+    private let table: [String]?
+    private var recent: [String] = []
+
+    init(_ columns: inout SnapshotColumns) throws(FlatSyncError) {
+        let table = columns.has("deviceIndex") ? try Self.readTable(&columns) : nil
+        let cursor = try columns.cursor(table == nil ? "deviceID" : "deviceIndex")
+        self.table = table
+        self.cursor = cursor
+    }
+
+    private static func readTable(_ columns: inout SnapshotColumns) throws(FlatSyncError) -> [String] {
+        var ids = try columns.cursor("deviceIDs")
+        var table: [String] = []
+        while !ids.isAtEnd { table.append(try ids.readString()) }
+        try columns.finish(ids)
+        return table
+    }
+
+    mutating func next() throws(FlatSyncError) -> String? {
+        guard let table else { return try cursor.readOptionalString(reusing: &recent) }
+        let number = try cursor.readVarint()
+        guard number > 0 else { return nil }
+        guard number <= UInt64(table.count) else {
+            throw FlatSyncError(.damagedFile, "A device index points past the \(table.count) device IDs.")
+        }
+        return table[Int(number - 1)]
+    }
+
+    consuming func finish(_ columns: inout SnapshotColumns) throws(FlatSyncError) {
+        try columns.finish(cursor)
     }
 }

@@ -104,6 +104,24 @@ import Testing
         #expect(detected > original.count * 9 / 10)
     }
 
+    /// Format 1 kept each history item's device ID in the item's row; format 2 keeps each ID once. A device
+    /// directory written before reads as it did.
+    @Test func aFormatOneHistorySnapshotStillReads() throws {
+        let state = Self.historyState(count: 300)
+        var file = SnapshotFile(state)
+        #expect(file.formatVersion == 2 && file.columns["deviceID"] == nil)
+        var devices = BinaryWriter()
+        for item in state.items.values { devices.write(item.deviceID) }
+        file.columns["deviceIDs"] = nil
+        file.columns["deviceIndex"] = nil
+        file.columns["deviceID"] = devices.data
+        file.formatVersion = 1
+        file.updateChecksum()
+        let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: try file.encoded(), path: "t")
+        #expect(decoded.items == state.items)
+        #expect(decoded.changeTags == state.changeTags)
+    }
+
     @Test func anotherFormatVersionIsReportedAsSuch() throws {
         var file = SnapshotFile(ZoneState<ReadingListEntry>())
         file.formatVersion = 99
