@@ -420,7 +420,8 @@ package struct InternedReader {
         }
         let item = ReadingHistoryItem(
             compactArticleID: CompactString(articleID), lastVisitedTime: lastVisited, firstSeenTime: firstSeen,
-            maxVersionSeen: maxVersionSeen, readCount: readCount, deviceID: deviceID, liking: liking,
+            maxVersionSeen: maxVersionSeen, readCount: readCount, device: deviceID.map(DeviceName.named),
+            liking: liking,
             likingChangedAtTime: likingChangedAt, flags: flags
         )
         let record = Record(

@@ -64,6 +64,8 @@ public actor LocalStore {
     public nonisolated let directory: URL
     /// This device's ID, stamped on history items it visits.
     public nonisolated let deviceID: String
+    /// ``deviceID`` as the history items hold it.
+    package nonisolated let deviceName: DeviceName
     /// The reading list.
     public nonisolated var readingList: ReadingList { ReadingList(store: self, observer: nil) }
     /// The reading history.
@@ -124,6 +126,7 @@ public actor LocalStore {
         self.zones = recovered.zones
         self.deviceFile = recovered.deviceFile
         self.deviceID = recovered.deviceFile.deviceID
+        self.deviceName = DeviceName.named(recovered.deviceFile.deviceID)
         self.nextSequence = recovered.nextSequence
         self.snapshotSequenceOnDisk = recovered.snapshotSequenceOnDisk
         self.lastWipeSequence = recovered.lastWipeSequence
@@ -242,11 +245,11 @@ public actor LocalStore {
             // Grow the table once for a large batch of new articles, rather than at every doubling.
             zones[keyPath: zone].items.reserveCapacity(zones[keyPath: zone].items.count + itemChanges.count)
         }
-        let deviceID = self.deviceID
+        let device = deviceName
         for itemChange in itemChanges {
             let articleID = itemChange.articleID
             let change = zones[keyPath: zone].change(articleID, sequence: sequence) { old in
-                itemChange.applied(to: old, now: now, deviceID: deviceID)
+                itemChange.applied(to: old, now: now, device: device)
             }
             guard let recordChange = change else { continue }
             if itemChanges.count > 1, let index = indexByArticle.insert(articleID, index: changes.count) {

@@ -45,15 +45,16 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         ]
     }
 
-    // The fields, laid out for memory: 96 bytes an item with no allocation of its own for an article ID of
+    // The fields, laid out for memory: 88 bytes an item with no allocation of its own for an article ID of
     // up to 22 UTF-8 bytes (a `String` keeps only 15 inline), dates as plain seconds with NaN for none (a
-    // `Date?` takes 16 bytes), the device ID shared with every other item of the same device. The history
-    // holds 100,000 of these in one array, and a read hands that array out without copying it.
+    // `Date?` takes 16 bytes), the device ID an 8-byte reference shared with every other item of the same
+    // device. The history holds 100,000 of these in one array, and a read hands that array out without
+    // copying it.
 
     /// The article ID, inline when it is short.
     package private(set) var compactArticleID: CompactString
-    /// The device of the latest visit.
-    public var deviceID: String?
+    /// The device of the latest visit, shared with the device's other items.
+    package private(set) var device: DeviceName?
     /// `lastVisited` in seconds since 2001, NaN for none.
     package private(set) var lastVisitedTime: Double
     /// `firstSeen` in seconds since 2001, NaN for none.
@@ -68,6 +69,12 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     public var flags: Flags
     /// Liked, disliked or neither.
     public var liking: Liking
+
+    /// The device of the latest visit.
+    public var deviceID: String? {
+        get { device?.value }
+        set { device = newValue.map(DeviceName.named) }
+    }
 
     /// The article.
     public var articleID: String {
@@ -110,7 +117,8 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         self.init(
             compactArticleID: CompactString(articleID), lastVisitedTime: Self.time(lastVisited),
             firstSeenTime: Self.time(firstSeen), maxVersionSeen: maxVersionSeen, readCount: readCount,
-            deviceID: deviceID, liking: liking, likingChangedAtTime: Self.time(likingChangedAt), flags: flags
+            device: deviceID.map(DeviceName.named), liking: liking, likingChangedAtTime: Self.time(likingChangedAt),
+            flags: flags
         )
     }
 
@@ -121,13 +129,13 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         firstSeenTime: Double,
         maxVersionSeen: Int64,
         readCount: Int64,
-        deviceID: String?,
+        device: DeviceName?,
         liking: Liking,
         likingChangedAtTime: Double,
         flags: Flags
     ) {
         self.compactArticleID = compactArticleID
-        self.deviceID = deviceID
+        self.device = device
         self.lastVisitedTime = lastVisitedTime.isNaN ? .nan : lastVisitedTime
         self.firstSeenTime = firstSeenTime.isNaN ? .nan : firstSeenTime
         self.likingChangedAtTime = likingChangedAtTime.isNaN ? .nan : likingChangedAtTime
@@ -219,7 +227,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         return maxVersionSeen == other.maxVersionSeen && readCount == other.readCount && liking == other.liking
             && flags.intersection(Flags.recorded) == other.flags.intersection(Flags.recorded)
             && same(lastVisitedTime, other.lastVisitedTime) && same(firstSeenTime, other.firstSeenTime)
-            && same(likingChangedAtTime, other.likingChangedAtTime) && deviceID == other.deviceID
+            && same(likingChangedAtTime, other.likingChangedAtTime) && DeviceName.same(device, other.device)
             && compactArticleID == other.compactArticleID
     }
 
@@ -266,6 +274,11 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         }
     }
 
+    /// Makes `device` the device of the latest visit.
+    package mutating func setDevice(_ device: DeviceName?) {
+        self.device = device
+    }
+
     /// Field-wise merge (DESIGN §7): the later `lastVisited` (with its device), the earliest
     /// `firstSeen`, the highest `maxVersionSeen` and `readCount`, every flag set on either side, and the
     /// liking set most recently. Ties break on the values themselves, so the merge is commutative,
@@ -276,7 +289,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         let theirVisit = (other.lastVisited ?? .distantPast, other.deviceID ?? "")
         if theirVisit > mineVisit {
             result.lastVisited = other.lastVisited
-            result.deviceID = other.deviceID
+            result.device = other.device
         }
         switch (firstSeen, other.firstSeen) {
         case (let mine?, let theirs?): result.firstSeen = min(mine, theirs)
@@ -300,7 +313,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         return lhs.maxVersionSeen == rhs.maxVersionSeen && lhs.readCount == rhs.readCount
             && lhs.flags == rhs.flags && lhs.liking == rhs.liking && same(lhs.lastVisitedTime, rhs.lastVisitedTime)
             && same(lhs.firstSeenTime, rhs.firstSeenTime) && same(lhs.likingChangedAtTime, rhs.likingChangedAtTime)
-            && lhs.deviceID == rhs.deviceID && lhs.compactArticleID == rhs.compactArticleID
+            && DeviceName.same(lhs.device, rhs.device) && lhs.compactArticleID == rhs.compactArticleID
     }
 
     public func hash(into hasher: inout Hasher) {

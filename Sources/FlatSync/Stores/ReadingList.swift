@@ -180,11 +180,11 @@ package protocol ItemChange: Sendable {
     /// The article the change is about.
     var articleID: String { get }
     /// The item after the change, given the item before it.
-    func applied(to item: Item?, now: Date, deviceID: String) -> Item?
+    func applied(to item: Item?, now: Date, device: DeviceName) -> Item?
 }
 
 extension ReadingListChange: ItemChange {
-    package func applied(to entry: ReadingListEntry?, now: Date, deviceID: String) -> ReadingListEntry? {
+    package func applied(to entry: ReadingListEntry?, now: Date, device: DeviceName) -> ReadingListEntry? {
         applied(to: entry, now: now)
     }
 }

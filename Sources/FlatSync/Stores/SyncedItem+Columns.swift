@@ -61,7 +61,7 @@ extension ReadingHistoryItem: ColumnarItem {
         var deviceIDs = BinaryWriter()
         var deviceIndex = BinaryWriter(capacity: items.count)
         var devices: [String: UInt64] = [:]
-        var lastDevice: (id: String, number: UInt64)?
+        var lastDevice: (name: DeviceName, number: UInt64)?
         var liking = BinaryWriter(capacity: items.count)
         var likingChangedAt = BinaryWriter(capacity: items.count * 8)
         var flags = BinaryWriter(capacity: items.count)
@@ -74,16 +74,16 @@ extension ReadingHistoryItem: ColumnarItem {
             firstSeen.write(item.firstSeenTime)
             versions.write(signed: item.maxVersionSeen)
             counts.write(signed: item.readCount)
-            if let device = item.deviceID {
+            if let device = item.device {
                 let number: UInt64
-                if let last = lastDevice, last.id == device {
+                if let last = lastDevice, last.name === device {
                     number = last.number
-                } else if let known = devices[device] {
+                } else if let known = devices[device.value] {
                     number = known
                 } else {
                     number = UInt64(devices.count + 1)
-                    devices[device] = number
-                    deviceIDs.write(device)
+                    devices[device.value] = number
+                    deviceIDs.write(device.value)
                 }
                 lastDevice = (device, number)
                 deviceIndex.write(varint: number)
@@ -129,7 +129,7 @@ extension ReadingHistoryItem: ColumnarItem {
             loader.append(
                 ReadingHistoryItem(
                     compactArticleID: articleID, lastVisitedTime: visited, firstSeenTime: seen,
-                    maxVersionSeen: version, readCount: readCount, deviceID: device, liking: liking,
+                    maxVersionSeen: version, readCount: readCount, device: device, liking: liking,
                     likingChangedAtTime: likingTime, flags: Flags(rawValue: try flags.readSigned())
                 ))
         }
@@ -152,8 +152,9 @@ extension ReadingHistoryItem: ColumnarItem {
 /// copies of a few.
 private struct DeviceColumn: ~Copyable {
     private var cursor: ColumnCursor
-    private let table: [String]?
-    private var recent: [String] = []
+    private let table: [DeviceName]?
+    private var recent: [DeviceName] = []
+    private var recentStrings: [String] = []
 
     init(_ columns: inout SnapshotColumns) throws(FlatSyncError) {
         let table = columns.has("deviceIndex") ? try Self.readTable(&columns) : nil
@@ -162,16 +163,24 @@ private struct DeviceColumn: ~Copyable {
         self.cursor = cursor
     }
 
-    private static func readTable(_ columns: inout SnapshotColumns) throws(FlatSyncError) -> [String] {
+    private static func readTable(_ columns: inout SnapshotColumns) throws(FlatSyncError) -> [DeviceName] {
         var ids = try columns.cursor("deviceIDs")
-        var table: [String] = []
-        while !ids.isAtEnd { table.append(try ids.readString()) }
+        var table: [DeviceName] = []
+        while !ids.isAtEnd { table.append(DeviceName.named(try ids.readString())) }
         try columns.finish(ids)
         return table
     }
 
-    mutating func next() throws(FlatSyncError) -> String? {
-        guard let table else { return try cursor.readOptionalString(reusing: &recent) }
+    mutating func next() throws(FlatSyncError) -> DeviceName? {
+        guard let table else {
+            // Format 1: the string of every item, shared through a few recent ones.
+            guard let id = try cursor.readOptionalString(reusing: &recentStrings) else { return nil }
+            if let name = recent.first(where: { $0.value == id }) { return name }
+            let name = DeviceName.named(id)
+            recent.insert(name, at: 0)
+            if recent.count > 4 { recent.removeLast() }
+            return name
+        }
         let number = try cursor.readVarint()
         guard number > 0 else { return nil }
         guard number <= UInt64(table.count) else {
