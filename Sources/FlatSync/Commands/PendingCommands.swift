@@ -150,7 +150,12 @@ public struct PendingCommands: Sendable {
         }
         let id = CommandID(nextCommandID)
         nextCommandID += 1
-        commands[id] = Command(id: id, zone: zone, kind: kind)
+        var command = Command(id: id, zone: zone, kind: kind)
+        if firstNewCommandCapacity > 0 {
+            command.changes.reserveCapacity(firstNewCommandCapacity)
+            firstNewCommandCapacity = 0
+        }
+        commands[id] = command
         order[zone, default: []].append(id)
         result.newCommands.append(id)
         return id
@@ -256,7 +261,12 @@ public struct PendingCommands: Sendable {
     /// entries grows it once instead of at every doubling).
     package mutating func reserveCapacity(forRecordsAbout count: Int) {
         location.reserveCapacity(location.count + count)
+        firstNewCommandCapacity = count
     }
+
+    /// Room to give the next command created (then zero): a log of single-record mutations replays them
+    /// into one command, whose dictionary otherwise grows, and moves every change, at each doubling.
+    private var firstNewCommandCapacity = 0
 
     /// Makes sure new commands get IDs above `value` (used when reading a compacted log).
     package mutating func raiseNextCommandID(to value: UInt64) {

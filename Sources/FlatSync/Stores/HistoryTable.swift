@@ -242,7 +242,13 @@ package struct HistoryTable: ItemTable {
         if lastOrderedPosition == nil && disorderedCount == 0 { lastOrderedPosition = position - 1 }
         let inOrder: Bool
         if let previous = lastOrderedPosition {
-            inOrder = previous < 0 || Self.precedes(items, previous, item)
+            if previous < 0 {
+                inOrder = true
+            } else {
+                // precedes(items[previous], item), reading the stored item in place rather than copying it.
+                let (before, time) = (items[previous].recencyTime, item.recencyTime)
+                inOrder = before != time ? before > time : item.compactArticleID < items[previous].compactArticleID
+            }
         } else {
             inOrder = false
         }
@@ -252,12 +258,6 @@ package struct HistoryTable: ItemTable {
         } else {
             markDisordered(position)
         }
-    }
-
-    /// ``precedes(_:_:)`` for `items[position]` and `item`, without copying the stored item.
-    @inline(__always)
-    private static func precedes(_ items: [ReadingHistoryItem], _ position: Int, _ item: ReadingHistoryItem) -> Bool {
-        items.withUnsafeBufferPointer { precedes($0[position], item) }
     }
 
     // MARK: - Order

@@ -146,6 +146,8 @@ extension LocalStore {
                     pending.raiseNextCommandID(to: nextCommandID)
                 }
             }
+            // The room reserved for a replayed command is not for commands made later.
+            pending.reserveCapacity(forRecordsAbout: 0)
             for change in overlay.values.sorted(by: { $0.sequence < $1.sequence }) {
                 if change.recordID.zone == .readingList {
                     zones.readingList.apply(change)
