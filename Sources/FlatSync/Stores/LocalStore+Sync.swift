@@ -20,6 +20,8 @@ extension LocalStore {
                 var current = zones.record(for: change.recordID) ?? record
                 current.changeTag = tag
                 current.lastModifiedBy = deviceID
+                // A transport reads the fields, often more than once: build the dictionary once here.
+                current.fields = current.fields
                 saves.append(RecordSave(current, policy: .ifServerRecordUnchanged))
             case .delete:
                 deletes.append(RecordDeletion(change.recordID, changeTag: tag, policy: .ifServerRecordUnchanged))
