@@ -212,9 +212,13 @@ package struct BinaryReader {
         let count = try readCount()
         guard count > 0 else { return "" }
         let bytes = UnsafeRawBufferPointer(rebasing: self.bytes[offset..<offset + count])
-        for candidate in recent where candidate.utf8.count == count && candidate.utf8.elementsEqual(bytes) {
-            offset += count
-            return candidate
+        for candidate in recent where candidate.utf8.count == count {
+            // Compared with memcmp: `elementsEqual` on the UTF-8 view went byte by byte through iterators.
+            var candidate = candidate
+            if candidate.withUTF8({ memcmp($0.baseAddress!, bytes.baseAddress!, count) == 0 }) {
+                offset += count
+                return candidate
+            }
         }
         let string = try readString(byteCount: count)
         recent.insert(string, at: 0)
