@@ -277,6 +277,8 @@ enum Measurements {
                 results["cold_start_child_ru_maxrss_mb_100k"] = child.ruMaxrssMegabytes
                 results["open_store_rss_mb_100k"] = child.openStoreResidentMegabytes
                 results["process_rss_mb_before_open"] = child.residentMegabytesBeforeOpen
+                results["open_store_growth_mb_100k"] =
+                    child.openStoreResidentMegabytes - child.residentMegabytesBeforeOpen
             }
         }
         results.note(

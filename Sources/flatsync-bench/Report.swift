@@ -348,6 +348,14 @@ enum Report {
                         return String(format: "%d writer%@ %.1f", count, count == 1 ? "" : "s", adds / fsyncs)
                     }.joined(separator: ", "))
         }
+        if let open = results["open_store_rss_mb_100k"], let before = results["process_rss_mb_before_open"] {
+            extras.append(
+                String(
+                    format:
+                        "the fresh process holds %.1f MB before it opens the store (Swift's runtime, Foundation and "
+                        + "FoundationNetworking's libraries); with the 100k store open it holds %.1f MB, %.1f MB more",
+                    before, open, open - before))
+        }
         if let value = results["cold_start_child_ms_100k"] {
             extras.append(String(format: "100k cold start in the fresh child process: %.1f ms", value))
         }
