@@ -122,7 +122,7 @@ extension CommandLogEvent {
     /// Decodes one event, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` on bytes that are not
     /// an event (or ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion`` for an unknown kind).
     package static func decode(_ data: Data) throws(FlatSyncError) -> CommandLogEvent {
-        var recent: [String] = []
+        var recent = LogStrings()
         return try decode(data, reusing: &recent)
     }
 
@@ -133,7 +133,8 @@ extension CommandLogEvent {
 
     /// Decodes one event, sharing strings it repeats with the events decoded before (zone names and device
     /// IDs recur in every entry of a log), through `recent` (see ``BinaryReader/readString(reusing:)``).
-    package static func decode(_ data: Data, reusing recent: inout [String]) throws(FlatSyncError) -> CommandLogEvent {
+    package static func decode(_ data: Data, reusing recent: inout LogStrings) throws(FlatSyncError) -> CommandLogEvent
+    {
         try data.withBinaryReader { (reader) throws(FlatSyncError) -> CommandLogEvent in
             let event = try decode(from: &reader, reusing: &recent)
             guard reader.isAtEnd else {
@@ -144,11 +145,11 @@ extension CommandLogEvent {
     }
 
     package static func decode(from reader: inout BinaryReader) throws(FlatSyncError) -> CommandLogEvent {
-        var recent: [String] = []
+        var recent = LogStrings()
         return try decode(from: &reader, reusing: &recent)
     }
 
-    package static func decode(from reader: inout BinaryReader, reusing recent: inout [String]) throws(FlatSyncError)
+    package static func decode(from reader: inout BinaryReader, reusing recent: inout LogStrings) throws(FlatSyncError)
         -> CommandLogEvent
     {
         let rawTag = try reader.readByte()
@@ -332,15 +333,15 @@ package struct InternedReader {
 
     /// Reads the table at the reader's position.
     package init(_ reader: inout BinaryReader) throws(FlatSyncError) {
-        var recent: [String] = []
+        var recent = LogStrings()
         try self.init(&reader, reusing: &recent)
     }
 
     /// Reads the table at the reader's position, sharing strings through `recent`.
-    package init(_ reader: inout BinaryReader, reusing recent: inout [String]) throws(FlatSyncError) {
+    package init(_ reader: inout BinaryReader, reusing recent: inout LogStrings) throws(FlatSyncError) {
         let count = try reader.readCount()
         table.reserveCapacity(count)
-        for _ in 0..<count { table.append(try reader.readString(reusing: &recent)) }
+        for _ in 0..<count { table.append(try reader.readString(reusing: &recent.strings)) }
     }
 
     package func readString(_ reader: inout BinaryReader) throws(FlatSyncError) -> String {
@@ -372,13 +373,13 @@ package struct InternedReader {
     package func readRecordChange(_ reader: inout BinaryReader, sequence given: UInt64?) throws(FlatSyncError)
         -> RecordChange
     {
-        var recent: [String] = []
+        var recent = LogStrings()
         return try readRecordChange(&reader, sequence: given, reusing: &recent)
     }
 
     /// A record change, sharing a history item's device ID through `recent`.
     package func readRecordChange(
-        _ reader: inout BinaryReader, sequence given: UInt64?, reusing recent: inout [String]
+        _ reader: inout BinaryReader, sequence given: UInt64?, reusing recent: inout LogStrings
     ) throws(FlatSyncError) -> RecordChange {
         let sequence: UInt64
         if let given { sequence = given } else { sequence = try reader.readVarint() }
@@ -400,16 +401,19 @@ package struct InternedReader {
 
     /// A save written by ``InternedWriter/writeHistoryItem(_:changedKeys:historyKeyMask:)``.
     private static func readHistoryItemSave(
-        _ reader: inout BinaryReader, sequence: UInt64, reusing recent: inout [String]
+        _ reader: inout BinaryReader, sequence: UInt64, reusing recent: inout LogStrings
     ) throws(FlatSyncError) -> RecordChange {
-        let articleID = try reader.readString()
+        // The article ID straight into its compact form and the record name, without a String of its own.
+        let (articleID, name) = try reader.withStringBytes { utf8 in
+            (CompactString(validUTF8: utf8), Self.historyRecordName(utf8))
+        }
         let tag = try reader.readOptionalString().map(ChangeTag.init(rawValue:))
         let lastVisited = try reader.readDouble()
         let firstSeen = try reader.readDouble()
         let likingChangedAt = try reader.readDouble()
         let maxVersionSeen = try reader.readSigned()
         let readCount = try reader.readSigned()
-        let deviceID = try reader.readOptionalString(reusing: &recent)
+        let device = try reader.readOptionalString(reusing: &recent.strings).map { recent.device($0) }
         guard let liking = ReadingHistoryItem.Liking(rawValue: Int64(try reader.readByte())) else {
             throw FlatSyncError(.damagedFile, "A history record has an unknown liking status.")
         }
@@ -419,14 +423,48 @@ package struct InternedReader {
             throw FlatSyncError(.damagedFile, "A history record names changed keys that do not exist.")
         }
         let item = ReadingHistoryItem(
-            compactArticleID: CompactString(articleID), lastVisitedTime: lastVisited, firstSeenTime: firstSeen,
-            maxVersionSeen: maxVersionSeen, readCount: readCount, device: deviceID.map(DeviceName.named),
-            liking: liking,
+            compactArticleID: articleID, lastVisitedTime: lastVisited, firstSeenTime: firstSeen,
+            maxVersionSeen: maxVersionSeen, readCount: readCount, device: device, liking: liking,
             likingChangedAtTime: likingChangedAt, flags: flags
         )
         let record = Record(
-            id: ReadingHistoryItem.recordID(for: articleID), type: ReadingHistoryItem.recordType,
+            id: RecordID(zone: ReadingHistoryItem.zone, name: name), type: ReadingHistoryItem.recordType,
             content: .historyItem(item), changeTag: tag)
         return .save(record, historyKeyMask: Int(mask), sequence: sequence)
+    }
+
+    /// `rh-` followed by the article ID's bytes.
+    private static func historyRecordName(_ articleID: UnsafeRawBufferPointer) -> String {
+        let prefix = ReadingHistoryItem.recordNamePrefix.utf8
+        return String(unsafeUninitializedCapacity: prefix.count + articleID.count) { buffer in
+            var index = 0
+            for byte in prefix {
+                buffer[index] = byte
+                index += 1
+            }
+            for byte in articleID {
+                buffer[index] = byte
+                index += 1
+            }
+            return index
+        }
+    }
+}
+
+/// Strings that recur from one log entry to the next, shared instead of read again: zone names and device
+/// IDs (see ``BinaryReader/readString(reusing:)``), and the device IDs' ``DeviceName``s.
+package struct LogStrings {
+    var strings: [String] = []
+    private var devices: [DeviceName] = []
+
+    package init() {}
+
+    /// The shared name of a device ID read from the log.
+    mutating func device(_ id: String) -> DeviceName {
+        if let name = devices.first(where: { $0.value == id }) { return name }
+        let name = DeviceName.named(id)
+        devices.insert(name, at: 0)
+        if devices.count > 4 { devices.removeLast() }
+        return name
     }
 }

@@ -201,6 +201,20 @@ package struct BinaryReader {
         return string
     }
 
+    /// Runs `body` with the bytes of the next string, checked to be valid UTF-8 (ASCII at a glance), without
+    /// making a `String` of them.
+    package mutating func withStringBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
+        let count = try readCount()
+        let utf8 = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+        var high: UInt8 = 0
+        for byte in utf8 { high |= byte }
+        if high >= 0x80 && String(validating: utf8.assumingMemoryBound(to: UInt8.self), as: UTF8.self) == nil {
+            throw damaged("invalid UTF-8")
+        }
+        offset += count
+        return body(utf8)
+    }
+
     package mutating func readOptionalString() throws(FlatSyncError) -> String? {
         try readBool() ? try readString() : nil
     }

@@ -91,7 +91,7 @@ extension LocalStore {
                 overlay[change.recordID] = change
             }
             // Zone names and device IDs recur in every entry: read them once.
-            var recentStrings: [String] = []
+            var recentStrings = LogStrings()
             pending.reserveCapacity(forRecordsAbout: payloads.lazy.filter(CommandLogEvent.isMutation).count)
             for (index, payload) in payloads.enumerated() {
                 let event: CommandLogEvent
