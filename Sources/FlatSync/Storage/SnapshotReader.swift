@@ -289,6 +289,10 @@ package struct SnapshotColumns: ~Copyable {
     /// True when the snapshot has a column `name`.
     package func has(_ name: String) -> Bool { ranges[name] != nil }
 
+    /// The most items a snapshot with these columns can hold: every item takes at least one byte of the
+    /// column `name`. Reserve no more than this for the count a damaged header claims.
+    package func itemLimit(_ name: String) -> Int { ranges[name]?.count ?? 0 }
+
     /// A cursor over the column `name`.
     package func cursor(_ name: String) throws(FlatSyncError) -> ColumnCursor {
         guard let range = ranges[name] else { throw FlatSyncError(.damagedFile, "The snapshot has no column \(name).") }

@@ -33,7 +33,7 @@ extension ReadingListEntry: ColumnarItem {
         var origins = try columns.cursor("origin")
         var titles = try columns.cursor("title")
         var table = Table()
-        table.reserveCapacity(count)
+        table.reserveCapacity(min(count, columns.itemLimit("articleID")))
         for _ in 0..<count {
             let entry = ReadingListEntry(
                 articleID: try ids.readString(), dateAdded: try dates.readDate(), origin: try origins.readSigned(),
@@ -113,7 +113,8 @@ extension ReadingHistoryItem: ColumnarItem {
         var likings = try columns.cursor("likingStatus")
         var likingChangedAt = try columns.cursor("likingChangedAt")
         var flags = try columns.cursor("flags")
-        var loader = Table.SnapshotLoader(count: count)
+        // The checksum is checked once everything is read: trust the count only as far as the bytes go.
+        var loader = Table.SnapshotLoader(count: min(count, columns.itemLimit("articleID")))
         for _ in 0..<count {
             let articleID = try ids.readCompactString()
             let visited = try lastVisited.readDouble()

@@ -220,6 +220,20 @@ import Testing
         #expect(try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "t").items == state.items)
     }
 
+    /// A count larger than the columns hold (here with a checksum that matches it) is damage, and the
+    /// reader reserves room only for what the bytes can hold.
+    @Test func aCountPastTheColumnsIsDamage() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        for index in 0..<10 { state.items["a\(index)"] = ReadingHistoryItem(articleID: "a\(index)") }
+        var file = SnapshotFile(state)
+        file.itemCount = 500  // under the file's size, over what its columns hold
+        file.updateChecksum()
+        let data = try file.encoded()
+        expectError(.damagedFile) {
+            try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "t")
+        }
+    }
+
     @Test func checksumsOfPiecesCombineIntoTheChecksumOfTheWhole() {
         var random = SeededRandomNumberGenerator(seed: 3)
         for length in [0, 1, 7, 8, 9, 100, 4_096, 70_000] {
