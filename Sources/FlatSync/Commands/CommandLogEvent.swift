@@ -59,10 +59,15 @@ extension CommandLogEvent {
         interned.writer.write(varint: mutation.sequence)
         interned.write(zone)
         interned.writer.write(varint: UInt64(mutation.changes.count))
-        for change in mutation.changes {
-            interned.write(change, sequence: false)
-            if interned.table.count > 1 { return nil }
+        let complete = mutation.changes.withUnsafeBufferPointer { changes in
+            // Borrowed from the buffer: iterating the array retained and released every change.
+            for index in changes.indices {
+                interned.write(changes[index], sequence: false)
+                if interned.table.count > 1 { return false }
+            }
+            return true
         }
+        guard complete else { return nil }
         return interned.writer.data
     }
 

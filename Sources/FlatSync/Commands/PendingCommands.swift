@@ -109,11 +109,14 @@ public struct PendingCommands: Sendable {
         // The command the previous change went to: the zone's last command, so the next change of the same
         // kind goes there too, until a command is removed.
         var previousTarget: (kind: Command.Kind, id: CommandID)?
-        for (index, change) in mutation.changes.enumerated() {
-            precondition(change.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
-            var incoming = change
-            if let existingID = location[change.recordID], let existing = commands[existingID]?.changes[change.recordID]
+        for index in mutation.changes.indices {
+            // One copy of the change (the one stored), not one for the loop and one to modify.
+            var incoming = mutation.changes[index]
+            precondition(incoming.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
+            if let existingID = location[incoming.recordID],
+                let existing = commands[existingID]?.changes[incoming.recordID]
             {
+                let change = incoming
                 result.coalescedChanges += 1
                 incoming = existing.coalesced(with: change)
                 if commands[existingID]!.kind == incoming.commandKind {
