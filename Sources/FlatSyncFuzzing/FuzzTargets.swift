@@ -103,20 +103,12 @@ package enum FuzzTargets {
         precondition(again == event, "a log entry does not round-trip")
     }
 
-    /// A snapshot: checked, and its columns decoded — also past a checksum that does not match (but never
-    /// past the property-list check, which every plist FlatSync reads passes), so that the column decoders
-    /// meet bytes the checksum would have refused.
+    /// A snapshot, read as the store reads it: its property-list structure walked object by object by
+    /// FlatSync's own reader (every offset and length checked), its checksum, then its columns streamed
+    /// into the zone's items.
     static func snapshot(_ data: Data) {
-        if let file = try? SnapshotFile.decode(data, path: "fuzz") {
-            _ = try? file.state(of: ReadingListEntry.self, path: "fuzz")
-            _ = try? file.state(of: ReadingHistoryItem.self, path: "fuzz")
-        }
-        if (try? BinaryPropertyList.validate(data)) != nil,
-            let unchecked = try? PropertyListDecoder().decode(SnapshotFile.self, from: data)
-        {
-            _ = try? unchecked.state(of: ReadingListEntry.self, path: "fuzz")
-            _ = try? unchecked.state(of: ReadingHistoryItem.self, path: "fuzz")
-        }
+        _ = try? SnapshotFile.decodeState(of: ReadingListEntry.self, from: data, path: "fuzz")
+        _ = try? SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "fuzz")
     }
 
     /// The device files: decoded, or a typed error; what decodes encodes back to the same bookkeeping.

@@ -34,31 +34,47 @@ enum Measurements {
         guard let frameBytes = context.results["log_frame_bytes"].map(Int.init) else {
             throw BenchError("the log frame size must be measured before the durable enqueue")
         }
+        var results = Results()
         let rounds = context.pick(full: 2000, quick: 400)
         let levels = [1_000, 10_000, 100_000]
         var queues: [EnqueueQueue] = []
         for pending in levels {
             queues.append(try await EnqueueQueue(context, durability: .fsync, pending: pending, samples: rounds))
         }
-        progress("bare write+fsync of \(frameBytes) bytes and durable enqueues at \(levels) pending, × \(rounds) each")
+        let sqlite = try SQLiteAnchors.library(noting: &results).map {
+            progress("preparing a SQLite database (WAL, synchronous=FULL) with 10000 history rows")
+            return try SQLiteAnchors.InsertQueue(
+                in: try context.makeDirectory("sqlite-full"), synchronous: .full, rows: 10_000, library: $0)
+        }
+        progress(
+            "bare write+fsync of \(frameBytes) bytes, durable enqueues at \(levels) pending"
+                + (sqlite == nil ? "" : " and SQLite FULL inserts") + ", × \(rounds) each")
         let bare = try Baselines.BareAppendFile(in: try context.makeDirectory("bare-append"), frameBytes: frameBytes)
         // Warm the bare file up as the queues were.
         for _ in 0..<sendRoundInterval { _ = try bare.timedAppend() }
+        // Turns of one round: the stores, the bare append, and SQLite when it is there.
+        let turns = queues.count + (sqlite == nil ? 1 : 2)
         var bareSamples: [Double] = []
+        var sqliteSamples: [Double] = []
         var samples = [[Double]](repeating: [], count: queues.count)
         for round in 0..<rounds {
-            for slot in 0...queues.count {
-                let turn = (slot + round) % (queues.count + 1)
-                if turn == queues.count {
-                    bareSamples.append(try bare.timedAppend())
-                } else {
+            for slot in 0..<turns {
+                let turn = (slot + round) % turns
+                if turn < queues.count {
                     samples[turn].append(try await queues[turn].timedAdd())
+                } else if turn == queues.count {
+                    bareSamples.append(try bare.timedAppend())
+                } else if let sqlite {
+                    sqliteSamples.append(try sqlite.timedInsert())
                 }
             }
         }
-        var results = Results()
         results["fsync_append_p50_ms"] = median(bareSamples)
         results["fsync_append_p99_ms"] = percentile(bareSamples, 99)
+        if !sqliteSamples.isEmpty {
+            results["sqlite_durable_insert_p50_ms_10k"] = median(sqliteSamples)
+            results["sqlite_durable_insert_p99_ms_10k"] = percentile(sqliteSamples, 99)
+        }
         for (index, queue) in queues.enumerated() {
             try await queue.finish()
             let suffix = "\(levels[index] / 1000)k"
@@ -68,26 +84,40 @@ enum Measurements {
         results.note(
             "enqueue: one `store.readingList.add(newArticleID)` per sample, timed from call to return, into stores "
                 + "whose pending records are history visits on distinct articles put there by `history.apply`. The "
-                + "bare write+fsync and the three stores take turns sample by sample. Every \(sendRoundInterval) adds "
-                + "an untimed send round (seal, acknowledge, unseal) takes the reading-list records off the queue "
-                + "again, as a sync engine would at once, so each queue stays within \(sendRoundInterval) records of "
-                + "its size."
+                + "bare write+fsync, the three stores and the SQLite insert take turns sample by sample. Every "
+                + "\(sendRoundInterval) adds an untimed send round (seal, acknowledge, unseal) takes the reading-list "
+                + "records off the queue again, as a sync engine would at once, so each queue stays within "
+                + "\(sendRoundInterval) records of its size. SQLite: one reading-list row inserted per transaction "
+                + "(BEGIN IMMEDIATE, INSERT, COMMIT) into a WAL database holding 10,000 history rows."
         )
         return results
     }
 
     /// The same at 10k pending with `.buffered` (its target is absolute, so it needs no baseline beside it).
     static func bufferedEnqueue(_ context: BenchContext) async throws -> Results {
+        var results = Results()
         let count = context.pick(full: 10_000, quick: 2_000)
         let queue = try await EnqueueQueue(context, durability: .buffered, pending: 10_000, samples: count)
-        progress("buffered enqueue at 10000 pending × \(count)")
+        let sqlite = try SQLiteAnchors.library(noting: &results).map {
+            try SQLiteAnchors.InsertQueue(
+                in: try context.makeDirectory("sqlite-normal"), synchronous: .normal, rows: 10_000, library: $0)
+        }
+        progress(
+            "buffered enqueue at 10000 pending × \(count)" + (sqlite == nil ? "" : ", beside SQLite NORMAL inserts"))
         var samples: [Double] = []
+        var sqliteSamples: [Double] = []
         samples.reserveCapacity(count)
-        for _ in 0..<count { samples.append(try await queue.timedAdd()) }
+        for _ in 0..<count {
+            samples.append(try await queue.timedAdd())
+            if let sqlite { sqliteSamples.append(try sqlite.timedInsert()) }
+        }
         try await queue.finish()
-        var results = Results()
         results["buffered_enqueue_p50_ms_10k"] = median(samples)
         results["buffered_enqueue_p99_ms_10k"] = percentile(samples, 99)
+        if !sqliteSamples.isEmpty {
+            results["sqlite_buffered_insert_p50_ms_10k"] = median(sqliteSamples)
+            results["sqlite_buffered_insert_p99_ms_10k"] = percentile(sqliteSamples, 99)
+        }
         return results
     }
 
@@ -141,12 +171,17 @@ enum Measurements {
 
     // MARK: - Burst
 
-    /// One `history.apply` of 10,000 visits on distinct articles, `.fsync`; the best of a few runs.
+    /// One `history.apply` of 10,000 visits on distinct articles, `.fsync`, repeated; each repetition is
+    /// followed by SQLite's burst: the same rows inserted in one transaction.
     static func burst(_ context: BenchContext) async throws -> Results {
-        let runs = context.pick(full: 7, quick: 5)
+        var results = Results()
+        let runs = context.pick(full: 9, quick: 5)
         let count = 10_000
-        progress("burst of \(count) visits through history.apply × \(runs)")
+        let sqlite = SQLiteAnchors.library(noting: &results)
+        progress(
+            "burst of \(count) visits through history.apply" + (sqlite == nil ? "" : ", and SQLite's") + " × \(runs)")
         var samples: [Double] = []
+        var sqliteSamples: [Double] = []
         for run in 0..<runs {
             let directory = try context.makeDirectory("burst-\(run)")
             let store = try LocalStore(directory: directory)
@@ -155,14 +190,26 @@ enum Measurements {
             samples.append(try await timeMilliseconds { changed = try await store.history.apply(changes) })
             guard changed == count else { throw BenchError("the burst changed \(changed) items, not \(count)") }
             try await store.close()
+            if let sqlite {
+                sqliteSamples.append(try SQLiteAnchors.timedBurst(count: count, in: directory, library: sqlite))
+            }
             try? FileManager.default.removeItem(at: directory)
         }
-        var results = Results()
-        results["burst_mutations_per_s"] = Double(count) / (samples.min()! / 1000)
-        results["burst_mutations_per_s_median"] = Double(count) / (median(samples) / 1000)
+        func rates(_ samples: [Double], _ prefix: String) {
+            let rates = samples.map { Double(count) / ($0 / 1000) }
+            results["\(prefix)"] = rates.max()!
+            results["\(prefix)_median"] = median(rates)
+            results["\(prefix)_min"] = rates.min()!
+            results["\(prefix)_max"] = rates.max()!
+        }
+        rates(samples, "burst_mutations_per_s")
+        if !sqliteSamples.isEmpty { rates(sqliteSamples, "sqlite_burst_mutations_per_s") }
         results.note(
             "burst: one `store.history.apply` of \(count) `.visit(articleID:version:)` changes on distinct articles "
-                + "into an empty `.fsync` store, timed from call to return; best of \(runs)."
+                + "into an empty `.fsync` store, timed from call to return; \(runs) repetitions, the target is on the "
+                + "median (`burst_mutations_per_s` is the best). SQLite's: the same \(count) rows inserted through "
+                + "one cached statement in one transaction into an empty WAL database, synchronous=FULL, timed from "
+                + "BEGIN to the end of COMMIT, right after each FlatSync repetition."
         )
         return results
     }
@@ -170,15 +217,21 @@ enum Measurements {
     // MARK: - Cold start
 
     /// Open + first read of a device directory with 10k and 100k history items, each with 1k pending
-    /// commands in its log; then the peak memory of a fresh process doing the 100k one.
+    /// commands in its log, each repetition followed by SQLite's open + fetch of every row of a table of as
+    /// many history rows; then the peak memory of a fresh process doing the 100k one, and the memory of its
+    /// open store once the first read is let go.
     static func coldStart(_ context: BenchContext) async throws -> Results {
         var results = Results()
+        let sqlite = SQLiteAnchors.library(noting: &results)
         for (items, repetitions) in [
-            (10_000, context.pick(full: 15, quick: 5)), (100_000, context.pick(full: 7, quick: 3)),
+            (10_000, context.pick(full: 15, quick: 5)), (100_000, context.pick(full: 9, quick: 3)),
         ] {
             let template = try await prepareDevice(context, items: items, pendingMutations: 1_000)
-            progress("cold start of \(items) items × \(repetitions)")
+            let database = try context.makeDirectory("sqlite-\(items)").appendingPathComponent("history.sqlite")
+            if let sqlite { try SQLiteAnchors.makeHistoryDatabase(at: database, rows: items, library: sqlite) }
+            progress("cold start of \(items) items" + (sqlite == nil ? "" : ", and SQLite's") + " × \(repetitions)")
             var samples: [Double] = []
+            var sqliteSamples: [Double] = []
             for _ in 0..<repetitions {
                 let directory = try context.makeDirectory("cold-\(items)")
                 try copyDirectory(template, to: directory)
@@ -197,11 +250,22 @@ enum Measurements {
                 read = []
                 try await store?.close()
                 try? FileManager.default.removeItem(at: directory)
+
+                if let sqlite {
+                    var loaded: ([ReadingHistoryItem], SQLiteConnection)?
+                    sqliteSamples.append(
+                        try await timeMilliseconds { loaded = try SQLiteAnchors.loadAll(database, library: sqlite) })
+                    guard loaded?.0.count == items else {
+                        throw BenchError("SQLite read \(loaded?.0.count ?? 0) rows, not \(items)")
+                    }
+                    loaded = nil
+                }
             }
             results["cold_start_ms_\(items / 1000)k"] = median(samples)
+            if !sqliteSamples.isEmpty { results["sqlite_cold_start_ms_\(items / 1000)k"] = median(sqliteSamples) }
 
             if items == 100_000 {
-                progress("cold start of \(items) items in a fresh process, for its peak memory")
+                progress("cold start of \(items) items in a fresh process, for its memory")
                 let directory = try context.makeDirectory("cold-child")
                 try copyDirectory(template, to: directory)
                 let child = try ColdStartChild.run(directory: directory)
@@ -211,14 +275,54 @@ enum Measurements {
                 results["cold_start_peak_rss_mb_100k"] = child.peakResidentMegabytes
                 results["cold_start_child_ms_100k"] = child.milliseconds
                 results["cold_start_child_ru_maxrss_mb_100k"] = child.ruMaxrssMegabytes
+                results["open_store_rss_mb_100k"] = child.openStoreResidentMegabytes
+                results["process_rss_mb_before_open"] = child.residentMegabytesBeforeOpen
+                results["open_store_growth_mb_100k"] =
+                    child.openStoreResidentMegabytes - child.residentMegabytesBeforeOpen
             }
         }
         results.note(
             "cold start: `LocalStore(directory:)` then `await store.history.items()`, on a copy of a directory built "
                 + "like a device's (N visits, a send round acknowledging them all, both snapshots written, then "
-                + "1,000 single `history.visit` mutations left pending, then `close()`); median."
+                + "1,000 single `history.visit` mutations left pending, then `close()`); median. SQLite's: "
+                + "`sqlite3_open_v2` of a WAL database holding N history rows, then `SELECT` of every row into "
+                + "`ReadingHistoryItem` values (GRDB's `fetchAll`), interleaved with FlatSync's repetitions."
+        )
+        results.note(
+            "memory: a fresh `flatsync-bench` process opens the 100k directory and reads the history; its peak is "
+                + "VmHWM. The open store's memory is its VmRSS once that first read is let go; before opening, the "
+                + "same process holds the resident size noted as `process_rss_mb_before_open` (mostly the pages of "
+                + "the shared libraries it maps: Swift's runtime, Foundation, FoundationNetworking with libcurl)."
         )
         return results
+    }
+
+    /// Opens and reads a fresh copy of `template` `times` times, as the cold-start rows do, and prints the
+    /// median milliseconds: for a profiler (`--repeat-cold-start DIR N`).
+    static func repeatColdStart(of template: URL, times: Int) async throws {
+        var samples: [Double] = []
+        let scratch = template.deletingLastPathComponent().appendingPathComponent("repeat-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        for _ in 0..<times {
+            try? FileManager.default.removeItem(at: scratch)
+            try copyDirectory(template, to: scratch)
+            var store: LocalStore?
+            var read: [ReadingHistoryItem] = []
+            samples.append(
+                try await timeMilliseconds {
+                    let opened = try LocalStore(directory: scratch)
+                    read = await opened.history.items()
+                    store = opened
+                })
+            guard !read.isEmpty else { throw BenchError("the cold start read nothing") }
+            read = []
+            await store?.abandon()
+            store = nil
+        }
+        print(
+            String(
+                format: "cold start of %@: median %.2f ms, min %.2f ms over %d", template.path, median(samples),
+                samples.min()!, times))
     }
 
     /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending.
@@ -293,6 +397,10 @@ enum ColdStartChild {
         var peakResidentMegabytes: Double
         /// What `ru_maxrss` says, which on Linux includes the parent's peak (see ``peakResidentMegabytes()``).
         var ruMaxrssMegabytes: Double
+        /// VmRSS before the store was opened: the process itself.
+        var residentMegabytesBeforeOpen: Double
+        /// VmRSS with the store open, after the first read was let go.
+        var openStoreResidentMegabytes: Double
     }
 
     static let argument = "--cold-start-child"
@@ -300,6 +408,7 @@ enum ColdStartChild {
     /// In the child: open, read, report. The store is not closed (closing would write a snapshot); the
     /// lock goes with the process.
     static func main(directory: String) async throws {
+        let before = residentMegabytes()
         var store: LocalStore?
         var items: [ReadingHistoryItem] = []
         let ms = try await timeMilliseconds {
@@ -307,10 +416,16 @@ enum ColdStartChild {
             items = await opened.history.items()
             store = opened
         }
+        let count = items.count
+        let peak = peakResidentMegabytes()
+        items = []
+        // Whatever the open store holds now is what it keeps while the app runs.
+        _ = await store?.history.count()
+        let open = residentMegabytes()
         withExtendedLifetime(store) {}
         let output = Output(
-            items: items.count, milliseconds: ms, peakResidentMegabytes: peakResidentMegabytes(),
-            ruMaxrssMegabytes: ruMaxrssMegabytes()
+            items: count, milliseconds: ms, peakResidentMegabytes: peak, ruMaxrssMegabytes: ruMaxrssMegabytes(),
+            residentMegabytesBeforeOpen: before, openStoreResidentMegabytes: open
         )
         print(String(decoding: try JSONEncoder().encode(output), as: UTF8.self))
     }

@@ -141,6 +141,19 @@ func peakResidentMegabytes() -> Double {
     return ruMaxrssMegabytes()
 }
 
+/// The resident set size of this process now, in megabytes: `VmRSS` on Linux; elsewhere nan.
+func residentMegabytes() -> Double {
+    #if os(Linux)
+        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+        {
+            return kilobytes / 1024
+        }
+    #endif
+    return .nan
+}
+
 /// `getrusage(RUSAGE_SELF).ru_maxrss` in megabytes (kilobytes on Linux, bytes on Darwin).
 func ruMaxrssMegabytes() -> Double {
     var usage = rusage()

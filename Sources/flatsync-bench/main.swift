@@ -7,18 +7,20 @@ import Foundation
 //   --json    print exactly one flat JSON object on stdout (progress goes to stderr)
 //   --quick   fewer iterations: the whole run in under a minute
 //   --only IDS  run only these measurements (comma-separated ids: frame, enqueue, buffered, rewrite,
-//               burst, cold, coalesce, pushpull), for profiling one of them; enqueue needs frame
+//               burst, group, cold, coalesce, pushpull), for profiling one of them; enqueue needs frame
 //
 // Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
 // `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
-// can run the child on it (`perf record -g`; valgrind's tools crash here in libdispatch's signal thread).
+// can run the child on it (`perf record -g`, `heaptrack`; valgrind's tools crash here in libdispatch's signal
+// thread); `--repeat-cold-start DIR N` opens and reads a copy of DIR N times in one process and prints the
+// median, for profiling the warm cold start the table reports.
 
 let usage = """
     usage: flatsync-bench [--json] [--quick]
       --json    print one flat JSON object on stdout instead of the table
       --quick   a run of under a minute (fewer iterations and repetitions)
       --only IDS  only these measurements, comma-separated: frame, enqueue, buffered, rewrite, burst,
-                  cold, coalesce, pushpull (enqueue needs frame)
+                  group, cold, coalesce, pushpull (enqueue needs frame)
     """
 
 struct Arguments {
@@ -27,6 +29,7 @@ struct Arguments {
     var coldStartChild: String?
     var only: Set<String>?
     var prepareDevice: (items: Int, directory: String)?
+    var repeatColdStart: (directory: String, times: Int)?
 
     /// Parses the command line; nil (after printing why) on a usage error.
     init?(_ arguments: [String]) {
@@ -42,6 +45,10 @@ struct Arguments {
                 guard let items = remaining.popFirst().flatMap({ Int($0) }), let directory = remaining.popFirst()
                 else { return nil }
                 prepareDevice = (items, directory)
+            case "--repeat-cold-start":
+                guard let directory = remaining.popFirst(), let times = remaining.popFirst().flatMap({ Int($0) })
+                else { return nil }
+                repeatColdStart = (directory, times)
             case "--only":
                 guard let ids = remaining.popFirst() else { return nil }
                 only = Set(ids.split(separator: ",").map(String.init))
@@ -78,6 +85,7 @@ enum Benchmark {
         Measurement(id: "buffered", name: "buffered enqueue", run: Measurements.bufferedEnqueue),
         Measurement(id: "rewrite", name: "News-style full rewrite", run: Baselines.fullRewrite),
         Measurement(id: "burst", name: "burst", run: Measurements.burst),
+        Measurement(id: "group", name: "concurrent durable writers (group commit)", run: Measurements.groupCommit),
         Measurement(id: "cold", name: "cold start", run: Measurements.coldStart),
         Measurement(id: "coalesce", name: "coalescing then sync", run: SyncMeasurements.coalescing),
         Measurement(id: "pushpull", name: "push 10k, pull on another device", run: SyncMeasurements.pushPull),
@@ -132,6 +140,16 @@ let signalSources = [SIGINT, SIGTERM].map { number in
     }
     source.resume()
     return source
+}
+
+if let (directory, times) = arguments.repeatColdStart {
+    do {
+        try await Measurements.repeatColdStart(of: URL(fileURLWithPath: directory), times: times)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
+        exit(1)
+    }
 }
 
 if let (items, directory) = arguments.prepareDevice {

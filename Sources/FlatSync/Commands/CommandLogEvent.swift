@@ -40,9 +40,35 @@ extension CommandLogEvent {
     /// about 140 bytes instead of 330, and a batch of 10,000 about 1.4 MB instead of 3.3 MB to encode,
     /// checksum, write and flush.
     package func encoded() -> Data {
+        if case .mutation(let mutation) = self, let data = Self.encodedInterningOnlyTheZone(mutation) { return data }
         var writer = BinaryWriter(capacity: 128)
         encode(to: &writer)
         return writer.data
+    }
+
+    /// A mutation whose changes intern no string but their zone's name (history saves written as items,
+    /// deletes), encoded as ``encode(to:)`` would, but with its one-string table written first and the
+    /// changes straight after it: no second buffer to copy a 10,000-change batch's megabyte from. Nil when
+    /// a change interns anything else.
+    private static func encodedInterningOnlyTheZone(_ mutation: Mutation) -> Data? {
+        let zone = mutation.zone.name
+        var interned = InternedWriter(capacity: mutation.changes.count * 112 + 64, table: [zone])
+        interned.writer.write(Tag.mutation.rawValue)
+        interned.writer.write(varint: 1)
+        interned.writer.write(zone)
+        interned.writer.write(varint: mutation.sequence)
+        interned.write(zone)
+        interned.writer.write(varint: UInt64(mutation.changes.count))
+        let complete = mutation.changes.withUnsafeBufferPointer { changes in
+            // Borrowed from the buffer: iterating the array retained and released every change.
+            for index in changes.indices {
+                interned.write(changes[index], sequence: false)
+                if interned.table.count > 1 { return false }
+            }
+            return true
+        }
+        guard complete else { return nil }
+        return interned.writer.data
     }
 
     package func encode(to writer: inout BinaryWriter) {
@@ -101,8 +127,21 @@ extension CommandLogEvent {
     /// Decodes one event, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` on bytes that are not
     /// an event (or ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion`` for an unknown kind).
     package static func decode(_ data: Data) throws(FlatSyncError) -> CommandLogEvent {
+        var recent = LogStrings()
+        return try decode(data, reusing: &recent)
+    }
+
+    /// True when `payload` holds a ``mutation(_:)``, judged by its first byte alone.
+    package static func isMutation(_ payload: Data) -> Bool {
+        payload.first == Tag.mutation.rawValue
+    }
+
+    /// Decodes one event, sharing strings it repeats with the events decoded before (zone names and device
+    /// IDs recur in every entry of a log), through `recent` (see ``BinaryReader/readString(reusing:)``).
+    package static func decode(_ data: Data, reusing recent: inout LogStrings) throws(FlatSyncError) -> CommandLogEvent
+    {
         try data.withBinaryReader { (reader) throws(FlatSyncError) -> CommandLogEvent in
-            let event = try decode(from: &reader)
+            let event = try decode(from: &reader, reusing: &recent)
             guard reader.isAtEnd else {
                 throw FlatSyncError(.damagedFile, "A command log entry has \(reader.remaining) bytes too many.")
             }
@@ -111,6 +150,13 @@ extension CommandLogEvent {
     }
 
     package static func decode(from reader: inout BinaryReader) throws(FlatSyncError) -> CommandLogEvent {
+        var recent = LogStrings()
+        return try decode(from: &reader, reusing: &recent)
+    }
+
+    package static func decode(from reader: inout BinaryReader, reusing recent: inout LogStrings) throws(FlatSyncError)
+        -> CommandLogEvent
+    {
         let rawTag = try reader.readByte()
         guard let tag = Tag(rawValue: rawTag) else {
             throw FlatSyncError(
@@ -120,13 +166,15 @@ extension CommandLogEvent {
         }
         switch tag {
         case .mutation:
-            let strings = try InternedReader(&reader)
+            let strings = try InternedReader(&reader, reusing: &recent)
             let sequence = try reader.readVarint()
             let zone = ZoneID(try strings.readString(&reader))
             let count = try reader.readCount()
             var changes: [RecordChange] = []
             changes.reserveCapacity(count)
-            for _ in 0..<count { changes.append(try strings.readRecordChange(&reader, sequence: sequence)) }
+            for _ in 0..<count {
+                changes.append(try strings.readRecordChange(&reader, sequence: sequence, reusing: &recent))
+            }
             return .mutation(Mutation(sequence: sequence, zone: zone, changes: changes))
         case .sealed:
             return .sealed(ZoneID(try reader.readString()))
@@ -155,7 +203,7 @@ extension CommandLogEvent {
             var changes: [RecordID: RecordChange] = [:]
             changes.reserveCapacity(count)
             for _ in 0..<count {
-                let change = try strings.readRecordChange(&reader, sequence: nil)
+                let change = try strings.readRecordChange(&reader, sequence: nil, reusing: &recent)
                 changes[change.recordID] = change
             }
             return .restored(Command(id: id, zone: zone, kind: kind, changes: changes))
@@ -165,7 +213,9 @@ extension CommandLogEvent {
             let count = try reader.readCount()
             var changes: [RecordChange] = []
             changes.reserveCapacity(count)
-            for _ in 0..<count { changes.append(try strings.readRecordChange(&reader, sequence: nil)) }
+            for _ in 0..<count {
+                changes.append(try strings.readRecordChange(&reader, sequence: nil, reusing: &recent))
+            }
             return .applied(zone, changes)
         case .counters:
             return .counters(nextSequence: try reader.readVarint(), nextCommandID: try reader.readVarint())
@@ -195,6 +245,13 @@ package struct InternedWriter {
 
     package init(capacity: Int) {
         writer = BinaryWriter(capacity: capacity)
+    }
+
+    /// A writer whose table starts as `table`.
+    fileprivate init(capacity: Int, table: [String]) {
+        writer = BinaryWriter(capacity: capacity)
+        self.table = table
+        indices = Dictionary(uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
     }
 
     /// A repeated string, as its index in the table.
@@ -229,6 +286,9 @@ package struct InternedWriter {
     package mutating func write(_ change: RecordChange, sequence: Bool) {
         if sequence { writer.write(varint: change.sequence) }
         switch change.operation {
+        case .save(let record)
+        where writeHistoryItem(record, changedKeys: change.changedKeys, historyKeyMask: change.historyKeyMask):
+            break
         case .save(let record):
             writer.write(UInt8(1))
             write(record)
@@ -241,15 +301,52 @@ package struct InternedWriter {
     }
 }
 
+extension InternedWriter {
+    /// Writes a save of a record made from a history item as the item's fields in a fixed order (operation
+    /// 3), if it is one, with the changed keys as a mask: no table lookups, and reading it back builds no
+    /// dictionary. False, having written nothing, for any other record.
+    fileprivate mutating func writeHistoryItem(_ record: Record, changedKeys: Set<String>, historyKeyMask: Int?)
+        -> Bool
+    {
+        guard case .historyItem(let item) = record.content, record.type == ReadingHistoryItem.recordType,
+            record.id.zone == ReadingHistoryItem.zone,
+            ReadingHistoryItem.isRecordName(record.id.name, of: item.compactArticleID),
+            let mask = historyKeyMask ?? ReadingHistoryItem.keyMask(changedKeys)
+        else { return false }
+        writer.write(UInt8(3))
+        item.compactArticleID.withUTF8 { utf8 in
+            writer.write(varint: UInt64(utf8.count))
+            writer.write(raw: utf8)
+        }
+        writer.write(record.changeTag?.rawValue)
+        writer.write(item.lastVisitedTime)
+        writer.write(item.firstSeenTime)
+        writer.write(item.likingChangedAtTime)
+        writer.write(signed: item.maxVersionSeen)
+        writer.write(signed: item.readCount)
+        writer.write(item.deviceID)
+        writer.write(UInt8(item.liking.rawValue))
+        writer.write(signed: item.flags.rawValue)
+        writer.write(varint: UInt64(mask))
+        return true
+    }
+}
+
 /// Reads what ``InternedWriter`` wrote: the table first, then records that refer to it.
 package struct InternedReader {
     private var table: [String] = []
 
     /// Reads the table at the reader's position.
     package init(_ reader: inout BinaryReader) throws(FlatSyncError) {
+        var recent = LogStrings()
+        try self.init(&reader, reusing: &recent)
+    }
+
+    /// Reads the table at the reader's position, sharing strings through `recent`.
+    package init(_ reader: inout BinaryReader, reusing recent: inout LogStrings) throws(FlatSyncError) {
         let count = try reader.readCount()
         table.reserveCapacity(count)
-        for _ in 0..<count { table.append(try reader.readString()) }
+        for _ in 0..<count { table.append(try reader.readString(reusing: &recent.strings)) }
     }
 
     package func readString(_ reader: inout BinaryReader) throws(FlatSyncError) -> String {
@@ -281,6 +378,14 @@ package struct InternedReader {
     package func readRecordChange(_ reader: inout BinaryReader, sequence given: UInt64?) throws(FlatSyncError)
         -> RecordChange
     {
+        var recent = LogStrings()
+        return try readRecordChange(&reader, sequence: given, reusing: &recent)
+    }
+
+    /// A record change, sharing a history item's device ID through `recent`.
+    package func readRecordChange(
+        _ reader: inout BinaryReader, sequence given: UInt64?, reusing recent: inout LogStrings
+    ) throws(FlatSyncError) -> RecordChange {
         let sequence: UInt64
         if let given { sequence = given } else { sequence = try reader.readVarint() }
         switch try reader.readByte() {
@@ -292,8 +397,79 @@ package struct InternedReader {
             return .save(record, changedKeys: keys, sequence: sequence)
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
+        case 3:
+            return try Self.readHistoryItemSave(&reader, sequence: sequence, reusing: &recent)
         case let other:
             throw FlatSyncError(.damagedFile, "A record change has the unknown operation \(other).")
         }
+    }
+
+    /// A save written by ``InternedWriter/writeHistoryItem(_:changedKeys:historyKeyMask:)``.
+    private static func readHistoryItemSave(
+        _ reader: inout BinaryReader, sequence: UInt64, reusing recent: inout LogStrings
+    ) throws(FlatSyncError) -> RecordChange {
+        // The article ID straight into its compact form and the record name, without a String of its own.
+        let (articleID, name) = try reader.withStringBytes { utf8 in
+            (CompactString(validUTF8: utf8), Self.historyRecordName(utf8))
+        }
+        let tag = try reader.readOptionalString().map(ChangeTag.init(rawValue:))
+        let lastVisited = try reader.readDouble()
+        let firstSeen = try reader.readDouble()
+        let likingChangedAt = try reader.readDouble()
+        let maxVersionSeen = try reader.readSigned()
+        let readCount = try reader.readSigned()
+        let device = try reader.readOptionalString(reusing: &recent.strings).map { recent.device($0) }
+        guard let liking = ReadingHistoryItem.Liking(rawValue: Int64(try reader.readByte())) else {
+            throw FlatSyncError(.damagedFile, "A history record has an unknown liking status.")
+        }
+        let flags = ReadingHistoryItem.Flags(rawValue: try reader.readSigned())
+        let mask = try reader.readVarint()
+        guard mask < 1 << ReadingHistoryItem.recordKeys.count else {
+            throw FlatSyncError(.damagedFile, "A history record names changed keys that do not exist.")
+        }
+        let item = ReadingHistoryItem(
+            compactArticleID: articleID, lastVisitedTime: lastVisited, firstSeenTime: firstSeen,
+            maxVersionSeen: maxVersionSeen, readCount: readCount, device: device, liking: liking,
+            likingChangedAtTime: likingChangedAt, flags: flags
+        )
+        let record = Record(
+            id: RecordID(zone: ReadingHistoryItem.zone, name: name), type: ReadingHistoryItem.recordType,
+            content: .historyItem(item), changeTag: tag)
+        return .save(record, historyKeyMask: Int(mask), sequence: sequence)
+    }
+
+    /// `rh-` followed by the article ID's bytes.
+    private static func historyRecordName(_ articleID: UnsafeRawBufferPointer) -> String {
+        let prefix = ReadingHistoryItem.recordNamePrefix.utf8
+        return String(unsafeUninitializedCapacity: prefix.count + articleID.count) { buffer in
+            var index = 0
+            for byte in prefix {
+                buffer[index] = byte
+                index += 1
+            }
+            for byte in articleID {
+                buffer[index] = byte
+                index += 1
+            }
+            return index
+        }
+    }
+}
+
+/// Strings that recur from one log entry to the next, shared instead of read again: zone names and device
+/// IDs (see ``BinaryReader/readString(reusing:)``), and the device IDs' ``DeviceName``s.
+package struct LogStrings {
+    var strings: [String] = []
+    private var devices: [DeviceName] = []
+
+    package init() {}
+
+    /// The shared name of a device ID read from the log.
+    mutating func device(_ id: String) -> DeviceName {
+        if let name = devices.first(where: { $0.value == id }) { return name }
+        let name = DeviceName.named(id)
+        devices.insert(name, at: 0)
+        if devices.count > 4 { devices.removeLast() }
+        return name
     }
 }

@@ -109,11 +109,14 @@ public struct PendingCommands: Sendable {
         // The command the previous change went to: the zone's last command, so the next change of the same
         // kind goes there too, until a command is removed.
         var previousTarget: (kind: Command.Kind, id: CommandID)?
-        for (index, change) in mutation.changes.enumerated() {
-            precondition(change.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
-            var incoming = change
-            if let existingID = location[change.recordID], let existing = commands[existingID]?.changes[change.recordID]
+        for index in mutation.changes.indices {
+            // One copy of the change (the one stored), not one for the loop and one to modify.
+            var incoming = mutation.changes[index]
+            precondition(incoming.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
+            if let existingID = location[incoming.recordID],
+                let existing = commands[existingID]?.changes[incoming.recordID]
             {
+                let change = incoming
                 result.coalescedChanges += 1
                 incoming = existing.coalesced(with: change)
                 if commands[existingID]!.kind == incoming.commandKind {
@@ -150,7 +153,12 @@ public struct PendingCommands: Sendable {
         }
         let id = CommandID(nextCommandID)
         nextCommandID += 1
-        commands[id] = Command(id: id, zone: zone, kind: kind)
+        var command = Command(id: id, zone: zone, kind: kind)
+        if firstNewCommandCapacity > 0 {
+            command.changes.reserveCapacity(firstNewCommandCapacity)
+            firstNewCommandCapacity = 0
+        }
+        commands[id] = command
         order[zone, default: []].append(id)
         result.newCommands.append(id)
         return id
@@ -251,6 +259,17 @@ public struct PendingCommands: Sendable {
         for recordID in command.changes.keys { location[recordID] = command.id }
         nextCommandID = max(nextCommandID, command.id.rawValue + 1)
     }
+
+    /// Makes room for about `count` records in the index of pending changes (reading a log of that many
+    /// entries grows it once instead of at every doubling).
+    package mutating func reserveCapacity(forRecordsAbout count: Int) {
+        location.reserveCapacity(location.count + count)
+        firstNewCommandCapacity = count
+    }
+
+    /// Room to give the next command created (then zero): a log of single-record mutations replays them
+    /// into one command, whose dictionary otherwise grows, and moves every change, at each doubling.
+    private var firstNewCommandCapacity = 0
 
     /// Makes sure new commands get IDs above `value` (used when reading a compacted log).
     package mutating func raiseNextCommandID(to value: UInt64) {

@@ -17,7 +17,12 @@ public struct RecordChange: Hashable, Sendable {
     /// Save or delete.
     public var operation: Operation
     /// The keys the user's mutations changed (empty for a delete).
-    public var changedKeys: Set<String>
+    public var changedKeys: Set<String> {
+        didSet { historyKeyMask = nil }
+    }
+    /// ``changedKeys`` as a mask over ``ReadingHistoryItem/recordKeys``, when the store made the change from a
+    /// history item: the log writes it as is, instead of looking each key up.
+    package private(set) var historyKeyMask: Int?
     /// The sequence number of the mutation that last changed this record; mutations are numbered in
     /// the order the store accepted them.
     public var sequence: UInt64
@@ -25,6 +30,13 @@ public struct RecordChange: Hashable, Sendable {
     /// A save of `record`.
     public static func save(_ record: Record, changedKeys: Set<String>, sequence: UInt64 = 0) -> RecordChange {
         RecordChange(recordID: record.id, operation: .save(record), changedKeys: changedKeys, sequence: sequence)
+    }
+
+    /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
+    package static func save(_ record: Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
+        var change = save(record, changedKeys: ReadingHistoryItem.keySets[mask], sequence: sequence)
+        change.historyKeyMask = mask
+        return change
     }
 
     /// A delete of the record with `id`.
@@ -57,10 +69,28 @@ public struct RecordChange: Hashable, Sendable {
         switch (operation, later.operation) {
         case (.save, .save):
             var result = later
-            result.changedKeys.formUnion(changedKeys)
+            if let mine = historyKeyMask, let theirs = later.historyKeyMask {
+                result.changedKeys = ReadingHistoryItem.keySets[mine | theirs]
+                result.historyKeyMask = mine | theirs
+            } else {
+                result.changedKeys.formUnion(changedKeys)
+            }
             return result
         case (_, .delete), (.delete, .save):
             return later
         }
+    }
+
+    public static func == (lhs: RecordChange, rhs: RecordChange) -> Bool {
+        lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.operation == rhs.operation
+            && (lhs.historyKeyMask != nil && lhs.historyKeyMask == rhs.historyKeyMask
+                || lhs.changedKeys == rhs.changedKeys)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(recordID)
+        hasher.combine(operation)
+        hasher.combine(changedKeys)
+        hasher.combine(sequence)
     }
 }

@@ -10,13 +10,19 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The record type, such as `ReadingListEntry`.
     public var type: String
     /// The record's fields by key.
-    public var fields: [String: FieldValue]
+    public var fields: [String: FieldValue] {
+        get { content.fields }
+        set { content = .fields(newValue) }
+    }
     /// The server's version stamp; `nil` for a record the server has not seen yet.
     public var changeTag: ChangeTag?
     /// The device that wrote this version: a system field, like CloudKit's `modified.deviceID`, kept
     /// apart from ``fields``. A saving client sets it to its own device ID; the server keeps it with the
     /// version, so a client can tell its own writes from someone else's with the same content.
     public var lastModifiedBy: String?
+    /// The fields as a dictionary, or as the store item they describe until someone asks for the dictionary
+    /// (see ``Content``).
+    package var content: Content
 
     /// Creates a record.
     public init(
@@ -28,14 +34,23 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
     ) {
         self.id = id
         self.type = type
-        self.fields = fields
+        self.content = .fields(fields)
         self.changeTag = changeTag
         self.lastModifiedBy = lastModifiedBy
     }
 
+    /// A record whose fields are those of `content`.
+    package init(id: RecordID, type: String, content: Content, changeTag: ChangeTag? = nil) {
+        self.id = id
+        self.type = type
+        self.content = content
+        self.changeTag = changeTag
+        self.lastModifiedBy = nil
+    }
+
     /// The value of one field, or `nil` when the record lacks it.
     public subscript(key: String) -> FieldValue? {
-        get { fields[key] }
+        get { content.field(key) }
         set { fields[key] = newValue }
     }
 
@@ -53,7 +68,42 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
 
     /// True when both records hold the same type and fields, whatever their change tags.
     public func hasSameContent(as other: Record) -> Bool {
-        id == other.id && type == other.type && fields == other.fields
+        id == other.id && type == other.type && content == other.content
+    }
+
+    public static func == (lhs: Record, rhs: Record) -> Bool {
+        lhs.id == rhs.id && lhs.type == rhs.type && lhs.changeTag == rhs.changeTag
+            && lhs.lastModifiedBy == rhs.lastModifiedBy && lhs.content == rhs.content
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(type)
+        hasher.combine(fields)
+        hasher.combine(changeTag)
+        hasher.combine(lastModifiedBy)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, type, fields, changeTag, lastModifiedBy
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(RecordID.self, forKey: .id)
+        type = try container.decode(String.self, forKey: .type)
+        content = .fields(try container.decode([String: FieldValue].self, forKey: .fields))
+        changeTag = try container.decodeIfPresent(ChangeTag.self, forKey: .changeTag)
+        lastModifiedBy = try container.decodeIfPresent(String.self, forKey: .lastModifiedBy)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(type, forKey: .type)
+        try container.encode(fields, forKey: .fields)
+        try container.encodeIfPresent(changeTag, forKey: .changeTag)
+        try container.encodeIfPresent(lastModifiedBy, forKey: .lastModifiedBy)
     }
 
     public var description: String {

@@ -201,6 +201,20 @@ package struct BinaryReader {
         return string
     }
 
+    /// Runs `body` with the bytes of the next string, checked to be valid UTF-8 (ASCII at a glance), without
+    /// making a `String` of them.
+    package mutating func withStringBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
+        let count = try readCount()
+        let utf8 = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+        var high: UInt8 = 0
+        for byte in utf8 { high |= byte }
+        if high >= 0x80 && String(validating: utf8.assumingMemoryBound(to: UInt8.self), as: UTF8.self) == nil {
+            throw damaged("invalid UTF-8")
+        }
+        offset += count
+        return body(utf8)
+    }
+
     package mutating func readOptionalString() throws(FlatSyncError) -> String? {
         try readBool() ? try readString() : nil
     }
@@ -212,9 +226,13 @@ package struct BinaryReader {
         let count = try readCount()
         guard count > 0 else { return "" }
         let bytes = UnsafeRawBufferPointer(rebasing: self.bytes[offset..<offset + count])
-        for candidate in recent where candidate.utf8.count == count && candidate.utf8.elementsEqual(bytes) {
-            offset += count
-            return candidate
+        for candidate in recent where candidate.utf8.count == count {
+            // Compared with memcmp: `elementsEqual` on the UTF-8 view went byte by byte through iterators.
+            var candidate = candidate
+            if candidate.withUTF8({ memcmp($0.baseAddress!, bytes.baseAddress!, count) == 0 }) {
+                offset += count
+                return candidate
+            }
         }
         let string = try readString(byteCount: count)
         recent.insert(string, at: 0)

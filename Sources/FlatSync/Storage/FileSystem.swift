@@ -134,6 +134,33 @@ package struct FileSystem: Sendable {
         return data
     }
 
+    /// The size of the file behind `descriptor`, in bytes.
+    package func size(_ descriptor: Int32, path: String) throws(FlatSyncError) -> Int {
+        try fileSize(descriptor, path: path)
+    }
+
+    /// Fills `buffer` from `offset` of the file, retrying `EINTR`; returns how many bytes it read (fewer
+    /// when the file ends first).
+    package func read(
+        _ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String
+    ) throws(FlatSyncError) -> Int {
+        var count = 0
+        while count < buffer.count {
+            let target = UnsafeMutableRawBufferPointer(rebasing: buffer[count...])
+            let result =
+                calls?.read(descriptor, into: target, at: offset + count)
+                ?? POSIXFileSystem().read(descriptor, into: target, at: offset + count)
+            switch result {
+            case .success(0): return count
+            case .success(let read) where read <= target.count: count += read
+            case .success: throw .syscall("read", errno: EIO, path: path)
+            case .failure(let error) where error == .interrupted: continue
+            case .failure(let error): throw .syscall("read", errno: error.rawValue, path: path)
+            }
+        }
+        return count
+    }
+
     private func fileSize(_ descriptor: Int32, path: String) throws(FlatSyncError) -> Int {
         switch calls?.size(descriptor) ?? POSIXFileSystem().size(descriptor) {
         case .success(let value): return value

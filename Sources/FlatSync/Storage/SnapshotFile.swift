@@ -10,8 +10,15 @@ import Foundation
 ///
 /// Why the checksum: a flipped byte inside a `Data` value still decodes as a plist; the CRC makes any
 /// damage certain to be noticed, so the file is quarantined instead of silently read wrong.
+///
+/// Reading does not go through this type: ``readState(of:from:path:)`` streams the columns from the file
+/// straight into the zone's table (see `SnapshotReader.swift`).
 package struct SnapshotFile: Codable, Sendable, Equatable {
-    package static let currentFormatVersion = 1
+    /// The format version this code writes. Version 2 stores history items' device IDs once each, with an
+    /// index per item (``ReadingHistoryItem/columns(of:)``); version 1 stored the ID with every item.
+    package static let currentFormatVersion = 2
+    /// The format versions this code reads.
+    package static let readableFormatVersions: ClosedRange<Int> = 1...2
 
     package var formatVersion: Int
     package var zone: String
@@ -34,7 +41,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         zone = Item.zone.name
         changeToken = state.changeToken?.data
         appliedThroughSequence = state.appliedThroughSequence
-        let items = Array(state.items.values)
+        let items = state.items.values
         itemCount = items.count
         columns = Item.columns(of: items)
         var names = BinaryWriter(capacity: state.changeTags.count * 24)
@@ -62,15 +69,16 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         checksum = computedChecksum()
     }
 
+    /// Sets ``checksum`` for the fields as they are now (for tests that build files by hand).
+    package mutating func updateChecksum() {
+        checksum = computedChecksum()
+    }
+
     /// The CRC-32 of everything but the checksum itself.
     private func computedChecksum() -> UInt32 {
-        var header = BinaryWriter()
-        header.write(varint: UInt64(formatVersion))
-        header.write(zone)
-        header.write(changeToken)
-        header.write(varint: appliedThroughSequence)
-        header.write(varint: UInt64(itemCount))
-        var crc = CRC32.checksum(header.data)
+        var crc = Self.headerChecksum(
+            formatVersion: formatVersion, zone: zone, changeToken: changeToken,
+            appliedThroughSequence: appliedThroughSequence, itemCount: itemCount)
         for name in columns.keys.sorted() {
             crc = CRC32.checksum(Data(name.utf8), continuing: crc)
             crc = CRC32.checksum(columns[name]!, continuing: crc)
@@ -82,77 +90,30 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         return crc
     }
 
+    /// The CRC-32 of the fields before the columns, the first piece of ``checksum``.
+    static func headerChecksum(
+        formatVersion: Int, zone: String, changeToken: Data?, appliedThroughSequence: UInt64, itemCount: Int
+    ) -> UInt32 {
+        var header = BinaryWriter()
+        // Bit patterns: a damaged or hand-made count must not trap while it is being checked.
+        header.write(varint: UInt64(bitPattern: Int64(formatVersion)))
+        header.write(zone)
+        header.write(changeToken)
+        header.write(varint: appliedThroughSequence)
+        header.write(varint: UInt64(bitPattern: Int64(itemCount)))
+        return CRC32.checksum(header.data)
+    }
+
     /// The encoded file contents.
     package func encoded() throws(FlatSyncError) -> Data {
         try BinaryPropertyList.encode(self, what: "The snapshot of \(zone)")
     }
 
-    /// Decodes and checks a snapshot file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
-    /// ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion``.
-    package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> SnapshotFile {
-        struct VersionProbe: Decodable { var formatVersion: Int }
-        let decoder = PropertyListDecoder()
-        let version: Int
-        do {
-            try BinaryPropertyList.validate(data)
-            version = try decoder.decode(VersionProbe.self, from: data).formatVersion
-        } catch {
-            throw FlatSyncError(.damagedFile, "The snapshot is not a readable property list.", cause: error, path: path)
-        }
-        guard version == currentFormatVersion else {
-            throw FlatSyncError(
-                .unsupportedFormatVersion,
-                "The snapshot has format version \(version); this FlatSync reads version \(currentFormatVersion).",
-                path: path
-            )
-        }
-        let file: SnapshotFile
-        do {
-            file = try decoder.decode(SnapshotFile.self, from: data)
-        } catch {
-            throw FlatSyncError(.damagedFile, "The snapshot's structure is damaged.", cause: error, path: path)
-        }
-        guard file.checksum == file.computedChecksum() else {
-            throw FlatSyncError(.damagedFile, "The snapshot's checksum does not match its contents.", path: path)
-        }
-        return file
-    }
-
-    /// The zone state the snapshot holds.
-    package func state<Item: ColumnarItem>(of type: Item.Type, path: String) throws(FlatSyncError) -> ZoneState<Item> {
-        guard zone == Item.zone.name else {
-            throw FlatSyncError(.damagedFile, "The snapshot holds zone \(zone), not \(Item.zone.name).", path: path)
-        }
-        var state = ZoneState<Item>()
-        state.changeToken = changeToken.map(ChangeToken.init(data:))
-        state.appliedThroughSequence = appliedThroughSequence
-        do throws(FlatSyncError) {
-            let items = try Item.items(from: columns, count: itemCount)
-            state.items.reserveCapacity(items.count)
-            for item in items { state.items[item.articleID] = item }
-            try changeTagNames.withBinaryReader { (names) throws(FlatSyncError) in
-                try changeTagValues.withBinaryReader { (tags) throws(FlatSyncError) in
-                    while !names.isAtEnd {
-                        state.changeTags[try names.readString()] = ChangeTag(rawValue: try tags.readString())
-                    }
-                    guard tags.isAtEnd else {
-                        throw FlatSyncError(.damagedFile, "Change tag columns differ in length.")
-                    }
-                }
-            }
-            try createdSinceFetch?.withBinaryReader { (names) throws(FlatSyncError) in
-                while !names.isAtEnd { state.createdSinceFetch.insert(try names.readString()) }
-            }
-            try skippedVersions?.withBinaryReader { (pairs) throws(FlatSyncError) in
-                while !pairs.isAtEnd {
-                    state.skippedVersions[try pairs.readString()] = ChangeTag(try pairs.readString())
-                }
-            }
-        } catch {
-            throw FlatSyncError(
-                .damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)
-        }
-        return state
+    /// Reads the zone state of a snapshot held in memory; see ``readState(of:from:path:)``.
+    package static func decodeState<Item: ColumnarItem>(
+        of type: Item.Type, from data: Data, path: String
+    ) throws(FlatSyncError) -> ZoneState<Item> {
+        try readState(of: type, from: DataSnapshotSource(data), path: path)
     }
 }
 
@@ -163,52 +124,6 @@ extension BinaryWriter {
             write(value)
         } else {
             write(UInt8(0))
-        }
-    }
-}
-
-/// An item that can be stored as packed snapshot columns.
-package protocol ColumnarItem: SyncedItem {
-    /// The items' fields as named columns.
-    static func columns(of items: [Self]) -> [String: Data]
-    /// Items rebuilt from columns holding `count` values each.
-    static func items(from columns: [String: Data], count: Int) throws(FlatSyncError) -> [Self]
-}
-
-/// Reads one packed column, checking it holds exactly the expected number of values.
-package struct ColumnReader: ~Copyable {
-    private let data: Data
-    private let name: String
-
-    package init(_ columns: [String: Data], _ name: String) throws(FlatSyncError) {
-        guard let data = columns[name] else {
-            throw FlatSyncError(.damagedFile, "The snapshot has no column \(name).")
-        }
-        self.data = data
-        self.name = name
-    }
-
-    /// Reads `count` values with `read`, failing if the column holds more or fewer.
-    ///
-    /// Every value takes at least one byte, so a count the column cannot hold (negative, or larger than its
-    /// bytes) is damage, reported before anything is allocated for it.
-    package func values<T>(_ count: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T) throws(FlatSyncError)
-        -> [T]
-    {
-        let name = self.name
-        guard count >= 0, count <= data.count else {
-            throw FlatSyncError(
-                .damagedFile,
-                "The column \(name) of \(data.count) bytes cannot hold the \(count) values the snapshot says.")
-        }
-        return try data.withBinaryReader { (reader) throws(FlatSyncError) -> [T] in
-            var values: [T] = []
-            values.reserveCapacity(count)
-            for _ in 0..<count { values.append(try read(&reader)) }
-            guard reader.isAtEnd else {
-                throw FlatSyncError(.damagedFile, "The column \(name) holds more than \(count) values.")
-            }
-            return values
         }
     }
 }

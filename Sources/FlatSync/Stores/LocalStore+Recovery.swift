@@ -74,10 +74,13 @@ extension LocalStore {
                 if let existing = overlay[change.recordID], existing.sequence > change.sequence { return }
                 overlay[change.recordID] = change
             }
+            // Zone names and device IDs recur in every entry: read them once.
+            var recentStrings = LogStrings()
+            pending.reserveCapacity(forRecordsAbout: payloads.lazy.filter(CommandLogEvent.isMutation).count)
             for (index, payload) in payloads.enumerated() {
                 let event: CommandLogEvent
                 do {
-                    event = try CommandLogEvent.decode(payload)
+                    event = try CommandLogEvent.decode(payload, reusing: &recentStrings)
                 } catch {
                     // The frame's checksum was fine, so the bytes are as written but not a known event:
                     // keep what came before, keep the log as it is under a second name and replace it
@@ -127,6 +130,8 @@ extension LocalStore {
                     pending.raiseNextCommandID(to: nextCommandID)
                 }
             }
+            // The room reserved for a replayed command is not for commands made later.
+            pending.reserveCapacity(forRecordsAbout: 0)
             for change in overlay.values.sorted(by: { $0.sequence < $1.sequence }) {
                 if change.recordID.zone == .readingList {
                     zones.readingList.apply(change)
@@ -222,13 +227,12 @@ extension LocalStore {
             _ type: Item.Type, in directory: URL, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
             let url = directory.appendingPathComponent(LocalStore.snapshotFileName(Item.zone))
-            guard var data = try fileSystem.readFile(url.path) else { return ZoneState() }
+            let path = url.path
+            // Streamed from the file into the zone's table: the file's bytes are never held whole.
+            guard let source = try FileSnapshotSource.open(path, fileSystem: fileSystem) else { return ZoneState() }
             do {
-                let file = try SnapshotFile.decode(data, path: url.path)
-                // The decoded file holds copies of the columns: let the raw bytes go before the items are built.
-                data = Data()
-                return try file.state(of: Item.self, path: url.path)
-            } catch {
+                return try SnapshotFile.readState(of: Item.self, from: source, path: path)
+            } catch  where error.code != .ioFailed {
                 try quarantine(url, because: error, now: now, fileSystem: fileSystem, into: &events)
                 return ZoneState()
             }

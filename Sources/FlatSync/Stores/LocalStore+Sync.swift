@@ -20,6 +20,8 @@ extension LocalStore {
                 var current = zones.record(for: change.recordID) ?? record
                 current.changeTag = tag
                 current.lastModifiedBy = deviceID
+                // A transport reads the fields, often more than once: build the dictionary once here.
+                current.fields = current.fields
                 saves.append(RecordSave(current, policy: .ifServerRecordUnchanged))
             case .delete:
                 deletes.append(RecordDeletion(change.recordID, changeTag: tag, policy: .ifServerRecordUnchanged))
@@ -158,7 +160,7 @@ extension LocalStore {
         return result
     }
 
-    private static func apply<Item: SyncedItem>(
+    private static func apply<Item: TableItem>(
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool,
         to state: inout ZoneState<Item>, pending: PendingCommands, events: inout [SyncEvent]
     ) -> FetchApplication {
@@ -195,7 +197,7 @@ extension LocalStore {
         gone += state.createdSinceFetch.subtracting(returned).subtracting(gone)
         state.createdSinceFetch = []
         if isReset {
-            let known = Set(state.items.keys.map { Item.recordNamePrefix + $0 }).union(state.changeTags.keys)
+            let known = Set(state.items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(state.changeTags.keys)
             gone += known.subtracting(returned).subtracting(gone)
         }
         for name in gone {
@@ -220,7 +222,7 @@ extension LocalStore {
             records = zones.readingList.items.values.map(\.record)
         } else {
             let now = options.currentDate()
-            records = options.historyRetention.itemsForSeeding(Array(zones.history.items.values), now: now).map(
+            records = options.historyRetention.itemsForSeeding(zones.history.items.values, now: now).map(
                 \.record)
         }
         guard !records.isEmpty else { return 0 }

@@ -66,6 +66,8 @@ public actor LocalStore {
     public nonisolated let directory: URL
     /// This device's ID, stamped on history items it visits.
     public nonisolated let deviceID: String
+    /// ``deviceID`` as the history items hold it.
+    package nonisolated let deviceName: DeviceName
     /// The reading list.
     public nonisolated var readingList: ReadingList { ReadingList(store: self, observer: nil) }
     /// The reading history.
@@ -128,6 +130,7 @@ public actor LocalStore {
         self.zones = recovered.zones
         self.deviceFile = recovered.deviceFile
         self.deviceID = recovered.deviceFile.deviceID
+        self.deviceName = DeviceName.named(recovered.deviceFile.deviceID)
         self.nextSequence = recovered.nextSequence
         self.snapshotSequenceOnDisk = recovered.snapshotSequenceOnDisk
         self.lastWipeSequence = recovered.lastWipeSequence
@@ -140,6 +143,16 @@ public actor LocalStore {
     /// A stream of events: files quarantined when the store opened, then whatever happens next.
     public nonisolated func events() -> AsyncStream<SyncEvent> {
         eventHub.subscribe()
+    }
+
+    /// How many flushes (`fsync`) of appended log entries this store has made since it opened; group commit
+    /// keeps it below the number of durable mutations when callers overlap. For the benchmark.
+    package nonisolated var logFlushCount: Int { log.flushCount }
+
+    /// Every history item, newest first: the history table's own array, put in order first (see
+    /// ``HistoryTable/orderedItems()``).
+    package func historyItemsNewestFirst() -> [ReadingHistoryItem] {
+        zones.history.items.orderedItems()
     }
 
     /// The commands waiting to be sent, zone by zone, oldest first.
@@ -225,29 +238,60 @@ public actor LocalStore {
         _ zone: WritableKeyPath<ZoneStates, ZoneState<Change.Item>>,
         _ itemChanges: [Change]
     ) async throws -> Int {
+        let (changed, durability) = try applyMutation(zone, itemChanges)
+        try await durability?.wait()
+        return changed
+    }
+
+    /// Something appended to the log, and how to wait until it is durable.
+    package struct Durable: Sendable {
+        fileprivate let log: AppendLog
+        fileprivate let ticket: AppendLog.Ticket
+
+        /// Returns once the entry is durable (at once in buffered mode); see
+        /// ``AppendLog/waitUntilDurable(_:)``.
+        package func wait() async throws(FlatSyncError) {
+            try await log.waitUntilDurable(ticket)
+        }
+    }
+
+    /// Applies validated changes to one zone's state and logs them as one mutation, returning how many
+    /// records changed and what to wait on before the mutation counts as done (nil when nothing changed).
+    ///
+    /// The wait is the caller's, off the actor: a mutation that waited here came back to the actor once
+    /// more after its flush only to return, and with many concurrent writers on two cores those hops left
+    /// fewer of them ready for each flush (group commit).
+    package func applyMutation<Change: ItemChange>(
+        _ zone: WritableKeyPath<ZoneStates, ZoneState<Change.Item>>,
+        _ itemChanges: [Change]
+    ) throws -> (changed: Int, durability: Durable?) {
         typealias Item = Change.Item
         try checkWritable()
         let sequence = nextSequence
         // At the precision the server keeps, so the version that comes back equals the one written here.
         let now = options.currentDate().roundedToMilliseconds
         var changes: [RecordChange] = []
-        var indexByRecord: [RecordID: Int] = [:]
         changes.reserveCapacity(itemChanges.count)
-        indexByRecord.reserveCapacity(itemChanges.count)
+        // A batch may name an article more than once: its changes to one record become one.
+        var indexByArticle = BatchIndex(capacity: itemChanges.count > 1 ? itemChanges.count : 0)
+        if itemChanges.count > 16 {
+            // Grow the table once for a large batch of new articles, rather than at every doubling.
+            zones[keyPath: zone].items.reserveCapacity(zones[keyPath: zone].items.count + itemChanges.count)
+        }
+        let device = deviceName
         for itemChange in itemChanges {
             let articleID = itemChange.articleID
-            let item = itemChange.applied(to: zones[keyPath: zone].items[articleID], now: now, deviceID: deviceID)
-            guard let recordChange = zones[keyPath: zone].replace(articleID, with: item, sequence: sequence) else {
-                continue
+            let change = zones[keyPath: zone].change(articleID, sequence: sequence) { old in
+                itemChange.applied(to: old, now: now, device: device)
             }
-            if let index = indexByRecord[recordChange.recordID] {
+            guard let recordChange = change else { continue }
+            if itemChanges.count > 1, let index = indexByArticle.insert(articleID, index: changes.count) {
                 changes[index] = changes[index].coalesced(with: recordChange)
             } else {
-                indexByRecord[recordChange.recordID] = changes.count
                 changes.append(recordChange)
             }
         }
-        guard !changes.isEmpty else { return 0 }
+        guard !changes.isEmpty else { return (0, nil) }
         _ = takeSequence()
         zones[keyPath: zone].appliedThroughSequence = sequence
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: changes)
@@ -255,9 +299,10 @@ public actor LocalStore {
         let ticket = try append([CommandLogEvent.mutation(mutation).encoded()])
         recordChangesInLog += changes.count
         stateDidChange(Item.zone)
-        try await log.waitUntilDurable(ticket)
+        // Compacting before the flush is as safe as after: the rewrite holds the new mutation and makes
+        // everything appended so far durable.
         try compactIfNeeded()
-        return changes.count
+        return (changes.count, Durable(log: log, ticket: ticket))
     }
 
     /// Uses up the next mutation sequence number.
@@ -272,7 +317,7 @@ public actor LocalStore {
         let retention = options.historyRetention
         let expired = zones.history.items.values.filter { retention.isPrunable($0, now: now) }
         guard !expired.isEmpty else { return 0 }
-        for item in expired { zones.history.items[item.articleID] = nil }
+        for item in expired { zones.history.items.removeValue(forKey: item.articleID) }
         stateDidChange(.readingHistory)
         return expired.count
     }
@@ -330,6 +375,9 @@ public actor LocalStore {
             if let logged { try await log.waitUntilFlushed(logged) }
             try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
         } else {
+            // Written newest first, so that the next open finds the history in order and its first read
+            // sorts nothing.
+            _ = zones.history.items.orderedItems()
             let state = zones.history
             covered = state.appliedThroughSequence
             if let logged { try await log.waitUntilFlushed(logged) }
@@ -477,5 +525,42 @@ public actor LocalStore {
         try DurableFileWriter(fileSystem: options.fileSystem).write(
             try file.encoded(), to: directory.appendingPathComponent(Recovery.deviceFileName))
         deviceFile = file
+    }
+}
+
+/// The position of each article's change in a batch mutation's list, for merging a batch's changes to one
+/// record: open addressing over the article IDs' bytes (see ``HistoryTable/hash(utf8:isASCII:)``), which
+/// costs a third of a `[RecordID: Int]`'s hashing.
+private struct BatchIndex {
+    private var slots: [Int32]
+    private var keys: [String] = []
+    private let mask: Int
+
+    init(capacity: Int) {
+        var size = 1
+        while size < capacity * 2 { size <<= 1 }
+        slots = capacity == 0 ? [] : [Int32](repeating: -1, count: size)
+        mask = size - 1
+        keys.reserveCapacity(capacity)
+    }
+
+    /// Records that `articleID`'s change is at `index` (the number of articles inserted so far), or returns
+    /// the index it was given before.
+    mutating func insert(_ articleID: String, index: Int) -> Int? {
+        assert(index == keys.count, "changes are appended in the order their articles are inserted")
+        var key = articleID
+        let hash = key.withUTF8 { utf8 in
+            let raw = UnsafeRawBufferPointer(utf8)
+            return HistoryTable.hash(utf8: raw, isASCII: CompactString.isASCII(raw))
+        }
+        var slot = Int(hash) & mask
+        while slots[slot] >= 0 {
+            let other = Int(slots[slot])
+            if keys[other] == articleID { return other }
+            slot = (slot + 1) & mask
+        }
+        slots[slot] = Int32(keys.count)
+        keys.append(articleID)
+        return nil
     }
 }

@@ -44,6 +44,11 @@ public enum ReadingHistoryChange: Hashable, Sendable {
 
     /// The item after the change, given the item before it.
     package func applied(to existing: ReadingHistoryItem?, now: Date, deviceID: String) -> ReadingHistoryItem? {
+        applied(to: existing, now: now, device: DeviceName.named(deviceID))
+    }
+
+    /// The item after the change, given the item before it; a visit stamps `device` on it.
+    package func applied(to existing: ReadingHistoryItem?, now: Date, device: DeviceName) -> ReadingHistoryItem? {
         if case .remove = self { return nil }
         var item = existing ?? ReadingHistoryItem(articleID: articleID)
         if item.firstSeen.map({ now < $0 }) ?? true { item.firstSeen = now }
@@ -52,7 +57,7 @@ public enum ReadingHistoryChange: Hashable, Sendable {
             if item.lastVisited.map({ now > $0 }) ?? true { item.lastVisited = now }
             item.maxVersionSeen = max(item.maxVersionSeen, version ?? 0)
             item.readCount += 1
-            item.deviceID = deviceID
+            item.setDevice(device)
             item.flags.formUnion([.read, .seen])
         case .markSeen(_, let version):
             item.maxVersionSeen = max(item.maxVersionSeen, version ?? 0)

@@ -35,6 +35,9 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         /// The item must never be pruned.
         public static let pruningDisabled = Flags(rawValue: 1 << 4)
 
+        /// The flags a record carries (``fields``); other bits stay on this device.
+        static let recorded: Flags = [.read, .seen, .offensive, .consumed, .pruningDisabled]
+
         /// Each flag with the record field that stores it (written only when set).
         static let fields: [(Flags, String)] = [
             (.read, "articleRead"), (.seen, "articleSeen"), (.offensive, "offensive"),
@@ -42,26 +45,64 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         ]
     }
 
-    /// The article.
-    public var articleID: String
-    /// The last time the user opened the article, if ever.
-    public var lastVisited: Date?
-    /// The first time the article was seen or visited.
-    public var firstSeen: Date?
+    // The fields, laid out for memory: 88 bytes an item with no allocation of its own for an article ID of
+    // up to 22 UTF-8 bytes (a `String` keeps only 15 inline), dates as plain seconds with NaN for none (a
+    // `Date?` takes 16 bytes), the device ID an 8-byte reference shared with every other item of the same
+    // device. The history holds 100,000 of these in one array, and a read hands that array out without
+    // copying it.
+
+    /// The article ID, inline when it is short.
+    package private(set) var compactArticleID: CompactString
+    /// The device of the latest visit, shared with the device's other items.
+    package private(set) var device: DeviceName?
+    /// `lastVisited` in seconds since 2001, NaN for none.
+    package private(set) var lastVisitedTime: Double
+    /// `firstSeen` in seconds since 2001, NaN for none.
+    package private(set) var firstSeenTime: Double
+    /// `likingChangedAt` in seconds since 2001, NaN for none.
+    package private(set) var likingChangedAtTime: Double
     /// The highest article version seen.
     public var maxVersionSeen: Int64
     /// How many times the article was opened (merges take the maximum, as News does).
     public var readCount: Int64
-    /// The device of the latest visit.
-    public var deviceID: String?
-    /// Liked, disliked or neither.
-    public var liking: Liking
-    /// When ``liking`` was last set; the later setting wins a conflict, so an unlike syncs too.
-    public var likingChangedAt: Date?
     /// The sticky flags.
     public var flags: Flags
+    /// Liked, disliked or neither.
+    public var liking: Liking
+
+    /// The device of the latest visit.
+    public var deviceID: String? {
+        get { device?.value }
+        set { device = newValue.map(DeviceName.named) }
+    }
+
+    /// The article.
+    public var articleID: String {
+        get { compactArticleID.string }
+        set { compactArticleID = CompactString(newValue) }
+    }
+
+    /// The last time the user opened the article, if ever.
+    public var lastVisited: Date? {
+        get { Self.date(lastVisitedTime) }
+        set { lastVisitedTime = Self.time(newValue) }
+    }
+
+    /// The first time the article was seen or visited.
+    public var firstSeen: Date? {
+        get { Self.date(firstSeenTime) }
+        set { firstSeenTime = Self.time(newValue) }
+    }
+
+    /// When ``liking`` was last set; the later setting wins a conflict, so an unlike syncs too.
+    public var likingChangedAt: Date? {
+        get { Self.date(likingChangedAtTime) }
+        set { likingChangedAtTime = Self.time(newValue) }
+    }
 
     /// An item; an article nobody has visited or marked has only its ID.
+    ///
+    /// A date whose `timeIntervalSinceReferenceDate` is NaN stands for no date.
     public init(
         articleID: String,
         lastVisited: Date? = nil,
@@ -73,16 +114,53 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         likingChangedAt: Date? = nil,
         flags: Flags = []
     ) {
-        self.articleID = articleID
-        self.lastVisited = lastVisited
-        self.firstSeen = firstSeen
+        self.init(
+            compactArticleID: CompactString(articleID), lastVisitedTime: Self.time(lastVisited),
+            firstSeenTime: Self.time(firstSeen), maxVersionSeen: maxVersionSeen, readCount: readCount,
+            device: deviceID.map(DeviceName.named), liking: liking, likingChangedAtTime: Self.time(likingChangedAt),
+            flags: flags
+        )
+    }
+
+    /// An item from its stored form, as a snapshot holds it.
+    package init(
+        compactArticleID: CompactString,
+        lastVisitedTime: Double,
+        firstSeenTime: Double,
+        maxVersionSeen: Int64,
+        readCount: Int64,
+        device: DeviceName?,
+        liking: Liking,
+        likingChangedAtTime: Double,
+        flags: Flags
+    ) {
+        self.compactArticleID = compactArticleID
+        self.device = device
+        self.lastVisitedTime = lastVisitedTime.isNaN ? .nan : lastVisitedTime
+        self.firstSeenTime = firstSeenTime.isNaN ? .nan : firstSeenTime
+        self.likingChangedAtTime = likingChangedAtTime.isNaN ? .nan : likingChangedAtTime
         self.maxVersionSeen = maxVersionSeen
         self.readCount = readCount
-        self.deviceID = deviceID
-        self.liking = liking
-        self.likingChangedAt = likingChangedAt
         self.flags = flags
+        self.liking = liking
     }
+
+    private static func date(_ time: Double) -> Date? {
+        time.isNaN ? nil : Date(timeIntervalSinceReferenceDate: time)
+    }
+
+    private static func time(_ date: Date?) -> Double {
+        date?.timeIntervalSinceReferenceDate ?? .nan
+    }
+
+    /// What ``ReadingHistory/items()`` orders by, newest first: `lastVisited`, else `firstSeen`, else the
+    /// distant past, in seconds since 2001.
+    package var recencyTime: Double {
+        !lastVisitedTime.isNaN
+            ? lastVisitedTime : !firstSeenTime.isNaN ? firstSeenTime : Self.distantPastTime
+    }
+
+    private static let distantPastTime = Date.distantPast.timeIntervalSinceReferenceDate
 
     /// The article ID.
     public var id: String { articleID }
@@ -100,7 +178,16 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     public static let recordNamePrefix = "rh-"
 
     /// The item as a `ReadingHistoryItem` record (DESIGN §2). Flags are int fields written only when set.
+    ///
+    /// The record keeps the item and builds its field dictionary only when asked (see ``Record/Content``).
     public var record: Record {
+        var canonical = self
+        canonical.flags.formIntersection(Flags.recorded)
+        return Record(id: recordID, type: Self.recordType, content: .historyItem(canonical))
+    }
+
+    /// The fields of ``record``.
+    package var recordFields: [String: FieldValue] {
         // Sized for a visited item (about ten fields) up front: a literal of the four fields always present
         // was rehashed into a larger table for most records. (Room for all 13 would double the table.)
         var fields = [String: FieldValue](minimumCapacity: 12)
@@ -113,23 +200,83 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         if let deviceID { fields["deviceID"] = .string(deviceID) }
         if let likingChangedAt { fields["likingChangedAt"] = .date(likingChangedAt) }
         for (flag, key) in Flags.fields where flags.contains(flag) { fields[key] = .int(1) }
-        return Record(id: recordID, type: Self.recordType, fields: fields)
+        return fields
+    }
+
+    /// One field of ``record``.
+    package func recordField(_ key: String) -> FieldValue? {
+        switch key {
+        case "articleID": return .string(articleID)
+        case "maxVersionSeen": return .int(maxVersionSeen)
+        case "readCount": return .int(readCount)
+        case "likingStatus": return .int(liking.rawValue)
+        case "lastVisited": return lastVisited.map(FieldValue.date)
+        case "firstSeen": return firstSeen.map(FieldValue.date)
+        case "deviceID": return deviceID.map(FieldValue.string)
+        case "likingChangedAt": return likingChangedAt.map(FieldValue.date)
+        default:
+            guard let flag = Flags.fields.first(where: { $0.1 == key })?.0 else { return nil }
+            return flags.contains(flag) ? .int(1) : nil
+        }
+    }
+
+    /// True when ``record`` of both items holds the same fields: every field equal, flags compared only in
+    /// the bits records carry.
+    package func hasSameRecordFields(as other: ReadingHistoryItem) -> Bool {
+        func same(_ a: Double, _ b: Double) -> Bool { a == b || (a.isNaN && b.isNaN) }
+        return maxVersionSeen == other.maxVersionSeen && readCount == other.readCount && liking == other.liking
+            && flags.intersection(Flags.recorded) == other.flags.intersection(Flags.recorded)
+            && same(lastVisitedTime, other.lastVisitedTime) && same(firstSeenTime, other.firstSeenTime)
+            && same(likingChangedAtTime, other.likingChangedAtTime) && DeviceName.same(device, other.device)
+            && compactArticleID == other.compactArticleID
     }
 
     public init(record: Record) throws(FlatSyncError) {
-        articleID = try record.checkedArticleID(for: Self.self)
-        lastVisited = try record.optionalDate("lastVisited")
-        firstSeen = try record.optionalDate("firstSeen")
-        maxVersionSeen = try record.int("maxVersionSeen")
-        readCount = try record.int("readCount")
-        deviceID = try record.optionalString("deviceID")
+        // A record made by ``record`` holds the item: take it after the same checks as the fields' path.
+        if case .historyItem(let item) = record.content, record.type == Self.recordType,
+            record.id.zone == Self.zone, Self.isRecordName(record.id.name, of: item.compactArticleID)
+        {
+            do throws(FlatSyncError) {
+                try ArticleID.validate(item.articleID)
+            } catch {
+                throw FlatSyncError(
+                    .malformedRecord, "The record \(record.id) holds an invalid article ID: \(error.message)")
+            }
+            self = item
+            return
+        }
+        let articleID = try record.checkedArticleID(for: Self.self)
+        let lastVisited = try record.optionalDate("lastVisited")
+        let firstSeen = try record.optionalDate("firstSeen")
+        let maxVersionSeen = try record.int("maxVersionSeen")
+        let readCount = try record.int("readCount")
+        let deviceID = try record.optionalString("deviceID")
         guard let liking = Liking(rawValue: try record.int("likingStatus")) else {
             throw FlatSyncError(.malformedRecord, "The record \(record.id) has an unknown likingStatus.")
         }
-        self.liking = liking
-        likingChangedAt = try record.optionalDate("likingChangedAt")
-        flags = []
+        let likingChangedAt = try record.optionalDate("likingChangedAt")
+        var flags: Flags = []
         for (flag, key) in Flags.fields where try record.int(key) != 0 { flags.insert(flag) }
+        self.init(
+            articleID: articleID, lastVisited: lastVisited, firstSeen: firstSeen, maxVersionSeen: maxVersionSeen,
+            readCount: readCount, deviceID: deviceID, liking: liking, likingChangedAt: likingChangedAt, flags: flags
+        )
+    }
+
+    /// True when `name` is the record name of `articleID`, byte for byte.
+    package static func isRecordName(_ name: String, of articleID: CompactString) -> Bool {
+        var name = name
+        return name.withUTF8 { name in
+            articleID.withUTF8 { id in
+                name.count == id.count + 3 && name[0] == 0x72 && name[1] == 0x68 && name[2] == 0x2D  // "rh-"
+                    && (id.isEmpty || memcmp(name.baseAddress! + 3, id.baseAddress!, id.count) == 0)
+            }
+        }
+    }
+
+    /// Makes `device` the device of the latest visit.
+    package mutating func setDevice(_ device: DeviceName?) {
+        self.device = device
     }
 
     /// Field-wise merge (DESIGN §7): the later `lastVisited` (with its device), the earliest
@@ -142,7 +289,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         let theirVisit = (other.lastVisited ?? .distantPast, other.deviceID ?? "")
         if theirVisit > mineVisit {
             result.lastVisited = other.lastVisited
-            result.deviceID = other.deviceID
+            result.device = other.device
         }
         switch (firstSeen, other.firstSeen) {
         case (let mine?, let theirs?): result.firstSeen = min(mine, theirs)
@@ -159,6 +306,27 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
             result.likingChangedAt = other.likingChangedAt
         }
         return result
+    }
+
+    public static func == (lhs: ReadingHistoryItem, rhs: ReadingHistoryItem) -> Bool {
+        func same(_ a: Double, _ b: Double) -> Bool { a == b || (a.isNaN && b.isNaN) }
+        return lhs.maxVersionSeen == rhs.maxVersionSeen && lhs.readCount == rhs.readCount
+            && lhs.flags == rhs.flags && lhs.liking == rhs.liking && same(lhs.lastVisitedTime, rhs.lastVisitedTime)
+            && same(lhs.firstSeenTime, rhs.firstSeenTime) && same(lhs.likingChangedAtTime, rhs.likingChangedAtTime)
+            && DeviceName.same(lhs.device, rhs.device) && lhs.compactArticleID == rhs.compactArticleID
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        func time(_ value: Double) -> Double? { value.isNaN ? nil : value }
+        hasher.combine(compactArticleID)
+        hasher.combine(time(lastVisitedTime))
+        hasher.combine(time(firstSeenTime))
+        hasher.combine(maxVersionSeen)
+        hasher.combine(readCount)
+        hasher.combine(deviceID)
+        hasher.combine(liking)
+        hasher.combine(time(likingChangedAtTime))
+        hasher.combine(flags)
     }
 
     public var description: String {

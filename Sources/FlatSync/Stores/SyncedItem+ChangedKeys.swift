@@ -7,10 +7,19 @@ import Synchronization
 /// into a new set, cost more than the rest of a mutation's bookkeeping: about 2 µs of the ~4 µs a new
 /// history item took in ``ZoneState/replace(_:with:sequence:)``. The result must equal
 /// ``SyncedItem/recordKeysChanged(since:)``, the record-based definition (tests check both agree).
-package protocol RecordDiffable: SyncedItem {
+package protocol RecordDiffable: TableItem {
     /// The keys whose values differ between ``SyncedItem/record`` and `old?.record`, including keys only
     /// one of them has (every key of the record when `old` is nil).
     func changedRecordKeys(since old: Self?) -> Set<String>
+
+    /// The save of this item's record, changed from `old`'s; `articleID` is the item's.
+    func saveChange(since old: Self?, articleID: String, sequence: UInt64) -> RecordChange
+}
+
+extension RecordDiffable {
+    package func saveChange(since old: Self?, articleID: String, sequence: UInt64) -> RecordChange {
+        .save(record, changedKeys: changedRecordKeys(since: old), sequence: sequence)
+    }
 }
 
 extension SyncedItem {
@@ -51,15 +60,42 @@ package final class RecordKeySets: Sendable {
 
 extension ReadingHistoryItem: RecordDiffable {
     /// The record's keys, in the order of the mask bits below.
-    private static let keySets = RecordKeySets(
+    package static let recordKeys =
         [
             "articleID", "maxVersionSeen", "readCount", "likingStatus", "lastVisited", "firstSeen", "deviceID",
             "likingChangedAt",
-        ]
-            + Flags.fields.map(\.1)
-    )
+        ] + Flags.fields.map(\.1)
+
+    /// The sets of keys by mask: bit `i` stands for `recordKeys[i]`.
+    package static let keySets = RecordKeySets(recordKeys)
+
+    /// The mask of a set of record keys, or nil if one is not a key of this record type.
+    package static func keyMask(_ keys: Set<String>) -> Int? {
+        var mask = 0
+        for key in keys {
+            guard let bit = keyBits[key] else { return nil }
+            mask |= 1 << bit
+        }
+        return mask
+    }
+
+    private static let keyBits = Dictionary(uniqueKeysWithValues: recordKeys.enumerated().map { ($1, $0) })
 
     package func changedRecordKeys(since old: ReadingHistoryItem?) -> Set<String> {
+        Self.keySets[changedRecordKeyMask(since: old)]
+    }
+
+    /// The save of this item's record with its changed keys as a mask (which the log writes as is), and
+    /// its record ID made from the caller's article ID rather than from the compact one.
+    package func saveChange(since old: ReadingHistoryItem?, articleID: String, sequence: UInt64) -> RecordChange {
+        var canonical = self
+        canonical.flags.formIntersection(Flags.recorded)
+        let record = Record(id: Self.recordID(for: articleID), type: Self.recordType, content: .historyItem(canonical))
+        return .save(record, historyKeyMask: changedRecordKeyMask(since: old), sequence: sequence)
+    }
+
+    /// ``changedRecordKeys(since:)`` as a mask over ``recordKeys``.
+    package func changedRecordKeyMask(since old: ReadingHistoryItem?) -> Int {
         var mask = 0
         if articleID != old?.articleID { mask |= 1 << 0 }
         if maxVersionSeen != old?.maxVersionSeen { mask |= 1 << 1 }
@@ -74,7 +110,7 @@ extension ReadingHistoryItem: RecordDiffable {
         for (index, (flag, _)) in Flags.fields.enumerated() where flags.contains(flag) != oldFlags.contains(flag) {
             mask |= 1 << (8 + index)
         }
-        return Self.keySets[mask]
+        return mask
     }
 }
 

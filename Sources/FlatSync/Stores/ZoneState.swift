@@ -3,9 +3,9 @@
 ///
 /// The token lives beside the data it describes (and is saved in the same snapshot file), so a stale
 /// snapshot is always self-consistent: after a crash the engine fetches again from the token it finds.
-package struct ZoneState<Item: SyncedItem>: Sendable {
+package struct ZoneState<Item: TableItem>: Sendable {
     /// Items by article ID.
-    package var items: [String: Item] = [:]
+    package var items = Item.Table()
     /// The last change tag seen from the server, by record name. A record deleted locally keeps its tag
     /// until the server confirms the delete, because the delete is sent with it.
     package var changeTags: [String: ChangeTag] = [:]
@@ -53,12 +53,24 @@ extension ZoneState where Item: RecordDiffable {
     /// Replaces an item (or removes it when `item` is nil) and returns the record change that describes
     /// the difference, or nil when nothing changed.
     package mutating func replace(_ articleID: String, with item: Item?, sequence: UInt64) -> RecordChange? {
-        // One hash of the article ID instead of a lookup and then a store; an equal item stored over an equal
-        // one changes nothing.
-        let old = item.map { items.updateValue($0, forKey: articleID) } ?? items.removeValue(forKey: articleID)
-        guard old != item else { return nil }
-        guard let item else { return .delete(Item.recordID(for: articleID), sequence: sequence) }
-        return .save(item.record, changedKeys: item.changedRecordKeys(since: old), sequence: sequence)
+        change(articleID, sequence: sequence) { _ in item }
+    }
+
+    /// Replaces an article's item with what `transform` makes of it (removing it for nil), finding the
+    /// article once, and returns the record change that describes the difference, or nil when nothing
+    /// changed.
+    package mutating func change(
+        _ articleID: String, sequence: UInt64, _ transform: (Item?) -> Item?
+    ) -> RecordChange? {
+        items.modify(articleID) { stored -> RecordChange? in
+            let old = stored
+            let new = transform(old)
+            stored = new
+            // An equal item stored over an equal one changes nothing.
+            guard old != new else { return nil }
+            guard let new else { return .delete(Item.recordID(for: articleID), sequence: sequence) }
+            return new.saveChange(since: old, articleID: articleID, sequence: sequence)
+        }
     }
 }
 

@@ -45,7 +45,7 @@ import Testing
         let data = try SnapshotFile(state).encoded()
         try BinaryPropertyList.validate(data)
         #expect(
-            try SnapshotFile.decode(data, path: "p").state(of: ReadingHistoryItem.self, path: "p").items.count == count)
+            try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "p").items.count == count)
     }
 
     static let malformed: [(String, Data)] = [
@@ -101,13 +101,13 @@ import Testing
         state.items["a"] = ReadingHistoryItem(articleID: "a", lastVisited: Date(), readCount: 3, deviceID: "d")
         let data = try SnapshotFile(state).encoded()
         for cut in 0..<data.count {
-            _ = try? SnapshotFile.decode(data.prefix(cut), path: "p")
+            _ = try? SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data.prefix(cut), path: "p")
         }
         for index in data.indices {
             for flip: UInt8 in [0x01, 0x80, 0xFF] {
                 var damaged = data
                 damaged[index] ^= flip
-                _ = try? SnapshotFile.decode(damaged, path: "p")
+                _ = try? SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: damaged, path: "p")
             }
         }
     }

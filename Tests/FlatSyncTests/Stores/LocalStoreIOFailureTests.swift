@@ -110,4 +110,26 @@ import Testing
         #expect(await Self.state(of: "failed", in: reopened).pending, "the failed one was rewritten as pending")
         await reopened.abandon()
     }
+
+    /// Found by the sweep after snapshots began to stream from their files: a read that failed with `EIO`
+    /// was taken for a damaged snapshot, which was quarantined, and what only the snapshot held (changes
+    /// the log had let go) was gone. Now a failed read fails the open and leaves the file where it is.
+    @Test func aSnapshotThatCannotBeReadIsNotTakenForDamage() async throws {
+        let disk = SimulatedDisk()
+        let store = try Self.reopen(disk)
+        try await store.readingList.add("kept")
+        try await store.close()
+
+        let faulty = FaultyFileSystem(wrapping: disk)
+        faulty.failNext(.read, with: .ioError, pathSuffix: "reading-list.plist")
+        let error = #expect(throws: FlatSyncError.self) { try Self.open(faulty) }
+        #expect(error?.code == .ioFailed)
+        let names = try FileSystem(disk).contentsOfDirectory(Self.directory.path)
+        #expect(!names.contains { $0.contains(".corrupt-") }, "nothing was quarantined: \(names)")
+
+        let reopened = try Self.reopen(disk)
+        #expect(await reopened.readingList.contains("kept"))
+        #expect(reopened.eventHub.keptEvents.isEmpty)
+        await reopened.abandon()
+    }
 }

@@ -1,0 +1,246 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// The compact in-memory layout of the history: ``CompactString``, ``ReadingHistoryItem``'s stored form,
+/// ``HistoryTable`` and the streamed snapshot reader.
+@Suite struct HistoryLayoutTests {
+    static let date = Date(timeIntervalSinceReferenceDate: 800_000_000)
+
+    /// Article IDs at the edges of the layout: empty, inline (up to 22 bytes), just too long to be inline,
+    /// the longest valid, multi-byte text on both sides of the limit, and canonically equivalent pairs.
+    static let articleIDs: [String] = [
+        "", "a", "A1b2C3d4E5f6G7h8I9j0kL", String(repeating: "x", count: 21), String(repeating: "y", count: 22),
+        String(repeating: "z", count: 23), String(repeating: "w", count: 256), "日本語の記事", "é-précomposé",
+        "e\u{301}-de\u{301}compose\u{301}", String(repeating: "é", count: 11), String(repeating: "é", count: 12),
+        "🙂🙃🙂🙃🙂", String(repeating: "🙂", count: 64), "history-article-000123",
+    ]
+
+    // MARK: - CompactString
+
+    @Test func compactStringsRoundTripAndKeepShortOnesInline() {
+        for id in Self.articleIDs {
+            let compact = CompactString(id)
+            #expect(compact.string == id)
+            #expect(compact.utf8Count == id.utf8.count)
+            #expect(compact.isASCII == id.utf8.allSatisfy { $0 < 0x80 })
+            if case .inline = compact.storage {
+                #expect(id.utf8.count <= CompactString.inlineCapacity, "\(id) inline")
+            } else {
+                #expect(id.utf8.count > CompactString.inlineCapacity, "\(id) on the heap")
+            }
+            let fromBytes = Array(id.utf8).withUnsafeBytes { CompactString(validUTF8: $0) }
+            #expect(fromBytes == compact && fromBytes.string == id)
+        }
+        #expect(MemoryLayout<CompactString>.size == 24)
+    }
+
+    @Test func compactStringsCompareAndHashAsStringsDo() {
+        for a in Self.articleIDs {
+            for b in Self.articleIDs {
+                let (x, y) = (CompactString(a), CompactString(b))
+                #expect((x == y) == (a == b), "\(a) == \(b)")
+                #expect((x < y) == (a < b), "\(a) < \(b)")
+                if x == y { #expect(x.hashValue == y.hashValue, "\(a) hashes as \(b)") }
+            }
+        }
+        // The precomposed and decomposed forms are one article, as they were as dictionary keys.
+        #expect(CompactString("é") == CompactString("e\u{301}"))
+    }
+
+    // MARK: - ReadingHistoryItem
+
+    /// Items with every field at its extremes.
+    static func extremeItems() -> [ReadingHistoryItem] {
+        let dates: [Date?] = [
+            nil, Date(timeIntervalSinceReferenceDate: 0), .distantPast, .distantFuture,
+            Date(timeIntervalSinceReferenceDate: -1e15), Date(timeIntervalSinceReferenceDate: .infinity),
+            Date(timeIntervalSinceReferenceDate: -.infinity), date.addingTimeInterval(0.001),
+        ]
+        let integers: [Int64] = [0, 1, -1, .min, .max]
+        let devices: [String?] = [nil, "", "phone", "5F0C1A62-4D0B-4A8E-9C3B-2E7D9A1B6C44", "設備-🙂"]
+        let flags: [ReadingHistoryItem.Flags] = [[], [.read, .seen, .offensive, .consumed, .pruningDisabled]]
+        var items: [ReadingHistoryItem] = []
+        for (index, id) in articleIDs.enumerated() {
+            for variant in 0..<dates.count {
+                items.append(
+                    ReadingHistoryItem(
+                        articleID: id, lastVisited: dates[variant], firstSeen: dates[(variant + 3) % dates.count],
+                        maxVersionSeen: integers[(index + variant) % integers.count],
+                        readCount: integers[(index + 2 * variant + 1) % integers.count],
+                        deviceID: devices[(index + variant) % devices.count],
+                        liking: ReadingHistoryItem.Liking.allCases[variant % 3],
+                        likingChangedAt: dates[(variant + 5) % dates.count],
+                        flags: flags[variant % 2].union(ReadingHistoryItem.Flags(rawValue: variant == 7 ? .min : 0))
+                    ))
+            }
+        }
+        return items
+    }
+
+    @Test func everyFieldRoundTripsThroughTheCompactLayout() {
+        for item in Self.extremeItems() {
+            let copy = ReadingHistoryItem(
+                articleID: item.articleID, lastVisited: item.lastVisited, firstSeen: item.firstSeen,
+                maxVersionSeen: item.maxVersionSeen, readCount: item.readCount, deviceID: item.deviceID,
+                liking: item.liking, likingChangedAt: item.likingChangedAt, flags: item.flags
+            )
+            #expect(copy == item)
+            #expect(copy.hashValue == item.hashValue)
+            var changed = item
+            changed.articleID = "other"
+            changed.articleID = item.articleID
+            changed.lastVisited = item.lastVisited
+            #expect(changed == item)
+        }
+        let nan = ReadingHistoryItem(articleID: "n", lastVisited: Date(timeIntervalSinceReferenceDate: .nan))
+        #expect(nan.lastVisited == nil, "a NaN date stands for none")
+        #expect(nan == ReadingHistoryItem(articleID: "n"))
+        #expect(MemoryLayout<ReadingHistoryItem>.stride <= 88)
+    }
+
+    // MARK: - HistoryTable
+
+    @Test func theTableBehavesLikeADictionaryAndReadsNewestFirst() {
+        var random = SeededRandomNumberGenerator(seed: 11)
+        var table = HistoryTable()
+        var model: [String: ReadingHistoryItem] = [:]
+        let ids = (0..<300).map { "article-\($0)" } + Self.articleIDs
+        for step in 0..<6_000 {
+            let id = ids.randomElement(using: &random)!
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<6:
+                let item = ReadingHistoryItem(
+                    articleID: id,
+                    lastVisited: Bool.random(using: &random)
+                        ? Self.date.addingTimeInterval(Double(Int.random(in: 0..<50, using: &random))) : nil,
+                    firstSeen: Bool.random(using: &random) ? Self.date : nil, readCount: Int64(step))
+                #expect(table.updateValue(item, forKey: id) == model.updateValue(item, forKey: id))
+            case 6..<9:
+                #expect(table.removeValue(forKey: id) == model.removeValue(forKey: id))
+            default:
+                let ordered = table.orderedItems()
+                let expected = model.values.sorted { HistoryTable.precedes($0, $1) }
+                #expect(ordered == expected, "step \(step)")
+            }
+            #expect(table[id] == model[id])
+            #expect(table.count == model.count)
+        }
+        #expect(Set(table.keys) == Set(model.keys))
+        var other = HistoryTable()
+        for item in model.values.shuffled(using: &random) { other[item.articleID] = item }
+        #expect(other == table)
+        // Canonically equivalent IDs find the same item.
+        table["é"] = ReadingHistoryItem(articleID: "é", readCount: 7)
+        #expect(table["e\u{301}"]?.readCount == 7)
+    }
+
+    @Test func aReadSharesTheTablesArrayUntilTheTableChanges() {
+        var table = HistoryTable()
+        for index in 0..<100 {
+            table["a\(index)"] = ReadingHistoryItem(articleID: "a\(index)", lastVisited: Self.date + Double(index))
+        }
+        let first = table.orderedItems()
+        let second = table.orderedItems()
+        #expect(first.withUnsafeBufferPointer { $0.baseAddress } == second.withUnsafeBufferPointer { $0.baseAddress })
+        #expect(first.first?.articleID == "a99" && first.last?.articleID == "a0")
+        table["a0"] = ReadingHistoryItem(articleID: "a0", lastVisited: Self.date + 1_000)
+        #expect(first.first?.articleID == "a99", "what a caller holds does not change")
+        #expect(table.orderedItems().first?.articleID == "a0")
+    }
+
+    @Test func aSnapshotLoadRebuildsTheSameTable() {
+        let items = Self.extremeItems()
+        var table = HistoryTable()
+        for item in items { table[item.articleID] = item }
+        var loader = HistoryTable.SnapshotLoader(count: table.count)
+        for item in table.orderedItems() { loader.append(item) }
+        var loaded = loader.finish()
+        #expect(loaded == table)
+        #expect(loaded.isOrdered, "items in order load in order")
+        // Duplicates (which no snapshot FlatSync writes holds): the later one wins, as one by one.
+        var duplicates = HistoryTable.SnapshotLoader(count: 3)
+        duplicates.append(ReadingHistoryItem(articleID: "d", readCount: 1))
+        duplicates.append(ReadingHistoryItem(articleID: "e", readCount: 2))
+        duplicates.append(ReadingHistoryItem(articleID: "d", readCount: 3))
+        loaded = duplicates.finish()
+        #expect(loaded.count == 2 && loaded["d"]?.readCount == 3 && loaded["e"]?.readCount == 2)
+    }
+
+    // MARK: - Snapshots
+
+    @Test func extremeItemsRoundTripThroughASnapshot() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        for item in Self.extremeItems() { state.items[item.articleID] = item }
+        state.changeTags = ["rh-é": ChangeTag("t1"), "rh-" + String(repeating: "w", count: 256): ChangeTag("t2")]
+        let data = try SnapshotFile(state).encoded()
+        let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "t")
+        #expect(decoded.items == state.items)
+        #expect(decoded.changeTags == state.changeTags)
+        for item in state.items.values {
+            let read = try #require(decoded.items[item.articleID])
+            #expect(read.articleID.utf8.elementsEqual(item.articleID.utf8), "the bytes of \(item.articleID) come back")
+        }
+    }
+
+    /// Values larger than the reader's 16 KB buffer, and many values across its refills.
+    @Test func valuesLargerThanTheReadBufferRoundTrip() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        let huge = String(repeating: "device-", count: 5_000)
+        for index in 0..<3_000 {
+            let item = ReadingHistoryItem(
+                articleID: "article-\(index)", lastVisited: Self.date + Double(index),
+                deviceID: index % 1_000 == 0 ? huge + "\(index)" : "d\(index % 7)")
+            state.items[item.articleID] = item
+        }
+        let data = try SnapshotFile(state).encoded()
+        let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "t")
+        #expect(decoded.items == state.items)
+    }
+
+    @Test func aStreamedSnapshotChecksTheWholeFile() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        for index in 0..<2_000 {
+            state.items["a\(index)"] = ReadingHistoryItem(articleID: "a\(index)", readCount: Int64(index))
+        }
+        let data = try SnapshotFile(state).encoded()
+        // A flipped bit deep inside a column that still decodes (bit 1 of a read count's varint byte) is found
+        // by the checksum alone.
+        var file = try PropertyListDecoder().decode(SnapshotFile.self, from: data)
+        var counts = [UInt8](try #require(file.columns["readCount"]))
+        counts[counts.count / 2] ^= 0x02
+        file.columns["readCount"] = Data(counts)
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        let damaged = try encoder.encode(file)
+        expectError(.damagedFile) {
+            try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: damaged, path: "t")
+        }
+        #expect(try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "t").items == state.items)
+    }
+
+    /// A count larger than the columns hold (here with a checksum that matches it) is damage, and the
+    /// reader reserves room only for what the bytes can hold.
+    @Test func aCountPastTheColumnsIsDamage() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        for index in 0..<10 { state.items["a\(index)"] = ReadingHistoryItem(articleID: "a\(index)") }
+        var file = SnapshotFile(state)
+        file.itemCount = 500  // under the file's size, over what its columns hold
+        file.updateChecksum()
+        let data = try file.encoded()
+        expectError(.damagedFile) {
+            try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "t")
+        }
+    }
+
+    @Test func checksumsOfPiecesCombineIntoTheChecksumOfTheWhole() {
+        var random = SeededRandomNumberGenerator(seed: 3)
+        for length in [0, 1, 7, 8, 9, 100, 4_096, 70_000] {
+            let a = (0..<Int.random(in: 0..<300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let b = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let whole = CRC32.checksum(Data(a + b))
+            #expect(CRC32.combine(CRC32.checksum(Data(a)), CRC32.checksum(Data(b)), length: b.count) == whole)
+        }
+    }
+}
