@@ -21,7 +21,7 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
     /// version, so a client can tell its own writes from someone else's with the same content.
     public var lastModifiedBy: String?
     /// The fields as a dictionary, or as the store item they describe until someone asks for the dictionary
-    /// (see ``Content``).
+    /// (see `Content`).
     package var content: Content
 
     /// Creates a record.
