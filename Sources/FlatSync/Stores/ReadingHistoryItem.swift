@@ -179,7 +179,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
 
     /// The item as a `ReadingHistoryItem` record (DESIGN §2). Flags are int fields written only when set.
     ///
-    /// The record keeps the item and builds its field dictionary only when asked (see ``Record/Content``).
+    /// The record keeps the item and builds its field dictionary only when asked (see `Record.Content`).
     public var record: Record {
         var canonical = self
         canonical.flags.formIntersection(Flags.recorded)
