@@ -303,80 +303,122 @@ enum JSONValue: Equatable, Sendable {
 
     // MARK: - Writer
 
-    /// Writes JSON text: objects, arrays, strings escaped as JSON requires, exact integers.
+    /// Writes JSON text into one growing buffer: objects, arrays, strings escaped as JSON requires,
+    /// exact integers. Commas are placed by the writer, which remembers for each open container whether it
+    /// already holds something.
     struct Writer {
         fileprivate(set) var bytes: [UInt8] = []
+        /// For each open container, whether a value was written in it (so the next needs a comma).
+        private var filled: [Bool] = []
+        /// A key was just written: the next value follows its colon without a comma.
+        private var afterKey = false
 
-        init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+        init(capacity: Int = 1_024) { bytes.reserveCapacity(capacity) }
 
         var data: Data { Data(bytes) }
 
-        /// `{`, then `body` writes members with ``member(_:_:)``, then `}`.
-        mutating func object(_ body: (inout ObjectWriter) throws -> Void) rethrows {
-            bytes.append(UInt8(ascii: "{"))
-            var members = ObjectWriter(writer: self)
-            self = Writer()
-            defer {
-                self = members.writer
-                bytes.append(UInt8(ascii: "}"))
+        /// Before a value: a comma if the open container already holds one.
+        private mutating func separate() {
+            if afterKey {
+                afterKey = false
+                return
             }
-            try body(&members)
+            guard let last = filled.last else { return }
+            if last { bytes.append(UInt8(ascii: ",")) } else { filled[filled.count - 1] = true }
+        }
+
+        /// `{`, then `body` writes members with ``member(_:_:)``, then `}`.
+        mutating func object(_ body: (inout Writer) throws -> Void) rethrows {
+            separate()
+            bytes.append(UInt8(ascii: "{"))
+            filled.append(false)
+            try body(&self)
+            filled.removeLast()
+            bytes.append(UInt8(ascii: "}"))
+        }
+
+        /// Inside an object: `"key":` followed by what `value` writes.
+        mutating func member(_ key: String, _ value: (inout Writer) throws -> Void) rethrows {
+            string(key)
+            bytes.append(UInt8(ascii: ":"))
+            afterKey = true
+            try value(&self)
         }
 
         /// `[`, one element per item written by `body`, `]`.
         mutating func array<S: Sequence>(_ items: S, _ body: (inout Writer, S.Element) throws -> Void) rethrows {
+            separate()
             bytes.append(UInt8(ascii: "["))
-            var first = true
-            for item in items {
-                if !first { bytes.append(UInt8(ascii: ",")) }
-                first = false
-                try body(&self, item)
-            }
+            filled.append(false)
+            for item in items { try body(&self, item) }
+            filled.removeLast()
             bytes.append(UInt8(ascii: "]"))
         }
 
         mutating func string(_ value: String) {
+            separate()
+            writeString(value)
+        }
+
+        private mutating func writeString(_ value: String) {
             bytes.append(UInt8(ascii: "\""))
-            for byte in value.utf8 {
-                switch byte {
-                case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-                case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-                case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-                case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-                case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-                case 0..<0x20:
-                    let hex = Array("0123456789abcdef".utf8)
-                    bytes.append(contentsOf: Array("\\u00".utf8))
-                    bytes.append(hex[Int(byte >> 4)])
-                    bytes.append(hex[Int(byte & 0xF)])
-                default: bytes.append(byte)
+            var value = value
+            value.withUTF8 { utf8 in
+                for byte in utf8 {
+                    switch byte {
+                    case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+                    case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+                    case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+                    case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+                    case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+                    case 0..<0x20:
+                        let hex: StaticString = "0123456789abcdef"
+                        bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), 0x30, 0x30])
+                        bytes.append(hex.utf8Start[Int(byte >> 4)])
+                        bytes.append(hex.utf8Start[Int(byte & 0xF)])
+                    default: bytes.append(byte)
+                    }
                 }
             }
             bytes.append(UInt8(ascii: "\""))
         }
 
-        mutating func int(_ value: Int64) { bytes.append(contentsOf: String(value).utf8) }
+        mutating func int(_ value: Int64) {
+            separate()
+            if value == 0 {
+                bytes.append(UInt8(ascii: "0"))
+                return
+            }
+            // Digits written backwards into a small buffer, then copied: no String in between.
+            var magnitude = value.magnitude
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            withUnsafeMutableBytes(of: &digits) { buffer in
+                var index = buffer.count
+                while magnitude > 0 {
+                    index -= 1
+                    buffer[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                    magnitude /= 10
+                }
+                if value < 0 {
+                    index -= 1
+                    buffer[index] = UInt8(ascii: "-")
+                }
+                bytes.append(contentsOf: buffer[index...])
+            }
+        }
 
         /// A finite double (the caller refuses the others), in the shortest form that reads back exactly.
-        mutating func double(_ value: Double) { bytes.append(contentsOf: "\(value)".utf8) }
+        mutating func double(_ value: Double) {
+            separate()
+            bytes.append(contentsOf: "\(value)".utf8)
+        }
 
-        mutating func bool(_ value: Bool) { bytes.append(contentsOf: (value ? "true" : "false").utf8) }
-    }
-
-    /// The members of an object being written.
-    struct ObjectWriter {
-        fileprivate var writer: Writer
-        private var first = true
-
-        fileprivate init(writer: Writer) { self.writer = writer }
-
-        /// `"key":` followed by what `value` writes.
-        mutating func member(_ key: String, _ value: (inout Writer) throws -> Void) rethrows {
-            if !first { writer.bytes.append(UInt8(ascii: ",")) }
-            first = false
-            writer.string(key)
-            writer.bytes.append(UInt8(ascii: ":"))
-            try value(&writer)
+        mutating func bool(_ value: Bool) {
+            separate()
+            bytes.append(contentsOf: (value ? "true" : "false").utf8)
         }
     }
+
+    /// The writer as it writes an object's members.
+    typealias ObjectWriter = Writer
 }
