@@ -41,9 +41,14 @@ struct LoopbackHTTPServerTests {
                 let second = connection.readResponse()
                 connection.send("GET /three HTTP/1.1\r\n\r\n")
                 let third = connection.readResponse()
-                return [first, second, third].map { $0?.json?["path"] as? String }
+                // Status and path, or the body as text: a failure shows what came back.
+                return [first, second, third].map { response -> String? in
+                    guard let response else { return nil }
+                    let path = response.json?["path"] as? String ?? String(decoding: response.body, as: UTF8.self)
+                    return "\(response.status) \(path)"
+                }
             }
-            #expect(bodies == ["/one", "/two", "/three"])
+            #expect(bodies == ["200 /one", "200 /two", "200 /three"])
             #expect(server.openConnections <= 1)
         }
     }

@@ -489,7 +489,7 @@ extension SnapshotFile {
         let plist: SnapshotPlist
         do {
             plist = try SnapshotPlist(source)
-        } catch where error.code == .ioFailed {
+        } catch  where error.code == .ioFailed {
             // A read that failed says nothing about the file: taking it for damage would quarantine a good
             // snapshot, and with it whatever the log no longer holds (found by the I/O-error sweep).
             throw error

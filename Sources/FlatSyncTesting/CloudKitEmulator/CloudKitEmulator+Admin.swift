@@ -70,7 +70,7 @@ extension CloudKitEmulator {
                 }
                 return try Self.encoded(try await backing.records(in: ZoneID(zone)))
             }
-            return Self.ok([String: Any]())
+            return Self.ok([:])
         } catch let error as CloudError {
             let (status, code) = CloudKitWireError.wire(error.code, strictWire: false)
             return .response(Self.errorResponse(status, code, error.message))

@@ -24,8 +24,8 @@ extension CloudKitEmulator {
         }
         let token = push.createToken()
         return Self.ok([
-            "apnsEnvironment": apnsEnvironment, "apnsToken": token,
-            "webcourierURL": baseURL.absoluteString + "/_push/" + token,
+            "apnsEnvironment": .string(apnsEnvironment), "apnsToken": .string(token),
+            "webcourierURL": .string(baseURL.absoluteString + "/_push/" + token),
         ])
     }
 
@@ -42,7 +42,7 @@ extension CloudKitEmulator {
         } catch {
             return .response(Self.errorResponse(400, "BAD_REQUEST", error.reason))
         }
-        return Self.ok([String: Any]())
+        return Self.ok([:])
     }
 
     /// `GET /_push/{token}?timeout=S` (**emulator-defined**; the web courier's format is not documented):
@@ -64,7 +64,7 @@ extension CloudKitEmulator {
         }
         switch await push.poll(segments[0], timeout: .milliseconds(Int64(seconds * 1_000))) {
         case .changed(let zones):
-            return Self.ok(["zoneIDs": zones.map { ["zoneName": $0] }])
+            return Self.ok(["zoneIDs": .array(zones.map { ["zoneName": .string($0)] })])
         case .nothing:
             return .response(HTTPServerResponse(status: 204))
         case .unknownToken:

@@ -77,7 +77,7 @@ extension CloudKitEmulator {
         push.notify(changed.names)
         switch outcome {
         case .failure(let error): return reply(for: error)
-        case .success(let outcomes): return Self.ok(["records": render(outcomes)])
+        case .success(let outcomes): return Self.ok(["records": .array(render(outcomes))])
         }
     }
 
@@ -215,11 +215,11 @@ extension CloudKitEmulator {
         }
         switch outcome {
         case .failure(let error): return reply(for: error)
-        case .success(let outcomes): return Self.ok(["records": render(outcomes)])
+        case .success(let outcomes): return Self.ok(["records": .array(render(outcomes))])
         }
     }
 
-    private func render(_ outcomes: [RecordOutcome]) -> [CloudKitJSON.Object] {
+    private func render(_ outcomes: [RecordOutcome]) -> [JSONValue] {
         let now = Date()
         return outcomes.map { outcome in
             switch outcome {
@@ -229,8 +229,8 @@ extension CloudKitEmulator {
                 return CloudKitRecordJSON.tombstone(name)
             case .failed(let name, let error):
                 var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
-                entry["recordName"] = name
-                return entry
+                entry["recordName"] = .string(name)
+                return CloudKitJSON.value(entry)
             }
         }
     }

@@ -14,9 +14,9 @@ extension CloudKitEmulator {
             var names = zones.map(\.name)
             if !names.contains(CloudKitJSON.defaultZoneName) { names.insert(CloudKitJSON.defaultZoneName, at: 0) }
             let entries = names.map {
-                ["zoneID": CloudKitJSON.zoneID(ZoneID($0)), "atomic": true] as CloudKitJSON.Object
+                ["zoneID": CloudKitJSON.zoneID(ZoneID($0)), "atomic": true] as JSONValue
             }
-            return Self.ok(["zones": entries])
+            return Self.ok(["zones": .array(entries)])
         }
     }
 
@@ -47,8 +47,7 @@ extension CloudKitEmulator {
             }
             return parsed
         }.mapError(\.cloudError)
-        let firstIsCreate =
-            ((body["operations"] as? [Any])?.first as? CloudKitJSON.Object)?["operationType"] as? String == "create"
+        let firstIsCreate = body["operations"]?.arrayValue?.first?["operationType"] == "create"
         let changed = CloudKitPushHub.ChangedZones()
         let outcome = await serve(firstIsCreate ? .createZones : .deleteZones) {
             (database) throws(CloudError) -> [ZoneOperation] in
@@ -70,12 +69,12 @@ extension CloudKitEmulator {
         case .failure(let error):
             return reply(for: error)
         case .success(let operations):
-            let zones = operations.map { operation -> CloudKitJSON.Object in
+            let zones = operations.map { operation -> JSONValue in
                 operation.create
                     ? ["zoneID": CloudKitJSON.zoneID(operation.zone), "atomic": true]
                     : ["zoneID": CloudKitJSON.zoneID(operation.zone), "deleted": true]
             }
-            return Self.ok(["zones": zones])
+            return Self.ok(["zones": .array(zones)])
         }
     }
 
@@ -84,7 +83,7 @@ extension CloudKitEmulator {
     /// them), then changed zones. An unusable token fails the request with CHANGE_TOKEN_EXPIRED.
     func databaseChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
         let token = Result { () throws(CloudKitJSON.Problem) -> ChangeToken? in
-            if let limit = body["resultsLimit"], !(limit is NSNull) {
+            if let limit = body["resultsLimit"], limit != .null {
                 guard try CloudKitJSON.int64(limit, "resultsLimit") >= 1 else {
                     throw CloudKitJSON.Problem("resultsLimit must be at least 1.")
                 }
@@ -98,17 +97,18 @@ extension CloudKitEmulator {
         case .failure(let error):
             return reply(for: error)
         case .success(let changes):
-            var zones: [CloudKitJSON.Object] = []
+            var zones: [JSONValue] = []
             for deletion in changes.deletedZones {
                 var entry: CloudKitJSON.Object = ["zoneID": CloudKitJSON.zoneID(deletion.zone), "deleted": true]
                 if deletion.reason == .deletedByUser { entry["purged"] = true }
-                zones.append(entry)
+                zones.append(CloudKitJSON.value(entry))
             }
             for zone in changes.changedZones {
                 zones.append(["zoneID": CloudKitJSON.zoneID(zone)])
             }
             return Self.ok([
-                "zones": zones, "syncToken": CloudKitJSON.syncToken(changes.token), "moreComing": changes.moreComing,
+                "zones": .array(zones), "syncToken": CloudKitJSON.syncToken(changes.token),
+                "moreComing": .bool(changes.moreComing),
             ])
         }
     }
@@ -133,13 +133,13 @@ extension CloudKitEmulator {
     func zoneChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
         let fetches = Result { () throws(CloudKitJSON.Problem) -> [ZoneFetch] in
             let defaultLimit = try body["resultsLimit"].flatMap { (value) throws(CloudKitJSON.Problem) -> Int64? in
-                value is NSNull ? nil : try CloudKitJSON.int64(value, "resultsLimit")
+                value == .null ? nil : try CloudKitJSON.int64(value, "resultsLimit")
             }
             var fetches: [ZoneFetch] = []
             for (index, raw) in try CloudKitJSON.array(body["zones"], "zones").enumerated() {
                 let entry = try CloudKitJSON.object(raw, "zones[\(index)]")
                 let limit = try entry["resultsLimit"].flatMap { (value) throws(CloudKitJSON.Problem) -> Int64? in
-                    value is NSNull ? nil : try CloudKitJSON.int64(value, "zones[\(index)].resultsLimit")
+                    value == .null ? nil : try CloudKitJSON.int64(value, "zones[\(index)].resultsLimit")
                 }
                 let wanted = limit ?? defaultLimit ?? Int64(Self.maximumResultsLimit)
                 fetches.append(
@@ -168,7 +168,7 @@ extension CloudKitEmulator {
             return reply(for: error)
         case .success(let results):
             let now = Date()
-            let zones = results.map { result -> CloudKitJSON.Object in
+            let zones = results.map { result -> JSONValue in
                 switch result {
                 case .changes(let zone, let changes):
                     let records =
@@ -176,16 +176,16 @@ extension CloudKitEmulator {
                             CloudKitRecordJSON.record($0, userRecordName: options.userRecordName, now: now)
                         } + changes.deletedRecordIDs.map { CloudKitRecordJSON.tombstone($0.name) }
                     return [
-                        "zoneID": CloudKitJSON.zoneID(zone), "records": records,
-                        "syncToken": CloudKitJSON.syncToken(changes.token), "moreComing": changes.moreComing,
+                        "zoneID": CloudKitJSON.zoneID(zone), "records": .array(records),
+                        "syncToken": CloudKitJSON.syncToken(changes.token), "moreComing": .bool(changes.moreComing),
                     ]
                 case .failed(let zone, let error):
                     var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
                     entry["zoneID"] = CloudKitJSON.zoneID(zone)
-                    return entry
+                    return CloudKitJSON.value(entry)
                 }
             }
-            return Self.ok(["zones": zones])
+            return Self.ok(["zones": .array(zones)])
         }
     }
 }

@@ -99,7 +99,8 @@ final class CloudKitEmulator: Sendable {
         case (_, "users/current") where database == "public" || database == "private":
             reply =
                 request.method == "GET"
-                ? Self.ok(["userRecordName": options.userRecordName]) : methodNotAllowed(request, allowed: "GET")
+                ? Self.ok(["userRecordName": .string(options.userRecordName)])
+                : methodNotAllowed(request, allowed: "GET")
         case (_, "tokens/create"), (_, "tokens/register"):
             // As observed live: push tokens live under /device/, the documented /database/ path answers 405.
             reply = .response(
@@ -268,14 +269,14 @@ final class CloudKitEmulator: Sendable {
     // MARK: - Replies
 
     /// A 200 with a JSON body.
-    static func ok(_ object: Any) -> HTTPServerReply {
+    static func ok(_ object: CloudKitJSON.Object) -> HTTPServerReply {
         .response(jsonResponse(200, object))
     }
 
-    static func jsonResponse(_ status: Int, _ object: Any) -> HTTPServerResponse {
+    static func jsonResponse(_ status: Int, _ object: CloudKitJSON.Object) -> HTTPServerResponse {
         HTTPServerResponse(
             status: status, headers: [("Content-Type", "application/json; charset=utf-8")],
-            body: CloudKitJSON.data(object))
+            body: CloudKitJSON.data(CloudKitJSON.value(object)))
     }
 
     /// A request-level error response, with `Retry-After` when `retryAfter` is set.

@@ -1,18 +1,17 @@
 import FlatSync
 import Foundation
 
-/// Reading the emulator's JSON with `JSONSerialization` (and writing the same kind of dictionaries with
-/// ``CloudKitJSONWriter``), on purpose not with the transport's
-/// Codable wire types: the two sides of the wire are written separately, so a misreading of the contract
-/// on one side cannot pass silently.
+/// Reading and writing the emulator's JSON: parsed into ``JSONValue`` trees, written with sorted keys,
+/// on purpose not through the transport's wire types: the two sides of the wire map records and errors
+/// separately, so a misreading of the contract on one side cannot pass silently. Only the JSON grammar
+/// (the tokenizer and the byte writer) is shared.
 ///
-/// `JSONSerialization` hands numbers back as `NSNumber` (or `NSDecimalNumber` for long ones), booleans
-/// as `NSNumber` too, and converts an `NSNumber` 0 or 1 to `Bool` when asked. These helpers tell the kinds
-/// apart and read numbers from their decimal text, so INT64 values stay exact up to ±2^63 and DOUBLE
-/// values round-trip.
+/// Numbers keep their decimal text, so INT64 values stay exact up to ±2^63 and DOUBLE values round-trip.
+/// (The emulator used `JSONSerialization` and `[String: Any]` before; on Linux the parsing, bridging and
+/// dynamic casts made up most of the time of a 10,000-record sync through it.)
 enum CloudKitJSON {
-    /// A JSON object, as `JSONSerialization` reads one.
-    typealias Object = [String: Any]
+    /// A JSON object the emulator reads or builds; keys are unique (a key sent twice means its last value).
+    typealias Object = [String: JSONValue]
 
     /// Why a request body cannot be used: becomes a 400 `BAD_REQUEST` with this sentence.
     struct Problem: Error {
@@ -26,74 +25,55 @@ enum CloudKitJSON {
 
     /// The body as a JSON object; an empty body reads as `{}`.
     static func object(from body: Data) throws(Problem) -> Object {
-        if body.isEmpty || body.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 10 || $0 == 13 }) { return [:] }
-        let value: Any
+        if body.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 10 || $0 == 13 }) { return [:] }
+        let value: JSONValue
         do {
-            value = try JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])
+            value = try JSONValue.parse(body)
         } catch {
             throw Problem("The request body is not valid JSON.")
         }
-        guard let object = value as? Object else { throw Problem("The request body is not a JSON object.") }
-        return object
-    }
-
-    /// True for a JSON `true` or `false` (which `JSONSerialization` returns as an `NSNumber` of type `c`).
-    static func isBoolean(_ value: Any) -> Bool {
-        guard let number = value as? NSNumber, !(number is NSDecimalNumber) else { return false }
-        return String(cString: number.objCType) == "c"
-    }
-
-    /// True for a JSON number (not a boolean).
-    static func isNumber(_ value: Any) -> Bool {
-        value is NSNumber && !isBoolean(value)
+        guard case .object(let members) = value else { throw Problem("The request body is not a JSON object.") }
+        return Object(members, uniquingKeysWith: { $1 })
     }
 
     /// A string value.
-    static func string(_ value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> String {
-        guard let string = value as? String else { throw Problem("\(what()) must be a string.") }
+    static func string(_ value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> String {
+        guard case .string(let string)? = value else { throw Problem("\(what()) must be a string.") }
         return string
     }
 
     /// An optional string value: absent and `null` are `nil`.
-    static func optionalString(_ value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> String? {
-        guard let value, !(value is NSNull) else { return nil }
+    static func optionalString(_ value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> String? {
+        guard let value, value != .null else { return nil }
         return try string(value, what())
     }
 
     /// A boolean value, absent and `null` giving `default`.
-    static func bool(_ value: Any?, default: Bool, _ what: @autoclosure () -> String) throws(Problem) -> Bool {
-        guard let value, !(value is NSNull) else { return `default` }
-        guard isBoolean(value), let bool = value as? Bool else { throw Problem("\(what()) must be true or false.") }
-        return bool
-    }
-
-    /// A JSON object value.
-    static func object(_ value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> Object {
-        guard let object = value as? Object else { throw Problem("\(what()) must be a JSON object.") }
-        return object
-    }
-
-    /// A JSON array value.
-    static func array(_ value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> [Any] {
-        guard let array = value as? [Any] else { throw Problem("\(what()) must be a JSON array.") }
-        return array
-    }
-
-    /// The number's decimal text as JSON spelled it (near enough: `NSNumber` keeps its value, and
-    /// `NSDecimalNumber` its digits).
-    private static func decimalText(_ value: Any) -> String? {
-        guard isNumber(value), let number = value as? NSNumber else { return nil }
-        if let decimal = number as? NSDecimalNumber { return decimal.description }
-        switch String(cString: number.objCType) {
-        case "f", "d": return nil
-        default: return number.description
+    static func bool(_ value: JSONValue?, default: Bool, _ what: @autoclosure () -> String) throws(Problem) -> Bool {
+        switch value {
+        case nil, .null?: return `default`
+        case .bool(let bool)?: return bool
+        default: throw Problem("\(what()) must be true or false.")
         }
     }
 
-    /// An integer value, exact over the whole Int64 range; an integral floating number is accepted.
-    static func int64(_ value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> Int64 {
-        guard let value, isNumber(value) else { throw Problem("\(what()) must be an integer.") }
-        if let text = decimalText(value), let int = Int64(text) { return int }
+    /// A JSON object value.
+    static func object(_ value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> Object {
+        guard case .object(let members)? = value else { throw Problem("\(what()) must be a JSON object.") }
+        return Object(members, uniquingKeysWith: { $1 })
+    }
+
+    /// A JSON array value.
+    static func array(_ value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> [JSONValue] {
+        guard case .array(let elements)? = value else { throw Problem("\(what()) must be a JSON array.") }
+        return elements
+    }
+
+    /// An integer value, exact over the whole Int64 range; an integral floating number (`12.0`, `1.2e1`) is
+    /// accepted.
+    static func int64(_ value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> Int64 {
+        guard case .number(let text)? = value else { throw Problem("\(what()) must be an integer.") }
+        if let int = Int64(text) { return int }
         let double = try self.double(value, what())
         guard double.rounded() == double, double >= -9.223_372_036_854_775_808e18, double < 9.223_372_036_854_775_808e18
         else {
@@ -102,21 +82,32 @@ enum CloudKitJSON {
         return Int64(double)
     }
 
-    /// A floating value, read from its decimal text when `JSONSerialization` kept one, so it round-trips.
-    static func double(_ value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> Double {
-        guard let value, isNumber(value), let number = value as? NSNumber else {
+    /// A floating value, read from its decimal text, so it round-trips.
+    static func double(_ value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> Double {
+        guard case .number(let text)? = value, let double = Double(text) else {
             throw Problem("\(what()) must be a number.")
         }
-        if let decimal = number as? NSDecimalNumber, let double = Double(decimal.description) { return double }
-        return number.doubleValue
+        return double
+    }
+
+    /// True for a number written with a fraction or an exponent (`1.0`, `1e3`): a DOUBLE when no type is
+    /// given, even when its value is whole.
+    static func isFloatingText(_ text: String) -> Bool {
+        text.utf8.contains { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }
     }
 
     // MARK: - Writing
 
-    /// `object` as JSON bytes with sorted keys and unescaped slashes (base64 and URLs stay readable);
-    /// see ``CloudKitJSONWriter``.
-    static func data(_ object: Any) -> Data {
-        CloudKitJSONWriter.data(object)
+    /// `value` as JSON bytes with sorted keys and unescaped slashes (base64 and URLs stay readable).
+    static func data(_ value: JSONValue) -> Data {
+        var writer = JSONValue.Writer(capacity: 4_096)
+        writer.value(value, sortingKeys: true)
+        return writer.data
+    }
+
+    /// An object as a value.
+    static func value(_ object: Object) -> JSONValue {
+        .object(object.map { (key: $0.key, value: $0.value) })
     }
 
     // MARK: - Shared shapes
@@ -127,25 +118,25 @@ enum CloudKitJSON {
     static let defaultZoneName = "_defaultZone"
 
     /// A zone ID as the emulator sends it.
-    static func zoneID(_ zone: ZoneID) -> Object {
-        ["zoneName": zone.name, "ownerRecordName": ownerRecordName]
+    static func zoneID(_ zone: ZoneID) -> JSONValue {
+        ["zoneName": .string(zone.name), "ownerRecordName": .string(ownerRecordName)]
     }
 
     /// A zone ID a client sent: `{"zoneName": …}` (an owner, if given, is ignored).
-    static func zoneID(from value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> ZoneID {
+    static func zoneID(from value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> ZoneID {
         let object = try object(value, what())
         let name = try string(object["zoneName"], "\(what()).zoneName")
         return ZoneID(name)
     }
 
     /// A change token as a `syncToken`: base64 of its bytes.
-    static func syncToken(_ token: ChangeToken) -> String {
-        token.data.base64EncodedString()
+    static func syncToken(_ token: ChangeToken) -> JSONValue {
+        .string(token.data.base64EncodedString())
     }
 
     /// A `syncToken` a client sent: absent or `null` is no token; a string that is not base64 becomes
     /// bytes no server minted, so the database refuses it as expired (an empty string is a token too).
-    static func changeToken(from value: Any?, _ what: @autoclosure () -> String) throws(Problem) -> ChangeToken? {
+    static func changeToken(from value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> ChangeToken? {
         guard let text = try optionalString(value, what()) else { return nil }
         return ChangeToken(data: Data(base64Encoded: text) ?? Data("not base64: \(text)".utf8))
     }

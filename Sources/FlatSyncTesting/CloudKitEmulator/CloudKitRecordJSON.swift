@@ -17,38 +17,41 @@ enum CloudKitRecordJSON {
 
     /// A record as the emulator sends it. CloudDatabase keeps no times, so `created` and `modified` carry
     /// the time of the response (emulator behaviour).
-    static func record(_ record: Record, userRecordName: String, now: Date) -> CloudKitJSON.Object {
-        var fields: CloudKitJSON.Object = [:]
+    static func record(_ record: Record, userRecordName: String, now: Date) -> JSONValue {
+        var fields: [(key: String, value: JSONValue)] = []
+        fields.reserveCapacity(record.fields.count + 1)
         for (key, value) in record.fields {
-            fields[key] = field(value)
+            fields.append((key, field(value)))
         }
         if let writer = record.lastModifiedBy {
-            fields[lastModifiedByField] = field(.string(writer))
+            fields.append((lastModifiedByField, field(.string(writer))))
         }
-        let timestamp = milliseconds(now)
-        var object: CloudKitJSON.Object = [
-            "recordName": record.id.name,
-            "recordType": record.type,
-            "fields": fields,
-            "zoneID": CloudKitJSON.zoneID(record.id.zone),
-            "created": ["timestamp": timestamp, "userRecordName": userRecordName, "deviceID": ""],
-            "modified": [
-                "timestamp": timestamp, "userRecordName": userRecordName, "deviceID": record.lastModifiedBy ?? "",
-            ],
-            "deleted": false,
+        let timestamp = JSONValue.integer(milliseconds(now))
+        let user = JSONValue.string(userRecordName)
+        var members: [(key: String, value: JSONValue)] = [
+            ("recordName", .string(record.id.name)),
+            ("recordType", .string(record.type)),
+            ("fields", .object(fields)),
+            ("zoneID", CloudKitJSON.zoneID(record.id.zone)),
+            ("created", ["timestamp": timestamp, "userRecordName": user, "deviceID": ""]),
+            (
+                "modified",
+                ["timestamp": timestamp, "userRecordName": user, "deviceID": .string(record.lastModifiedBy ?? "")]
+            ),
+            ("deleted", false),
         ]
-        if let tag = record.changeTag { object["recordChangeTag"] = tag.rawValue }
-        return object
+        if let tag = record.changeTag { members.append(("recordChangeTag", .string(tag.rawValue))) }
+        return .object(members)
     }
 
     /// A deleted record: `{"recordName": …, "deleted": true}`.
-    static func tombstone(_ name: String) -> CloudKitJSON.Object {
-        ["recordName": name, "deleted": true]
+    static func tombstone(_ name: String) -> JSONValue {
+        ["recordName": .string(name), "deleted": true]
     }
 
     /// One field.
-    static func field(_ value: FieldValue) -> CloudKitJSON.Object {
-        ["type": typeName(value), "value": jsonValue(value)]
+    static func field(_ value: FieldValue) -> JSONValue {
+        ["type": .string(typeName(value)), "value": jsonValue(value)]
     }
 
     private static func typeName(_ value: FieldValue) -> String {
@@ -62,15 +65,15 @@ enum CloudKitRecordJSON {
         }
     }
 
-    private static func jsonValue(_ value: FieldValue) -> Any {
+    private static func jsonValue(_ value: FieldValue) -> JSONValue {
         switch value {
-        case .string(let string): return string
-        case .int(let int): return int
+        case .string(let string): return .string(string)
+        case .int(let int): return .integer(int)
         // JSON has no infinity or NaN; such a value (saved by a non-HTTP client) goes out as null.
-        case .double(let double): return double.isFinite ? double : NSNull()
-        case .date(let date): return milliseconds(date)
-        case .bytes(let data): return data.base64EncodedString()
-        case .list(let elements): return elements.map(jsonValue)
+        case .double(let double): return .double(double)
+        case .date(let date): return .integer(milliseconds(date))
+        case .bytes(let data): return .string(data.base64EncodedString())
+        case .list(let elements): return .array(elements.map(jsonValue))
         }
     }
 
@@ -88,14 +91,14 @@ enum CloudKitRecordJSON {
 
     /// A record a client sent for `zone`: name, type, tag and fields, with `fsLastModifiedBy` moved into
     /// ``Record/lastModifiedBy``. A missing `recordName` gets a random UUID, as CKWS documents.
-    static func record(from value: Any?, in zone: ZoneID, _ what: String) throws(CloudKitJSON.Problem) -> Record {
+    static func record(from value: JSONValue?, in zone: ZoneID, _ what: String) throws(CloudKitJSON.Problem) -> Record {
         let object = try CloudKitJSON.object(value, what)
         let name = try CloudKitJSON.optionalString(object["recordName"], "\(what).recordName") ?? UUID().uuidString
         let type = try CloudKitJSON.optionalString(object["recordType"], "\(what).recordType") ?? ""
         let tag = try CloudKitJSON.optionalString(object["recordChangeTag"], "\(what).recordChangeTag")
         var fields: [String: FieldValue] = [:]
         var writer: String?
-        if let rawFields = object["fields"], !(rawFields is NSNull) {
+        if let rawFields = object["fields"], rawFields != .null {
             for (key, rawField) in try CloudKitJSON.object(rawFields, "\(what).fields") {
                 let value = try field(from: rawField, "field \(key) of record \(name)")
                 if key == lastModifiedByField {
@@ -117,10 +120,10 @@ enum CloudKitRecordJSON {
     /// One field a client sent. Without `type`, the type is guessed from the JSON as CKWS does (a string
     /// is a STRING, an integer an INT64, another number a DOUBLE, an array a list of those); a type the
     /// emulator cannot store (REFERENCE, ASSET, LOCATION, …) or a `null` value is refused.
-    static func field(from value: Any, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+    static func field(from value: JSONValue, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
         let object = try CloudKitJSON.object(value, what)
         let type = try CloudKitJSON.optionalString(object["type"], "\(what).type")
-        guard let raw = object["value"], !(raw is NSNull) else {
+        guard let raw = object["value"], raw != .null else {
             throw CloudKitJSON.Problem("The \(what) has no value (removing a field is not supported by the emulator).")
         }
         guard let type else { return try inferredValue(raw, what) }
@@ -145,7 +148,9 @@ enum CloudKitRecordJSON {
 
     private static let scalarTypes: Set<String> = ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES"]
 
-    private static func scalar(_ raw: Any, type: String, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+    private static func scalar(_ raw: JSONValue, type: String, _ what: String) throws(CloudKitJSON.Problem)
+        -> FieldValue
+    {
         switch type {
         case "STRING":
             return .string(try CloudKitJSON.string(raw, "The value of \(what) (STRING)"))
@@ -170,8 +175,8 @@ enum CloudKitRecordJSON {
         }
     }
 
-    private static func inferredValue(_ raw: Any, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
-        if let elements = raw as? [Any] {
+    private static func inferredValue(_ raw: JSONValue, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+        if case .array(let elements) = raw {
             var values: [FieldValue] = []
             for element in elements {
                 let value = try inferredScalar(element, what)
@@ -185,20 +190,15 @@ enum CloudKitRecordJSON {
         return try inferredScalar(raw, what)
     }
 
-    private static func inferredScalar(_ raw: Any, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
-        if let string = raw as? String { return .string(string) }
-        if CloudKitJSON.isNumber(raw) {
-            if let int = try? CloudKitJSON.int64(raw, ""), !((raw as? NSNumber).map(isFloating) ?? false) {
-                return .int(int)
-            }
+    private static func inferredScalar(_ raw: JSONValue, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+        switch raw {
+        case .string(let string):
+            return .string(string)
+        case .number(let text):
+            if !CloudKitJSON.isFloatingText(text), let int = Int64(text) { return .int(int) }
             return .double(try CloudKitJSON.double(raw, what))
+        default:
+            throw CloudKitJSON.Problem("The value of the \(what) has no type and is not a string, number or list.")
         }
-        throw CloudKitJSON.Problem("The value of the \(what) has no type and is not a string, number or list.")
-    }
-
-    private static func isFloating(_ number: NSNumber) -> Bool {
-        if let decimal = number as? NSDecimalNumber { return decimal.description.contains { ".eE".contains($0) } }
-        let type = String(cString: number.objCType)
-        return type == "d" || type == "f"
     }
 }

@@ -60,10 +60,11 @@ enum CloudKitWireError {
         -> CloudKitJSON.Object
     {
         var object: CloudKitJSON.Object = [
-            "uuid": UUID().uuidString.lowercased(), "serverErrorCode": serverErrorCode, "reason": reason,
+            "uuid": .string(UUID().uuidString.lowercased()), "serverErrorCode": .string(serverErrorCode),
+            "reason": .string(reason),
         ]
-        if let retryAfter { object["retryAfter"] = seconds(retryAfter) }
-        if let redirectURL { object["redirectURL"] = redirectURL.absoluteString }
+        if let retryAfter { object["retryAfter"] = .double(seconds(retryAfter)) }
+        if let redirectURL { object["redirectURL"] = .string(redirectURL.absoluteString) }
         return object
     }
 
@@ -71,9 +72,10 @@ enum CloudKitWireError {
     /// The caller adds `recordName` or `zoneID`.
     static func itemBody(_ error: CloudError, strictWire: Bool) -> CloudKitJSON.Object {
         var object: CloudKitJSON.Object = [
-            "serverErrorCode": wire(error.code, strictWire: strictWire).serverErrorCode, "reason": error.message,
+            "serverErrorCode": .string(wire(error.code, strictWire: strictWire).serverErrorCode),
+            "reason": .string(error.message),
         ]
-        if let retryAfter = error.retryAfter { object["retryAfter"] = seconds(retryAfter) }
+        if let retryAfter = error.retryAfter { object["retryAfter"] = .double(seconds(retryAfter)) }
         return object
     }
 

@@ -1,12 +1,13 @@
 import Foundation
 
-/// A parsed JSON value, as the CKWS transport reads responses.
+/// A parsed JSON value, as the CKWS transport reads responses (and the emulator in `FlatSyncTesting` reads
+/// requests: the grammar is shared, the mapping of records and errors is written on each side apart).
 ///
 /// Numbers keep their text, so an INT64 is read exactly (a `Double` would round past 2^53) and a DOUBLE
 /// by `Double(_:)`'s correctly rounded parse. Foundation's `JSONDecoder` spent about 40 µs per record on
 /// Linux (a third of a sync's time through the emulator); this reader and ``JSONValue/Writer`` do the
 /// same work in a fraction of it.
-enum JSONValue: Equatable, Sendable {
+package enum JSONValue: Equatable, Sendable {
     case null
     case bool(Bool)
     /// A number, as written.
@@ -18,14 +19,14 @@ enum JSONValue: Equatable, Sendable {
     case object([(key: String, value: JSONValue)])
 
     /// Why bytes are not JSON, and where.
-    struct ParseError: Error, CustomStringConvertible {
-        var offset: Int
-        var reason: String
-        var description: String { "\(reason) at byte \(offset)" }
+    package struct ParseError: Error, CustomStringConvertible {
+        package var offset: Int
+        package var reason: String
+        package var description: String { "\(reason) at byte \(offset)" }
     }
 
     /// The value `data` holds: one JSON value, with nothing but whitespace around it.
-    static func parse(_ data: Data) throws(ParseError) -> JSONValue {
+    package static func parse(_ data: Data) throws(ParseError) -> JSONValue {
         let result: Result<JSONValue, ParseError> = data.withUnsafeBytes { buffer in
             var parser = Parser(bytes: buffer)
             do throws(ParseError) {
@@ -42,13 +43,13 @@ enum JSONValue: Equatable, Sendable {
 
     // MARK: - Reading values
 
-    subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         // A key given twice means its last value, as most parsers do.
         return members.last { $0.key == key }?.value
     }
 
-    static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
@@ -61,35 +62,35 @@ enum JSONValue: Equatable, Sendable {
         }
     }
 
-    var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
-    var boolValue: Bool? {
+    package var boolValue: Bool? {
         if case .bool(let value) = self { return value }
         return nil
     }
 
-    var arrayValue: [JSONValue]? {
+    package var arrayValue: [JSONValue]? {
         if case .array(let value) = self { return value }
         return nil
     }
 
-    var isObject: Bool {
+    package var isObject: Bool {
         if case .object = self { return true }
         return false
     }
 
     /// The number as an exact 64-bit integer (`12`, `12.0`, `1.2e1`), or nil.
-    var int64Value: Int64? {
+    package var int64Value: Int64? {
         guard case .number(let text) = self else { return nil }
         if let exact = Int64(text) { return exact }
         guard let double = Double(text), double.rounded() == double, abs(double) < 9.2e18 else { return nil }
         return Int64(double)
     }
 
-    var doubleValue: Double? {
+    package var doubleValue: Double? {
         guard case .number(let text) = self else { return nil }
         return Double(text)
     }
@@ -97,7 +98,7 @@ enum JSONValue: Equatable, Sendable {
     // MARK: - Parser
 
     /// Nesting deeper than this is refused, so hostile input cannot exhaust the stack.
-    static let maximumDepth = 64
+    package static let maximumDepth = 64
 
     private struct Parser {
         let bytes: UnsafeRawBufferPointer
@@ -306,16 +307,16 @@ enum JSONValue: Equatable, Sendable {
     /// Writes JSON text into one growing buffer: objects, arrays, strings escaped as JSON requires,
     /// exact integers. Commas are placed by the writer, which remembers for each open container whether it
     /// already holds something.
-    struct Writer {
-        fileprivate(set) var bytes: [UInt8] = []
+    package struct Writer {
+        package fileprivate(set) var bytes: [UInt8] = []
         /// For each open container, whether a value was written in it (so the next needs a comma).
         private var filled: [Bool] = []
         /// A key was just written: the next value follows its colon without a comma.
         private var afterKey = false
 
-        init(capacity: Int = 1_024) { bytes.reserveCapacity(capacity) }
+        package init(capacity: Int = 1_024) { bytes.reserveCapacity(capacity) }
 
-        var data: Data { Data(bytes) }
+        package var data: Data { Data(bytes) }
 
         /// Before a value: a comma if the open container already holds one.
         private mutating func separate() {
@@ -328,7 +329,7 @@ enum JSONValue: Equatable, Sendable {
         }
 
         /// `{`, then `body` writes members with ``member(_:_:)``, then `}`.
-        mutating func object(_ body: (inout Writer) throws -> Void) rethrows {
+        package mutating func object(_ body: (inout Writer) throws -> Void) rethrows {
             separate()
             bytes.append(UInt8(ascii: "{"))
             filled.append(false)
@@ -338,7 +339,7 @@ enum JSONValue: Equatable, Sendable {
         }
 
         /// Inside an object: `"key":` followed by what `value` writes.
-        mutating func member(_ key: String, _ value: (inout Writer) throws -> Void) rethrows {
+        package mutating func member(_ key: String, _ value: (inout Writer) throws -> Void) rethrows {
             string(key)
             bytes.append(UInt8(ascii: ":"))
             afterKey = true
@@ -346,7 +347,8 @@ enum JSONValue: Equatable, Sendable {
         }
 
         /// `[`, one element per item written by `body`, `]`.
-        mutating func array<S: Sequence>(_ items: S, _ body: (inout Writer, S.Element) throws -> Void) rethrows {
+        package mutating func array<S: Sequence>(_ items: S, _ body: (inout Writer, S.Element) throws -> Void) rethrows
+        {
             separate()
             bytes.append(UInt8(ascii: "["))
             filled.append(false)
@@ -355,7 +357,7 @@ enum JSONValue: Equatable, Sendable {
             bytes.append(UInt8(ascii: "]"))
         }
 
-        mutating func string(_ value: String) {
+        package mutating func string(_ value: String) {
             separate()
             writeString(value)
         }
@@ -383,7 +385,7 @@ enum JSONValue: Equatable, Sendable {
             bytes.append(UInt8(ascii: "\""))
         }
 
-        mutating func int(_ value: Int64) {
+        package mutating func int(_ value: Int64) {
             separate()
             if value == 0 {
                 bytes.append(UInt8(ascii: "0"))
@@ -408,17 +410,65 @@ enum JSONValue: Equatable, Sendable {
         }
 
         /// A finite double (the caller refuses the others), in the shortest form that reads back exactly.
-        mutating func double(_ value: Double) {
+        package mutating func double(_ value: Double) {
             separate()
             bytes.append(contentsOf: "\(value)".utf8)
         }
 
-        mutating func bool(_ value: Bool) {
+        package mutating func bool(_ value: Bool) {
             separate()
             bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        }
+
+        package mutating func null() {
+            separate()
+            bytes.append(contentsOf: "null".utf8)
+        }
+
+        /// A whole value. `sortingKeys`: each object's members in key order rather than as stored (how the
+        /// emulator answers, so its bodies compare byte for byte); a number goes out as its text.
+        package mutating func value(_ value: JSONValue, sortingKeys: Bool = false) {
+            switch value {
+            case .null: null()
+            case .bool(let bool): self.bool(bool)
+            case .number(let text):
+                separate()
+                bytes.append(contentsOf: text.utf8)
+            case .string(let string): self.string(string)
+            case .array(let elements):
+                array(elements) { $0.value($1, sortingKeys: sortingKeys) }
+            case .object(let members):
+                let ordered = sortingKeys ? members.sorted { $0.key < $1.key } : members
+                object { writer in
+                    for member in ordered {
+                        writer.member(member.key) { $0.value(member.value, sortingKeys: sortingKeys) }
+                    }
+                }
+            }
         }
     }
 
     /// The writer as it writes an object's members.
-    typealias ObjectWriter = Writer
+    package typealias ObjectWriter = Writer
+}
+
+// Literals, so a value can be written as it reads: `["zoneName": "Reading", "atomic": true]`.
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    package init(stringLiteral value: String) { self = .string(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(integerLiteral value: Int64) { self = .integer(value) }
+    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// Members in the order written.
+    package init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(elements.map { (key: $0.0, value: $0.1) })
+    }
+
+    /// An integer, exactly.
+    package static func integer(_ value: Int64) -> JSONValue { .number(String(value)) }
+
+    /// A double in the shortest text that reads back as the same value; JSON has no infinity or NaN, so
+    /// those are `null`.
+    package static func double(_ value: Double) -> JSONValue { value.isFinite ? .number("\(value)") : .null }
 }

@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+@testable import FlatSyncTesting
+
+@Suite("CKWS emulator: JSON")
+struct CloudKitJSONTests {
+    private func text(_ value: JSONValue) -> String {
+        String(decoding: CloudKitJSON.data(value), as: UTF8.self)
+    }
+
+    @Test func writesSortedObjectsAndExactNumbers() {
+        let object: CloudKitJSON.Object = [
+            "b": [.integer(.max), .integer(.min), 0], "a": true, "c": .null, "d": [:],
+            "e": .double(0.1 + 0.2), "f": .double(-0.0), "g": .double(.leastNonzeroMagnitude), "h": .double(2.0),
+            "i": .double(.infinity), "j": 7, "k": ["z": 1, "y": ["x": false, "w": "v"]],
+        ]
+        #expect(
+            text(CloudKitJSON.value(object))
+                == #"{"a":true,"b":[9223372036854775807,-9223372036854775808,0],"c":null,"d":{},"#
+                + #""e":0.30000000000000004,"f":-0.0,"g":5e-324,"h":2.0,"i":null,"j":7,"#
+                + #""k":{"y":{"w":"v","x":false},"z":1}}"#)
+    }
+
+    @Test func escapesOnlyWhatJSONRequires() throws {
+        let string = "a\"b\\c/d\n\r\t\u{0}\u{1f}é👋\u{2028}"
+        let written = text(["s": .string(string)])
+        #expect(written == #"{"s":"a\"b\\c/d\n\r\t\u0000\u001fé👋\#u{2028}"}"#)
+        // Foundation's own parser reads it back: the text is JSON, not only JSON to our reader.
+        let parsed = try JSONSerialization.jsonObject(with: Data(written.utf8)) as? [String: Any]
+        #expect(parsed?["s"] as? String == string)
+    }
+
+    @Test func doublesReadBackBitForBit() throws {
+        let values: [Double] = [0.1, -0.1, 1e300, 1.7976931348623157e308, 2.2250738585072014e-308, 123_456.789, 1e-7]
+        let data = CloudKitJSON.data(.array(values.map(JSONValue.double)))
+        #expect((try JSONSerialization.jsonObject(with: data) as? [Any])?.count == values.count)
+        // Read back as the emulator reads a DOUBLE field.
+        let elements = try CloudKitJSON.array(try JSONValue.parse(data), "x")
+        let read = try elements.map { (value) throws(CloudKitJSON.Problem) in try CloudKitJSON.double(value, "x") }
+        #expect(read.map(\.bitPattern) == values.map(\.bitPattern))
+    }
+
+    @Test func readsIntegersExactlyAndRefusesWrongKinds() throws {
+        let body = Data(
+            #"{"max":9223372036854775807,"min":-9223372036854775808,"whole":1.2e1,"big":1e19,"s":"1","t":true,"n":null,"dup":1,"dup":2}"#
+                .utf8)
+        let object = try CloudKitJSON.object(from: body)
+        #expect(try CloudKitJSON.int64(object["max"], "max") == .max)
+        #expect(try CloudKitJSON.int64(object["min"], "min") == .min)
+        #expect(try CloudKitJSON.int64(object["whole"], "whole") == 12)
+        #expect(try CloudKitJSON.int64(object["dup"], "dup") == 2)
+        #expect(throws: CloudKitJSON.Problem.self) { try CloudKitJSON.int64(object["big"], "big") }
+        #expect(throws: CloudKitJSON.Problem.self) { try CloudKitJSON.int64(object["s"], "s") }
+        #expect(throws: CloudKitJSON.Problem.self) { try CloudKitJSON.bool(object["s"], default: true, "s") }
+        #expect(try CloudKitJSON.bool(object["t"], default: false, "t"))
+        #expect(try CloudKitJSON.bool(object["n"], default: true, "n"))
+        #expect(try CloudKitJSON.optionalString(object["n"], "n") == nil)
+        #expect(try CloudKitJSON.object(from: Data(" \n".utf8)).isEmpty)
+        #expect(throws: CloudKitJSON.Problem.self) { try CloudKitJSON.object(from: Data("[1]".utf8)) }
+        #expect(throws: CloudKitJSON.Problem.self) { try CloudKitJSON.object(from: Data("{\"a\":".utf8)) }
+    }
+
+    @Test func aFieldWithoutATypeIsGuessedFromItsJSON() throws {
+        func field(_ json: String) throws -> FieldValue {
+            try CloudKitRecordJSON.field(from: try JSONValue.parse(Data(json.utf8)), "field")
+        }
+        #expect(try field(#"{"value":"a"}"#) == .string("a"))
+        #expect(try field(#"{"value":12}"#) == .int(12))
+        #expect(try field(#"{"value":12.0}"#) == .double(12))
+        #expect(try field(#"{"value":1e2}"#) == .double(100))
+        #expect(try field(#"{"value":[1,2]}"#) == .list([.int(1), .int(2)]))
+        #expect(throws: CloudKitJSON.Problem.self) { try field(#"{"value":[1,"a"]}"#) }
+        #expect(throws: CloudKitJSON.Problem.self) { try field(#"{"value":true}"#) }
+        #expect(try field(#"{"value":1500,"type":"TIMESTAMP"}"#) == .date(Date(timeIntervalSince1970: 1.5)))
+    }
+}
