@@ -18,25 +18,16 @@ enum CloudKitMeasurements {
             let cloud = InMemoryCloud()
             let server = try CloudKitWebServicesServer(backing: cloud)
             do {
-                let a = try await device(in: try context.makeDirectory("http-push-\(run)"), server: server)
-                try await a.history.apply(
-                    (0..<count).map { .visit(articleID: Measurements.historyArticle($0), version: 1) })
-                let b = try await device(in: try context.makeDirectory("http-pull-\(run)"), server: server)
-                await cloud.resetCounters()
-                var pulled = 0
-                samples.append(
-                    try await timeMilliseconds {
-                        let sent = try await a.syncNow()
-                        let fetched = try await b.syncNow()
-                        guard sent.sent == count, fetched.isComplete else {
-                            throw BenchError("push/pull over HTTP moved \(sent.sent) records out and did not finish")
-                        }
-                        pulled = await b.history.count()
-                    })
-                guard pulled == count else { throw BenchError("device B has \(pulled) items, not \(count)") }
-                requests = await cloud.counters().requests
-                try await a.close()
-                try await b.close()
+                let round = try await SyncMeasurements.pushPullRound(
+                    count: count, name: "http-\(run)", context: context, cloud: cloud
+                ) {
+                    CloudKitWebServicesTransport(
+                        configuration: .init(
+                            containerID: "iCloud.dev.flatsync.bench", environment: .development, apiToken: "bench",
+                            tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
+                }
+                samples.append(round.milliseconds)
+                requests = round.requests
             } catch {
                 await server.stop()
                 throw error
@@ -109,21 +100,6 @@ enum CloudKitMeasurements {
         .init(
             containerID: "iCloud.dev.flatsync.bench", environment: .development, apiToken: "bench",
             tokenStore: InMemoryWebAuthTokenStore(), baseURL: URL(string: "http://127.0.0.1:9")!, http: http)
-    }
-
-    /// A started device syncing through CKWS with `server`, on a test clock (nothing sent before the
-    /// measured sync).
-    private static func device(in directory: URL, server: CloudKitWebServicesServer) async throws -> SyncContext {
-        let transport = CloudKitWebServicesTransport(
-            configuration: .init(
-                containerID: "iCloud.dev.flatsync.bench", environment: .development, apiToken: "bench",
-                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
-        let context = try await SyncContext.open(
-            directory: directory, account: CloudAccount(id: "bench", transport: transport),
-            configuration: SyncContext.Configuration(clock: TestClock()))
-        try await context.start()
-        await context.waitUntilIdle()
-        return context
     }
 }
 

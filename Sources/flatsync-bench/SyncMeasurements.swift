@@ -13,7 +13,7 @@ enum SyncMeasurements {
     static func coalescing(_ context: BenchContext) async throws -> Results {
         progress("10,000 history mutations on 100 articles, then one sync")
         let cloud = InMemoryCloud()
-        let device = try await SyncMeasurements.device(in: try context.makeDirectory("coalesce"), cloud: cloud)
+        let device = try await startedDevice(in: try context.makeDirectory("coalesce"), transport: cloud)
         var random = SeededRandomNumberGenerator(seed: 2026)
         var sequence: [ReadingHistoryChange] = []
         for index in 0..<10_000 {
@@ -67,26 +67,11 @@ enum SyncMeasurements {
         var requests = 0
         for run in 0..<runs {
             let cloud = InMemoryCloud()
-            let a = try await device(in: try context.makeDirectory("push-\(run)"), cloud: cloud)
-            try await a.history.apply(
-                (0..<count).map { .visit(articleID: Measurements.historyArticle($0), version: 1) })
-            let b = try await device(in: try context.makeDirectory("pull-\(run)"), cloud: cloud)
-            await cloud.resetCounters()
-            var pulled = 0
-            samples.append(
-                try await timeMilliseconds {
-                    let sent = try await a.syncNow()
-                    let fetched = try await b.syncNow()
-                    guard sent.sent == count, fetched.isComplete else {
-                        throw BenchError("push/pull moved \(sent.sent) records out and did not finish")
-                    }
-                    pulled = await b.history.count()
-                }
-            )
-            guard pulled == count else { throw BenchError("device B has \(pulled) items, not \(count)") }
-            requests = await cloud.counters().requests
-            try await a.close()
-            try await b.close()
+            let round = try await pushPullRound(count: count, name: "\(run)", context: context, cloud: cloud) {
+                cloud
+            }
+            samples.append(round.milliseconds)
+            requests = round.requests
         }
         var results = Results()
         results["push_pull_10k_ms"] = samples.min()!
@@ -98,11 +83,40 @@ enum SyncMeasurements {
         return results
     }
 
-    /// A started device on `cloud`, on a test clock (so nothing is sent before the measured sync).
-    private static func device(in directory: URL, cloud: InMemoryCloud) async throws -> SyncContext {
+    /// One push and pull, the same whatever carries it: device A, holding `count` new history items, and
+    /// device B, new, each sync through a transport from `transport` (whose requests reach `cloud`), timed
+    /// from A's `syncNow()` to the end of B's first one. Returns the time and the requests `cloud` served.
+    static func pushPullRound(
+        count: Int, name: String, context: BenchContext, cloud: InMemoryCloud,
+        transport: () -> any CloudTransport
+    ) async throws -> (milliseconds: Double, requests: Int) {
+        let a = try await startedDevice(in: try context.makeDirectory("push-\(name)"), transport: transport())
+        try await a.history.apply(
+            (0..<count).map { .visit(articleID: Measurements.historyArticle($0), version: 1) })
+        let b = try await startedDevice(in: try context.makeDirectory("pull-\(name)"), transport: transport())
+        await cloud.resetCounters()
+        var pulled = 0
+        let milliseconds = try await timeMilliseconds {
+            let sent = try await a.syncNow()
+            let fetched = try await b.syncNow()
+            guard sent.sent == count, fetched.isComplete else {
+                throw BenchError("push/pull moved \(sent.sent) records out and did not finish")
+            }
+            pulled = await b.history.count()
+        }
+        guard pulled == count else { throw BenchError("device B has \(pulled) items, not \(count)") }
+        let requests = await cloud.counters().requests
+        try await a.close()
+        try await b.close()
+        return (milliseconds, requests)
+    }
+
+    /// A started device on `transport`, on a test clock (so nothing is sent before the measured sync).
+    static func startedDevice(in directory: URL, transport: any CloudTransport) async throws -> SyncContext {
         let configuration = SyncContext.Configuration(clock: TestClock())
         let context = try await SyncContext.open(
-            directory: directory, account: CloudAccount(id: "bench", transport: cloud), configuration: configuration
+            directory: directory, account: CloudAccount(id: "bench", transport: transport),
+            configuration: configuration
         )
         try await context.start()
         await context.waitUntilIdle()
