@@ -363,33 +363,28 @@ package struct ColumnCursor: ~Copyable {
     }
 
     package mutating func readVarint() throws(FlatSyncError) -> UInt64 {
-        // Fast path: the whole varint is in the buffer.
+        var decoder = VarintDecoder()
+        // Fast path: the whole varint is in the buffer, so no byte needs a refill check.
         if end - start >= 10 {
-            var result: UInt64 = 0
-            var shift: UInt64 = 0
             var index = start
             while true {
                 let byte = buffer[index]
                 index += 1
-                if shift == 63 && byte > 1 { throw damaged("varint overflow") }
-                result |= UInt64(byte & 0x7F) << shift
-                if byte & 0x80 == 0 {
+                switch decoder.take(byte) {
+                case .more: continue
+                case .value(let value):
                     start = index
-                    return result
+                    return value
+                case .damaged(let reason): throw damaged(reason)
                 }
-                shift += 7
-                if shift > 63 { throw damaged("varint too long") }
             }
         }
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
         while true {
-            let byte = try readByte()
-            if shift == 63 && byte > 1 { throw damaged("varint overflow") }
-            result |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return result }
-            shift += 7
-            if shift > 63 { throw damaged("varint too long") }
+            switch decoder.take(try readByte()) {
+            case .more: continue
+            case .value(let value): return value
+            case .damaged(let reason): throw damaged(reason)
+            }
         }
     }
 

@@ -26,6 +26,37 @@ import Testing
         #expect(read.1 == values64)
     }
 
+    @Test func varintsRoundTripAtTheExtremesAndRefuseMoreThan64Bits() throws {
+        let values: [UInt64] = [0, 1, 127, 128, 300, UInt64(UInt32.max), .max - 1, .max]
+        var writer = BinaryWriter()
+        for value in values { writer.write(varint: value) }
+        let read = try writer.data.withBinaryReader { (reader) throws(FlatSyncError) -> [UInt64] in
+            try values.map { _ throws(FlatSyncError) in try reader.readVarint() }
+        }
+        #expect(read == values)
+
+        func decode(_ bytes: [UInt8]) -> String {
+            var decoder = VarintDecoder()
+            for byte in bytes {
+                switch decoder.take(byte) {
+                case .more: continue
+                case .value(let value): return "\(value)"
+                case .damaged(let reason): return reason
+                }
+            }
+            return "unfinished"
+        }
+        let nine = [UInt8](repeating: 0xFF, count: 9)
+        #expect(decode(nine + [0x01]) == "\(UInt64.max)")
+        #expect(decode(nine + [0x02]) == "varint overflow", "a tenth byte may carry one bit only")
+        #expect(decode(nine + [0x81]) == "varint overflow", "and never continues")
+        #expect(decode([0x80]) == "unfinished")
+        let refused = #expect(throws: FlatSyncError.self) {
+            try Data(nine + [0x02]).withBinaryReader { (reader) throws(FlatSyncError) in _ = try reader.readVarint() }
+        }
+        #expect(refused?.code == .damagedFile)
+    }
+
     @Test func rawBytesRoundTripWithoutALength() throws {
         var writer = BinaryWriter()
         writer.write(raw: Array("MAGIC".utf8))
