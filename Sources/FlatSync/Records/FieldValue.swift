@@ -78,6 +78,63 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
     }
 }
 
+// Equal values are equal also when they hold NaN: a value must equal itself (a record read back from the
+// log compares equal to the one written, and `Hashable` collections find it), so every NaN is one value
+// here. Otherwise as `Double` compares (0.0 == -0.0).
+extension FieldValue {
+    /// Equal values of one kind; any NaN equals any other NaN (as a double or a date's time interval).
+    public static func == (lhs: FieldValue, rhs: FieldValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.string(let a), .string(let b)): return a == b
+        case (.int(let a), .int(let b)): return a == b
+        case (.date(let a), .date(let b)):
+            return a.timeIntervalSinceReferenceDate.isSameStoredValue(as: b.timeIntervalSinceReferenceDate)
+        case (.double(let a), .double(let b)): return a.isSameStoredValue(as: b)
+        case (.bytes(let a), .bytes(let b)): return a == b
+        case (.list(let a), .list(let b)): return a == b
+        default: return false
+        }
+    }
+
+    /// Hashes the kind and the value; every NaN alike, as `==` has them equal.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .string(let value):
+            hasher.combine(0)
+            hasher.combine(value)
+        case .int(let value):
+            hasher.combine(1)
+            hasher.combine(value)
+        case .date(let value):
+            hasher.combine(2)
+            hasher.combine(storedValue: value.timeIntervalSinceReferenceDate)
+        case .double(let value):
+            hasher.combine(3)
+            hasher.combine(storedValue: value)
+        case .bytes(let value):
+            hasher.combine(4)
+            hasher.combine(value)
+        case .list(let values):
+            hasher.combine(5)
+            hasher.combine(values)
+        }
+    }
+}
+
+extension Double {
+    /// Equal as a stored value: as `==` says, except that every NaN is the same value (see `FieldValue`).
+    package func isSameStoredValue(as other: Double) -> Bool {
+        self == other || (isNaN && other.isNaN)
+    }
+}
+
+extension Hasher {
+    /// Hashes `value` so that values equal by `isSameStoredValue(as:)` hash alike.
+    fileprivate mutating func combine(storedValue value: Double) {
+        combine(value.isNaN ? Double.nan : value)
+    }
+}
+
 extension Date {
     /// The date at millisecond precision, the precision CloudKit keeps for a timestamp: a date that
     /// makes a round trip through the server comes back equal to this one.

@@ -223,7 +223,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     /// True when ``record`` of both items holds the same fields: every field equal, flags compared only in
     /// the bits records carry.
     package func hasSameRecordFields(as other: ReadingHistoryItem) -> Bool {
-        func same(_ a: Double, _ b: Double) -> Bool { a == b || (a.isNaN && b.isNaN) }
+        func same(_ a: Double, _ b: Double) -> Bool { a.isSameStoredValue(as: b) }
         return maxVersionSeen == other.maxVersionSeen && readCount == other.readCount && liking == other.liking
             && flags.intersection(Flags.recorded) == other.flags.intersection(Flags.recorded)
             && same(lastVisitedTime, other.lastVisitedTime) && same(firstSeenTime, other.firstSeenTime)
@@ -309,7 +309,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     }
 
     public static func == (lhs: ReadingHistoryItem, rhs: ReadingHistoryItem) -> Bool {
-        func same(_ a: Double, _ b: Double) -> Bool { a == b || (a.isNaN && b.isNaN) }
+        func same(_ a: Double, _ b: Double) -> Bool { a.isSameStoredValue(as: b) }
         return lhs.maxVersionSeen == rhs.maxVersionSeen && lhs.readCount == rhs.readCount
             && lhs.flags == rhs.flags && lhs.liking == rhs.liking && same(lhs.lastVisitedTime, rhs.lastVisitedTime)
             && same(lhs.firstSeenTime, rhs.firstSeenTime) && same(lhs.likingChangedAtTime, rhs.likingChangedAtTime)
