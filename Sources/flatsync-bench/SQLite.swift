@@ -126,6 +126,7 @@ final class SQLiteConnection {
         guard code == SQLiteCode.ok else {
             let message = handle.flatMap { library.errmsg($0) }.map { String(cString: $0) } ?? "code \(code)"
             _ = library.close(handle)
+            handle = nil  // a throwing initializer still runs deinit, which must not close it again
             throw BenchError("sqlite3_open_v2 \(path): \(message)")
         }
         try execute("PRAGMA journal_mode = WAL")

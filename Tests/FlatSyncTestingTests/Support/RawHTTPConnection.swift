@@ -36,10 +36,18 @@ final class RawHTTPConnection: @unchecked Sendable {
 
     /// Connects to 127.0.0.1:`port`; reads give up after `timeoutSeconds` (an upper bound, never a wait).
     init(port: UInt16, timeoutSeconds: Int = 20) throws {
+        // The socket is made and connected before `self` exists: a class initializer that throws once every
+        // property is set still runs `deinit`, which would close the descriptor a second time — by then
+        // perhaps another test's file or socket, written to by whoever opened that number next.
+        descriptor = try Self.connectedSocket(port: port, timeoutSeconds: timeoutSeconds)
+    }
+
+    /// A socket connected to 127.0.0.1:`port`, with its receive timeout set; closed again when it fails.
+    private static func connectedSocket(port: UInt16, timeoutSeconds: Int) throws -> Int32 {
         #if canImport(Darwin)
-            descriptor = socket(AF_INET, SOCK_STREAM, 0)
+            let descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #else
-            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #endif
         guard descriptor >= 0 else { throw Failure(description: "socket: errno \(errno)") }
         var address = sockaddr_in()
@@ -64,6 +72,7 @@ final class RawHTTPConnection: @unchecked Sendable {
         var timeout = timeval()
         timeout.tv_sec = .init(timeoutSeconds)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return descriptor
     }
 
     private static func connect(_ descriptor: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
