@@ -51,6 +51,11 @@ extension CommandLogEvent {
     /// changes straight after it: no second buffer to copy a 10,000-change batch's megabyte from. Nil when
     /// a change interns anything else.
     private static func encodedInterningOnlyTheZone(_ mutation: Mutation) -> Data? {
+        // A save of plain fields interns its record type and keys, so a mutation holding one would be
+        // written up to it and then written again by ``encode(to:)``: every reading-list add paid twice.
+        for change in mutation.changes {
+            if case .save(let record) = change.operation, case .fields = record.content { return nil }
+        }
         let zone = mutation.zone.name
         var interned = InternedWriter(capacity: mutation.changes.count * 112 + 64, table: [zone])
         interned.writer.write(Tag.mutation.rawValue)
