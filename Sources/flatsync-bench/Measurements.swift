@@ -277,6 +277,8 @@ enum Measurements {
                 results["cold_start_child_ru_maxrss_mb_100k"] = child.ruMaxrssMegabytes
                 results["open_store_rss_mb_100k"] = child.openStoreResidentMegabytes
                 results["process_rss_mb_before_open"] = child.residentMegabytesBeforeOpen
+                results["open_store_dirty_mb_100k"] = child.openStoreDirtyMegabytes
+                results["process_dirty_mb_before_open"] = child.dirtyMegabytesBeforeOpen
                 results["open_store_growth_mb_100k"] =
                     child.openStoreResidentMegabytes - child.residentMegabytesBeforeOpen
             }
@@ -292,7 +294,9 @@ enum Measurements {
             "memory: a fresh `flatsync-bench` process opens the 100k directory and reads the history; its peak is "
                 + "VmHWM. The open store's memory is its VmRSS once that first read is let go; before opening, the "
                 + "same process holds the resident size noted as `process_rss_mb_before_open` (mostly the pages of "
-                + "the shared libraries it maps: Swift's runtime, Foundation, FoundationNetworking with libcurl)."
+                + "the shared libraries it maps: Swift's runtime, Foundation, FoundationNetworking with libcurl). "
+                + "Dirty memory is the process's private and shared dirty pages and swap from /proc/self/smaps_rollup: "
+                + "VmRSS without the clean pages of mapped files (library code), as iOS counts an app's footprint."
         )
         return results
     }
@@ -401,6 +405,10 @@ enum ColdStartChild {
         var residentMegabytesBeforeOpen: Double
         /// VmRSS with the store open, after the first read was let go.
         var openStoreResidentMegabytes: Double
+        /// Dirty memory before the store was opened (see ``dirtyMegabytes()``).
+        var dirtyMegabytesBeforeOpen: Double
+        /// Dirty memory with the store open, after the first read was let go.
+        var openStoreDirtyMegabytes: Double
     }
 
     static let argument = "--cold-start-child"
@@ -409,6 +417,7 @@ enum ColdStartChild {
     /// lock goes with the process.
     static func main(directory: String) async throws {
         let before = residentMegabytes()
+        let dirtyBefore = dirtyMegabytes()
         var store: LocalStore?
         var items: [ReadingHistoryItem] = []
         let ms = try await timeMilliseconds {
@@ -422,10 +431,13 @@ enum ColdStartChild {
         // Whatever the open store holds now is what it keeps while the app runs.
         _ = await store?.history.count()
         let open = residentMegabytes()
+        let dirtyOpen = dirtyMegabytes()
         withExtendedLifetime(store) {}
         let output = Output(
             items: count, milliseconds: ms, peakResidentMegabytes: peak, ruMaxrssMegabytes: ruMaxrssMegabytes(),
-            residentMegabytesBeforeOpen: before, openStoreResidentMegabytes: open
+            residentMegabytesBeforeOpen: before, openStoreResidentMegabytes: open,
+            dirtyMegabytesBeforeOpen: dirtyBefore,
+            openStoreDirtyMegabytes: dirtyOpen
         )
         print(String(decoding: try JSONEncoder().encode(output), as: UTF8.self))
     }

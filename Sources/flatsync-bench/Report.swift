@@ -150,6 +150,10 @@ enum Report {
             baseline: ("process_rss_mb_before_open", "before open"), target: .atMost(30)
         ),
         Row(
+            key: "open_store_dirty_mb_100k", title: "dirty memory with the 100k store open (footprint)",
+            unit: .megabytes, baseline: ("process_dirty_mb_before_open", "before open")
+        ),
+        Row(
             key: "coalesce_records_sent", title: "10,000 mutations on 100 articles: records sent", unit: .count,
             target: .atMost(100)
         ),

@@ -154,6 +154,24 @@ func residentMegabytes() -> Double {
     return .nan
 }
 
+/// The dirty memory of this process now, in megabytes: the `Private_Dirty`, `Shared_Dirty` and `Swap` lines of
+/// `/proc/self/smaps_rollup` on Linux; elsewhere nan. It leaves out what `VmRSS` also counts, the clean
+/// pages of mapped files (the code of the shared libraries), which the kernel can drop and read again and
+/// other processes share — the same split iOS makes when it counts an app's footprint against its limit.
+func dirtyMegabytes() -> Double {
+    #if os(Linux)
+        guard let rollup = try? String(contentsOfFile: "/proc/self/smaps_rollup", encoding: .utf8) else { return .nan }
+        var kilobytes = 0.0
+        for line in rollup.split(separator: "\n")
+        where line.hasPrefix("Private_Dirty:") || line.hasPrefix("Shared_Dirty:") || line.hasPrefix("Swap:") {
+            kilobytes += line.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) ?? 0
+        }
+        return kilobytes / 1024
+    #else
+        return .nan
+    #endif
+}
+
 /// `getrusage(RUSAGE_SELF).ru_maxrss` in megabytes (kilobytes on Linux, bytes on Darwin).
 func ruMaxrssMegabytes() -> Double {
     var usage = rusage()
