@@ -32,7 +32,8 @@ import Testing
             let cloud = root.appendingPathComponent("cloud")
             let a = root.appendingPathComponent("a")
             let b = root.appendingPathComponent("b")
-            var (server, url) = try await serve(cloud)
+            // On a port no other test can be given while this one's server is down (see `freePort()`).
+            var (server, url) = try await serve(cloud, ["--port", "\(try freePort())"])
             do {
                 #expect(
                     try await run(["save", "ecb-holds-rates", "--title", "ECB"], device: a, cloud: url).status == 0)
@@ -177,20 +178,30 @@ struct DemoTestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A port on 127.0.0.1 that nothing listens on now (the kernel's pick, released again).
+/// A port on 127.0.0.1 that nothing is bound to now, below the ports the kernel hands out by itself
+/// (Linux's ephemeral range starts at 32768, Darwin's at 49152).
+///
+/// A test that frees a port and binds it again later (a server killed and restarted on the same port, a
+/// callback port chosen before the process that listens on it starts) must not lose it meanwhile to the
+/// other tests running in parallel: a port the kernel picked for a client connection or a `bind` to port
+/// 0 could be picked again for theirs, one below that range never is.
 func freePort() throws -> UInt16 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+    var generator = SystemRandomNumberGenerator()
+    for _ in 0..<200 {
+        let port = UInt16.random(in: 20_000..<32_768, using: &generator)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { break }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = port.bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
         }
+        if bound { return port }
     }
-    guard bound else { throw DemoTestFailure("no free port: \(String(cString: strerror(errno)))") }
-    return UInt16(bigEndian: address.sin_port)
+    throw DemoTestFailure("no free port below 32768: \(String(cString: strerror(errno)))")
 }
