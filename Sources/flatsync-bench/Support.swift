@@ -130,28 +130,12 @@ struct BenchError: Error, CustomStringConvertible {
 /// a 300 MB parent would report 300 MB whatever it did. `VmHWM` belongs to the child's own address space.
 /// Elsewhere (and if `/proc` cannot be read) it is `ru_maxrss`: kilobytes on Linux, bytes on Darwin.
 func peakResidentMegabytes() -> Double {
-    #if os(Linux)
-        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
-        {
-            return kilobytes / 1024
-        }
-    #endif
-    return ruMaxrssMegabytes()
+    procMegabytes("/proc/self/status", lines: ["VmHWM:"]) ?? ruMaxrssMegabytes()
 }
 
 /// The resident set size of this process now, in megabytes: `VmRSS` on Linux; elsewhere nan.
 func residentMegabytes() -> Double {
-    #if os(Linux)
-        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
-        {
-            return kilobytes / 1024
-        }
-    #endif
-    return .nan
+    procMegabytes("/proc/self/status", lines: ["VmRSS:"]) ?? .nan
 }
 
 /// The dirty memory of this process now, in megabytes: the `Private_Dirty`, `Shared_Dirty` and `Swap` lines of
@@ -159,16 +143,20 @@ func residentMegabytes() -> Double {
 /// pages of mapped files (the code of the shared libraries), which the kernel can drop and read again and
 /// other processes share — the same split iOS makes when it counts an app's footprint against its limit.
 func dirtyMegabytes() -> Double {
+    procMegabytes("/proc/self/smaps_rollup", lines: ["Private_Dirty:", "Shared_Dirty:", "Swap:"]) ?? .nan
+}
+
+/// The sum of the `<name>: <n> kB` lines of a `/proc` file that start with one of `lines`, in megabytes; nil
+/// when the file cannot be read or has none of them (and always off Linux).
+private func procMegabytes(_ path: String, lines names: [String]) -> Double? {
     #if os(Linux)
-        guard let rollup = try? String(contentsOfFile: "/proc/self/smaps_rollup", encoding: .utf8) else { return .nan }
-        var kilobytes = 0.0
-        for line in rollup.split(separator: "\n")
-        where line.hasPrefix("Private_Dirty:") || line.hasPrefix("Shared_Dirty:") || line.hasPrefix("Swap:") {
-            kilobytes += line.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) ?? 0
-        }
-        return kilobytes / 1024
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        let values = text.split(separator: "\n")
+            .filter { line in names.contains(where: { line.hasPrefix($0) }) }
+            .compactMap { $0.split(separator: " ").dropFirst().first.flatMap { Double($0) } }
+        return values.isEmpty ? nil : values.reduce(0, +) / 1024
     #else
-        return .nan
+        return nil
     #endif
 }
 

@@ -51,11 +51,6 @@ extension CommandLogEvent {
     /// changes straight after it: no second buffer to copy a 10,000-change batch's megabyte from. Nil when
     /// a change interns anything else.
     private static func encodedInterningOnlyTheZone(_ mutation: Mutation) -> Data? {
-        // A save of plain fields interns its record type and keys, so a mutation holding one would be
-        // written up to it and then written again by ``encode(to:)``: every reading-list add paid twice.
-        for change in mutation.changes {
-            if case .save(let record) = change.operation, case .fields = record.content { return nil }
-        }
         let zone = mutation.zone.name
         var interned = InternedWriter(capacity: mutation.changes.count * 112 + 64, table: [zone])
         interned.writer.write(Tag.mutation.rawValue)
@@ -67,6 +62,9 @@ extension CommandLogEvent {
         let complete = mutation.changes.withUnsafeBufferPointer { changes in
             // Borrowed from the buffer: iterating the array retained and released every change.
             for index in changes.indices {
+                // A save of plain fields interns its record type and keys: give up before writing it, or a
+                // reading-list add would be written here and then again by ``encode(to:)``.
+                if case .save(let record) = changes[index].operation, case .fields = record.content { return false }
                 interned.write(changes[index], sequence: false)
                 if interned.table.count > 1 { return false }
             }
