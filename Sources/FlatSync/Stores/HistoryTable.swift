@@ -21,7 +21,7 @@ package struct HistoryTable: ItemTable {
     private var items: [ReadingHistoryItem] = []
     /// Open addressing with linear probing: 0 is empty, else the article ID's hash in the high 32 bits and
     /// the item's position + 1 in the low 32. Its count is a power of two, at most 80 % full.
-    private var slots: [UInt64] = []
+    private var index = SlotIndex()
     /// A bit per position whose item may be out of order.
     private var disordered: [UInt64] = []
     private var disorderedCount = 0
@@ -45,7 +45,7 @@ package struct HistoryTable: ItemTable {
     /// batch after batch still grows the array a geometric number of times.
     package mutating func reserveCapacity(_ capacity: Int) {
         if capacity > items.capacity { items.reserveCapacity(max(capacity, items.capacity + items.capacity / 2)) }
-        growIndex(toHold: capacity)
+        index.grow(toHold: capacity)
     }
 
     // MARK: - Reading
@@ -117,7 +117,7 @@ package struct HistoryTable: ItemTable {
     /// Removes the item at `position`, whose index entry is `slot`.
     @discardableResult
     private mutating func remove(at position: Int, slot: Int) -> ReadingHistoryItem {
-        deleteSlot(slot)
+        index.remove(slot: slot)
         let last = items.count - 1
         let removed: ReadingHistoryItem
         if position == last {
@@ -125,8 +125,7 @@ package struct HistoryTable: ItemTable {
             clearDisordered(last)
         } else {
             // The last item fills the hole: update its slot, and it is out of order there.
-            let moved = slotIndex(ofPosition: last, hash: Self.hash(of: items[last].compactArticleID))
-            slots[moved] = (slots[moved] & 0xFFFF_FFFF_0000_0000) | UInt64(position + 1)
+            index.move(hash: Self.hash(of: items[last].compactArticleID), from: last, to: position)
             removed = items[position]
             items[position] = items.removeLast()
             clearDisordered(last)
@@ -169,69 +168,32 @@ package struct HistoryTable: ItemTable {
         }
     }
 
-    /// Fills an empty index from every item's hash, visiting slots in order; false on a duplicate ID.
+    /// Fills an empty index from every item's hash; false on a duplicate ID.
     private mutating func buildIndex(hashes: [UInt32]) -> Bool {
-        growIndex(toHold: items.count)
-        guard !slots.isEmpty else { return true }
-        let mask = slots.count - 1
-        let slotBits = mask.nonzeroBitCount
-        let bucketBits = min(slotBits, 10)
-        let shift = slotBits - bucketBits
-        // Positions by the bucket of their home slot (a counting sort), so that inserting them walks the
-        // slots from first to last.
-        var starts = [Int](repeating: 0, count: (1 << bucketBits) + 1)
-        for hash in hashes { starts[(Int(hash) & mask) >> shift + 1] += 1 }
-        for bucket in 1..<starts.count { starts[bucket] += starts[bucket - 1] }
-        var byBucket = [Int32](repeating: 0, count: hashes.count)
-        for (position, hash) in hashes.enumerated() {
-            let bucket = (Int(hash) & mask) >> shift
-            byBucket[starts[bucket]] = Int32(position)
-            starts[bucket] += 1
-        }
-        for position in byBucket {
-            let hash = hashes[Int(position)]
-            let tag = UInt64(hash) << 32
-            var index = Int(hash) & mask
-            while slots[index] != 0 {
-                if slots[index] & 0xFFFF_FFFF_0000_0000 == tag {
-                    let other = Int(truncatingIfNeeded: slots[index] & 0xFFFF_FFFF) - 1
-                    if items[other].compactArticleID == items[Int(position)].compactArticleID { return false }
-                }
-                index = (index + 1) & mask
-            }
-            slots[index] = tag | UInt64(Int(position) + 1)
-        }
-        return true
+        let items = self.items
+        return index.build(hashes: hashes) { items[$0].compactArticleID == items[$1].compactArticleID }
     }
 
     /// Appends an item read from a snapshot, whose items come newest first: it stays in order when it is
     /// older than the one before. An item whose article is already in the table replaces it.
     package mutating func appendFromSnapshot(_ item: ReadingHistoryItem) {
         let hash = Self.hash(of: item.compactArticleID)
-        growIndex(toHold: items.count + 1)
         // One walk along the probe sequence: it ends at the item already there, or at the empty slot the
         // new one takes.
-        let mask = slots.count - 1
-        let tag = UInt64(hash) << 32
-        var index = Int(hash) & mask
-        while slots[index] != 0 {
-            if slots[index] & 0xFFFF_FFFF_0000_0000 == tag {
-                let position = Int(truncatingIfNeeded: slots[index] & 0xFFFF_FFFF) - 1
-                if items[position].compactArticleID == item.compactArticleID {
-                    items[position] = item
-                    markDisordered(position)
-                    return
-                }
-            }
-            index = (index + 1) & mask
+        let found = index.findOrInsert(hash: hash, position: items.count) {
+            items[$0].compactArticleID == item.compactArticleID
         }
-        slots[index] = tag | UInt64(items.count + 1)
-        appendInOrder(item)
+        if let position = found {
+            items[position] = item
+            markDisordered(position)
+        } else {
+            appendInOrder(item)
+        }
     }
 
     private mutating func append(_ item: ReadingHistoryItem, hash: UInt32) {
-        growIndex(toHold: items.count + 1)
-        insertSlot(hash: hash, position: items.count)
+        index.grow(toHold: items.count + 1)
+        index.insert(hash: hash, position: items.count)
         appendInOrder(item)
     }
 
@@ -321,10 +283,7 @@ package struct HistoryTable: ItemTable {
             return newPosition
         }
         Self.permute(&items, to: newPosition)
-        for index in slots.indices where slots[index] != 0 {
-            let old = Int(truncatingIfNeeded: slots[index] & 0xFFFF_FFFF) - 1
-            slots[index] = (slots[index] & 0xFFFF_FFFF_0000_0000) | UInt64(Int(newPosition[old]) + 1)
-        }
+        index.renumber { Int(newPosition[$0]) }
         disordered = []
         disorderedCount = 0
         lastOrderedPosition = count - 1
@@ -403,7 +362,7 @@ package struct HistoryTable: ItemTable {
             let raw = UnsafeRawBufferPointer(utf8)
             let isASCII = CompactString.isASCII(raw)
             let hash = Self.hash(utf8: raw, isASCII: isASCII)
-            let (position, slot) = probe(hash: hash) {
+            let (position, slot) = index.find(hash: hash) {
                 items[$0].compactArticleID.equals(utf8: raw, otherIsASCII: isASCII)
             }
             return (position, slot, hash)
@@ -411,75 +370,7 @@ package struct HistoryTable: ItemTable {
     }
 
     private func find(_ id: CompactString, hash: UInt32) -> (position: Int?, slot: Int?) {
-        probe(hash: hash) { items[$0].compactArticleID == id }
-    }
-
-    /// Walks the probe sequence of `hash`: the first position whose item `matches`, with its slot.
-    @inline(__always)
-    private func probe(hash: UInt32, matches: (Int) -> Bool) -> (position: Int?, slot: Int?) {
-        guard !slots.isEmpty else { return (nil, nil) }
-        let mask = slots.count - 1
-        let tag = UInt64(hash) << 32
-        var index = Int(hash) & mask
-        while true {
-            let slot = slots[index]
-            if slot == 0 { return (nil, nil) }
-            if slot & 0xFFFF_FFFF_0000_0000 == tag {
-                let position = Int(truncatingIfNeeded: slot & 0xFFFF_FFFF) - 1
-                if matches(position) { return (position, index) }
-            }
-            index = (index + 1) & mask
-        }
-    }
-
-    /// The slot holding `position`, found along the probe sequence of its item's hash.
-    private func slotIndex(ofPosition position: Int, hash: UInt32) -> Int {
-        let mask = slots.count - 1
-        var index = Int(hash) & mask
-        while Int(truncatingIfNeeded: slots[index] & 0xFFFF_FFFF) - 1 != position { index = (index + 1) & mask }
-        return index
-    }
-
-    private mutating func insertSlot(hash: UInt32, position: Int) {
-        let mask = slots.count - 1
-        var index = Int(hash) & mask
-        while slots[index] != 0 { index = (index + 1) & mask }
-        slots[index] = UInt64(hash) << 32 | UInt64(position + 1)
-    }
-
-    /// Empties a slot, shifting later entries of its cluster back so that no probe sequence breaks.
-    private mutating func deleteSlot(_ slot: Int) {
-        let mask = slots.count - 1
-        var hole = slot
-        var index = slot
-        while true {
-            index = (index + 1) & mask
-            let entry = slots[index]
-            if entry == 0 { break }
-            let home = Int(entry >> 32) & mask
-            // The entry may move into the hole unless its home lies cyclically in (hole, index].
-            let stays = hole <= index ? (hole < home && home <= index) : (hole < home || home <= index)
-            if !stays {
-                slots[hole] = entry
-                hole = index
-            }
-        }
-        slots[hole] = 0
-    }
-
-    /// Makes the index large enough for `count` items at most 80 % full, re-placing every entry if it grows.
-    private mutating func growIndex(toHold count: Int) {
-        guard count * 5 > slots.count * 4 else { return }
-        var capacity = max(16, slots.count)
-        while count * 5 > capacity * 4 { capacity *= 2 }
-        let old = slots
-        slots = [UInt64](repeating: 0, count: capacity)
-        let mask = capacity - 1
-        for entry in old where entry != 0 {
-            var index = Int(entry >> 32) & mask
-            while slots[index] != 0 { index = (index + 1) & mask }
-            slots[index] = entry
-        }
+        index.find(hash: hash) { items[$0].compactArticleID == id }
     }
 }
 
