@@ -1,5 +1,6 @@
 import FlatSync
 import Foundation
+import Synchronization
 
 // FlatSync's own figures, each through the public API a host uses (the package API only to build a
 // realistic device directory: a send round without a sync engine, explicit snapshots).
@@ -373,14 +374,28 @@ enum Measurements {
         guard pending == count else { throw BenchError("the prefill left \(pending) records pending, not \(count)") }
     }
 
-    /// One sending round without a server: every pending record of the zone is acknowledged.
+    /// One sending round without a server: every pending record of the zone is saved, as the engine
+    /// records a save the server confirmed — the record's new change tag is kept — and acknowledged. So a
+    /// prepared device holds a change tag per synced record, as a real one does.
     static func sendRound(_ store: LocalStore, zone: ZoneID) async throws {
         let commands = try await store.sealPendingCommands(in: zone)
         for command in commands {
+            for change in command.changes.values {
+                guard var record = change.record else { continue }
+                record.changeTag = serverChangeTag()
+                await store.serverSaved(record, created: false)
+            }
             try await store.acknowledge(Array(command.changes.keys), in: command.id)
         }
         try await store.unsealPendingCommands(in: zone)
     }
+
+    /// A change tag shaped like CloudKit's (eight lowercase letters and digits), different every call.
+    static func serverChangeTag() -> ChangeTag {
+        let digits = String(changeTagCounter.add(1, ordering: .relaxed).newValue, radix: 36)
+        return ChangeTag(String(repeating: "0", count: max(0, 8 - digits.count)) + digits)
+    }
+    private static let changeTagCounter = Atomic<Int>(46_656)
 
     /// Article IDs of one length (22 characters, like News's), so every frame has the same size.
     static func historyArticle(_ index: Int) -> String { "history-article-" + padded(index) }

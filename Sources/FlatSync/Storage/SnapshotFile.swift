@@ -46,8 +46,10 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         columns = Item.columns(of: items)
         var names = BinaryWriter(capacity: state.changeTags.count * 24)
         var tags = BinaryWriter(capacity: state.changeTags.count * 16)
-        for (name, tag) in state.changeTags {
-            names.write(name)
+        state.changeTags.forEachName { prefix, rest, tag in
+            names.write(varint: UInt64(prefix.count + rest.count))
+            names.write(raw: prefix)
+            names.write(raw: rest)
             tags.write(tag.rawValue)
         }
         changeTagNames = names.data

@@ -441,6 +441,11 @@ package struct ColumnCursor: ~Copyable {
         try readBool() ? try readString() : nil
     }
 
+    /// Runs `body` with the bytes of the next string, checked to be valid UTF-8, without making a `String`.
+    package mutating func readStringBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
+        try withStringBytes { utf8, _ in body(utf8) }
+    }
+
     /// A string as a ``CompactString``, without making a `String` of a short one.
     package mutating func readCompactString() throws(FlatSyncError) -> CompactString {
         try withStringBytes { utf8, _ in CompactString(validUTF8: utf8) }
@@ -559,9 +564,14 @@ extension SnapshotFile {
             }
             var names = ColumnCursor(source: source, range: tagNames, name: "changeTagNames")
             var tags = ColumnCursor(source: source, range: tagValues, name: "changeTagValues")
+            // Every name is at least two bytes (a length and a character): room for that many at most, and
+            // no more than one per item, as a synced zone has.
+            var loader = ChangeTagTable.SnapshotLoader(count: min(tagNames.count / 2, max(Int(itemCount), 16)))
             while !names.isAtEnd {
-                state.changeTags[try names.readString()] = ChangeTag(rawValue: try tags.readString())
+                let tag = ChangeTag(rawValue: try tags.readString())
+                try names.readStringBytes { loader.append(tag, nameUTF8: $0) }
             }
+            state.changeTags = loader.finish()
             guard tags.isAtEnd else { throw FlatSyncError(.damagedFile, "Change tag columns differ in length.") }
             crc = CRC32.combine(crc, names.checksum, length: tagNames.count)
             crc = CRC32.combine(crc, tags.checksum, length: tagValues.count)

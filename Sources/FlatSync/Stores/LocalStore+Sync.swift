@@ -197,7 +197,7 @@ extension LocalStore {
         gone += state.createdSinceFetch.subtracting(returned).subtracting(gone)
         state.createdSinceFetch = []
         if isReset {
-            let known = Set(state.items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(state.changeTags.keys)
+            let known = Set(state.items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(state.changeTags.names)
             gone += known.subtracting(returned).subtracting(gone)
         }
         for name in gone {

@@ -8,7 +8,7 @@ package struct ZoneState<Item: TableItem>: Sendable {
     package var items = Item.Table()
     /// The last change tag seen from the server, by record name. A record deleted locally keeps its tag
     /// until the server confirms the delete, because the delete is sent with it.
-    package var changeTags: [String: ChangeTag] = [:]
+    package var changeTags = ChangeTagTable()
     /// Where the last fetch of the zone ended; `nil` means fetch everything.
     package var changeToken: ChangeToken?
     /// Every mutation with a sequence number up to this one is reflected in ``items``.

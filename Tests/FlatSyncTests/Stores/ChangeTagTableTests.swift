@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// The compact change-tag table must behave exactly like the `[String: ChangeTag]` it replaced.
+@Suite struct ChangeTagTableTests {
+    /// Names at the edges of the layout: both stored prefixes, no prefix, a bare prefix, a prefix of a
+    /// prefix, the inline limit (22 bytes after the prefix) and one past it, non-ASCII, and 256-byte IDs.
+    static let names: [String] = [
+        "rh-article-1", "rl-article-1", "article-1", "rh-", "rl-", "r", "", "rh-" + String(repeating: "a", count: 22),
+        "rh-" + String(repeating: "a", count: 23), "rh-é", "rl-日本語の記事", "rh-" + String(repeating: "w", count: 256),
+        "rh-" + String(repeating: "é", count: 128), "other-prefix-" + String(repeating: "x", count: 40), "rh-rh-x",
+    ]
+
+    @Test func everyNameKeepsItsTagAndComesBackWhole() {
+        var table = ChangeTagTable()
+        for (index, name) in Self.names.enumerated() { table[name] = ChangeTag("t\(index)") }
+        #expect(table.count == Self.names.count)
+        for (index, name) in Self.names.enumerated() { #expect(table[name] == ChangeTag("t\(index)"), "\(name)") }
+        #expect(Set(table.names) == Set(Self.names))
+        #expect(table["rh-article-2"] == nil && table["rx-article-1"] == nil && table["RH-article-1"] == nil)
+    }
+
+    @Test func namesCompareAsStringsDo() {
+        // "é" precomposed and as e + combining acute are the same `String`, so the same name.
+        let composed = "rh-caf\u{E9}"
+        let decomposed = "rh-cafe\u{301}"
+        #expect(composed == decomposed)
+        var table = ChangeTagTable()
+        table[composed] = ChangeTag("one")
+        #expect(table[decomposed] == ChangeTag("one"))
+        table[decomposed] = ChangeTag("two")
+        #expect(table.count == 1 && table[composed] == ChangeTag("two"))
+        table[decomposed] = nil
+        #expect(table.isEmpty && table[composed] == nil)
+    }
+
+    /// Random sets, overwrites and removals (which move the last entry into the hole) against a dictionary.
+    @Test(arguments: [1, 2, 3]) func churnMatchesADictionary(seed: UInt64) {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var table = ChangeTagTable()
+        var model: [String: ChangeTag] = [:]
+        let pool = (0..<300).map { index -> String in
+            switch index % 4 {
+            case 0: "rh-article-\(index)"
+            case 1: "rl-article-\(index)"
+            case 2: "rh-記事-\(index)-" + String(repeating: "z", count: index % 30)
+            default: "plain-\(index)"
+            }
+        }
+        for step in 0..<5_000 {
+            let name = pool[Int.random(in: 0..<pool.count, using: &random)]
+            if Int.random(in: 0..<3, using: &random) == 0 {
+                table[name] = nil
+                model[name] = nil
+            } else {
+                let tag = ChangeTag(String(step, radix: 36))
+                table[name] = tag
+                model[name] = tag
+            }
+            if step % 500 == 0 {
+                #expect(table.count == model.count)
+                #expect(pool.allSatisfy { table[$0] == model[$0] })
+            }
+        }
+        #expect(table.count == model.count)
+        #expect(pool.allSatisfy { table[$0] == model[$0] })
+        #expect(Dictionary(uniqueKeysWithValues: table.map { ($0.name, $0.tag) }) == model)
+    }
+
+    @Test func equalityIgnoresOrder() {
+        var forward = ChangeTagTable()
+        var backward = ChangeTagTable()
+        for name in Self.names { forward[name] = ChangeTag(name.isEmpty ? "empty" : name) }
+        for name in Self.names.reversed() { backward[name] = ChangeTag(name.isEmpty ? "empty" : name) }
+        #expect(forward == backward)
+        backward["rh-article-1"] = ChangeTag("changed")
+        #expect(forward != backward)
+        backward["rh-article-1"] = nil
+        #expect(forward != backward)
+    }
+
+    /// The snapshot writes each name from its two parts and reads it back without making a `String`.
+    @Test func snapshotRoundTripKeepsEveryName() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        for (index, name) in Self.names.enumerated() { state.changeTags[name] = ChangeTag("tag-\(index)") }
+        let data = try SnapshotFile(state).encoded()
+        let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "test")
+        #expect(decoded.changeTags == state.changeTags)
+        #expect(decoded.changeTags.count == Self.names.count)
+    }
+
+    /// A hand-made snapshot naming a record twice: the later tag wins, as it did with a dictionary.
+    @Test func aNameTwiceInASnapshotKeepsTheLaterTag() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        state.changeTags["rh-b"] = ChangeTag("b")
+        var file = SnapshotFile(state)
+        var names = BinaryWriter()
+        var tags = BinaryWriter()
+        for (name, tag) in [("rh-a", "first"), ("rh-b", "b"), ("rh-a", "second")] {
+            names.write(name)
+            tags.write(tag)
+        }
+        file.changeTagNames = names.data
+        file.changeTagValues = tags.data
+        file.updateChecksum()
+        let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: try file.encoded(), path: "test")
+        #expect(decoded.changeTags == ["rh-a": ChangeTag("second"), "rh-b": ChangeTag("b")])
+    }
+}
