@@ -7,17 +7,22 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "FlatSync", targets: ["FlatSync"]),
+        .library(name: "FlatSyncCloudKit", targets: ["FlatSyncCloudKit"]),
         .library(name: "FlatSyncTesting", targets: ["FlatSyncTesting"]),
         .executable(name: "flatsync-demo", targets: ["flatsync-demo"]),
         .executable(name: "flatsync-bench", targets: ["flatsync-bench"]),
     ],
     targets: [
         .target(name: "FlatSync"),
-        .target(name: "FlatSyncTesting", dependencies: ["FlatSync"]),
-        .executableTarget(name: "flatsync-demo", dependencies: ["FlatSync", "FlatSyncTesting"]),
-        .executableTarget(name: "flatsync-bench", dependencies: ["FlatSync", "FlatSyncTesting"]),
+        // The CloudKit Web Services transport in its own module: it is the only code that needs
+        // FoundationNetworking (libcurl and its TLS chain on Linux, ~7 MB resident), which a host that
+        // brings its own transport should not load.
+        .target(name: "FlatSyncCloudKit", dependencies: ["FlatSync"]),
+        .target(name: "FlatSyncTesting", dependencies: ["FlatSync", "FlatSyncCloudKit"]),
+        .executableTarget(name: "flatsync-demo", dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting"]),
+        .executableTarget(name: "flatsync-bench", dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting"]),
         // The libFuzzer targets: the decoders and where their seed corpus comes from (built by .ci/fuzz).
-        .target(name: "FlatSyncFuzzing", dependencies: ["FlatSync", "FlatSyncTesting"]),
+        .target(name: "FlatSyncFuzzing", dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting"]),
         .executableTarget(name: "flatsync-fuzz", dependencies: ["FlatSyncFuzzing"]),
         // Child processes that the tests start and kill: crash loops and concurrent cloud writers.
         .executableTarget(name: "flatsync-test-child", dependencies: ["FlatSync", "FlatSyncTesting"]),
@@ -26,19 +31,22 @@ let package = Package(
         .testTarget(
             name: "FlatSyncTests",
             dependencies: [
-                "FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "FlatSyncFuzzing", "flatsync-test-child",
+                "FlatSync", "FlatSyncCloudKit", "FlatSyncTesting", "FlatSyncTestSupport", "FlatSyncFuzzing",
+                "flatsync-test-child",
             ],
             // Inputs that once crashed a fuzz target, read by FuzzRegressionTests from the source tree.
             exclude: ["Fuzz/Regressions"]
         ),
         .testTarget(
             name: "FlatSyncTestingTests",
-            dependencies: ["FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-test-child"]
+            dependencies: [
+                "FlatSync", "FlatSyncCloudKit", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-test-child",
+            ]
         ),
         // Runs the built flatsync-demo as separate processes (two devices, one cloud) and tests its parser.
         .testTarget(
             name: "FlatSyncDemoTests",
-            dependencies: ["FlatSync", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-demo"]
+            dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-demo"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import FlatSyncTesting
 import Foundation
 

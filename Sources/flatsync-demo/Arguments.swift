@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 /// What the user asked the demo to do, once the command line has been checked.

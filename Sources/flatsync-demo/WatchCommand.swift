@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 /// `watch`: a device that stays in touch with a `cloud serve` endpoint. It syncs once, then long-polls the

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 @testable import FlatSyncTesting
 
 @Suite("CKWS emulator: JSON")

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 // `/_admin/…`: the backing store's CloudAdministration over HTTP. Not CloudKit: never counted, never

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 // tokens/create, tokens/register and the `/_push/{token}` long poll.

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 // records/modify and records/lookup.

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 // zones/list, zones/modify, changes/database and changes/zone, in the wire contract's shapes.

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 /// What ``CloudKitWebServicesServer`` runs behind its HTTP server: routing, authentication, and the

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 /// Reading and writing the emulator's JSON: parsed into ``JSONValue`` trees, written with sorted keys,

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 /// Records and fields in CKWS JSON, both ways, as the emulator sends and reads them.

@@ -1,5 +1,6 @@
 import Dispatch
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 /// A CloudKit Web Services emulator on 127.0.0.1: serves a test cloud (``InMemoryCloud``,

@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import Foundation
 
 /// How the emulator puts a ``CloudError`` on the wire: the HTTP status and `serverErrorCode` of the wire

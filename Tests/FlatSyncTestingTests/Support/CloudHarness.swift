@@ -1,5 +1,6 @@
 import FlatSyncTestSupport
 import FlatSync
+import FlatSyncCloudKit
 import FlatSyncTesting
 import Foundation
 import Testing

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 /// Devices sharing one in-memory cloud, one test clock and one date counter, in a temporary directory.
 ///

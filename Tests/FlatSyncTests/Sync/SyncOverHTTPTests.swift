@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 /// The engine through CloudKit Web Services when the server misbehaves, when it speaks only the codes
 /// CloudKit documents, and across restarts of the device.

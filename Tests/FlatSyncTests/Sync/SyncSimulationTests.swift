@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 /// The seeded simulation: three devices, random mutations and syncs, random faults on at least a fifth of
 /// the requests (including responses lost after the server committed, busy zones, throttling), token

@@ -6,6 +6,7 @@ import Testing
 #endif
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 // Every row of the CKWS error table, each through a scripted server answer, and the connection failures.
 

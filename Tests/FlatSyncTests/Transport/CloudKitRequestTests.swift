@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 // What the CKWS transport sends: URLs, methods and JSON bodies, compared with golden JSON written from
 // Apple's CloudKit Web Services Reference (keys and types of each request; TIMESTAMP as integer

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 // What the CKWS transport reads: responses written from Apple's documented response keys (records with
 // `recordChangeTag`, `created`/`modified`, typed fields; `syncToken`/`moreComing`; per-item errors with

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 // The web auth token: adopted from every response, saved durably before the next request, forgotten when
 // the server refuses it, never logged; and the requests that carry it go one at a time, cancellably.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 @Suite("CKWS transport: JSON reader and writer")
 struct JSONValueTests {

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 @Suite("CKWS transport: long-poll notifications")
 struct LongPollNotificationSourceTests {

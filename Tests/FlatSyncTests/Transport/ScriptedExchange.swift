@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 
 @testable import FlatSync
+@testable import FlatSyncCloudKit
 
 /// An ``HTTPExchange`` that answers from a script instead of a server, and records every request, so a
 /// test can check what the transport sent and feed it exactly the answer it needs.

@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 /// ``CloudNotificationSource`` that long-polls a web courier URL, the way CloudKit JS waits for pushes

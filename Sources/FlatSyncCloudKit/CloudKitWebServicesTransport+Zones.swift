@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 extension CloudKitWebServicesTransport {

@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 /// Sends one HTTP request and returns the server's response: the seam between

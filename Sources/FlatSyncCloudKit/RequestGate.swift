@@ -1,3 +1,4 @@
+import FlatSync
 import Synchronization
 
 /// Lets one request through at a time, in the order they arrived, in the caller's own task (so

@@ -1,3 +1,4 @@
+import FlatSync
 import Dispatch
 import Foundation
 import Synchronization

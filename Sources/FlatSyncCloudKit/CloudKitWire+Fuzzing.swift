@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 /// Runs arbitrary bytes through everything the CKWS transport does with a response body, for the

@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 /// A parsed JSON value, as the CKWS transport reads responses (and the emulator in `FlatSyncTesting` reads

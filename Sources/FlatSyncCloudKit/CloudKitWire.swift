@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 /// A response type read from JSON; a missing key a type needs is a ``CloudKitWire/FieldProblem``.

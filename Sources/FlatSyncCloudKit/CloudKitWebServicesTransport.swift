@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 /// ``CloudTransport`` to a CloudKit container's private database over CloudKit Web Services: the real
