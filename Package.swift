@@ -20,7 +20,15 @@ let package = Package(
         .target(name: "FlatSyncCloudKit", dependencies: ["FlatSync"]),
         .target(name: "FlatSyncTesting", dependencies: ["FlatSync", "FlatSyncCloudKit"]),
         .executableTarget(name: "flatsync-demo", dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting"]),
-        .executableTarget(name: "flatsync-bench", dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting"]),
+        .executableTarget(
+            name: "flatsync-bench",
+            dependencies: [
+                "FlatSync", "FlatSyncCloudKit", "FlatSyncTesting", "FlatSyncBenchHost", "flatsync-bench-host",
+            ]
+        ),
+        // The benchmark's child for memory: a host that links FlatSync and nothing else.
+        .target(name: "FlatSyncBenchHost", dependencies: ["FlatSync"]),
+        .executableTarget(name: "flatsync-bench-host", dependencies: ["FlatSyncBenchHost"]),
         // The libFuzzer targets: the decoders and where their seed corpus comes from (built by .ci/fuzz).
         .target(name: "FlatSyncFuzzing", dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting"]),
         .executableTarget(name: "flatsync-fuzz", dependencies: ["FlatSyncFuzzing"]),

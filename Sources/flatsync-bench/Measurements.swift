@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncBenchHost
 import Foundation
 import Synchronization
 
@@ -253,7 +254,7 @@ enum Measurements {
                 try? FileManager.default.removeItem(at: directory)
 
                 if let sqlite {
-                    var loaded: ([ReadingHistoryItem], SQLiteConnection)?
+                    var loaded: ([ReadingHistoryItem], [ChangeTag?], SQLiteConnection)?
                     sqliteSamples.append(
                         try await timeMilliseconds { loaded = try SQLiteAnchors.loadAll(database, library: sqlite) })
                     guard loaded?.0.count == items else {
@@ -266,22 +267,40 @@ enum Measurements {
             if !sqliteSamples.isEmpty { results["sqlite_cold_start_ms_\(items / 1000)k"] = median(sqliteSamples) }
 
             if items == 100_000 {
-                progress("cold start of \(items) items in a fresh process, for its memory")
-                let directory = try context.makeDirectory("cold-child")
-                try copyDirectory(template, to: directory)
-                let child = try ColdStartChild.run(directory: directory)
-                guard child.items == items else {
-                    throw BenchError("the child read \(child.items) items, not \(items)")
+                for host in ColdStartChild.Host.allCases {
+                    if host == .flatSyncOnly && ColdStartChild.hostExecutable == nil {
+                        results.note(
+                            "memory: flatsync-bench-host was not built, so the memory rows are those of a host that "
+                                + "also links the CloudKit transport (`swift build --product flatsync-bench` builds it)."
+                        )
+                        continue
+                    }
+                    progress("cold start of \(items) items in a fresh process (\(host)), for its memory")
+                    let directory = try context.makeDirectory("cold-child")
+                    try copyDirectory(template, to: directory)
+                    let child = try ColdStartChild.run(directory: directory, host: host)
+                    try? FileManager.default.removeItem(at: directory)
+                    guard child.items == items else {
+                        throw BenchError("the child read \(child.items) items, not \(items)")
+                    }
+                    // The host that links FlatSync only gives the plain keys; one with the CloudKit
+                    // transport too, the `_ckws` ones (the plain keys too if the first was not built).
+                    var suffixes = host == .flatSyncOnly ? [""] : ["_ckws"]
+                    if host == .withCloudKitTransport && results["open_store_rss_mb_100k"] == nil {
+                        suffixes.append("")
+                    }
+                    for suffix in suffixes {
+                        results["cold_start_peak_rss_mb_100k\(suffix)"] = child.peakResidentMegabytes
+                        results["cold_start_child_ms_100k\(suffix)"] = child.milliseconds
+                        results["cold_start_child_ru_maxrss_mb_100k\(suffix)"] = child.ruMaxrssMegabytes
+                        results["open_store_rss_mb_100k\(suffix)"] = child.openStoreResidentMegabytes
+                        results["process_rss_mb_before_open\(suffix)"] = child.residentMegabytesBeforeOpen
+                        results["open_store_dirty_mb_100k\(suffix)"] = child.openStoreDirtyMegabytes
+                        results["process_dirty_mb_before_open\(suffix)"] = child.dirtyMegabytesBeforeOpen
+                        results["open_store_growth_mb_100k\(suffix)"] =
+                            child.openStoreResidentMegabytes - child.residentMegabytesBeforeOpen
+                    }
                 }
-                results["cold_start_peak_rss_mb_100k"] = child.peakResidentMegabytes
-                results["cold_start_child_ms_100k"] = child.milliseconds
-                results["cold_start_child_ru_maxrss_mb_100k"] = child.ruMaxrssMegabytes
-                results["open_store_rss_mb_100k"] = child.openStoreResidentMegabytes
-                results["process_rss_mb_before_open"] = child.residentMegabytesBeforeOpen
-                results["open_store_dirty_mb_100k"] = child.openStoreDirtyMegabytes
-                results["process_dirty_mb_before_open"] = child.dirtyMegabytesBeforeOpen
-                results["open_store_growth_mb_100k"] =
-                    child.openStoreResidentMegabytes - child.residentMegabytesBeforeOpen
             }
         }
         results.note(
@@ -292,10 +311,13 @@ enum Measurements {
                 + "`ReadingHistoryItem` values (GRDB's `fetchAll`), interleaved with FlatSync's repetitions."
         )
         results.note(
-            "memory: a fresh `flatsync-bench` process opens the 100k directory and reads the history; its peak is "
-                + "VmHWM. The open store's memory is its VmRSS once that first read is let go; before opening, the "
-                + "same process holds the resident size noted as `process_rss_mb_before_open` (mostly the pages of "
-                + "the shared libraries it maps: Swift's runtime, Foundation, FoundationNetworking with libcurl). "
+            "memory: a fresh `flatsync-bench-host` process — a host that links FlatSync and nothing else — opens the "
+                + "100k directory (its history with a change tag per record, as a synced device has) and reads the "
+                + "history; its peak is VmHWM. The open store's memory is its VmRSS once that first read is let go; "
+                + "before opening, the same process holds the resident size noted as `process_rss_mb_before_open` "
+                + "(mostly the pages of the shared libraries it maps: Swift's runtime, Foundation). The `_ckws` keys "
+                + "are the same in a fresh `flatsync-bench`, which also links FlatSyncCloudKit and so "
+                + "FoundationNetworking with libcurl and its TLS chain, as a host syncing over CKWS does. "
                 + "Dirty memory is the process's private and shared dirty pages and swap from /proc/self/smaps_rollup: "
                 + "VmRSS without the clean pages of mapped files (library code), as iOS counts an app's footprint."
         )
@@ -404,65 +426,5 @@ enum Measurements {
     private static func padded(_ index: Int) -> String {
         let digits = String(index)
         return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
-    }
-}
-
-/// The child process that measures the peak memory of a 100k cold start, started as
-/// `flatsync-bench --cold-start-child DIR`: it opens DIR, reads the history once and prints one JSON line.
-enum ColdStartChild {
-    struct Output: Codable {
-        var items: Int
-        var milliseconds: Double
-        var peakResidentMegabytes: Double
-        /// What `ru_maxrss` says, which on Linux includes the parent's peak (see ``peakResidentMegabytes()``).
-        var ruMaxrssMegabytes: Double
-        /// VmRSS before the store was opened: the process itself.
-        var residentMegabytesBeforeOpen: Double
-        /// VmRSS with the store open, after the first read was let go.
-        var openStoreResidentMegabytes: Double
-        /// Dirty memory before the store was opened (see ``dirtyMegabytes()``).
-        var dirtyMegabytesBeforeOpen: Double
-        /// Dirty memory with the store open, after the first read was let go.
-        var openStoreDirtyMegabytes: Double
-    }
-
-    static let argument = "--cold-start-child"
-
-    /// In the child: open, read, report. The store is not closed (closing would write a snapshot); the
-    /// lock goes with the process.
-    static func main(directory: String) async throws {
-        let before = residentMegabytes()
-        let dirtyBefore = dirtyMegabytes()
-        var store: LocalStore?
-        var items: [ReadingHistoryItem] = []
-        let ms = try await timeMilliseconds {
-            let opened = try LocalStore(directory: URL(fileURLWithPath: directory))
-            items = await opened.history.items()
-            store = opened
-        }
-        let count = items.count
-        let peak = peakResidentMegabytes()
-        items = []
-        // Whatever the open store holds now is what it keeps while the app runs.
-        _ = await store?.history.count()
-        let open = residentMegabytes()
-        let dirtyOpen = dirtyMegabytes()
-        withExtendedLifetime(store) {}
-        let output = Output(
-            items: count, milliseconds: ms, peakResidentMegabytes: peak, ruMaxrssMegabytes: ruMaxrssMegabytes(),
-            residentMegabytesBeforeOpen: before, openStoreResidentMegabytes: open,
-            dirtyMegabytesBeforeOpen: dirtyBefore,
-            openStoreDirtyMegabytes: dirtyOpen
-        )
-        print(String(decoding: try JSONEncoder().encode(output), as: UTF8.self))
-    }
-
-    /// In the parent: run the child on `directory` and read its line.
-    static func run(directory: URL) throws -> Output {
-        let text = try runSelf([argument, directory.path])
-        guard let line = text.split(separator: "\n").last,
-            let output = try? JSONDecoder().decode(Output.self, from: Data(line.utf8))
-        else { throw BenchError("the cold-start child printed \(text.debugDescription)") }
-        return output
     }
 }

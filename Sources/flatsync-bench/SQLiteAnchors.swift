@@ -22,11 +22,11 @@ enum SQLiteAnchors {
     static let createHistory = """
         CREATE TABLE history (articleID TEXT NOT NULL PRIMARY KEY, lastVisited REAL, firstSeen REAL, \
         maxVersionSeen INTEGER NOT NULL, readCount INTEGER NOT NULL, deviceID TEXT, \
-        likingStatus INTEGER NOT NULL, likingChangedAt REAL, flags INTEGER NOT NULL)
+        likingStatus INTEGER NOT NULL, likingChangedAt REAL, flags INTEGER NOT NULL, changeTag TEXT)
         """
     static let insertHistory = """
         INSERT INTO history (articleID, lastVisited, firstSeen, maxVersionSeen, readCount, deviceID, \
-        likingStatus, likingChangedAt, flags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        likingStatus, likingChangedAt, flags, changeTag) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     static let createReadingList = """
         CREATE TABLE readingList (articleID TEXT NOT NULL PRIMARY KEY, dateAdded REAL NOT NULL, \
@@ -48,7 +48,10 @@ enum SQLiteAnchors {
     }
 
     /// Inserts history rows for articles `range` as a visit leaves them (read and seen, one visit).
-    static func insertVisits(_ range: Range<Int>, into connection: SQLiteConnection, now: Double) throws {
+    /// `synced` rows carry a server change tag, as rows a device has synced do; new visits carry none.
+    static func insertVisits(
+        _ range: Range<Int>, into connection: SQLiteConnection, now: Double, synced: Bool = false
+    ) throws {
         let statement = try connection.cachedStatement(insertHistory)
         for index in range {
             statement.bind(Measurements.historyArticle(index), at: 1)
@@ -60,6 +63,7 @@ enum SQLiteAnchors {
             statement.bind(Int64(0), at: 7)
             statement.bind(Double?.none, at: 8)
             statement.bind(Int64(3), at: 9)
+            statement.bind(synced ? Measurements.serverChangeTag().rawValue : nil, at: 10)
             try statement.run()
         }
     }
@@ -125,19 +129,23 @@ enum SQLiteAnchors {
         let now = now()
         for start in stride(from: 0, to: rows, by: 10_000) {
             try connection.transaction {
-                try insertVisits(start..<min(rows, start + 10_000), into: connection, now: now)
+                try insertVisits(start..<min(rows, start + 10_000), into: connection, now: now, synced: true)
             }
         }
     }
 
-    /// Opens `url` and fetches every history row into ``ReadingHistoryItem`` values (GRDB's
-    /// `Item.fetchAll(db)`); returns the items and the connection, which the caller closes untimed.
-    static func loadAll(_ url: URL, library: SQLiteLibrary) throws -> ([ReadingHistoryItem], SQLiteConnection) {
+    /// Opens `url` and fetches every history row into ``ReadingHistoryItem`` values and its change tag
+    /// (GRDB's `Item.fetchAll(db)` of a record type with a tag column); returns the items, their tags
+    /// and the connection, which the caller closes untimed.
+    static func loadAll(
+        _ url: URL, library: SQLiteLibrary
+    ) throws -> ([ReadingHistoryItem], [ChangeTag?], SQLiteConnection) {
         let connection = try SQLiteConnection(path: url.path, synchronous: .normal, library: library)
         let statement = try connection.cachedStatement(
             "SELECT articleID, lastVisited, firstSeen, maxVersionSeen, readCount, deviceID, likingStatus, "
-                + "likingChangedAt, flags FROM history")
+                + "likingChangedAt, flags, changeTag FROM history")
         var items: [ReadingHistoryItem] = []
+        var tags: [ChangeTag?] = []
         func date(_ column: Int32) -> Date? {
             statement.optionalDouble(column).map(Date.init(timeIntervalSinceReferenceDate:))
         }
@@ -150,8 +158,9 @@ enum SQLiteAnchors {
                     liking: ReadingHistoryItem.Liking(rawValue: statement.int64(6)) ?? .none,
                     likingChangedAt: date(7), flags: ReadingHistoryItem.Flags(rawValue: statement.int64(8))
                 ))
+            tags.append(statement.optionalString(9).map(ChangeTag.init(rawValue:)))
         }
         statement.resetForReuse()
-        return (items, connection)
+        return (items, tags, connection)
     }
 }

@@ -1,3 +1,4 @@
+import FlatSyncBenchHost
 import Foundation
 
 // flatsync-bench: FlatSync's performance figures beside their baselines, measured in one run (DESIGN §10).

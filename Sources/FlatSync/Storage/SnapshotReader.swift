@@ -441,9 +441,12 @@ package struct ColumnCursor: ~Copyable {
         try readBool() ? try readString() : nil
     }
 
-    /// Runs `body` with the bytes of the next string, checked to be valid UTF-8, without making a `String`.
-    package mutating func readStringBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
-        try withStringBytes { utf8, _ in body(utf8) }
+    /// Runs `body` with the bytes of the next string, checked to be valid UTF-8, and whether they are all
+    /// ASCII, without making a `String`.
+    package mutating func readStringBytes<T>(
+        _ body: (_ utf8: UnsafeRawBufferPointer, _ isASCII: Bool) -> T
+    ) throws(FlatSyncError) -> T {
+        try withStringBytes(body)
     }
 
     /// A string as a ``CompactString``, without making a `String` of a short one.
@@ -569,7 +572,7 @@ extension SnapshotFile {
             var loader = ChangeTagTable.SnapshotLoader(count: min(tagNames.count / 2, max(Int(itemCount), 16)))
             while !names.isAtEnd {
                 let tag = ChangeTag(rawValue: try tags.readString())
-                try names.readStringBytes { loader.append(tag, nameUTF8: $0) }
+                try names.readStringBytes { loader.append(tag, nameUTF8: $0, isASCII: $1) }
             }
             state.changeTags = loader.finish()
             guard tags.isAtEnd else { throw FlatSyncError(.damagedFile, "Change tag columns differ in length.") }

@@ -76,9 +76,9 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
             hashes.reserveCapacity(count)
         }
 
-        /// Adds the tag of the record whose name is `utf8` (valid UTF-8).
-        package mutating func append(_ tag: ChangeTag, nameUTF8 utf8: UnsafeRawBufferPointer) {
-            let name = SplitName(utf8)
+        /// Adds the tag of the record whose name is `utf8` (valid UTF-8; `isASCII` says whether every byte is).
+        package mutating func append(_ tag: ChangeTag, nameUTF8 utf8: UnsafeRawBufferPointer, isASCII: Bool) {
+            let name = SplitName(utf8, isASCII: isASCII)
             hashes.append(name.hash)
             table.rests.append(CompactString(validUTF8: name.rest))
             table.prefixIndexes.append(name.prefixIndex)
@@ -147,7 +147,9 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
         let isASCII: Bool
         let hash: UInt32
 
-        init(_ utf8: UnsafeRawBufferPointer) {
+        /// `isASCII`, when the caller knows it, saves a scan: the prefixes are ASCII, so the rest is ASCII
+        /// exactly when the whole name is.
+        init(_ utf8: UnsafeRawBufferPointer, isASCII: Bool? = nil) {
             var prefixIndex: UInt8 = 0
             var rest = utf8
             for candidate in 1..<ChangeTagTable.prefixes.count {
@@ -161,8 +163,8 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
             }
             self.prefixIndex = prefixIndex
             self.rest = rest
-            isASCII = CompactString.isASCII(rest)
-            hash = ChangeTagTable.hash(prefixIndex: prefixIndex, rest: rest, isASCII: isASCII)
+            self.isASCII = isASCII ?? CompactString.isASCII(rest)
+            hash = ChangeTagTable.hash(prefixIndex: prefixIndex, rest: rest, isASCII: self.isASCII)
         }
     }
 
