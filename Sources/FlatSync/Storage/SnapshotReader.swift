@@ -567,8 +567,9 @@ extension SnapshotFile {
             }
             var names = ColumnCursor(source: source, range: tagNames, name: "changeTagNames")
             var tags = ColumnCursor(source: source, range: tagValues, name: "changeTagValues")
-            // Every name is at least two bytes (a length and a character): room for that many at most, and
-            // no more than one per item, as a synced zone has.
+            // Room for a name per two bytes of the column at most (a length and a character; an empty name
+            // takes one byte, and the arrays grow if this falls short), and for no more than one per item,
+            // as a synced zone has.
             var loader = ChangeTagTable.SnapshotLoader(count: min(tagNames.count / 2, max(Int(itemCount), 16)))
             while !names.isAtEnd {
                 let tag = ChangeTag(rawValue: try tags.readString())

@@ -116,7 +116,7 @@ package struct SlotIndex: Sendable, Equatable {
     /// is written in order rather than at random). Returns false, with the index unusable, when
     /// `same(position, otherPosition)` finds two equal entries.
     package mutating func build(hashes: [UInt32], same: (Int, Int) -> Bool) -> Bool {
-        precondition(slots.allSatisfy { $0 == 0 }, "building an index that is not empty")
+        assert(slots.allSatisfy { $0 == 0 }, "building an index that is not empty")
         grow(toHold: hashes.count)
         guard !slots.isEmpty else { return true }
         let mask = slots.count - 1
