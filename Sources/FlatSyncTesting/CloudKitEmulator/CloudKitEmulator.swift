@@ -24,7 +24,10 @@ final class CloudKitEmulator: Sendable {
     /// `NativeProtocol.swift`, observed with Swift 6.3.1 and libcurl 7.88) stops the client process with
     /// "Transfer completed, but there's no response" when a connection closes inside the header block;
     /// cut off inside the body, the client gets a `URLError` instead. Either way bytes were written, so
-    /// libcurl does not silently resend the request on a new connection.
+    /// libcurl does not silently resend the request on a new connection. The crash is
+    /// swiftlang/swift-corelibs-foundation#5285, fixed by #5286 (a `URLError.networkConnectionLost`
+    /// instead), merged after this toolchain: until a host's toolchain has it, a server or proxy that
+    /// drops a connection inside the headers stops a Linux host.
     static let partialResponse = Data(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: 1024\r\n\r\n{\"rec".utf8)
     /// The header that carries the rotated web auth token.
