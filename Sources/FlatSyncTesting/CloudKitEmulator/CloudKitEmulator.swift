@@ -26,8 +26,8 @@ final class CloudKitEmulator: Sendable {
     /// cut off inside the body, the client gets a `URLError` instead. Either way bytes were written, so
     /// libcurl does not silently resend the request on a new connection. The crash is
     /// swiftlang/swift-corelibs-foundation#5285, fixed by #5286 (a `URLError.networkConnectionLost`
-    /// instead), merged after this toolchain: until a host's toolchain has it, a server or proxy that
-    /// drops a connection inside the headers stops a Linux host.
+    /// instead), which the 6.3.1 toolchain here does not have: until a host's toolchain does, a server
+    /// or proxy that drops a connection inside the headers stops a Linux host.
     static let partialResponse = Data(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: 1024\r\n\r\n{\"rec".utf8)
     /// The header that carries the rotated web auth token.
