@@ -5,11 +5,11 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// How ``CloudKitWebServicesTransport`` turns what CloudKit Web Services answered into a ``CloudError``:
+/// How ``CloudKitWebServicesTransport`` turns what CloudKit Web Services answered into a `CloudError`:
 /// the one table, from the HTTP status, the body's `serverErrorCode` (for a whole request, or for one
 /// record or zone inside a 200), and failures of the connection itself.
 ///
-/// | `serverErrorCode` | HTTP | ``CloudError/Code-swift.struct`` | source |
+/// | `serverErrorCode` | HTTP | `CloudError.Code` | source |
 /// |---|---|---|---|
 /// | `THROTTLED` | 429 | `requestRateLimited` (+ `retryAfter`) | documented |
 /// | `TRY_AGAIN_LATER` | 503 | `serviceUnavailable` (+ `retryAfter`) | documented |
@@ -27,7 +27,7 @@ import Foundation
 /// | `LIMIT_EXCEEDED` | 400 | `limitExceeded` | **assumed**: not documented; the emulator sends it |
 /// | `CHANGE_TOKEN_EXPIRED` | 400 | `changeTokenExpired` | **assumed**: no documented code exists |
 /// | `USER_DELETED_ZONE` | 404 | `userDeletedZone` | **assumed**: not documented |
-/// | any other code | by status: 429 → `requestRateLimited`; 502–504 → `serviceUnavailable`; other 5xx → `internalError`; 401/421 → `notAuthenticated`; other 4xx → `invalidArguments` | the raw code is kept in ``CloudError/serverErrorCode`` |
+/// | any other code | by status: 429 → `requestRateLimited`; 502–504 → `serviceUnavailable`; other 5xx → `internalError`; 401/421 → `notAuthenticated`; other 4xx → `invalidArguments` | the raw code is kept in `CloudError.serverErrorCode` |
 /// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401/421 → `notAuthenticated`; else `unexpectedServerResponse` | a proxy's page, a server restarting |
 /// | a 200 whose body lacks the keys the operation needs | `unexpectedServerResponse` | |
 ///
@@ -158,7 +158,7 @@ enum CloudKitErrorMapping {
     }
 
     /// The error for a failure to get any complete response: `CancellationError` when the request was
-    /// cancelled, else a ``CloudError``. Messages never include the URL, whose query holds tokens.
+    /// cancelled, else a `CloudError`. Messages never include the URL, whose query holds tokens.
     static func error(forTransportFailure failure: any Error, operation: Operation) -> any Error {
         if failure is CancellationError { return failure }
         guard let urlError = failure as? URLError else {

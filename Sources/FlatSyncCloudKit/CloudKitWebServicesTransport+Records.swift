@@ -216,12 +216,12 @@ extension CloudKitWebServicesTransport {
     ///
     /// | policy | tag | operation |
     /// |---|---|---|
-    /// | ``SavePolicy/ifServerRecordUnchanged`` | set | `replace` with the tag (sent fields replace the record's) |
-    /// | ``SavePolicy/ifServerRecordUnchanged`` | none | `create` (fails if the record exists) |
-    /// | ``SavePolicy/changedKeys`` | any | `forceUpdate` (only the sent fields change; creates if missing) |
-    /// | ``SavePolicy/allKeys`` | any | `forceReplace` (creates if missing) |
+    /// | `SavePolicy.ifServerRecordUnchanged` | set | `replace` with the tag (sent fields replace the record's) |
+    /// | `SavePolicy.ifServerRecordUnchanged` | none | `create` (fails if the record exists) |
+    /// | `SavePolicy.changedKeys` | any | `forceUpdate` (only the sent fields change; creates if missing) |
+    /// | `SavePolicy.allKeys` | any | `forceReplace` (creates if missing) |
     ///
-    /// CKWS's `update` (sent fields only, with a tag check) matches no ``SavePolicy`` and is never sent.
+    /// CKWS's `update` (sent fields only, with a tag check) matches no `SavePolicy` and is never sent.
     static func operation(for save: RecordSave) throws -> CloudKitWire.RecordOperation {
         let type: String
         var tag: ChangeTag?

@@ -1,7 +1,7 @@
 import FlatSync
 import Foundation
 
-/// ``CloudTransport`` to a CloudKit container's private database over CloudKit Web Services: the real
+/// `CloudTransport` to a CloudKit container's private database over CloudKit Web Services: the real
 /// server.
 ///
 /// It speaks the documented JSON endpoints (`zones/list`, `zones/modify`, `changes/database`,
@@ -28,8 +28,8 @@ import Foundation
 /// requests that `InMemoryCloud`-style servers do not need:
 /// - A conflicted save or delete (`CONFLICT`) carries no server record: the transport looks the records
 ///   up in one follow-up `records/lookup` per request and reports
-///   ``CloudError/Code-swift.struct/serverRecordChanged`` with what it found.
-/// - A delete under ``DeletePolicy/ifServerRecordUnchanged`` without a change tag has no CKWS form
+///   `CloudError.Code.serverRecordChanged` with what it found.
+/// - A delete under `DeletePolicy.ifServerRecordUnchanged` without a change tag has no CKWS form
 ///   (`delete` needs the tag): the transport looks the record up first; absent counts as deleted,
 ///   present as a conflict.
 /// - `records/modify` and `records/lookup` name one zone each: a call spanning zones sends one request
@@ -39,8 +39,8 @@ import Foundation
 ///
 /// Error mapping is one table, documented on the internal `CloudKitErrorMapping` and in the README.
 /// Requests the transport can tell are malformed (empty names, a record named twice, too many
-/// operations) fail with ``CloudError/Code-swift.struct/invalidArguments`` or
-/// ``CloudError/Code-swift.struct/limitExceeded`` before anything is sent: an empty record name would
+/// operations) fail with `CloudError.Code.invalidArguments` or
+/// `CloudError.Code.limitExceeded` before anything is sent: an empty record name would
 /// make CloudKit invent one, and an empty zone name would mean its default zone.
 public actor CloudKitWebServicesTransport: CloudTransport {
     /// Where and how to reach the container.
@@ -64,7 +64,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         /// Where the user's web auth token is kept.
         public var tokenStore: any WebAuthTokenStore
         /// How long one request may take before it fails with
-        /// ``CloudError/Code-swift.struct/networkFailure``. Whole seconds, at least one (Foundation on
+        /// `CloudError.Code.networkFailure`. Whole seconds, at least one (Foundation on
         /// Linux truncates anything finer).
         public var requestTimeout: Duration
         /// The HTTP client.
@@ -130,8 +130,8 @@ public actor CloudKitWebServicesTransport: CloudTransport {
 
     /// The signed-in user (`users/current`).
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/notAuthenticated`` when nobody is signed in, with
-    ///   ``CloudError/redirectURL`` set to the page where the user signs in; the web auth token that page
+    /// - Throws: `CloudError.Code.notAuthenticated` when nobody is signed in, with
+    ///   `CloudError.redirectURL` set to the page where the user signs in; the web auth token that page
     ///   hands back goes to ``signIn(withWebAuthToken:)``.
     public func currentUser() async throws -> User {
         let data = try await send(.currentUser, method: "GET", database: "public", body: nil)
@@ -184,7 +184,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     }
 
     /// Sends one request and returns the body of its 200 response; any other answer is thrown as the
-    /// ``CloudError`` the mapping table gives. Requests go one at a time, each with the newest token.
+    /// `CloudError` the mapping table gives. Requests go one at a time, each with the newest token.
     func send(
         _ operation: CloudKitErrorMapping.Operation, method: String = "POST", database: String = "private",
         body: Data?, sentChangeToken: Bool = false
@@ -231,7 +231,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         return writer.data
     }
 
-    /// Decodes a 200's body as `type`, or throws ``CloudError/Code-swift.struct/unexpectedServerResponse``.
+    /// Decodes a 200's body as `type`, or throws `CloudError.Code.unexpectedServerResponse`.
     nonisolated func decode<T: JSONReadable>(_ type: T.Type, _ data: Data, _ operation: CloudKitErrorMapping.Operation)
         throws(CloudError) -> T
     {

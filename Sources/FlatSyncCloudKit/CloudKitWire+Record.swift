@@ -2,7 +2,7 @@ import FlatSync
 import Foundation
 
 extension CloudKitWire {
-    /// The reserved field that carries ``Record/lastModifiedBy``.
+    /// The reserved field that carries `Record.lastModifiedBy`.
     ///
     /// CKWS reports the writer of a version as `modified.deviceID`, but a web client cannot say what to
     /// put there (who sets it for a web client is not documented), so FlatSync sends its device ID as

@@ -16,7 +16,7 @@ protocol JSONWritable {
 /// Shapes follow Apple's CloudKit Web Services Reference (2016) plus what other clients observed against
 /// the live server; where a shape is a guess, the comment says so. Every key a response may lack is
 /// optional here, so a response that lacks one is reported as
-/// ``CloudError/Code-swift.struct/unexpectedServerResponse`` by the code that needs it, never a crash.
+/// `CloudError.Code.unexpectedServerResponse` by the code that needs it, never a crash.
 /// Keys a response may carry that FlatSync does not use are ignored.
 enum CloudKitWire {
     /// Why a field cannot be sent, or a response cannot be read.

@@ -1,7 +1,7 @@
 import FlatSync
 import Foundation
 
-/// ``CloudNotificationSource`` that long-polls a web courier URL, the way CloudKit JS waits for pushes
+/// `CloudNotificationSource` that long-polls a web courier URL, the way CloudKit JS waits for pushes
 /// in a browser.
 ///
 /// It asks the container for a push token (`tokens/create`, which answers with a `webcourierURL`), then
