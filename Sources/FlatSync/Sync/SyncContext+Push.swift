@@ -147,7 +147,7 @@ extension SyncContext {
                 // takes that as the same writes.
                 do {
                     try await localStore.persistSnapshot(of: zone)
-                    await acknowledge(acknowledged, commandOf: commandOf)
+                    try await acknowledge(acknowledged, commandOf: commandOf)
                 } catch {
                     outcome.stop = outcome.stop ?? .from(error)
                 }
@@ -325,15 +325,18 @@ extension SyncContext {
         emit(.error(SyncEventError(code: error.code.name, message: error.message, droppedRecord: change.recordID)))
     }
 
-    private func acknowledge(_ ids: [RecordID], commandOf: [RecordID: CommandID]) async {
+    /// Lets the server-confirmed records go from their commands, command by command. A failure to log
+    /// that stops here and is the round's: the host hears that the disk is failing now, not at its next
+    /// write. Nothing is lost either way — the server has the records, memory has them acknowledged and the
+    /// log is rewritten from memory before its next entry; commands not reached stay and are sent again,
+    /// which the server takes as the same writes.
+    private func acknowledge(_ ids: [RecordID], commandOf: [RecordID: CommandID]) async throws {
         var byCommand: [CommandID: [RecordID]] = [:]
         for id in ids {
             if let command = commandOf[id] { byCommand[command, default: []].append(id) }
         }
         for (command, ids) in byCommand.sorted(by: { $0.key < $1.key }) {
-            // A failure to log the acknowledgement only means the records are sent again: saves and
-            // deletes are idempotent on the server.
-            try? await localStore.acknowledge(ids, in: command)
+            try await localStore.acknowledge(ids, in: command)
         }
     }
 
