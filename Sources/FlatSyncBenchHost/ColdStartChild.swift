@@ -1,5 +1,17 @@
 import FlatSync
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// The child process that measures the memory of a 100k cold start: it opens a device directory, reads
 /// the history once and prints one JSON line of ``Output``.

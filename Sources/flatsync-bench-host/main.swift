@@ -1,17 +1,35 @@
 import FlatSyncBenchHost
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 // `flatsync-bench-host DIR`: the smallest host of FlatSync — it links the library and nothing else — which
 // `flatsync-bench` starts to measure the memory of a cold start and of an open store (DESIGN §10).
 
+/// Writes a line to standard error (without Foundation's `FileHandle`, which this host does not link).
+func printError(_ message: String) {
+    var line = message + "\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 guard arguments.count == 1, let directory = arguments.first else {
-    FileHandle.standardError.write(Data("usage: flatsync-bench-host DEVICE-DIRECTORY\n".utf8))
+    printError("usage: flatsync-bench-host DEVICE-DIRECTORY")
     exit(2)
 }
 do {
     try await ColdStartChild.main(directory: directory)
 } catch {
-    FileHandle.standardError.write(Data("flatsync-bench-host: \(error)\n".utf8))
+    printError("flatsync-bench-host: \(error)")
     exit(1)
 }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One entry of the command log: a transition of ``PendingCommands``, or a record of state that a
 /// compaction carried over. Replaying the entries in order rebuilds the queue exactly, including which

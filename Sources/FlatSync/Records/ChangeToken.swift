@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// An opaque position in a server's change history, for a zone or for the whole database.
 ///
@@ -15,7 +19,8 @@ public struct ChangeToken: Hashable, Sendable, Codable, CustomStringConvertible 
     }
 
     public var description: String {
-        "ChangeToken(\(data.prefix(16).map { String(format: "%02x", $0) }.joined())\(data.count > 16 ? "…" : ""))"
+        let hex = data.prefix(16).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return "ChangeToken(\(hex)\(data.count > 16 ? "…" : ""))"
     }
 
     public init(from decoder: any Decoder) throws {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Binary property lists, the format of every FlatSync file but the command log: encoding, and the check
 /// every file read from disk passes before `PropertyListDecoder` sees it.

@@ -1,4 +1,16 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// Appends primitive values to a byte buffer in FlatSync's compact binary layout: LEB128 variable-length
 /// integers, length-prefixed UTF-8 strings and little-endian IEEE doubles, plus fixed-width integers and

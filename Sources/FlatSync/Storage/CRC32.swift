@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// CRC-32 (the IEEE polynomial used by zlib and PNG), for detecting damaged bytes in log frames and
 /// snapshot files.

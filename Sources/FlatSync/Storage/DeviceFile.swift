@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `device.plist`: the device's identity and the sync engine's bookkeeping for the directory.
 ///

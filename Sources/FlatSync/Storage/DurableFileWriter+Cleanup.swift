@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension DurableFileWriter {
     /// Deletes the temporary files a writer left in `directory` when it was killed mid-write (names that

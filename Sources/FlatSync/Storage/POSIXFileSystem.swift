@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Darwin)
     import Darwin
@@ -7,6 +11,23 @@ import Foundation
 #elseif canImport(Musl)
     import Musl
 #endif
+
+// The system calls under other names: inside `POSIXFileSystem` its own methods of the same names would
+// shadow them, and the module that declares them differs by platform.
+@inline(__always) private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+    open(path, flags, mode)
+}
+@inline(__always) private func systemClose(_ descriptor: Int32) -> Int32 { close(descriptor) }
+@inline(__always) private func systemWrite(_ descriptor: Int32, _ base: UnsafeRawPointer, _ count: Int) -> Int {
+    write(descriptor, base, count)
+}
+@inline(__always) private func systemRename(_ source: String, _ destination: String) -> Int32 {
+    rename(source, destination)
+}
+@inline(__always) private func systemLink(_ source: String, _ destination: String) -> Int32 {
+    link(source, destination)
+}
+@inline(__always) private func systemUnlink(_ path: String) -> Int32 { unlink(path) }
 
 /// The real file system: each method is the system call it is named after, nothing more.
 package struct POSIXFileSystem: FileSystemCalls {
@@ -18,18 +39,18 @@ package struct POSIXFileSystem: FileSystemCalls {
     }
 
     package func open(_ path: String, flags: Int32, permissions: mode_t) -> Result<Int32, Errno> {
-        let fd = Foundation.open(path, flags, permissions)
+        let fd = systemOpen(path, flags, permissions)
         return fd >= 0 ? .success(fd) : .failure(.current)
     }
 
     package func close(_ descriptor: Int32) {
-        _ = Foundation.close(descriptor)
+        _ = systemClose(descriptor)
     }
 
     @inline(__always)
     package func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Int, Errno> {
         guard let base = bytes.baseAddress else { return .success(0) }
-        let written = Foundation.write(descriptor, base, bytes.count)
+        let written = systemWrite(descriptor, base, bytes.count)
         return written >= 0 ? .success(written) : .failure(.current)
     }
 
@@ -71,15 +92,15 @@ package struct POSIXFileSystem: FileSystemCalls {
     }
 
     package func rename(_ source: String, to destination: String) -> Result<Void, Errno> {
-        Self.result(Foundation.rename(source, destination))
+        Self.result(systemRename(source, destination))
     }
 
     package func link(_ source: String, to destination: String) -> Result<Void, Errno> {
-        Self.result(Foundation.link(source, destination))
+        Self.result(systemLink(source, destination))
     }
 
     package func unlink(_ path: String) -> Result<Void, Errno> {
-        Self.result(Foundation.unlink(path))
+        Self.result(systemUnlink(path))
     }
 
     package func makeDirectory(_ path: String, permissions: mode_t) -> Result<Void, Errno> {
@@ -89,10 +110,10 @@ package struct POSIXFileSystem: FileSystemCalls {
     package func syncDirectory(_ path: String) -> Result<Void, Errno> {
         var fd: Int32
         repeat {
-            fd = Foundation.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            fd = systemOpen(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         } while fd < 0 && errno == EINTR
         guard fd >= 0 else { return .failure(.current) }
-        defer { _ = Foundation.close(fd) }
+        defer { _ = systemClose(fd) }
         return sync(fd)
     }
 

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Darwin)
     import Darwin
@@ -78,10 +82,13 @@ package enum Quarantine {
     /// True when `name` is the name of a quarantined file: `<name>.corrupt-YYYYMMDDTHHMMSSZ`, optionally
     /// followed by `-<number>`.
     package static func isQuarantined(_ name: String) -> Bool {
-        guard let range = name.range(of: marker, options: .backwards), range.lowerBound != name.startIndex else {
-            return false
-        }
-        let rest = Array(name[range.upperBound...].utf8)
+        // The last occurrence of the marker, which must not start the name.
+        let bytes = Array(name.utf8)
+        let mark = Array(marker.utf8)
+        var start = bytes.count - mark.count
+        while start > 0 && !bytes[start..<start + mark.count].elementsEqual(mark) { start -= 1 }
+        guard start > 0 else { return false }
+        let rest = Array(bytes[(start + mark.count)...])
         // YYYYMMDD T HHMMSS Z
         guard rest.count >= 16 else { return false }
         func digits(_ slice: ArraySlice<UInt8>) -> Bool {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A store snapshot as written to disk: a binary property list made by `PropertyListEncoder`, holding a
 /// format version, the zone, its change token, the mutation sequence it covers, the known change tags,

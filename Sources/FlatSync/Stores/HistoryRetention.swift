@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// How long local history keeps items, and which items seed a fresh zone (DESIGN §8, as News does).
 public struct HistoryRetention: Hashable, Sendable {

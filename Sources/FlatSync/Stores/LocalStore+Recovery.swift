@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension LocalStore {
     /// Reading a directory back: snapshots, device file and command log, with damaged files quarantined.

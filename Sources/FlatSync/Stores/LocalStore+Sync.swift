@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// What the sync engine asks of the store: records to send, the server's answers, fetched changes.
 extension LocalStore {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The on-device half of FlatSync: the reading list, the reading history and the durable queue of
 /// commands waiting to be sent, in one directory that one process owns at a time.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One change to the reading history, for ``ReadingHistory/apply(_:)``.
 public enum ReadingHistoryChange: Hashable, Sendable {

@@ -1,4 +1,16 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// What the user did with one article: visits, reads, likes, and the flags News keeps.
 public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConvertible {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One change to the reading list, for ``ReadingList/apply(_:)``.
 public enum ReadingListChange: Hashable, Sendable {

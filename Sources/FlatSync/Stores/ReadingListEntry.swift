@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// An article saved to the reading list.
 public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertible {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 // Snapshot columns of both item types. Optional dates use NaN for "none"; optional strings a presence
 // byte. Column names match the record's field names where there is one.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A value a store keeps per article and syncs as one record: ``ReadingListEntry`` or
 /// ``ReadingHistoryItem``.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import Synchronization
 
 /// Delivers events to every subscriber, in order. Events raised while a store opened (a quarantined

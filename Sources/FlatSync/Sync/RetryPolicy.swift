@@ -1,4 +1,16 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// How long to wait before trying again: the server's `retryAfter` when it gives one, otherwise
 /// exponential backoff with jitter (1 s, doubling, capped at 5 minutes by default).

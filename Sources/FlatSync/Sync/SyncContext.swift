@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A signed-in account and the transport that reaches its private database.
 public struct CloudAccount: Sendable {

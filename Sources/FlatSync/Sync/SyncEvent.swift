@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Something the engine did that a host may want to show or log, delivered in order by
 /// ``SyncContext/events()`` (and ``LocalStore/events()``).
