@@ -576,7 +576,7 @@ extension SnapshotFile {
             // as a synced zone has.
             var loader = ChangeTagTable.SnapshotLoader(count: min(tagNames.count / 2, max(Int(itemCount), 16)))
             while !names.isAtEnd {
-                let tag = ChangeTag(rawValue: try tags.readString())
+                let tag = try tags.readStringBytes { utf8, _ in ChangeTagTable.SnapshotLoader.Tag(utf8: utf8) }
                 try names.readStringBytes { loader.append(tag, nameUTF8: $0, isASCII: $1) }
             }
             state.changeTags = loader.finish()

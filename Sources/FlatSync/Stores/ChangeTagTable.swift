@@ -20,8 +20,8 @@
 /// 22-byte article ID is too long for a small string), a hash-table bucket of two strings, and a table
 /// twice as large as needed after each doubling: with 100,000 tags the open store took 15.7 MB more,
 /// and reading them 100,000 allocations (now 5 MB and none). Here a name's `rl-` or `rh-` prefix is kept as one byte and the rest as a ``CompactString``
-/// (inline up to 22 bytes), the tags sit in one array beside the names, and a ``SlotIndex`` finds them.
-/// CloudKit's tags are short, so a ``ChangeTag``'s string is inline too: no allocation per record at all.
+/// (inline up to 22 bytes), the tags sit in one array beside the names — 8 bytes each when a tag is at most
+/// 8 ASCII characters, as CloudKit's are — and a ``SlotIndex`` finds them: no allocation per record.
 ///
 /// Names compare as `String`s do (canonical equivalence), like the dictionary this replaces.
 package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
@@ -33,7 +33,7 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
     /// Each name's prefix, as an index into ``prefixes``, by position.
     private var prefixIndexes: [UInt8] = []
     /// Each name's tag, by position.
-    private var tags: [ChangeTag] = []
+    private var tags = PackedTags()
     private var index = SlotIndex()
 
     package typealias Key = String
@@ -88,13 +88,21 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
             hashes.reserveCapacity(count)
         }
 
-        /// Adds the tag of the record whose name is `utf8` (valid UTF-8; `isASCII` says whether every byte is).
-        package mutating func append(_ tag: ChangeTag, nameUTF8 utf8: UnsafeRawBufferPointer, isASCII: Bool) {
+        /// A tag as a snapshot holds it (its UTF-8 bytes, valid), packed without a `String` when it fits.
+        package struct Tag {
+            fileprivate let packed: PackedTags.Entry
+
+            package init(utf8: UnsafeRawBufferPointer) { packed = PackedTags.Entry(utf8: utf8) }
+        }
+
+        /// Adds a tag and the name of its record (`utf8`, valid UTF-8; `isASCII` says whether every byte
+        /// is), without making a `String` of the name.
+        package mutating func append(_ tag: Tag, nameUTF8 utf8: UnsafeRawBufferPointer, isASCII: Bool) {
             let name = SplitName(utf8, isASCII: isASCII)
             hashes.append(name.hash)
             table.rests.append(CompactString(validUTF8: name.rest))
             table.prefixIndexes.append(name.prefixIndex)
-            table.tags.append(tag)
+            table.tags.append(tag.packed)
         }
 
         /// The table. A name that came twice (no snapshot this code wrote has one) keeps its later tag.
@@ -105,7 +113,7 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
                 return table
             }
             var deduplicated = ChangeTagTable()
-            for position in table.tags.indices { deduplicated[table.name(at: position)] = table.tags[position] }
+            for position in 0..<table.count { deduplicated[table.name(at: position)] = table.tags[position] }
             return deduplicated
         }
     }
@@ -118,7 +126,7 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
     package func forEachName(
         _ body: (_ prefix: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer, ChangeTag) -> Void
     ) {
-        for position in tags.indices {
+        for position in 0..<count {
             let prefix = Self.prefixes[Int(prefixIndexes[position])]
             let prefixBytes = UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
             rests[position].withUTF8 { body(prefixBytes, $0, tags[position]) }
@@ -223,10 +231,102 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
             index.move(hash: hash(at: last), from: last, to: position)
             rests.swapAt(position, last)
             prefixIndexes.swapAt(position, last)
-            tags.swapAt(position, last)
+            tags.moveLast(to: position)
         }
         rests.removeLast()
         prefixIndexes.removeLast()
         tags.removeLast()
+    }
+}
+
+/// Change tags by position, 8 bytes each: a tag of at most 8 ASCII bytes without a NUL (CloudKit's are
+/// 8 letters and digits) is those bytes, zero-padded; any other tag is kept whole in a side table, its
+/// word a marker no packed tag can be (packed bytes are all below 0x80).
+private struct PackedTags: Sendable {
+    private var words: [UInt64] = []
+    private var unpacked: [Int: ChangeTag] = [:]
+    private static let unpackedMarker = UInt64.max
+
+    var count: Int { words.count }
+    var isEmpty: Bool { words.isEmpty }
+
+    mutating func reserveCapacity(_ count: Int) { words.reserveCapacity(count) }
+
+    subscript(position: Int) -> ChangeTag {
+        get {
+            let word = words[position]
+            if word == Self.unpackedMarker { return unpacked[position]! }
+            var bytes = word.littleEndian
+            return withUnsafeBytes(of: &bytes) { raw in
+                ChangeTag(rawValue: String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self))
+            }
+        }
+        set {
+            if let word = Self.pack(newValue) {
+                words[position] = word
+                unpacked[position] = nil
+            } else {
+                words[position] = Self.unpackedMarker
+                unpacked[position] = newValue
+            }
+        }
+    }
+
+    mutating func append(_ tag: ChangeTag) {
+        words.append(0)
+        self[words.count - 1] = tag
+    }
+
+    /// Puts the last tag at `position`, over the one there; the last place is then left for
+    /// ``removeLast()``.
+    mutating func moveLast(to position: Int) {
+        let last = words.count - 1
+        words[position] = words[last]
+        unpacked[position] = unpacked.removeValue(forKey: last)
+    }
+
+    mutating func removeLast() {
+        unpacked[words.count - 1] = nil
+        words.removeLast()
+    }
+
+    /// A tag packed, or whole when it does not pack.
+    enum Entry {
+        case packed(UInt64)
+        case whole(ChangeTag)
+
+        /// The tag whose UTF-8 bytes are `utf8` (valid UTF-8), without making a `String` when it packs.
+        init(utf8: UnsafeRawBufferPointer) {
+            if let word = PackedTags.pack(utf8) {
+                self = .packed(word)
+            } else {
+                self = .whole(ChangeTag(rawValue: String(decoding: utf8, as: UTF8.self)))
+            }
+        }
+    }
+
+    mutating func append(_ entry: Entry) {
+        switch entry {
+        case .packed(let word): words.append(word)
+        case .whole(let tag): append(tag)
+        }
+    }
+
+    /// The tag's bytes as a word, or nil when it does not fit.
+    private static func pack(_ tag: ChangeTag) -> UInt64? {
+        var string = tag.rawValue
+        return string.withUTF8 { pack(UnsafeRawBufferPointer($0)) }
+    }
+
+    @inline(__always)
+    fileprivate static func pack(_ utf8: UnsafeRawBufferPointer) -> UInt64? {
+        guard utf8.count <= 8 else { return nil }
+        var word: UInt64 = 0
+        for index in 0..<utf8.count {
+            let byte = utf8[index]
+            guard byte != 0, byte < 0x80 else { return nil }
+            word |= UInt64(byte) << UInt64(index * 8)
+        }
+        return word
     }
 }

@@ -13,6 +13,30 @@ import Testing
         "rh-" + String(repeating: "é", count: 128), "other-prefix-" + String(repeating: "x", count: 40), "rh-rh-x",
     ]
 
+    /// Tag shapes on both sides of the 8-byte packed form: short, exactly 8 ASCII bytes with the step's
+    /// digits, longer, non-ASCII, with a NUL (each prefix is followed by the step in base 36).
+    static let tags: [String] = ["", "k2a3", "ab", "tag-long-enough-to-spill-", "é", "\u{0}", "x"]
+
+    /// Every tag shape, packed or not, comes back exactly; a packed tag can be replaced by one that is not.
+    @Test func everyTagShapeComesBackExactly() {
+        let shapes = [
+            "", "a", "k2a3b4c5", "k2a3b4c5d", "0000zzzz", "é", "caf\u{E9}", "a\u{0}b", "\u{7F}", "tag with spaces",
+        ]
+        var table = ChangeTagTable()
+        for (index, shape) in shapes.enumerated() { table["rh-\(index)"] = ChangeTag(shape) }
+        for (index, shape) in shapes.enumerated() {
+            #expect(table["rh-\(index)"]?.rawValue == shape, "\(shape.debugDescription)")
+        }
+        // Overwrite packed with unpacked and back, then remove the first so the last (unpacked) moves.
+        table["rh-1"] = ChangeTag("now-much-longer-than-eight")
+        table["rh-5"] = ChangeTag("short")
+        table["rh-0"] = nil
+        #expect(table["rh-1"]?.rawValue == "now-much-longer-than-eight")
+        #expect(table["rh-5"]?.rawValue == "short")
+        #expect(table["rh-9"]?.rawValue == "tag with spaces")
+        #expect(table.count == shapes.count - 1)
+    }
+
     @Test func everyNameKeepsItsTagAndComesBackWhole() {
         var table = ChangeTagTable()
         for (index, name) in Self.names.enumerated() { table[name] = ChangeTag("t\(index)") }
@@ -55,7 +79,7 @@ import Testing
                 table[name] = nil
                 model[name] = nil
             } else {
-                let tag = ChangeTag(String(step, radix: 36))
+                let tag = ChangeTag(Self.tags[step % Self.tags.count] + String(step, radix: 36))
                 table[name] = tag
                 model[name] = tag
             }
