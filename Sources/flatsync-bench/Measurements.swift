@@ -315,9 +315,10 @@ enum Measurements {
                 + "100k directory (its history with a change tag per record, as a synced device has) and reads the "
                 + "history; its peak is VmHWM. The open store's memory is its VmRSS once that first read is let go; "
                 + "before opening, the same process holds the resident size noted as `process_rss_mb_before_open` "
-                + "(mostly the pages of the shared libraries it maps: Swift's runtime, Foundation). The `_ckws` keys "
-                + "are the same in a fresh `flatsync-bench`, which also links FlatSyncCloudKit and so "
-                + "FoundationNetworking with libcurl and its TLS chain, as a host syncing over CKWS does. "
+                + "(mostly the pages of the shared libraries it maps: Swift's runtime and FoundationEssentials, all "
+                + "FlatSync imports on Linux). The `_ckws` keys are the same in a fresh `flatsync-bench`, which also "
+                + "links FlatSyncCloudKit and so Foundation and FoundationNetworking with libcurl and its TLS chain, "
+                + "as a host syncing over CKWS does. "
                 + "Dirty memory is the process's private and shared dirty pages and swap from /proc/self/smaps_rollup: "
                 + "VmRSS without the clean pages of mapped files (library code), as iOS counts an app's footprint."
         )

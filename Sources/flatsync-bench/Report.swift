@@ -373,7 +373,7 @@ enum Report {
                 String(
                     format:
                         "the fresh host (FlatSync only) holds %.1f MB before it opens the store (Swift's runtime and "
-                        + "Foundation's libraries); with the 100k store open it holds %.1f MB, %.1f MB more",
+                        + "FoundationEssentials); with the 100k store open it holds %.1f MB, %.1f MB more",
                     before, open, open - before))
         }
         if let value = results["cold_start_child_ms_100k"] {
