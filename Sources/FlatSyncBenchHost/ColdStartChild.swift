@@ -63,7 +63,7 @@ package enum ColdStartChild {
         withExtendedLifetime(store) {}
         let output = Output(
             items: count,
-            milliseconds: Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15,
+            milliseconds: elapsed.seconds * 1_000,
             peakResidentMegabytes: peak, ruMaxrssMegabytes: ruMaxrssMegabytes(),
             residentMegabytesBeforeOpen: before, openStoreResidentMegabytes: open,
             dirtyMegabytesBeforeOpen: dirtyBefore, openStoreDirtyMegabytes: dirtyOpen

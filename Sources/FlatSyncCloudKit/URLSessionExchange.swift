@@ -71,8 +71,7 @@ public final class URLSessionExchange: HTTPExchange {
 
     /// `duration` as whole seconds, rounded up, at least one.
     static func wholeSeconds(_ duration: Duration) -> TimeInterval {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        return max(1, seconds.rounded(.up))
+        max(1, duration.seconds.rounded(.up))
     }
 }
 

@@ -1,10 +1,4 @@
 import FlatSyncBenchHost
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 #if canImport(Darwin)
     import Darwin
 #elseif canImport(Glibc)

@@ -205,15 +205,23 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
         String(describing: Self.prefixes[Int(prefixIndexes[position])]) + rests[position].string
     }
 
+    /// True when the entry at `position` of `prefixIndexes` and `rests` is the name `key` (static, so that
+    /// it can be called while the index is being changed).
+    @inline(__always)
+    private static func holds(
+        _ key: SplitName, at position: Int, _ prefixIndexes: [UInt8], _ rests: [CompactString]
+    ) -> Bool {
+        prefixIndexes[position] == key.prefixIndex
+            && rests[position].equals(utf8: key.rest, otherIsASCII: key.isASCII)
+    }
+
     private func find(_ key: SplitName) -> (position: Int?, slot: Int?) {
-        index.find(hash: key.hash) {
-            prefixIndexes[$0] == key.prefixIndex && rests[$0].equals(utf8: key.rest, otherIsASCII: key.isASCII)
-        }
+        index.find(hash: key.hash) { Self.holds(key, at: $0, prefixIndexes, rests) }
     }
 
     private mutating func update(_ tag: ChangeTag, for key: SplitName) {
         let found = index.findOrInsert(hash: key.hash, position: tags.count) {
-            prefixIndexes[$0] == key.prefixIndex && rests[$0].equals(utf8: key.rest, otherIsASCII: key.isASCII)
+            Self.holds(key, at: $0, prefixIndexes, rests)
         }
         if let position = found {
             tags[position] = tag
