@@ -228,7 +228,10 @@ private struct PlistStructureReader<Source: SnapshotSource> {
             var references: [Int] = []
             references.reserveCapacity(count * 2)
             for index in 0..<(count * 2) {
-                references.append(Int(try bigEndian(at: start + index * referenceSize, size: referenceSize)))
+                // Up to 8 bytes: checked before it becomes an `Int`, which a value above `Int.max` would trap.
+                let reference = try bigEndian(at: start + index * referenceSize, size: referenceSize)
+                guard reference < UInt64(objectOffsets.count) else { throw Self.damaged("bad object reference") }
+                references.append(Int(reference))
             }
             var values: [String: SnapshotPlist.Value] = [:]
             for index in 0..<count {
