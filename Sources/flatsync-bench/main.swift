@@ -14,7 +14,8 @@ import Foundation
 // `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
 // can run the child on it (`perf record -g`, `heaptrack`; valgrind's tools crash here in libdispatch's signal
 // thread); `--repeat-cold-start DIR N` opens and reads a copy of DIR N times in one process and prints the
-// median, for profiling the warm cold start the table reports.
+// median, for profiling the warm cold start the table reports; `--repeat-burst N` runs the burst N times in
+// one process (FlatSync only) and prints the median, for profiling it.
 
 let usage = """
     usage: flatsync-bench [--json] [--quick]
@@ -31,6 +32,7 @@ struct Arguments {
     var only: Set<String>?
     var prepareDevice: (items: Int, directory: String)?
     var repeatColdStart: (directory: String, times: Int)?
+    var repeatBurst: Int?
 
     /// Parses the command line; nil (after printing why) on a usage error.
     init?(_ arguments: [String]) {
@@ -50,6 +52,9 @@ struct Arguments {
                 guard let directory = remaining.popFirst(), let times = remaining.popFirst().flatMap({ Int($0) })
                 else { return nil }
                 repeatColdStart = (directory, times)
+            case "--repeat-burst":
+                guard let times = remaining.popFirst().flatMap({ Int($0) }) else { return nil }
+                repeatBurst = times
             case "--only":
                 guard let ids = remaining.popFirst() else { return nil }
                 only = Set(ids.split(separator: ",").map(String.init))
@@ -146,6 +151,18 @@ let signalSources = [SIGINT, SIGTERM].map { number in
 if let (directory, times) = arguments.repeatColdStart {
     do {
         try await Measurements.repeatColdStart(of: URL(fileURLWithPath: directory), times: times)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if let times = arguments.repeatBurst {
+    do {
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { removeScratch() }
+        try await Measurements.repeatBurst(in: scratch, times: times)
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))

@@ -293,8 +293,7 @@ package struct InternedWriter {
     package mutating func write(_ change: RecordChange, sequence: Bool) {
         if sequence { writer.write(varint: change.sequence) }
         switch change.operation {
-        case .save(let record)
-        where writeHistoryItem(record, changedKeys: change.changedKeys, historyKeyMask: change.historyKeyMask):
+        case .save(let record) where writeHistoryItem(record, of: change):
             break
         case .save(let record):
             writer.write(UInt8(1))
@@ -312,13 +311,12 @@ extension InternedWriter {
     /// Writes a save of a record made from a history item as the item's fields in a fixed order (operation
     /// 3), if it is one, with the changed keys as a mask: no table lookups, and reading it back builds no
     /// dictionary. False, having written nothing, for any other record.
-    fileprivate mutating func writeHistoryItem(_ record: Record, changedKeys: Set<String>, historyKeyMask: Int?)
-        -> Bool
-    {
+    fileprivate mutating func writeHistoryItem(_ record: Record, of change: RecordChange) -> Bool {
         guard case .historyItem(let item) = record.content, record.type == ReadingHistoryItem.recordType,
             record.id.zone == ReadingHistoryItem.zone,
             ReadingHistoryItem.isRecordName(record.id.name, of: item.compactArticleID),
-            let mask = historyKeyMask ?? ReadingHistoryItem.keyMask(changedKeys)
+            // The mask as the change holds it; the set of keys is built only for a change that has no mask.
+            let mask = change.historyKeyMask ?? ReadingHistoryItem.keyMask(change.changedKeys)
         else { return false }
         writer.write(UInt8(3))
         item.compactArticleID.withUTF8 { utf8 in
@@ -411,7 +409,7 @@ package struct InternedReader {
         }
     }
 
-    /// A save written by ``InternedWriter/writeHistoryItem(_:changedKeys:historyKeyMask:)``.
+    /// A save written by ``InternedWriter/writeHistoryItem(_:of:)``.
     private static func readHistoryItemSave(
         _ reader: inout BinaryReader, sequence: UInt64, reusing recent: inout LogStrings
     ) throws(FlatSyncError) -> RecordChange {

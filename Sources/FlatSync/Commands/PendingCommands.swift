@@ -97,50 +97,71 @@ public struct PendingCommands: Sendable {
     }
 
     /// Adds a mutation's changes, coalescing each with the change pending for its record.
+    ///
+    /// The mutation is taken by value: when the caller passes its last copy, the changes move into the queue
+    /// instead of being copied (and the mutation's array released change by change afterwards).
     @discardableResult
-    public mutating func enqueue(_ mutation: Mutation) -> EnqueueResult {
+    public mutating func enqueue(_ mutation: consuming Mutation) -> EnqueueResult {
         var result = EnqueueResult()
-        let isLargeBatch = mutation.changes.count > 16
-        if isLargeBatch {
-            // A large batch: grow the indexes once instead of rehashing them at every doubling.
-            location.reserveCapacity(location.count + mutation.changes.count)
+        let zone = mutation.zone
+        // Taken out of the mutation (not copied), so the array is unique when the caller passed its last copy.
+        var incomingChanges: [RecordChange] = []
+        swap(&incomingChanges, &mutation.changes)
+        let count = incomingChanges.count
+        if count > 16 {
+            // A large batch: grow the index once instead of rehashing it at every doubling.
+            location.reserveCapacity(location.count + count)
         }
-        var reservedCommand: CommandID?
-        // The command the previous change went to: the zone's last command, so the next change of the same
-        // kind goes there too, until a command is removed.
-        var previousTarget: (kind: Command.Kind, id: CommandID)?
-        for index in mutation.changes.indices {
-            // One copy of the change (the one stored), not one for the loop and one to modify.
-            var incoming = mutation.changes[index]
-            precondition(incoming.recordID.zone == mutation.zone, "a mutation's changes must be in its zone")
-            if let existingID = location[incoming.recordID],
-                let existing = commands[existingID]?.changes[incoming.recordID]
-            {
-                let change = incoming
-                result.coalescedChanges += 1
-                incoming = existing.coalesced(with: change)
-                if commands[existingID]!.kind == incoming.commandKind {
-                    commands[existingID]!.changes[change.recordID] = incoming
+        // Taken from the back, one by one, so each change moves out of the array: reversed first (a swap
+        // of bits, no retains) to take them in the order they were made.
+        incomingChanges.withUnsafeMutableBufferPointer { $0.reverse() }
+        // The command the previous change went to, held out of `commands` while changes are added to it
+        // (one dictionary lookup per batch instead of one per change); it is the zone's last command, so
+        // the next change of the same kind goes there too.
+        var held: Command?
+        while var incoming = incomingChanges.popLast() {
+            let recordID = incoming.recordID
+            precondition(recordID.zone == zone, "a mutation's changes must be in its zone")
+            if let heldID = held?.id, held!.kind == incoming.commandKind {
+                // The common case, a record with nothing pending joining the held command: one lookup both
+                // checks the index and claims the record's place in it.
+                guard let existingID = location.updateValue(heldID, forKey: recordID) else {
+                    held!.changes[recordID] = consume incoming
                     continue
                 }
-                removeChange(change.recordID, from: existingID)
-                previousTarget = nil
+                location[recordID] = existingID
             }
-            let target: CommandID
-            if let previous = previousTarget, previous.kind == incoming.commandKind {
-                target = previous.id
-            } else {
-                target = targetCommand(in: mutation.zone, kind: incoming.commandKind, result: &result)
-                previousTarget = (incoming.commandKind, target)
+            if let existingID = location[recordID] {
+                let isHeld = held?.id == existingID
+                if let existing = isHeld ? held!.changes[recordID] : commands[existingID]?.changes[recordID] {
+                    result.coalescedChanges += 1
+                    incoming = existing.coalesced(with: incoming)
+                    if isHeld, held!.kind == incoming.commandKind {
+                        held!.changes[recordID] = consume incoming
+                        continue
+                    }
+                    if !isHeld, commands[existingID]!.kind == incoming.commandKind {
+                        commands[existingID]!.changes[recordID] = consume incoming
+                        continue
+                    }
+                    // The change leaves its command for one of the other kind: the held command goes back
+                    // first, so that removing (which may drop an emptied command) sees the whole queue.
+                    if let command = held.take() { commands[command.id] = command }
+                    removeChange(recordID, from: existingID)
+                }
             }
-            if isLargeBatch && reservedCommand != target {
-                reservedCommand = target
-                commands[target]!.changes.reserveCapacity(
-                    commands[target]!.changes.count + mutation.changes.count - index)
+            if held?.kind != incoming.commandKind {
+                if let command = held.take() { commands[command.id] = command }
+                let target = targetCommand(in: zone, kind: incoming.commandKind, result: &result)
+                held = commands.removeValue(forKey: target)
+                if count > 16 {
+                    held!.changes.reserveCapacity(held!.changes.count + incomingChanges.count + 1)
+                }
             }
-            commands[target]!.changes[incoming.recordID] = incoming
-            location[incoming.recordID] = target
+            location[recordID] = held!.id
+            held!.changes[recordID] = consume incoming
         }
+        if let command = held.take() { commands[command.id] = command }
         return result
     }
 

@@ -18,30 +18,52 @@ public struct RecordChange: Hashable, Sendable {
     public var operation: Operation
     /// The keys the user's mutations changed (empty for a delete).
     public var changedKeys: Set<String> {
-        didSet { historyKeyMask = nil }
+        get {
+            switch keys {
+            case .set(let keys): keys
+            case .historyMask(let mask): ReadingHistoryItem.keySets[mask]
+            }
+        }
+        set { keys = .set(newValue) }
     }
     /// ``changedKeys`` as a mask over ``ReadingHistoryItem/recordKeys``, when the store made the change from a
     /// history item: the log writes it as is, instead of looking each key up.
-    package private(set) var historyKeyMask: Int?
+    package var historyKeyMask: Int? {
+        if case .historyMask(let mask) = keys { return mask }
+        return nil
+    }
+    /// The changed keys as a set, or as a history item's mask until someone asks for the set: a burst of
+    /// history changes then neither looks each set up nor retains and releases one at every copy.
+    private var keys: ChangedKeys
+
+    private enum ChangedKeys: Sendable {
+        case set(Set<String>)
+        case historyMask(Int)
+    }
+
+    private init(recordID: RecordID, operation: Operation, keys: ChangedKeys, sequence: UInt64) {
+        self.recordID = recordID
+        self.operation = operation
+        self.keys = keys
+        self.sequence = sequence
+    }
     /// The sequence number of the mutation that last changed this record; mutations are numbered in
     /// the order the store accepted them.
     public var sequence: UInt64
 
     /// A save of `record`.
     public static func save(_ record: Record, changedKeys: Set<String>, sequence: UInt64 = 0) -> RecordChange {
-        RecordChange(recordID: record.id, operation: .save(record), changedKeys: changedKeys, sequence: sequence)
+        RecordChange(recordID: record.id, operation: .save(record), keys: .set(changedKeys), sequence: sequence)
     }
 
     /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
     package static func save(_ record: Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
-        var change = save(record, changedKeys: ReadingHistoryItem.keySets[mask], sequence: sequence)
-        change.historyKeyMask = mask
-        return change
+        RecordChange(recordID: record.id, operation: .save(record), keys: .historyMask(mask), sequence: sequence)
     }
 
     /// A delete of the record with `id`.
     public static func delete(_ id: RecordID, sequence: UInt64 = 0) -> RecordChange {
-        RecordChange(recordID: id, operation: .delete, changedKeys: [], sequence: sequence)
+        RecordChange(recordID: id, operation: .delete, keys: .set([]), sequence: sequence)
     }
 
     /// The record to save, or `nil` for a delete.
@@ -70,8 +92,7 @@ public struct RecordChange: Hashable, Sendable {
         case (.save, .save):
             var result = later
             if let mine = historyKeyMask, let theirs = later.historyKeyMask {
-                result.changedKeys = ReadingHistoryItem.keySets[mine | theirs]
-                result.historyKeyMask = mine | theirs
+                result.keys = .historyMask(mine | theirs)
             } else {
                 result.changedKeys.formUnion(changedKeys)
             }

@@ -295,18 +295,21 @@ public actor LocalStore {
                 changes.append(recordChange)
             }
         }
-        guard !changes.isEmpty else { return (0, nil) }
+        let changeCount = changes.count
+        guard changeCount > 0 else { return (0, nil) }
         _ = takeSequence()
         zones[keyPath: zone].appliedThroughSequence = sequence
-        let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: changes)
-        pending.enqueue(mutation)
-        let ticket = try append([CommandLogEvent.mutation(mutation).encoded()])
-        recordChangesInLog += changes.count
+        let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: consume changes)
+        // Encoded first, so that the queue gets the last copy of the changes and moves them in.
+        let entry = CommandLogEvent.mutation(mutation).encoded()
+        pending.enqueue(consume mutation)
+        let ticket = try append([entry])
+        recordChangesInLog += changeCount
         stateDidChange(Item.zone)
         // Compacting before the flush is as safe as after: the rewrite holds the new mutation and makes
         // everything appended so far durable.
         try compactIfNeeded()
-        return (changes.count, Durable(log: log, ticket: ticket))
+        return (changeCount, Durable(log: log, ticket: ticket))
     }
 
     /// Uses up the next mutation sequence number.

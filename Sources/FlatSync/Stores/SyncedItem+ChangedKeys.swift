@@ -95,19 +95,31 @@ extension ReadingHistoryItem: RecordDiffable {
     }
 
     /// ``changedRecordKeys(since:)`` as a mask over ``recordKeys``.
+    ///
+    /// It compares the stored representations (an article ID's bytes before its string, the device's shared
+    /// name before its value): building two `String`s per item to compare IDs cost more than the rest.
     package func changedRecordKeyMask(since old: ReadingHistoryItem?) -> Int {
+        guard let old else {
+            // Against no item, every key the record holds is new: four are always written, the others when set.
+            var mask = 0b1111
+            if !lastVisitedTime.isNaN { mask |= 1 << 4 }
+            if !firstSeenTime.isNaN { mask |= 1 << 5 }
+            if device != nil { mask |= 1 << 6 }
+            if !likingChangedAtTime.isNaN { mask |= 1 << 7 }
+            for (index, (flag, _)) in Flags.fields.enumerated() where flags.contains(flag) { mask |= 1 << (8 + index) }
+            return mask
+        }
         var mask = 0
-        if articleID != old?.articleID { mask |= 1 << 0 }
-        if maxVersionSeen != old?.maxVersionSeen { mask |= 1 << 1 }
-        if readCount != old?.readCount { mask |= 1 << 2 }
-        if liking != old?.liking { mask |= 1 << 3 }
+        if compactArticleID != old.compactArticleID { mask |= 1 << 0 }
+        if maxVersionSeen != old.maxVersionSeen { mask |= 1 << 1 }
+        if readCount != old.readCount { mask |= 1 << 2 }
+        if liking != old.liking { mask |= 1 << 3 }
         // Optional fields are written only when set, so nil on both sides is no change.
-        if lastVisited != old?.lastVisited { mask |= 1 << 4 }
-        if firstSeen != old?.firstSeen { mask |= 1 << 5 }
-        if deviceID != old?.deviceID { mask |= 1 << 6 }
-        if likingChangedAt != old?.likingChangedAt { mask |= 1 << 7 }
-        let oldFlags = old?.flags ?? []
-        for (index, (flag, _)) in Flags.fields.enumerated() where flags.contains(flag) != oldFlags.contains(flag) {
+        if lastVisited != old.lastVisited { mask |= 1 << 4 }
+        if firstSeen != old.firstSeen { mask |= 1 << 5 }
+        if !DeviceName.same(device, old.device) { mask |= 1 << 6 }
+        if likingChangedAt != old.likingChangedAt { mask |= 1 << 7 }
+        for (index, (flag, _)) in Flags.fields.enumerated() where flags.contains(flag) != old.flags.contains(flag) {
             mask |= 1 << (8 + index)
         }
         return mask

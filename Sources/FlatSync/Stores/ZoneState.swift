@@ -63,13 +63,19 @@ extension ZoneState where Item: RecordDiffable {
         _ articleID: String, sequence: UInt64, _ transform: (Item?) -> Item?
     ) -> RecordChange? {
         items.modify(articleID) { stored -> RecordChange? in
-            let old = stored
-            let new = transform(old)
-            stored = new
+            // The old item is read where it is stored and the new one moved in last: copies of items (and the
+            // retains and releases of their strings) were a fifth of a burst's time here.
+            let new = transform(stored)
             // An equal item stored over an equal one changes nothing.
-            guard old != new else { return nil }
-            guard let new else { return .delete(Item.recordID(for: articleID), sequence: sequence) }
-            return new.saveChange(since: old, articleID: articleID, sequence: sequence)
+            guard stored != new else { return nil }
+            let change: RecordChange
+            if let new {
+                change = new.saveChange(since: stored, articleID: articleID, sequence: sequence)
+            } else {
+                change = .delete(Item.recordID(for: articleID), sequence: sequence)
+            }
+            stored = consume new
+            return change
         }
     }
 }
