@@ -68,7 +68,7 @@ extension CommandLogEvent {
             for index in changes.indices {
                 // A save of plain fields interns its record type and keys: give up before writing it, or a
                 // reading-list add would be written here and then again by ``encode(to:)``.
-                if case .save(let record) = changes[index].operation, case .fields = record.content { return false }
+                if changes[index].savedRecord?.content.isFields ?? false { return false }
                 interned.write(changes[index], sequence: false)
                 if interned.table.count > 1 { return false }
             }
@@ -292,9 +292,8 @@ package struct InternedWriter {
     /// share the mutation's).
     package mutating func write(_ change: RecordChange, sequence: Bool) {
         if sequence { writer.write(varint: change.sequence) }
+        if change.savedRecord != nil, writeHistoryItem(of: change) { return }
         switch change.operation {
-        case .save(let record) where writeHistoryItem(record, of: change):
-            break
         case .save(let record):
             writer.write(UInt8(1))
             write(record)
@@ -311,10 +310,12 @@ extension InternedWriter {
     /// Writes a save of a record made from a history item as the item's fields in a fixed order (operation
     /// 3), if it is one, with the changed keys as a mask: no table lookups, and reading it back builds no
     /// dictionary. False, having written nothing, for any other record.
-    fileprivate mutating func writeHistoryItem(_ record: Record, of change: RecordChange) -> Bool {
-        guard case .historyItem(let item) = record.content, record.type == ReadingHistoryItem.recordType,
-            record.id.zone == ReadingHistoryItem.zone,
-            ReadingHistoryItem.isRecordName(record.id.name, of: item.compactArticleID),
+    fileprivate mutating func writeHistoryItem(of change: RecordChange) -> Bool {
+        // Read through the optional in place: no copy of the record.
+        guard let item = change.savedRecord?.content.historyItem,
+            change.savedRecord?.type == ReadingHistoryItem.recordType,
+            change.savedRecord?.id.zone == ReadingHistoryItem.zone,
+            let name = change.savedRecord?.id.name, ReadingHistoryItem.isRecordName(name, of: item.compactArticleID),
             // The mask as the change holds it; the set of keys is built only for a change that has no mask.
             let mask = change.historyKeyMask ?? ReadingHistoryItem.keyMask(change.changedKeys)
         else { return false }
@@ -323,7 +324,7 @@ extension InternedWriter {
             writer.write(varint: UInt64(utf8.count))
             writer.write(raw: utf8)
         }
-        writer.write(record.changeTag?.rawValue)
+        writer.write(change.savedRecord?.changeTag?.rawValue)
         writer.write(item.lastVisitedTime)
         writer.write(item.firstSeenTime)
         writer.write(item.likingChangedAtTime)
@@ -409,7 +410,7 @@ package struct InternedReader {
         }
     }
 
-    /// A save written by ``InternedWriter/writeHistoryItem(_:of:)``.
+    /// A save written by ``InternedWriter/writeHistoryItem(of:)``.
     private static func readHistoryItemSave(
         _ reader: inout BinaryReader, sequence: UInt64, reusing recent: inout LogStrings
     ) throws(FlatSyncError) -> RecordChange {

@@ -15,7 +15,19 @@ public struct RecordChange: Hashable, Sendable {
     /// The record this change is for.
     public var recordID: RecordID
     /// Save or delete.
-    public var operation: Operation
+    public var operation: Operation {
+        get { savedRecord.map(Operation.save) ?? .delete }
+        set {
+            switch newValue {
+            case .save(let record): savedRecord = record
+            case .delete: savedRecord = nil
+            }
+        }
+    }
+    /// The record a save carries, nil for a delete: ``operation`` as stored. Code that reads a record's
+    /// parts reaches them through this optional in place, where binding the enum's payload copied the
+    /// whole record (retaining each of its strings) for every change a batch wrote to the log.
+    package private(set) var savedRecord: Record?
     /// The keys the user's mutations changed (empty for a delete).
     public var changedKeys: Set<String> {
         get {
@@ -41,41 +53,44 @@ public struct RecordChange: Hashable, Sendable {
         case historyMask(Int)
     }
 
-    private init(recordID: RecordID, operation: Operation, keys: ChangedKeys, sequence: UInt64) {
+    private init(recordID: RecordID, savedRecord: consuming Record?, keys: ChangedKeys, sequence: UInt64) {
         self.recordID = recordID
-        self.operation = operation
+        self.savedRecord = savedRecord
         self.keys = keys
         self.sequence = sequence
     }
+
     /// The sequence number of the mutation that last changed this record; mutations are numbered in
     /// the order the store accepted them.
     public var sequence: UInt64
 
     /// A save of `record`.
-    public static func save(_ record: Record, changedKeys: Set<String>, sequence: UInt64 = 0) -> RecordChange {
-        RecordChange(recordID: record.id, operation: .save(record), keys: .set(changedKeys), sequence: sequence)
+    public static func save(
+        _ record: consuming Record, changedKeys: Set<String>, sequence: UInt64 = 0
+    ) -> RecordChange {
+        let id = record.id
+        return RecordChange(recordID: id, savedRecord: record, keys: .set(changedKeys), sequence: sequence)
     }
 
     /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
-    package static func save(_ record: Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
-        RecordChange(recordID: record.id, operation: .save(record), keys: .historyMask(mask), sequence: sequence)
+    package static func save(_ record: consuming Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
+        let id = record.id
+        return RecordChange(recordID: id, savedRecord: record, keys: .historyMask(mask), sequence: sequence)
     }
 
     /// A delete of the record with `id`.
     public static func delete(_ id: RecordID, sequence: UInt64 = 0) -> RecordChange {
-        RecordChange(recordID: id, operation: .delete, keys: .set([]), sequence: sequence)
+        RecordChange(recordID: id, savedRecord: nil, keys: .set([]), sequence: sequence)
     }
 
     /// The record to save, or `nil` for a delete.
     public var record: Record? {
-        if case .save(let record) = operation { return record }
-        return nil
+        savedRecord
     }
 
     /// True for a delete.
     public var isDelete: Bool {
-        if case .delete = operation { return true }
-        return false
+        savedRecord == nil
     }
 
     /// This change followed by `later`, by the coalescing table of DESIGN §4:
@@ -103,7 +118,7 @@ public struct RecordChange: Hashable, Sendable {
     }
 
     public static func == (lhs: RecordChange, rhs: RecordChange) -> Bool {
-        lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.operation == rhs.operation
+        lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.savedRecord == rhs.savedRecord
             && (lhs.historyKeyMask != nil && lhs.historyKeyMask == rhs.historyKeyMask
                 || lhs.changedKeys == rhs.changedKeys)
     }

@@ -22,6 +22,18 @@ extension Record {
             }
         }
 
+        /// True for plain fields.
+        package var isFields: Bool {
+            if case .fields = self { return true }
+            return false
+        }
+
+        /// The history item, when the content is one.
+        package var historyItem: ReadingHistoryItem? {
+            if case .historyItem(let item) = self { return item }
+            return nil
+        }
+
         /// The value of one field.
         package func field(_ key: String) -> FieldValue? {
             switch self {

@@ -65,15 +65,15 @@ extension ZoneState where Item: RecordDiffable {
         items.modify(articleID) { stored -> RecordChange? in
             // The old item is read where it is stored and the new one moved in last: copies of items (and the
             // retains and releases of their strings) were a fifth of a burst's time here.
-            let new = transform(stored)
-            // An equal item stored over an equal one changes nothing.
-            guard stored != new else { return nil }
-            let change: RecordChange
-            if let new {
-                change = new.saveChange(since: stored, articleID: articleID, sequence: sequence)
-            } else {
-                change = .delete(Item.recordID(for: articleID), sequence: sequence)
+            // (Comparing and passing the optionals whole copied them through their type's metadata.)
+            guard let new = transform(stored) else {
+                guard stored != nil else { return nil }
+                stored = nil
+                return .delete(Item.recordID(for: articleID), sequence: sequence)
             }
+            // An equal item stored over an equal one changes nothing.
+            if stored.map({ $0 == new }) ?? false { return nil }
+            let change = new.saveChange(since: stored, articleID: articleID, sequence: sequence)
             stored = consume new
             return change
         }
