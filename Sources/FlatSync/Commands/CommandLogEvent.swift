@@ -55,6 +55,8 @@ extension CommandLogEvent {
     /// changes straight after it: no second buffer to copy a 10,000-change batch's megabyte from. Nil when
     /// a change interns anything else.
     private static func encodedInterningOnlyTheZone(_ mutation: Mutation) -> Data? {
+        // A save of plain fields interns its record type and keys (a reading-list add): no use starting.
+        if mutation.changes.first?.savedRecord?.content.isFields ?? false { return nil }
         let zone = mutation.zone.name
         var interned = InternedWriter(capacity: mutation.changes.count * 112 + 64, table: [zone])
         interned.writer.write(Tag.mutation.rawValue)
@@ -248,7 +250,11 @@ extension BinaryWriter {
 package struct InternedWriter {
     package var writer: BinaryWriter
     fileprivate private(set) var table: [String] = []
+    /// The table's indices by string, built once the table outgrows a linear search. A record's table has a
+    /// handful of strings (its zone, type and keys), mostly the same literals, which compare by identity
+    /// first: hashing them cost a reading-list add more than the rest of its encoding.
     private var indices: [String: Int] = [:]
+    private static let linearSearchLimit = 16
 
     package init(capacity: Int) {
         writer = BinaryWriter(capacity: capacity)
@@ -258,18 +264,31 @@ package struct InternedWriter {
     fileprivate init(capacity: Int, table: [String]) {
         writer = BinaryWriter(capacity: capacity)
         self.table = table
-        indices = Dictionary(uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
+        if table.count > Self.linearSearchLimit {
+            indices = Dictionary(uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
+        }
     }
 
     /// A repeated string, as its index in the table.
     package mutating func write(_ string: String) {
-        if let index = indices[string] {
+        if let index = index(of: string) {
             writer.write(varint: UInt64(index))
-        } else {
-            indices[string] = table.count
-            writer.write(varint: UInt64(table.count))
-            table.append(string)
+            return
         }
+        writer.write(varint: UInt64(table.count))
+        table.append(string)
+        if table.count > Self.linearSearchLimit {
+            if indices.isEmpty {
+                indices = Dictionary(uniqueKeysWithValues: table.enumerated().map { ($1, $0) })
+            } else {
+                indices[string] = table.count - 1
+            }
+        }
+    }
+
+    private func index(of string: String) -> Int? {
+        if table.count > Self.linearSearchLimit { return indices[string] }
+        return table.firstIndex(of: string)
     }
 
     package mutating func write(_ id: RecordID) {

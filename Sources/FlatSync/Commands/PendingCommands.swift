@@ -150,6 +150,14 @@ public struct PendingCommands: Sendable {
                     removeChange(recordID, from: existingID)
                 }
             }
+            if count == 1 {
+                // One change (every replayed single mutation): taking its command out and back would cost
+                // more than the one lookup it saves.
+                let target = targetCommand(in: zone, kind: incoming.commandKind, result: &result)
+                location[recordID] = target
+                commands[target]!.changes[recordID] = consume incoming
+                continue
+            }
             if held?.kind != incoming.commandKind {
                 if let command = held.take() { commands[command.id] = command }
                 let target = targetCommand(in: zone, kind: incoming.commandKind, result: &result)
