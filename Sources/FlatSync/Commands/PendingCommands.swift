@@ -114,7 +114,7 @@ public struct PendingCommands: Sendable {
         }
         // Taken from the back, one by one, so each change moves out of the array: reversed first (a swap
         // of bits, no retains) to take them in the order they were made.
-        incomingChanges.withUnsafeMutableBufferPointer { $0.reverse() }
+        if count > 1 { incomingChanges.withUnsafeMutableBufferPointer { $0.reverse() } }
         // The command the previous change went to, held out of `commands` while changes are added to it
         // (one dictionary lookup per batch instead of one per change); it is the zone's last command, so
         // the next change of the same kind goes there too.

@@ -99,13 +99,14 @@ extension LocalStore {
                     )
                     break
                 }
-                switch event {
+                switch consume event {
                 case .mutation(let mutation):
                     recordChangesInLog += mutation.changes.count
-                    pending.enqueue(mutation)
                     nextSequence = max(nextSequence, mutation.sequence + 1)
                     let covered = coveredSequence(mutation.zone)
                     for change in mutation.changes { consider(change, covered: covered) }
+                    // Last, so that the queue takes the changes over instead of copying them.
+                    pending.enqueue(consume mutation)
                 case .restored(let command):
                     recordChangesInLog += command.changes.count
                     pending.restore(command)
