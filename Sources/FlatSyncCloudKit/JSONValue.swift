@@ -152,6 +152,9 @@ package enum JSONValue: Equatable, Sendable {
                 index += 1
                 return .object(members)
             }
+            // CKWS objects have a few members (a field's value and type, a record's half dozen): room for them
+            // at once instead of growing 1, 2, 4, 8.
+            members.reserveCapacity(8)
             while true {
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a key") }
@@ -367,6 +370,11 @@ package enum JSONValue: Equatable, Sendable {
             bytes.append(UInt8(ascii: "\""))
             var value = value
             value.withUTF8 { utf8 in
+                // Most strings (names, keys, base64) need no escape: copied whole, not byte by byte.
+                if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                    bytes.append(contentsOf: utf8)
+                    return
+                }
                 for byte in utf8 {
                     switch byte {
                     case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
