@@ -226,19 +226,13 @@ enum Measurements {
             let store = try LocalStore(directory: directory)
             let changes = (0..<count).map { ReadingHistoryChange.visit(articleID: historyArticle($0), version: 1) }
             samples.append(try await timeMilliseconds { _ = try await store.history.apply(changes) })
-            if ProcessInfo.processInfo.environment["BURST_SPLIT"] != nil {
-                let more = (0..<count).map { ReadingHistoryChange.visit(articleID: historyArticle($0 + count), version: 1) }
-                let t0 = benchClock.now
-                let (_, durable) = try await store.applyMutation(\.history, more)
-                let t1 = benchClock.now
-                try await durable?.wait()
-                let t2 = benchClock.now
-                print(String(format: "apply %.2f ms, wait %.2f ms", (t1 - t0).milliseconds, (t2 - t1).milliseconds))
-            }
             try await store.close()
             try? FileManager.default.removeItem(at: directory)
         }
-        print(String(format: "burst of %d: median %.2f ms, min %.2f ms over %d", count, median(samples), samples.min()!, times))
+        print(
+            String(
+                format: "burst of %d: median %.2f ms, min %.2f ms over %d", count, median(samples), samples.min()!,
+                times))
     }
 
     // MARK: - Cold start
