@@ -25,6 +25,8 @@ extension LocalStore {
         var zonesChangedByReplay: Set<ZoneID> = []
         /// Record changes in the log's mutation, restored and applied entries, for compaction.
         var recordChangesInLog = 0
+        /// Entries in the log, of every kind.
+        var entriesInLog = 0
         private var events: [SyncEvent] = []
 
         init(directory: URL, options: LocalStore.Options) throws {
@@ -62,7 +64,10 @@ extension LocalStore {
                 pending.unseal(zone)
                 unsealed.append(CommandLogEvent.unsealed(zone).encoded())
             }
-            if !unsealed.isEmpty { _ = try log.append(unsealed) }
+            if !unsealed.isEmpty {
+                _ = try log.append(unsealed)
+                entriesInLog += unsealed.count
+            }
         }
 
         func forwardEvents(to hub: EventHub) {
@@ -99,6 +104,7 @@ extension LocalStore {
                     )
                     break
                 }
+                entriesInLog += 1
                 switch consume event {
                 case .mutation(let mutation):
                     recordChangesInLog += mutation.changes.count

@@ -45,6 +45,11 @@ public actor LocalStore {
         /// …and holds this many times as many record changes as are live (pending, or acknowledged but in
         /// no snapshot yet), so it stays within about this factor of what a compaction would keep.
         package var compactionGrowthFactor = 4
+        /// ``LocalStore/close()`` compacts a log that holds more than this many entries beyond two per
+        /// command (one per mutation, say): the next open then replays one entry per command…
+        package var closeCompactionMinimumEntries = 64
+        /// …if the log is at most this large, so that closing stays quick (4 MiB: ~30,000 history records).
+        package var closeCompactionMaximumBytes = 4 << 20
         /// Where every file-system call goes: the real file system, or a test double.
         package var fileSystem = FileSystem.posix
 
@@ -99,6 +104,8 @@ public actor LocalStore {
     private let snapshotWrites = AsyncSerialQueue()
     /// Record changes in the log's mutation, restored and applied entries: live ones and dead ones.
     private var recordChangesInLog: Int
+    /// Entries in the log, of every kind.
+    private var entriesInLog: Int
     private var isClosed = false
     /// The ticket of the latest append: a snapshot holds no more than the log up to the latest ticket.
     private var latestTicket: AppendLog.Ticket?
@@ -139,6 +146,7 @@ public actor LocalStore {
         self.snapshotSequenceOnDisk = recovered.snapshotSequenceOnDisk
         self.lastWipeSequence = recovered.lastWipeSequence
         self.recordChangesInLog = recovered.recordChangesInLog
+        self.entriesInLog = recovered.entriesInLog
         // Zones the replay changed get a snapshot when one is next written.
         self.stateVersion = Dictionary(uniqueKeysWithValues: recovered.zonesChangedByReplay.map { ($0, 1) })
         recovered.forwardEvents(to: eventHub)
@@ -179,12 +187,25 @@ public actor LocalStore {
         for zone in ZoneID.all {
             do { try await persistSnapshot(of: zone) } catch { firstError = firstError ?? error }
         }
+        // As SQLite checkpoints its WAL when the last connection closes: a log of many small entries is
+        // rewritten as one entry per command, so the next open reads those instead of one per mutation
+        // (a tenth of a cold start with 1,000 pending visits).
+        if firstError == nil, shouldCompactOnClose {
+            do { try compact() } catch { firstError = error }
+        }
         isClosed = true
         await snapshotWrites.waitUntilEmpty()
         log.close()
         lock.release()
         eventHub.finish()
         if let firstError { throw firstError }
+    }
+
+    /// True when the log holds many more entries than a compaction would write, and little enough to
+    /// rewrite it quickly.
+    private var shouldCompactOnClose: Bool {
+        entriesInLog > 2 * pending.commandCount + options.closeCompactionMinimumEntries
+            && log.byteCount <= options.closeCompactionMaximumBytes && log.failure == nil && !logIsBehindMemory
     }
 
     /// Gives up the directory the way a killed process would: no snapshots are written and nothing
@@ -226,6 +247,7 @@ public actor LocalStore {
     private func append(_ payloads: [Data]) throws(FlatSyncError) -> AppendLog.Ticket {
         do {
             let ticket = try log.append(payloads)
+            entriesInLog += payloads.count
             latestTicket = ticket
             return ticket
         } catch {
@@ -444,6 +466,7 @@ public actor LocalStore {
             }
         }
         try log.rewrite(events.map { $0.encoded() })
+        entriesInLog = events.count
         logIsBehindMemory = false
         recordChangesInLog = pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
     }

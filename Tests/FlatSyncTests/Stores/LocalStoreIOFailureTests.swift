@@ -86,6 +86,29 @@ import Testing
         await reopened.abandon()
     }
 
+    /// The compaction `close()` makes of a log of many small entries is an optimization, but its failure
+    /// still reaches the caller; the old log stays in place, so nothing is lost.
+    @Test func aCompactionThatFailsAtCloseIsReportedAndLosesNothing() async throws {
+        let disk = SimulatedDisk()
+        let faulty = FaultyFileSystem(wrapping: disk)
+        let store = try Self.open(faulty)
+        for i in 0..<100 { try await store.readingList.add("a\(i)") }
+        // Snapshots first, so that the rename that fails is the new log's.
+        try await store.persistSnapshot(of: .readingList)
+        try await store.persistSnapshot(of: .readingHistory)
+        faulty.failNext(.rename, with: .ioError)
+        let error = await #expect(throws: FlatSyncError.self) { try await store.close() }
+        #expect(error?.code == .ioFailed)
+        for image in [disk, SimulatedDisk.crashImage(of: disk.model, damage: .flushedOnly)] {
+            let reopened = try Self.reopen(image)
+            for i in 0..<100 {
+                let state = await Self.state(of: "a\(i)", in: reopened)
+                #expect(state.shown && state.pending, "a\(i)")
+            }
+            await reopened.abandon()
+        }
+    }
+
     /// After a failed flush the log's file is never flushed again: the next mutation rewrites the log as a
     /// fresh file (temporary file, flush, rename, directory flush) and appends there, so what it
     /// acknowledges does not rest on the pages the failed flush may have dropped.

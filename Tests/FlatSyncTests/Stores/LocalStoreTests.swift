@@ -279,6 +279,44 @@ struct StoreContents: Equatable {
         }
     }
 
+    /// The number of entries in a closed store's log.
+    private func logEntries(in directory: URL) throws -> Int {
+        let url = directory.appendingPathComponent("commands.log")
+        let (log, recovery) = try AppendLog.open(at: url, durability: .fsync)
+        log.close()
+        return recovery.payloads.count
+    }
+
+    @Test func closingRewritesALogOfManySmallEntriesAsOneEntryPerCommand() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            for i in 0..<100 { try await store.history.visit("a\(i)") }
+            try await store.readingList.add("saved")
+            // A round out when the store closes: its command is restored as sealed, then unsealed on open.
+            _ = try await store.sealPendingCommands(in: .readingList)
+            let before = await StoreContents(store)
+            try await store.close()
+            // The counters, and one entry per command (and the seal).
+            #expect(try logEntries(in: directory) <= 4)
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            #expect(await StoreContents(reopened) == before)
+            #expect(await reopened.pendingRecordCount() == 101)
+            try await reopened.close()
+        }
+    }
+
+    @Test func closingLeavesALogOfFewEntriesAsItIs() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            for i in 0..<10 { try await store.history.visit("a\(i)") }
+            let logURL = directory.appendingPathComponent("commands.log")
+            let bytes = try Data(contentsOf: logURL)
+            try await store.close()
+            #expect(try Data(contentsOf: logURL) == bytes, "ten entries are not worth a rewrite at close")
+            #expect(try logEntries(in: directory) == 10)
+        }
+    }
+
     @Test func wipingAZoneSurvivesAReopenEvenBeforeItsSnapshotIsWritten() async throws {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(directory: directory, options: testOptions())
