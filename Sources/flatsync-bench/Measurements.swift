@@ -284,6 +284,10 @@ enum Measurements {
             }
             results["cold_start_ms_\(items / 1000)k"] = median(samples)
             if !sqliteSamples.isEmpty { results["sqlite_cold_start_ms_\(items / 1000)k"] = median(sqliteSamples) }
+            if items == 10_000 {
+                results["cold_start_ms_10k_after_kill"] = try await coldStartAfterKill(
+                    context, items: items, repetitions: repetitions)
+            }
 
             if items == 100_000 {
                 for host in ColdStartChild.Host.allCases {
@@ -325,7 +329,10 @@ enum Measurements {
         results.note(
             "cold start: `LocalStore(directory:)` then `await store.history.items()`, on a copy of a directory built "
                 + "like a device's (N visits, a send round acknowledging them all, both snapshots written, then "
-                + "1,000 single `history.visit` mutations left pending, then `close()`); median. SQLite's: "
+                + "1,000 single `history.visit` mutations left pending, then `close()`, which compacts the log to one "
+                + "entry per command); median. After a kill: the same device given up without `close()` (`abandon()`, "
+                + "as a killed process leaves it), so the open replays the 1,000 entries over the older snapshot. "
+                + "SQLite's: "
                 + "`sqlite3_open_v2` of a WAL database holding N history rows, then `SELECT` of every row into "
                 + "`ReadingHistoryItem` values (GRDB's `fetchAll`), interleaved with FlatSync's repetitions."
         )
@@ -372,14 +379,43 @@ enum Measurements {
                 samples.min()!, times))
     }
 
-    /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending.
-    private static func prepareDevice(_ context: BenchContext, items: Int, pendingMutations: Int) async throws -> URL {
-        let directory = try context.makeDirectory("device-\(items)")
-        try await prepareDevice(in: directory, items: items, pendingMutations: pendingMutations)
+    /// The median cold start (open and first read) of a device like the 10k one, left by a killed process.
+    private static func coldStartAfterKill(
+        _ context: BenchContext, items: Int, repetitions: Int
+    ) async throws -> Double {
+        let template = try await prepareDevice(context, items: items, pendingMutations: 1_000, closing: false)
+        progress("cold start of \(items) items after a kill × \(repetitions)")
+        var samples: [Double] = []
+        for _ in 0..<repetitions {
+            let directory = try context.makeDirectory("cold-killed-\(items)")
+            try copyDirectory(template, to: directory)
+            var store: LocalStore?
+            var read: [ReadingHistoryItem] = []
+            samples.append(
+                try await timeMilliseconds {
+                    let opened = try LocalStore(directory: directory)
+                    read = await opened.history.items()
+                    store = opened
+                })
+            guard read.count == items else { throw BenchError("the cold start read \(read.count) items, not \(items)") }
+            read = []
+            await store?.abandon()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        return median(samples)
+    }
+
+    /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending;
+    /// closed, or given up as a killed process leaves it (`closing: false`).
+    private static func prepareDevice(
+        _ context: BenchContext, items: Int, pendingMutations: Int, closing: Bool = true
+    ) async throws -> URL {
+        let directory = try context.makeDirectory("device-\(items)" + (closing ? "" : "-killed"))
+        try await prepareDevice(in: directory, items: items, pendingMutations: pendingMutations, closing: closing)
         return directory
     }
 
-    static func prepareDevice(in directory: URL, items: Int, pendingMutations: Int) async throws {
+    static func prepareDevice(in directory: URL, items: Int, pendingMutations: Int, closing: Bool = true) async throws {
         progress("building a device with \(items) history items and \(pendingMutations) pending mutations")
         let store = try LocalStore(directory: directory)
         let prefillMs = try await timeMilliseconds { try await prefill(store, pending: items) }
@@ -398,7 +434,11 @@ enum Measurements {
         guard pending == pendingMutations else {
             throw BenchError("the device has \(pending) records pending, not \(pendingMutations)")
         }
-        try await store.close()
+        if closing {
+            try await store.close()
+        } else {
+            await store.abandon()
+        }
     }
 
     // MARK: - Helpers

@@ -126,6 +126,11 @@ enum Report {
             target: .ratioAtMost(0.6)
         ),
         Row(
+            key: "cold_start_ms_10k_after_kill", title: "the same after a kill (no close: 1k entries replayed)",
+            unit: .milliseconds, baseline: ("sqlite_cold_start_ms_10k", "SQLite"),
+            ratioKey: "cold_start_after_kill_to_sqlite_10k"
+        ),
+        Row(
             key: "sqlite_cold_start_ms_100k", title: "SQLite open + fetch all, 100k rows", unit: .milliseconds,
             isBaseline: true),
         Row(
