@@ -13,9 +13,10 @@ import Foundation
 // Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
 // `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
 // can run the child on it (`perf record -g`, `heaptrack`; valgrind's tools crash here in libdispatch's signal
-// thread); `--repeat-cold-start DIR N` opens and reads a copy of DIR N times in one process and prints the
-// median, for profiling the warm cold start the table reports; `--repeat-burst N` runs the burst N times in
-// one process (FlatSync only) and prints the median, for profiling it.
+// thread), and `--prepare-killed-device ITEMS DIR` the same device as a killed process leaves it;
+// `--repeat-cold-start DIR N` opens and reads a copy of DIR N times in one process and prints the median, for
+// profiling the warm cold start the table reports; `--repeat-burst N` runs the burst N times in one process
+// (FlatSync only) and prints the median, for profiling it.
 
 let usage = """
     usage: flatsync-bench [--json] [--quick]
@@ -30,7 +31,7 @@ struct Arguments {
     var mode = RunMode.full
     var coldStartChild: String?
     var only: Set<String>?
-    var prepareDevice: (items: Int, directory: String)?
+    var prepareDevice: (items: Int, directory: String, closing: Bool)?
     var repeatColdStart: (directory: String, times: Int)?
     var repeatBurst: Int?
 
@@ -44,10 +45,10 @@ struct Arguments {
             case ColdStartChild.argument:
                 guard let directory = remaining.popFirst() else { return nil }
                 coldStartChild = directory
-            case "--prepare-device":
+            case "--prepare-device", "--prepare-killed-device":
                 guard let items = remaining.popFirst().flatMap({ Int($0) }), let directory = remaining.popFirst()
                 else { return nil }
-                prepareDevice = (items, directory)
+                prepareDevice = (items, directory, argument == "--prepare-device")
             case "--repeat-cold-start":
                 guard let directory = remaining.popFirst(), let times = remaining.popFirst().flatMap({ Int($0) })
                 else { return nil }
@@ -170,9 +171,10 @@ if let times = arguments.repeatBurst {
     }
 }
 
-if let (items, directory) = arguments.prepareDevice {
+if let (items, directory, closing) = arguments.prepareDevice {
     do {
-        try await Measurements.prepareDevice(in: URL(fileURLWithPath: directory), items: items, pendingMutations: 1_000)
+        try await Measurements.prepareDevice(
+            in: URL(fileURLWithPath: directory), items: items, pendingMutations: 1_000, closing: closing)
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
