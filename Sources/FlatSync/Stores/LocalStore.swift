@@ -179,6 +179,10 @@ public actor LocalStore {
 
     /// Saves both snapshots, flushes the log and gives up the directory. Later calls throw
     /// ``FlatSyncError/Code-swift.struct/storeClosed``.
+    ///
+    /// A log of many small entries (one per mutation since the last compaction) is rewritten first as one
+    /// entry per pending command, so the next open reads it quickly; if that fails, `close()` throws and
+    /// the old log stays as it was.
     public func close() async throws {
         guard !isClosed else { return }
         for timer in snapshotTimers.values { timer.cancel() }
