@@ -46,22 +46,24 @@ extension CloudKitEmulator {
             let atomic = try CloudKitJSON.bool(body["atomic"], default: true, "atomic")
             var operations: [RecordOperation] = []
             for (index, raw) in try CloudKitJSON.array(body["operations"], "operations").enumerated() {
-                let what = "operations[\(index)]"
-                let operation = try CloudKitJSON.object(raw, what)
-                let typeName = try CloudKitJSON.string(operation["operationType"], "\(what).operationType")
+                // Named only for an error message: built eagerly, such names cost more than the parsing.
+                func what() -> String { "operations[\(index)]" }
+                let operation = try CloudKitJSON.object(raw, what())
+                let typeName = try CloudKitJSON.string(operation["operationType"], "\(what()).operationType")
                 guard let kind = RecordOperation.Kind(rawValue: typeName) else {
-                    throw CloudKitJSON.Problem("The operation type \(typeName) of \(what) is unknown.")
+                    throw CloudKitJSON.Problem("The operation type \(typeName) of \(what()) is unknown.")
                 }
                 if kind == .delete || kind == .forceDelete {
-                    let record = try CloudKitJSON.object(operation["record"], "\(what).record")
-                    let name = try CloudKitJSON.string(record["recordName"], "\(what).record.recordName")
+                    let record = try CloudKitJSON.object(operation["record"], "\(what()).record")
+                    let name = try CloudKitJSON.string(record["recordName"], "\(what()).record.recordName")
                     let tag = try CloudKitJSON.optionalString(
-                        record["recordChangeTag"], "\(what).record.recordChangeTag")
+                        record["recordChangeTag"], "\(what()).record.recordChangeTag")
                     let deleted = Record(
                         id: RecordID(zone: zone, name: name), type: "", changeTag: tag.map { ChangeTag($0) })
                     operations.append(RecordOperation(kind: kind, record: deleted))
                 } else {
-                    let record = try CloudKitRecordJSON.record(from: operation["record"], in: zone, "\(what).record")
+                    let record = try CloudKitRecordJSON.record(
+                        from: operation["record"], in: zone, "\(what()).record")
                     operations.append(RecordOperation(kind: kind, record: record))
                 }
             }

@@ -92,15 +92,17 @@ enum CloudKitRecordJSON {
 
     /// A record a client sent for `zone`: name, type, tag and fields, with `fsLastModifiedBy` moved into
     /// ``Record/lastModifiedBy``. A missing `recordName` gets a random UUID, as CKWS documents.
-    static func record(from value: JSONValue?, in zone: ZoneID, _ what: String) throws(CloudKitJSON.Problem) -> Record {
-        let object = try CloudKitJSON.object(value, what)
-        let name = try CloudKitJSON.optionalString(object["recordName"], "\(what).recordName") ?? UUID().uuidString
-        let type = try CloudKitJSON.optionalString(object["recordType"], "\(what).recordType") ?? ""
-        let tag = try CloudKitJSON.optionalString(object["recordChangeTag"], "\(what).recordChangeTag")
+    static func record(
+        from value: JSONValue?, in zone: ZoneID, _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> Record {
+        let object = try CloudKitJSON.object(value, what())
+        let name = try CloudKitJSON.optionalString(object["recordName"], "\(what()).recordName") ?? UUID().uuidString
+        let type = try CloudKitJSON.optionalString(object["recordType"], "\(what()).recordType") ?? ""
+        let tag = try CloudKitJSON.optionalString(object["recordChangeTag"], "\(what()).recordChangeTag")
         var fields: [String: FieldValue] = [:]
         var writer: String?
         if let rawFields = object["fields"], rawFields != .null {
-            for (key, rawField) in try CloudKitJSON.object(rawFields, "\(what).fields") {
+            for (key, rawField) in try CloudKitJSON.object(rawFields, "\(what()).fields") {
                 let value = try field(from: rawField, "field \(key) of record \(name)")
                 if key == lastModifiedByField {
                     guard case .string(let string) = value else {
@@ -120,86 +122,94 @@ enum CloudKitRecordJSON {
 
     /// One field a client sent. Without `type`, the type is guessed from the JSON as CKWS does (a string
     /// is a STRING, an integer an INT64, another number a DOUBLE, an array a list of those); a type the
-    /// emulator cannot store (REFERENCE, ASSET, LOCATION, …) or a `null` value is refused.
-    static func field(from value: JSONValue, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
-        let object = try CloudKitJSON.object(value, what)
-        let type = try CloudKitJSON.optionalString(object["type"], "\(what).type")
+    /// emulator cannot store (REFERENCE, ASSET, LOCATION, …) or a `null` value is refused. `what` names the
+    /// field in an error and is built only then: a push of 10,000 records made 130,000 such names.
+    static func field(
+        from value: JSONValue, _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> FieldValue {
+        let object = try CloudKitJSON.object(value, what())
+        let type = try CloudKitJSON.optionalString(object["type"], "\(what()).type")
         guard let raw = object["value"], raw != .null else {
-            throw CloudKitJSON.Problem("The \(what) has no value (removing a field is not supported by the emulator).")
+            throw CloudKitJSON.Problem(
+                "The \(what()) has no value (removing a field is not supported by the emulator).")
         }
-        guard let type else { return try inferredValue(raw, what) }
+        guard let type else { return try inferredValue(raw, what()) }
         if type.hasSuffix("_LIST") {
             let elementType = String(type.dropLast("_LIST".count))
             guard scalarTypes.contains(elementType) else {
-                throw CloudKitJSON.Problem("The \(what) has the type \(type), which the emulator does not store.")
+                throw CloudKitJSON.Problem("The \(what()) has the type \(type), which the emulator does not store.")
             }
-            let elements = try CloudKitJSON.array(raw, "The value of the \(what)")
+            let elements = try CloudKitJSON.array(raw, "The value of the \(what())")
             var values: [FieldValue] = []
             values.reserveCapacity(elements.count)
             for element in elements {
-                values.append(try scalar(element, type: elementType, "an element of the \(what)"))
+                values.append(try scalar(element, type: elementType, "an element of the \(what())"))
             }
             return .list(values)
         }
         guard scalarTypes.contains(type) else {
-            throw CloudKitJSON.Problem("The \(what) has the type \(type), which the emulator does not store.")
+            throw CloudKitJSON.Problem("The \(what()) has the type \(type), which the emulator does not store.")
         }
-        return try scalar(raw, type: type, "the \(what)")
+        return try scalar(raw, type: type, "the \(what())")
     }
 
     private static let scalarTypes: Set<String> = ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES"]
 
-    private static func scalar(_ raw: JSONValue, type: String, _ what: String) throws(CloudKitJSON.Problem)
-        -> FieldValue
-    {
+    private static func scalar(
+        _ raw: JSONValue, type: String, _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> FieldValue {
         switch type {
         case "STRING":
-            return .string(try CloudKitJSON.string(raw, "The value of \(what) (STRING)"))
+            return .string(try CloudKitJSON.string(raw, "The value of \(what()) (STRING)"))
         case "INT64":
-            return .int(try CloudKitJSON.int64(raw, "The value of \(what) (INT64)"))
+            return .int(try CloudKitJSON.int64(raw, "The value of \(what()) (INT64)"))
         case "DOUBLE":
-            return .double(try CloudKitJSON.double(raw, "The value of \(what) (DOUBLE)"))
+            return .double(try CloudKitJSON.double(raw, "The value of \(what()) (DOUBLE)"))
         case "TIMESTAMP":
             let milliseconds: Double
             if let whole = try? CloudKitJSON.int64(raw, "") {
                 milliseconds = Double(whole)
             } else {
-                milliseconds = try CloudKitJSON.double(raw, "The value of \(what) (TIMESTAMP)")
+                milliseconds = try CloudKitJSON.double(raw, "The value of \(what()) (TIMESTAMP)")
             }
             return .date(Date(timeIntervalSince1970: milliseconds / 1_000))
         default:  // BYTES
-            let text = try CloudKitJSON.string(raw, "The value of \(what) (BYTES, base64)")
+            let text = try CloudKitJSON.string(raw, "The value of \(what()) (BYTES, base64)")
             guard let data = Data(base64Encoded: text) else {
-                throw CloudKitJSON.Problem("The value of \(what) (BYTES) is not base64.")
+                throw CloudKitJSON.Problem("The value of \(what()) (BYTES) is not base64.")
             }
             return .bytes(data)
         }
     }
 
-    private static func inferredValue(_ raw: JSONValue, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+    private static func inferredValue(
+        _ raw: JSONValue, _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> FieldValue {
         if case .array(let elements) = raw {
             var values: [FieldValue] = []
             for element in elements {
-                let value = try inferredScalar(element, what)
+                let value = try inferredScalar(element, what())
                 if let first = values.first, typeName(first) != typeName(value) {
-                    throw CloudKitJSON.Problem("The list in the \(what) mixes types.")
+                    throw CloudKitJSON.Problem("The list in the \(what()) mixes types.")
                 }
                 values.append(value)
             }
             return .list(values)
         }
-        return try inferredScalar(raw, what)
+        return try inferredScalar(raw, what())
     }
 
-    private static func inferredScalar(_ raw: JSONValue, _ what: String) throws(CloudKitJSON.Problem) -> FieldValue {
+    private static func inferredScalar(
+        _ raw: JSONValue, _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> FieldValue {
         switch raw {
         case .string(let string):
             return .string(string)
         case .number(let text):
             if !CloudKitJSON.isFloatingText(text), let int = Int64(text) { return .int(int) }
-            return .double(try CloudKitJSON.double(raw, what))
+            return .double(try CloudKitJSON.double(raw, what()))
         default:
-            throw CloudKitJSON.Problem("The value of the \(what) has no type and is not a string, number or list.")
+            throw CloudKitJSON.Problem("The value of the \(what()) has no type and is not a string, number or list.")
         }
     }
 }
