@@ -127,9 +127,22 @@ enum CloudKitRecordJSON {
     static func field(
         from value: JSONValue, _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> FieldValue {
-        let object = try CloudKitJSON.object(value, what())
-        let type = try CloudKitJSON.optionalString(object["type"], "\(what()).type")
-        guard let raw = object["value"], raw != .null else {
+        // The two members read straight from the object's list (the later of a repeated key, as a dictionary
+        // of them would keep): a dictionary per field was most of the time the emulator spent on a push.
+        guard case .object(let members) = value else {
+            throw CloudKitJSON.Problem("\(what()) must be a JSON object.")
+        }
+        var typeMember: JSONValue?
+        var valueMember: JSONValue?
+        for member in members {
+            if member.key == "type" {
+                typeMember = member.value
+            } else if member.key == "value" {
+                valueMember = member.value
+            }
+        }
+        let type = try CloudKitJSON.optionalString(typeMember, "\(what()).type")
+        guard let raw = valueMember, raw != .null else {
             throw CloudKitJSON.Problem(
                 "The \(what()) has no value (removing a field is not supported by the emulator).")
         }
