@@ -447,7 +447,9 @@ package enum JSONValue: Equatable, Sendable {
             case .array(let elements):
                 array(elements) { $0.value($1, sortingKeys: sortingKeys) }
             case .object(let members):
-                let ordered = sortingKeys ? members.sorted { $0.key < $1.key } : members
+                // Most of the emulator's objects are built in key order already: checked, not copied and sorted.
+                let ordered =
+                    sortingKeys && !members.isInKeyOrder ? members.sorted { $0.key < $1.key } : members
                 object { writer in
                     for member in ordered {
                         writer.member(member.key) { $0.value(member.value, sortingKeys: sortingKeys) }
@@ -480,4 +482,13 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, Ex
     /// A double in the shortest text that reads back as the same value; JSON has no infinity or NaN, so
     /// those are `null`.
     package static func double(_ value: Double) -> JSONValue { value.isFinite ? .number("\(value)") : .null }
+}
+
+extension Array where Element == (key: String, value: JSONValue) {
+    /// True when the members' keys are in ascending order.
+    fileprivate var isInKeyOrder: Bool {
+        guard count > 1 else { return true }
+        for index in 1..<count where !(self[index - 1].key < self[index].key) { return false }
+        return true
+    }
 }

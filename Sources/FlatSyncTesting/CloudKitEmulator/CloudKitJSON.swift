@@ -120,7 +120,8 @@ enum CloudKitJSON {
 
     /// A zone ID as the emulator sends it.
     static func zoneID(_ zone: ZoneID) -> JSONValue {
-        ["zoneName": .string(zone.name), "ownerRecordName": .string(ownerRecordName)]
+        // In key order, as every object the emulator builds often: its writer then need not sort them.
+        ["ownerRecordName": .string(ownerRecordName), "zoneName": .string(zone.name)]
     }
 
     /// A zone ID a client sent: `{"zoneName": …}` (an owner, if given, is ignored).

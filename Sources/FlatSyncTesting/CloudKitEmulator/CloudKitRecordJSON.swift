@@ -18,6 +18,9 @@ enum CloudKitRecordJSON {
 
     /// A record as the emulator sends it. CloudDatabase keeps no times, so `created` and `modified` carry
     /// the time of the response (emulator behaviour).
+    ///
+    /// Its objects are built in key order (the order the emulator writes them in), so that writing them
+    /// sorts nothing but the fields.
     static func record(_ record: Record, userRecordName: String, now: Date) -> JSONValue {
         var fields: [(key: String, value: JSONValue)] = []
         fields.reserveCapacity(record.fields.count + 1)
@@ -27,27 +30,28 @@ enum CloudKitRecordJSON {
         if let writer = record.lastModifiedBy {
             fields.append((lastModifiedByField, field(.string(writer))))
         }
+        fields.sort { $0.key < $1.key }
         let timestamp = JSONValue.integer(milliseconds(now))
         let user = JSONValue.string(userRecordName)
         var members: [(key: String, value: JSONValue)] = [
-            ("recordName", .string(record.id.name)),
-            ("recordType", .string(record.type)),
+            ("created", ["deviceID": "", "timestamp": timestamp, "userRecordName": user]),
+            ("deleted", false),
             ("fields", .object(fields)),
-            ("zoneID", CloudKitJSON.zoneID(record.id.zone)),
-            ("created", ["timestamp": timestamp, "userRecordName": user, "deviceID": ""]),
             (
                 "modified",
-                ["timestamp": timestamp, "userRecordName": user, "deviceID": .string(record.lastModifiedBy ?? "")]
+                ["deviceID": .string(record.lastModifiedBy ?? ""), "timestamp": timestamp, "userRecordName": user]
             ),
-            ("deleted", false),
         ]
         if let tag = record.changeTag { members.append(("recordChangeTag", .string(tag.rawValue))) }
+        members.append(("recordName", .string(record.id.name)))
+        members.append(("recordType", .string(record.type)))
+        members.append(("zoneID", CloudKitJSON.zoneID(record.id.zone)))
         return .object(members)
     }
 
     /// A deleted record: `{"recordName": …, "deleted": true}`.
     static func tombstone(_ name: String) -> JSONValue {
-        ["recordName": .string(name), "deleted": true]
+        ["deleted": true, "recordName": .string(name)]
     }
 
     /// One field.
