@@ -160,12 +160,14 @@ if let (directory, times) = arguments.repeatColdStart {
 }
 
 if let times = arguments.repeatBurst {
+    // `exit` runs no `defer`: the scratch directory is removed before each.
     do {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        defer { removeScratch() }
         try await Measurements.repeatBurst(in: scratch, times: times)
+        removeScratch()
         exit(0)
     } catch {
+        removeScratch()
         FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
         exit(1)
     }

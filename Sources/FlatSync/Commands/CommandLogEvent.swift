@@ -213,7 +213,8 @@ extension CommandLogEvent {
             changes.reserveCapacity(count)
             for _ in 0..<count {
                 let change = try strings.readRecordChange(&reader, sequence: nil, reusing: &recent)
-                changes[change.recordID] = change
+                let id = change.recordID
+                changes[id] = consume change
             }
             return .restored(Command(id: id, zone: zone, kind: kind, changes: changes))
         case .applied:

@@ -283,9 +283,12 @@ public struct PendingCommands: Sendable {
     /// which restores a zone's sealed commands, then seals, then restores the rest).
     package mutating func restore(_ command: Command) {
         precondition(commands[command.id] == nil, "restoring a command twice")
-        commands[command.id] = command
-        order[command.zone, default: []].append(command.id)
+        // Room for its records at once: a compacted log restores one large command per zone, and growing
+        // the index a step at a time was half the cost of restoring it.
+        location.reserveCapacity(location.count + command.changes.count)
         for recordID in command.changes.keys { location[recordID] = command.id }
+        order[command.zone, default: []].append(command.id)
+        commands[command.id] = command
         nextCommandID = max(nextCommandID, command.id.rawValue + 1)
     }
 
