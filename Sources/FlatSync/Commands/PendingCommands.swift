@@ -119,6 +119,7 @@ public struct PendingCommands: Sendable {
         // (one dictionary lookup per batch instead of one per change); it is the zone's last command, so
         // the next change of the same kind goes there too.
         var held: Command?
+        var reservationBudget = count > 16 ? count : 0
         while var incoming = incomingChanges.popLast() {
             let recordID = incoming.recordID
             precondition(recordID.zone == zone, "a mutation's changes must be in its zone")
@@ -162,8 +163,19 @@ public struct PendingCommands: Sendable {
                 if let command = held.take() { commands[command.id] = command }
                 let target = targetCommand(in: zone, kind: incoming.commandKind, result: &result)
                 held = commands.removeValue(forKey: target)
-                if count > 16 {
-                    held!.changes.reserveCapacity(held!.changes.count + incomingChanges.count + 1)
+                if reservationBudget > 0 {
+                    // Room for the run of changes of this kind that follows, out of a budget of one slot per
+                    // change in the batch: reserving all that remained for every new command made a batch that
+                    // alternates saves and deletes (a command each) reserve quadratically (3 GB of address
+                    // space for 4,000 changes).
+                    var run = 1
+                    var next = incomingChanges.count - 1
+                    while run < reservationBudget, next >= 0, incomingChanges[next].commandKind == held!.kind {
+                        run += 1
+                        next -= 1
+                    }
+                    reservationBudget -= run
+                    held!.changes.reserveCapacity(held!.changes.count + run)
                 }
             }
             location[recordID] = held!.id

@@ -74,6 +74,28 @@ import Testing
         #expect(queue.recordCount() == 100)
     }
 
+    /// A batch whose changes alternate saves and deletes makes a command per change (each joins the last
+    /// command only if it is of its kind). Each new command once reserved room for every change left in the
+    /// batch: 4,000 such changes reserved 12 million slots (3 GB of address space). Now the room
+    /// reserved in a batch is at most one slot per change, and a batch of one kind still gets it all at once.
+    @Test func aBatchAlternatingKindsReservesNoMoreThanItsChanges() {
+        func reserved(_ queue: PendingCommands) -> Int {
+            queue.allCommands.reduce(0) { $0 + $1.changes.capacity }
+        }
+        let alternating = (0..<4_000).map { i in
+            i.isMultiple(of: 2) ? F.save("article-\(i)", ["n": .int(Int64(i))]) : F.delete("article-\(i)")
+        }
+        let mixed = queue([alternating])
+        #expect(mixed.commandCount == 4_000)
+        #expect(mixed.recordCount() == 4_000)
+        #expect(reserved(mixed) <= 4 * 4_000, "\(reserved(mixed)) slots for 4,000 changes")
+
+        let uniform = queue([(0..<4_000).map { F.save("article-\($0)", ["n": .int(Int64($0))]) }])
+        #expect(uniform.commandCount == 1)
+        #expect(reserved(uniform) >= 4_000)
+        #expect(reserved(uniform) <= 2 * 4_000 + 16)
+    }
+
     @Test func zonesKeepSeparateQueues() {
         var queue = PendingCommands()
         queue.enqueue(Mutation(sequence: 1, zone: .readingList, changes: [F.save("a", ["n": .int(1)])]))
