@@ -208,7 +208,8 @@ public actor LocalStore {
     /// True when the log holds many more entries than a compaction would write, and little enough to
     /// rewrite it quickly.
     private var shouldCompactOnClose: Bool {
-        entriesInLog > 2 * pending.commandCount + options.closeCompactionMinimumEntries
+        // Not if `abandon()` ran while `close()` awaited its snapshots: the log is closed then.
+        !isClosed && entriesInLog > 2 * pending.commandCount + options.closeCompactionMinimumEntries
             && log.byteCount <= options.closeCompactionMaximumBytes && log.failure == nil && !logIsBehindMemory
     }
 
