@@ -255,22 +255,7 @@ enum Measurements {
             var sqliteSamples: [Double] = []
             for _ in 0..<repetitions {
                 let directory = try context.makeDirectory("cold-\(items)")
-                try copyDirectory(template, to: directory)
-                // The store and what it read outlive the timing: freeing them is not part of a cold start.
-                var store: LocalStore?
-                var read: [ReadingHistoryItem] = []
-                samples.append(
-                    try await timeMilliseconds {
-                        let opened = try LocalStore(directory: directory)
-                        read = await opened.history.items()
-                        store = opened
-                    })
-                guard read.count == items else {
-                    throw BenchError("the cold start read \(read.count) items, not \(items)")
-                }
-                read = []
-                try await store?.close()
-                try? FileManager.default.removeItem(at: directory)
+                samples.append(try await timedColdStart(of: template, at: directory, items: items))
 
                 if let sqlite {
                     var loaded: ([ReadingHistoryItem], [ChangeTag?], SQLiteConnection)?
@@ -359,19 +344,7 @@ enum Measurements {
         defer { try? FileManager.default.removeItem(at: scratch) }
         for _ in 0..<times {
             try? FileManager.default.removeItem(at: scratch)
-            try copyDirectory(template, to: scratch)
-            var store: LocalStore?
-            var read: [ReadingHistoryItem] = []
-            samples.append(
-                try await timeMilliseconds {
-                    let opened = try LocalStore(directory: scratch)
-                    read = await opened.history.items()
-                    store = opened
-                })
-            guard !read.isEmpty else { throw BenchError("the cold start read nothing") }
-            read = []
-            await store?.abandon()
-            store = nil
+            samples.append(try await timedColdStart(of: template, at: scratch, items: nil))
         }
         print(
             String(
@@ -388,21 +361,31 @@ enum Measurements {
         var samples: [Double] = []
         for _ in 0..<repetitions {
             let directory = try context.makeDirectory("cold-killed-\(items)")
-            try copyDirectory(template, to: directory)
-            var store: LocalStore?
-            var read: [ReadingHistoryItem] = []
-            samples.append(
-                try await timeMilliseconds {
-                    let opened = try LocalStore(directory: directory)
-                    read = await opened.history.items()
-                    store = opened
-                })
-            guard read.count == items else { throw BenchError("the cold start read \(read.count) items, not \(items)") }
-            read = []
-            await store?.abandon()
-            try? FileManager.default.removeItem(at: directory)
+            samples.append(try await timedColdStart(of: template, at: directory, items: items))
         }
         return median(samples)
+    }
+
+    /// Copies `template` to `directory` (empty, or not there yet) and times one cold start on the copy:
+    /// `LocalStore(directory:)` and the first `history.items()`, which must read `items` items (or any, for
+    /// nil). The store and what it read outlive the timing — freeing them is not part of a cold start —
+    /// then the store is given up and the copy removed.
+    private static func timedColdStart(of template: URL, at directory: URL, items: Int?) async throws -> Double {
+        try copyDirectory(template, to: directory)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var store: LocalStore?
+        var read: [ReadingHistoryItem] = []
+        let milliseconds = try await timeMilliseconds {
+            let opened = try LocalStore(directory: directory)
+            read = await opened.history.items()
+            store = opened
+        }
+        guard items.map({ read.count == $0 }) ?? !read.isEmpty else {
+            throw BenchError("the cold start read \(read.count) items, not \(items.map(String.init) ?? "some")")
+        }
+        read = []
+        await store?.abandon()
+        return milliseconds
     }
 
     /// Builds a device directory: `items` history items in the snapshot, `pendingMutations` visits pending;
