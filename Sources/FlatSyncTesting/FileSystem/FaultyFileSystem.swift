@@ -84,11 +84,15 @@ package final class FaultyFileSystem: FileSystemCalls {
         var injections: [Injection] = []
         var logging = false
         var log: [(call: Call, flags: Int32)] = []
+        var holdNextSync = false
+        var holdingSync = false
     }
 
     /// The file system the calls go to.
     package let inner: any FileSystemCalls
     private let state = Mutex(State())
+    /// What a held `sync` waits on (see ``holdNextSync()``).
+    private let heldSyncRelease = DispatchSemaphore(value: 0)
 
     package init(wrapping inner: any FileSystemCalls = POSIXFileSystem()) {
         self.inner = inner
@@ -117,6 +121,20 @@ package final class FaultyFileSystem: FileSystemCalls {
     /// Fails the next `call` (whose path ends with `pathSuffix`, if given) with `errno`, once.
     package func failNext(_ call: Call, with errno: Errno, pathSuffix: String? = nil) {
         state.withLock { $0.once.append((call, errno, pathSuffix)) }
+    }
+
+    /// Makes the next `sync` block its thread, before it reaches the disk, until ``releaseHeldSync()``: a test
+    /// can line callers up behind a flush that is under way. ``isHoldingSync`` is true while it blocks.
+    package func holdNextSync() {
+        state.withLock { $0.holdNextSync = true }
+    }
+
+    /// True while a `sync` is held (see ``holdNextSync()``).
+    package var isHoldingSync: Bool { state.withLock { $0.holdingSync } }
+
+    /// Lets the held `sync` go on.
+    package func releaseHeldSync() {
+        heldSyncRelease.signal()
     }
 
     /// Stops injecting: the disk has space again, pending one-off failures are dropped.
@@ -232,6 +250,16 @@ package final class FaultyFileSystem: FileSystemCalls {
     }
 
     package func sync(_ descriptor: Int32) -> Result<Void, Errno> {
+        let hold = state.withLock { (s: inout State) -> Bool in
+            guard s.holdNextSync else { return false }
+            s.holdNextSync = false
+            s.holdingSync = true
+            return true
+        }
+        if hold {
+            heldSyncRelease.wait()
+            state.withLock { $0.holdingSync = false }
+        }
         if case .fail(let error) = decide(.sync, path: nil, descriptor: descriptor) {
             flushFailed(descriptor)
             return .failure(error)

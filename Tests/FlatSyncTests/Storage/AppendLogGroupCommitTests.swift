@@ -96,6 +96,137 @@ import Testing
         }
     }
 
+    // MARK: - Gathering
+
+    /// Yields until `condition` holds (what it waits for is another thread's work, not time); the test's
+    /// time limit cancels it.
+    private func yieldUntil(_ condition: () -> Bool) async throws {
+        while !condition() {
+            try Task.checkCancellation()
+            await Task.yield()
+        }
+    }
+
+    /// Starts a flush of entry 0 and holds it in `sync` while writers of entries 1...`queued` queue behind
+    /// it, then lets it finish. The log is then gathering: the next flush waits for the queued writers and
+    /// the one the flush resumed. Returns the queued writers' tasks, suspended.
+    private func gatherBehindAHeldFlush(
+        _ log: AppendLog, _ disk: FaultyFileSystem, queued: Int
+    ) async throws -> [Task<Void, any Error>] {
+        disk.holdNextSync()
+        // The held flush blocks its thread: one of a private queue's, not of the pool the tests share.
+        let leader = Task(executorPreference: HeldFlushExecutor()) {
+            try await log.waitUntilDurable(log.append([logPayload(0)]))
+        }
+        try await yieldUntil { disk.isHoldingSync }
+        var tasks: [Task<Void, any Error>] = []
+        for index in 1...queued {
+            let ticket = try log.append([logPayload(index)])
+            tasks.append(Task { try await log.waitUntilDurable(ticket) })
+        }
+        try await yieldUntil { log.waiterCount == queued }
+        disk.releaseHeldSync()
+        try await leader.value
+        return tasks
+    }
+
+    /// Writers usually append again as soon as their flush returns. So the writers that queued behind a
+    /// flush are not flushed at once, apart from the one it resumed (with 16 writers that split them into
+    /// two cohorts alternating between flushes, each fsync covering half): the next flush waits for that
+    /// one too, and the writer that completes the group flushes it.
+    @Test(.timeLimit(.minutes(1)))
+    func writersQueuedBehindAFlushWaitForTheOneItResumed() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            // Only a full group ends the gathering here: the timer would flush it after an hour.
+            log.setGatherDelay(.seconds(3600))
+            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 3)
+            #expect(log.flushCount == 1)
+            #expect(log.isGathering)
+            #expect(log.waiterCount == 3, "the queued writers are not flushed without the fourth")
+
+            try await log.waitUntilDurable(log.append([logPayload(4)]))
+            for task in queued { try await task.value }
+            #expect(log.flushCount == 2, "the writer that completed the group flushed all four")
+            #expect(log.isGathering, "four writers are still in play")
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...4).map { logPayload($0) })
+        }
+    }
+
+    /// A group that does not fill, because a writer stopped, is flushed by the timer.
+    @Test(.timeLimit(.minutes(1)))
+    func aGroupThatDoesNotFillIsFlushedByTheTimer() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            defer { log.close() }
+            log.setGatherDelay(.milliseconds(1))
+            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 2)
+            for task in queued { try await task.value }
+            #expect(log.flushCount == 2)
+            // A writer that comes later is flushed too, whether a gathering still waits for the others or not.
+            try await log.waitUntilDurable(log.append([logPayload(3)]))
+            #expect(log.flushCount == 3)
+        }
+    }
+
+    @Test func aLoneWriterNeverGathers() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync)
+            defer { log.close() }
+            log.setGatherDelay(.seconds(3600))
+            for index in 0..<3 {
+                try await log.waitUntilDurable(log.append([logPayload(index)]))
+                #expect(!log.isGathering)
+                #expect(log.flushCount == index + 1)
+            }
+        }
+    }
+
+    /// Closing while a group gathers flushes the writers waiting in it.
+    @Test(.timeLimit(.minutes(1)))
+    func closingDuringAGatheringFlushesItsWaiters() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            log.setGatherDelay(.seconds(3600))
+            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 3)
+            log.close()
+            for task in queued { try await task.value }
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...3).map { logPayload($0) })
+        }
+    }
+
+    /// A gathered flush that fails tells every writer of the group, and the log gathers no more.
+    @Test(.timeLimit(.minutes(1)))
+    func aGatheredFlushThatFailsTellsTheWholeGroup() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            defer { log.close() }
+            log.setGatherDelay(.seconds(3600))
+            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 2)
+            disk.failNext(.sync, with: .ioError)
+            let last = await #expect(throws: FlatSyncError.self) {
+                try await log.waitUntilDurable(log.append([logPayload(3)]))
+            }
+            #expect(last?.code == .ioFailed)
+            for task in queued {
+                let error = await #expect(throws: FlatSyncError.self) { try await task.value }
+                #expect(error?.code == .ioFailed)
+            }
+            #expect(!log.isGathering)
+            #expect(log.flushCount == 1)
+        }
+    }
+
     @Test func bufferedModeNeverFlushes() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
@@ -334,5 +465,16 @@ import Testing
             #expect(rest.allSatisfy { appended.contains($0) })
             #expect(Set(rest).count == rest.count)
         }
+    }
+}
+
+/// Runs its jobs on a private serial queue, whose threads are not those of Swift's cooperative pool: a
+/// flush held in `sync` there blocks no thread that other tests running in parallel need.
+private final class HeldFlushExecutor: TaskExecutor {
+    private let queue = DispatchQueue(label: "AppendLogGroupCommitTests.held-flush")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
