@@ -653,7 +653,9 @@ extension AppendLog {
         /// the next group when the flush resumed a writer and at least two are in play (see
         /// ``AppendLog/flushAsLeader(forAWriter:)``); else the first waiter left leads, or the next to arrive.
         /// Returns the resumptions and the delay of the gathering's timer, when one must be set.
-        mutating func settleAfterFlush(took: Duration, leaderWrites: Bool) -> (resumptions: [Resumption], timer: Duration?) {
+        mutating func settleAfterFlush(took: Duration, leaderWrites: Bool) -> (
+            resumptions: [Resumption], timer: Duration?
+        ) {
             let returning = waiters.count { $0.sequence <= durable } + (leaderWrites ? 1 : 0)
             let size = waiters.count + (leaderWrites ? 1 : 0)
             guard failure == nil, returning > 0, size > 1 else { return (settleWaiters(), nil) }
