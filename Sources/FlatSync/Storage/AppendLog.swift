@@ -178,7 +178,9 @@ package final class AppendLog: Sendable {
     ///
     /// Buffered mode: returns at once (``append(_:)`` already wrote the entries). Fsync mode: group commit.
     /// If no flush is running the caller becomes the leader and writes and flushes everything buffered so
-    /// far on its own thread; otherwise it suspends until a flush covers its ticket. It runs on the global
+    /// far on its own thread; otherwise it suspends until a flush covers its ticket. While the log gathers a
+    /// group for the next flush (see ``flushAsLeader(forAWriter:)``) it suspends too, unless it is the
+    /// writer that completes the group: then it leads. It runs on the global
     /// executor, never on the caller's actor, and is not cancellable (the entries are appended already).
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` (cause: the `POSIXError`) when the flush that
@@ -302,23 +304,27 @@ package final class AppendLog: Sendable {
         if let failure { throw failure }
     }
 
-    /// After `delay`, flushes the group being gathered if its deadline passed, else waits out the rest of it.
-    /// A timer that finds the group flushed already does nothing.
+    /// Sets the timer that ends gatherings to fire after `delay` (`State.gatherTimerFiresAt` says when).
+    /// When it fires it takes up the current gathering, whichever set it: it flushes the group if the
+    /// group's deadline passed, else sets itself again for that deadline unless an earlier timer is set.
     private func armGatherTimer(after delay: Duration) {
+        let firesAt = ContinuousClock.now + delay
         let nanoseconds = Int(delay / .nanoseconds(1))
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
-            let (lead, remaining) = state.withLock { (s: inout State) -> (Bool, Duration?) in
-                s.gatherTimerArmed = false
+        DispatchQueue.global(qos: .userInitiated).asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) {
+            [self] in
+            let (lead, again) = state.withLock { (s: inout State) -> (Bool, Duration?) in
+                if let next = s.gatherTimerFiresAt, next <= firesAt { s.gatherTimerFiresAt = nil }
                 guard let gather = s.gather else { return (false, nil) }
                 let now = ContinuousClock.now
-                if now < gather.deadline {
-                    s.gatherTimerArmed = true
+                guard gather.deadline <= now else {
+                    if let next = s.gatherTimerFiresAt, next <= gather.deadline { return (false, nil) }
+                    s.gatherTimerFiresAt = gather.deadline
                     return (false, gather.deadline - now)
                 }
                 s.gather = nil
                 return (true, nil)
             }
-            if let remaining { armGatherTimer(after: remaining) }
+            if let again { armGatherTimer(after: again) }
             // Its waiters hear of a failure from the flush itself; there is no caller here to throw to.
             if lead { try? flushAsLeader(forAWriter: false) }
         }
@@ -372,6 +378,7 @@ package final class AppendLog: Sendable {
                 s.syncedThrough = contents.count
                 s.pending = []
                 s.durable = s.appended
+                s.endGathering()
                 return (s.settleWaiters(), nil)
             }
         }
@@ -404,6 +411,7 @@ package final class AppendLog: Sendable {
                     fileSystem.close(s.descriptor)
                     s.descriptor = -1
                 }
+                s.endGathering()
                 return s.settleWaiters()
             }
         }
@@ -560,7 +568,8 @@ extension AppendLog {
         var appended: UInt64 = 0
         /// Every ticket up to this sequence is durable.
         var durable: UInt64 = 0
-        /// A leader is flushing or has been chosen; new waiters suspend instead of leading.
+        /// A leader is flushing or has been chosen, or a group is being gathered (`gather`); new waiters
+        /// suspend instead of leading, except the one that completes the group.
         var flushing = false
         /// Suspended waiters, in arrival order.
         var waiters: [Waiter] = []
@@ -568,8 +577,9 @@ extension AppendLog {
         /// makes `waiters` this large leads, or the timer does at `deadline` (see
         /// ``AppendLog/flushAsLeader(forAWriter:)``).
         var gather: (size: Int, deadline: ContinuousClock.Instant)?
-        /// True while a timer is set to end a gathering (one at a time, re-armed for a later deadline).
-        var gatherTimerArmed = false
+        /// When the timer that ends gatherings fires next, nil when none is set. A new gathering whose
+        /// deadline comes earlier sets another; a timer that fires takes up whatever gathering is current.
+        var gatherTimerFiresAt: ContinuousClock.Instant?
         /// How long a gathering may wait, instead of the last flush's duration (tests).
         var gatherDelay: Duration?
         var closed = false
@@ -662,17 +672,19 @@ extension AppendLog {
             flushing = true  // No one leads until the group is in, or the timer fires.
             let resumptions = settleWaiters()
             let delay = gatherDelay ?? min(took, .milliseconds(1))
-            gather = (size, ContinuousClock.now + delay)
-            guard !gatherTimerArmed else { return (resumptions, nil) }
-            gatherTimerArmed = true
+            let deadline = ContinuousClock.now + delay
+            gather = (size, deadline)
+            if let firesAt = gatherTimerFiresAt, firesAt <= deadline { return (resumptions, nil) }
+            gatherTimerFiresAt = deadline
             return (resumptions, delay)
         }
 
         /// Returns the waiters to resume now: all of them with the failure if the log is poisoned, else the
         /// covered ones, plus — when no leader is running — the first uncovered one as the next leader.
-        /// A leader clears `flushing` before calling this, so that it hands over to a waiter whose entries
-        /// were buffered during its flush; ``AppendLog/rewrite(_:)`` and ``AppendLog/close()`` leave the
-        /// flag to the leader that set it.
+        /// A leader clears `flushing` before calling this (through ``settleAfterFlush(took:leaderWrites:)``,
+        /// which may set it again to gather instead), so that it hands over to a waiter whose entries were
+        /// buffered during its flush; ``AppendLog/rewrite(_:)`` and ``AppendLog/close()`` end a gathering
+        /// (``endGathering()``) and leave the flag to a leader that set it.
         mutating func settleWaiters() -> [Resumption] {
             if let failure {
                 let all = waiters.map { ($0.continuation, Wakeup.failed(failure)) }
@@ -694,6 +706,15 @@ extension AppendLog {
             }
             waiters = remaining
             return resumptions
+        }
+
+        /// Ends the gathering, if one waits, when a rewrite or close has made everything appended durable:
+        /// no leader runs during a gathering, so the next waiter may lead at once. A timer still set then
+        /// finds no gathering and does nothing.
+        mutating func endGathering() {
+            guard gather != nil else { return }
+            gather = nil
+            flushing = false
         }
 
         /// Empties a buffer, keeping its storage unless it grew large (a big batch should not pin memory).

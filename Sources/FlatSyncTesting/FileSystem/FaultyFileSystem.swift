@@ -132,7 +132,7 @@ package final class FaultyFileSystem: FileSystemCalls {
     /// True while a `sync` is held (see ``holdNextSync()``).
     package var isHoldingSync: Bool { state.withLock { $0.holdingSync } }
 
-    /// Lets the held `sync` go on.
+    /// Lets the held `sync` go on. Called when none is held, it lets the next held one through at once.
     package func releaseHeldSync() {
         heldSyncRelease.signal()
     }

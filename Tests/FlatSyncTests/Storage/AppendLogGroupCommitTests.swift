@@ -118,13 +118,19 @@ import Testing
         let leader = Task(executorPreference: HeldFlushExecutor()) {
             try await log.waitUntilDurable(log.append([logPayload(0)]))
         }
-        try await yieldUntil { disk.isHoldingSync }
         var tasks: [Task<Void, any Error>] = []
-        for index in 1...queued {
-            let ticket = try log.append([logPayload(index)])
-            tasks.append(Task { try await log.waitUntilDurable(ticket) })
+        do {
+            try await yieldUntil { disk.isHoldingSync }
+            for index in 1...queued {
+                let ticket = try log.append([logPayload(index)])
+                tasks.append(Task { try await log.waitUntilDurable(ticket) })
+            }
+            try await yieldUntil { log.waiterCount == queued }
+        } catch {
+            // A failing test must not leave the flush held: the log's close would wait for it forever.
+            disk.releaseHeldSync()
+            throw error
         }
-        try await yieldUntil { log.waiterCount == queued }
         disk.releaseHeldSync()
         try await leader.value
         return tasks
@@ -197,9 +203,31 @@ import Testing
             let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
             log.setGatherDelay(.seconds(3600))
             let queued = try await gatherBehindAHeldFlush(log, disk, queued: 3)
+            #expect(log.waiterCount == 3)
             log.close()
             for task in queued { try await task.value }
+            #expect(!log.isGathering)
             #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...3).map { logPayload($0) })
+        }
+    }
+
+    /// A rewrite makes everything appended durable, the gathering's waiters included, and ends the gathering:
+    /// a writer that comes next leads at once rather than wait for a group that will not form.
+    @Test(.timeLimit(.minutes(1)))
+    func aRewriteDuringAGatheringEndsIt() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            log.setGatherDelay(.seconds(3600))
+            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 3)
+            try log.rewrite((0...3).map { logPayload($0) })
+            for task in queued { try await task.value }
+            #expect(!log.isGathering)
+            try await log.waitUntilDurable(log.append([logPayload(4)]))
+            #expect(log.flushCount == 2, "the lone writer after the rewrite flushed at once")
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...4).map { logPayload($0) })
         }
     }
 
