@@ -136,19 +136,31 @@ import Testing
         return tasks
     }
 
+    /// Opens a log on a ``FaultyFileSystem`` in a temporary directory, with gatherings waiting `delay`,
+    /// brings it to a gathering with `queued` writers waiting in it (``gatherBehindAHeldFlush(_:_:queued:)``),
+    /// runs `body` and closes the log.
+    private func withGatheringLog(
+        delay: Duration, queued: Int,
+        _ body: (AppendLog, FaultyFileSystem, URL, [Task<Void, any Error>]) async throws -> Void
+    ) async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            defer { log.close() }
+            log.setGatherDelay(delay)
+            try await body(log, disk, url, try await gatherBehindAHeldFlush(log, disk, queued: queued))
+        }
+    }
+
     /// Writers usually append again as soon as their flush returns. So the writers that queued behind a
     /// flush are not flushed at once, apart from the one it resumed (with 16 writers that split them into
     /// two cohorts alternating between flushes, each fsync covering half): the next flush waits for that
     /// one too, and the writer that completes the group flushes it.
     @Test(.timeLimit(.minutes(1)))
     func writersQueuedBehindAFlushWaitForTheOneItResumed() async throws {
-        try await withTemporaryDirectory { directory in
-            let url = directory.appendingPathComponent("commands.log")
-            let disk = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
-            // Only a full group ends the gathering here: the timer would flush it after an hour.
-            log.setGatherDelay(.seconds(3600))
-            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 3)
+        // Only a full group ends the gathering here: the timer would flush it after an hour.
+        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
             #expect(log.flushCount == 1)
             #expect(log.isGathering)
             #expect(log.waiterCount == 3, "the queued writers are not flushed without the fourth")
@@ -165,13 +177,7 @@ import Testing
     /// A group that does not fill, because a writer stopped, is flushed by the timer.
     @Test(.timeLimit(.minutes(1)))
     func aGroupThatDoesNotFillIsFlushedByTheTimer() async throws {
-        try await withTemporaryDirectory { directory in
-            let url = directory.appendingPathComponent("commands.log")
-            let disk = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
-            defer { log.close() }
-            log.setGatherDelay(.milliseconds(1))
-            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 2)
+        try await withGatheringLog(delay: .milliseconds(1), queued: 2) { log, _, _, queued in
             for task in queued { try await task.value }
             #expect(log.flushCount == 2)
             // A writer that comes later is flushed too, whether a gathering still waits for the others or not.
@@ -197,12 +203,7 @@ import Testing
     /// Closing while a group gathers flushes the writers waiting in it.
     @Test(.timeLimit(.minutes(1)))
     func closingDuringAGatheringFlushesItsWaiters() async throws {
-        try await withTemporaryDirectory { directory in
-            let url = directory.appendingPathComponent("commands.log")
-            let disk = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
-            log.setGatherDelay(.seconds(3600))
-            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 3)
+        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
             #expect(log.waiterCount == 3)
             log.close()
             for task in queued { try await task.value }
@@ -215,12 +216,7 @@ import Testing
     /// a writer that comes next leads at once rather than wait for a group that will not form.
     @Test(.timeLimit(.minutes(1)))
     func aRewriteDuringAGatheringEndsIt() async throws {
-        try await withTemporaryDirectory { directory in
-            let url = directory.appendingPathComponent("commands.log")
-            let disk = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
-            log.setGatherDelay(.seconds(3600))
-            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 3)
+        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
             try log.rewrite((0...3).map { logPayload($0) })
             for task in queued { try await task.value }
             #expect(!log.isGathering)
@@ -234,13 +230,7 @@ import Testing
     /// A gathered flush that fails tells every writer of the group, and the log gathers no more.
     @Test(.timeLimit(.minutes(1)))
     func aGatheredFlushThatFailsTellsTheWholeGroup() async throws {
-        try await withTemporaryDirectory { directory in
-            let url = directory.appendingPathComponent("commands.log")
-            let disk = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
-            defer { log.close() }
-            log.setGatherDelay(.seconds(3600))
-            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 2)
+        try await withGatheringLog(delay: .seconds(3600), queued: 2) { log, disk, _, queued in
             disk.failNext(.sync, with: .ioError)
             let last = await #expect(throws: FlatSyncError.self) {
                 try await log.waitUntilDurable(log.append([logPayload(3)]))
