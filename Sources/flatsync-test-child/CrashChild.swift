@@ -40,8 +40,9 @@ func runCrashChild(_ arguments: [String]) async -> Int32 {
     }
 }
 
-/// One line, written with a single write(2) so a kill never splits it.
-private func print(_ line: String) {
+/// One line, written with a single write(2) so a kill never splits it (nor do concurrent writers: a line
+/// is shorter than `PIPE_BUF`).
+func print(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 

@@ -76,6 +76,57 @@ import Testing
     }
 }
 
+extension CrashRecoveryTests {
+    /// Sixteen tasks of one child add articles as fast as their adds return, so the log gathers their
+    /// entries into shared flushes; the child is killed at a random moment, and every add that returned
+    /// must be there after the reopen.
+    @Test(arguments: Durability.allCases)
+    func concurrentWritersLoseNoAcknowledgedAddToSIGKILL(durability: Durability) async throws {
+        try await withTemporaryDirectory { directory in
+            var random = SeededRandomNumberGenerator(seed: durability == .fsync ? 21 : 22)
+            var acknowledged = 0
+            var unacknowledgedFound = 0
+            var lost = 0
+            for round in 0..<max(1, Self.kills / 2) {
+                let child = try ChildProcess(["writers-child", directory.path, "16", durability.rawValue])
+                let ready = await child.readLine()
+                try #require(ready == "ready", "round \(round): the child did not start")
+                let target = Int.random(in: 1..<400, using: &random)
+                var acked: [String] = []
+                while acked.count < target, let line = await child.readLine() {
+                    if line.hasPrefix("ack ") { acked.append(String(line.dropFirst(4))) }
+                }
+                try await Task.sleep(for: .microseconds(Int.random(in: 0..<1_500, using: &random)))
+                child.kill()
+                _ = await child.waitForExit()
+                while let line = await child.readLine() {
+                    if line.hasPrefix("ack ") { acked.append(String(line.dropFirst(4))) }
+                }
+                acknowledged += acked.count
+
+                let store = try LocalStore(directory: directory, options: LocalStore.Options(durability: durability))
+                let repaired = store.eventHub.keptEvents
+                #expect(repaired.isEmpty, "round \(round): a kill must never damage a file: \(repaired)")
+                let present = Set(await store.readingList.entries().map(\.articleID))
+                let missing = acked.filter { !present.contains($0) }
+                lost += missing.count
+                #expect(missing.isEmpty, "round \(round): acknowledged adds lost: \(missing.prefix(5))")
+                unacknowledgedFound += present.count - acked.count
+                // Start each round from an empty list, so that the counts above are this round's.
+                try await store.readingList.apply(present.map { .remove(articleID: $0) })
+                try await store.close()
+            }
+            #expect(lost == 0)
+            #expect(acknowledged > Self.kills, "the writers must get work done between kills")
+            print(
+                "crash test, 16 concurrent writers (\(durability)): \(max(1, Self.kills / 2)) kills, "
+                    + "\(acknowledged) acknowledged adds checked, \(unacknowledgedFound) durable before their ack, "
+                    + "lost = \(lost)"
+            )
+        }
+    }
+}
+
 /// The visible state a crash child builds, without dates (the child's clock is not the test's).
 struct CrashModel: Equatable, CustomStringConvertible {
     struct HistoryFacts: Equatable {
