@@ -2,7 +2,7 @@ import FlatSync
 import Foundation
 
 /// `writers-child DIR WRITERS DURABILITY`: opens a store in DIR and runs WRITERS tasks that each add new
-/// reading-list articles (`w<writer>-<n>`) as fast as their adds return, printing `ack <article>` once an
+/// reading-list articles (`w<run>-<writer>-<n>`) as fast as their adds return, printing `ack <article>` once an
 /// add returned, until the parent kills it.
 ///
 /// With several writers on one `.fsync` store the log gathers their entries into shared flushes (see

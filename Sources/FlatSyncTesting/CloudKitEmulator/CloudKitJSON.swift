@@ -60,8 +60,16 @@ enum CloudKitJSON {
 
     /// A JSON object value.
     static func object(_ value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> Object {
+        Object(try members(value, what()), uniquingKeysWith: { $1 })
+    }
+
+    /// A JSON object value's members as sent, in order (a repeated key appears each time): for a reader of
+    /// a few keys, which need not build a dictionary.
+    static func members(
+        _ value: JSONValue?, _ what: @autoclosure () -> String
+    ) throws(Problem) -> [(key: String, value: JSONValue)] {
         guard case .object(let members)? = value else { throw Problem("\(what()) must be a JSON object.") }
-        return Object(members, uniquingKeysWith: { $1 })
+        return members
     }
 
     /// A JSON array value.

@@ -133,12 +133,9 @@ enum CloudKitRecordJSON {
     ) throws(CloudKitJSON.Problem) -> FieldValue {
         // The two members read straight from the object's list (the later of a repeated key, as a dictionary
         // of them would keep): a dictionary per field was most of the time the emulator spent on a push.
-        guard case .object(let members) = value else {
-            throw CloudKitJSON.Problem("\(what()) must be a JSON object.")
-        }
         var typeMember: JSONValue?
         var valueMember: JSONValue?
-        for member in members {
+        for member in try CloudKitJSON.members(value, what()) {
             if member.key == "type" {
                 typeMember = member.value
             } else if member.key == "value" {
