@@ -124,7 +124,13 @@ enum Baselines {
     }
 
     /// `fsync` (`F_FULLFSYNC` on Darwin): the very call FlatSync's log and writer make.
+    /// `fsync(2)` (`F_FULLFSYNC` on Darwin): the bare baseline flushes as a naive appender would, the inode
+    /// and its new size too, where FlatSync's log writes into space it reserved and `fdatasync`s.
     static func syncFile(_ fd: Int32) -> Int32 {
-        DurableFileWriter.fullSync(fd)
+        #if canImport(Darwin)
+            DurableFileWriter.fullSync(fd)
+        #else
+            fsync(fd)
+        #endif
     }
 }

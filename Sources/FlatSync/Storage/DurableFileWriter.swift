@@ -66,9 +66,9 @@ package struct DurableFileWriter: Sendable {
         try fileSystem.syncDirectory(directory.path)
     }
 
-    /// Flushes one file descriptor to stable storage, straight to the kernel: `F_FULLFSYNC` on Darwin,
-    /// `fsync` elsewhere. Returns 0 on success and -1 with `errno` set on failure, like the system call.
-    /// (The benchmark's bare-append baseline uses it to make the very call the log makes.)
+    /// Flushes one file descriptor to stable storage, straight to the kernel, as ``FileSystem/sync(_:path:)``
+    /// does: `F_FULLFSYNC` on Darwin, `fdatasync` elsewhere. Returns 0 on success and -1 with `errno` set on
+    /// failure, like the system call. (The benchmark's baselines use it.)
     package static func fullSync(_ fd: Int32) -> Int32 {
         switch POSIXFileSystem().sync(fd) {
         case .success: return 0

@@ -65,9 +65,41 @@ package struct FileSystem: Sendable {
     /// `EINTR`. On failure part of the bytes may be in the file.
     @inline(__always)
     package func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(FlatSyncError) {
+        try writeAll(descriptor, bytes, at: nil, path: path)
+    }
+
+    /// Writes every byte of `bytes` at `offset` of the file (`pwrite(2)`; the descriptor must not have
+    /// `O_APPEND`), finishing short writes and retrying `EINTR`. On failure part of the bytes may be in the
+    /// file.
+    @inline(__always)
+    package func writeAll(_ descriptor: Int32, _ bytes: [UInt8], at offset: Int, path: String) throws(FlatSyncError) {
+        let failure = bytes.withUnsafeBytes { buffer -> FlatSyncError? in
+            do throws(FlatSyncError) {
+                try writeAll(descriptor, buffer, at: offset, path: path)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// The loop of both: `write(2)`s at the descriptor's offset when `offset` is nil, else `pwrite(2)`s.
+    @inline(__always)
+    private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int?, path: String)
+        throws(FlatSyncError)
+    {
         var remaining = bytes
         while !remaining.isEmpty {
-            let result = calls?.write(descriptor, remaining) ?? POSIXFileSystem().write(descriptor, remaining)
+            let result: Result<Int, Errno>
+            if let offset {
+                let at = offset + (bytes.count - remaining.count)
+                result =
+                    calls?.write(descriptor, remaining, at: at)
+                    ?? POSIXFileSystem().write(descriptor, remaining, at: at)
+            } else {
+                result = calls?.write(descriptor, remaining) ?? POSIXFileSystem().write(descriptor, remaining)
+            }
             switch result {
             case .success(let written) where written > 0 && written <= remaining.count:
                 remaining = UnsafeRawBufferPointer(rebasing: remaining[written...])
@@ -194,7 +226,8 @@ package struct FileSystem: Sendable {
         return count
     }
 
-    /// Flushes the file to stable storage (`F_FULLFSYNC` on Darwin). Never retried, not even on `EINTR`.
+    /// Flushes the file's data to stable storage (`fdatasync` on Linux, `F_FULLFSYNC` on Darwin; see
+    /// ``FileSystemCalls/sync(_:)``). Never retried, not even on `EINTR`.
     @inline(__always)
     package func sync(_ descriptor: Int32, path: String) throws(FlatSyncError) {
         if case .failure(let error) = calls?.sync(descriptor) ?? POSIXFileSystem().sync(descriptor) {

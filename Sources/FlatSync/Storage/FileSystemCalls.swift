@@ -59,11 +59,17 @@ package protocol FileSystemCalls: Sendable {
     func close(_ descriptor: Int32)
     /// One `write(2)` at the descriptor's offset (the end of the file with `O_APPEND`): may be short.
     func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>
+    /// One `pwrite(2)` at `offset`, which neither uses nor moves the descriptor's offset (the descriptor
+    /// must not have `O_APPEND`): may be short.
+    func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno>
     /// One `pread(2)` at `offset`: may be short; 0 at the end of the file.
     func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno>
     /// The file's size, from `fstat(2)`.
     func size(_ descriptor: Int32) -> Result<Int, Errno>
-    /// Flushes the file to stable storage: `fcntl(F_FULLFSYNC)` on Darwin, `fsync(2)` elsewhere.
+    /// Flushes the file to stable storage: `fcntl(F_FULLFSYNC)` on Darwin, `fdatasync(2)` elsewhere — the
+    /// data and the metadata needed to read it back (the size, the blocks), not the timestamps, as SQLite
+    /// flushes on Linux. Overwriting bytes a file already has then costs one write of the data, not a
+    /// second of the inode for its new modification time.
     func sync(_ descriptor: Int32) -> Result<Void, Errno>
     /// `ftruncate(2)`.
     func truncate(_ descriptor: Int32, to length: Int) -> Result<Void, Errno>
@@ -80,7 +86,7 @@ package protocol FileSystemCalls: Sendable {
     /// `mkdir(2)`.
     func makeDirectory(_ path: String, permissions: mode_t) -> Result<Void, Errno>
     /// Flushes a directory's entries (creations, renames, links, removals) to stable storage: opens the
-    /// directory, flushes it like ``sync(_:)``, closes it.
+    /// directory, flushes it with `fsync(2)` (`F_FULLFSYNC` on Darwin), closes it.
     func syncDirectory(_ path: String) -> Result<Void, Errno>
     /// What `lstat(2)` finds at `path`; nil when nothing is there.
     func itemKind(_ path: String) -> Result<ItemKind?, Errno>

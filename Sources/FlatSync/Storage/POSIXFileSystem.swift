@@ -54,6 +54,13 @@ package struct POSIXFileSystem: FileSystemCalls {
         return written >= 0 ? .success(written) : .failure(.current)
     }
 
+    @inline(__always)
+    package func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        guard let base = bytes.baseAddress else { return .success(0) }
+        let written = pwrite(descriptor, base, bytes.count, off_t(offset))
+        return written >= 0 ? .success(written) : .failure(.current)
+    }
+
     package func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
         -> Result<Int, Errno>
     {
@@ -74,6 +81,16 @@ package struct POSIXFileSystem: FileSystemCalls {
             // Some file systems (network shares, RAM disks) do not support F_FULLFSYNC; fsync is the best left.
             if errno == ENOTSUP || errno == EINVAL { return Self.result(fsync(descriptor)) }
             return .failure(.current)
+        #else
+            return Self.result(fdatasync(descriptor))
+        #endif
+    }
+
+    /// `fsync(2)` (`F_FULLFSYNC` on Darwin): a directory's entries are not data that `fdatasync` promises
+    /// to flush on every file system.
+    private func syncEverything(_ descriptor: Int32) -> Result<Void, Errno> {
+        #if canImport(Darwin)
+            return sync(descriptor)
         #else
             return Self.result(fsync(descriptor))
         #endif
@@ -114,7 +131,7 @@ package struct POSIXFileSystem: FileSystemCalls {
         } while fd < 0 && errno == EINTR
         guard fd >= 0 else { return .failure(.current) }
         defer { _ = systemClose(fd) }
-        return sync(fd)
+        return syncEverything(fd)
     }
 
     package func itemKind(_ path: String) -> Result<ItemKind?, Errno> {

@@ -18,7 +18,8 @@ import Synchronization
 /// a kind with ``failNext(_:with:)``. A failed flush of a ``SimulatedDisk`` file also drops the durability
 /// of that file's unflushed data, as Linux does after a failed `fsync` (the pages are marked clean).
 package final class FaultyFileSystem: FileSystemCalls {
-    /// The kinds of call, one per ``FileSystemCalls`` method.
+    /// The kinds of call, one per ``FileSystemCalls`` method; `write` covers both writes (at the
+    /// descriptor's offset and at a position).
     package enum Call: String, Sendable, CaseIterable {
         case open, close, write, read, size, sync, truncate, lock, unlock, rename, link, unlink, makeDirectory
         case syncDirectory, itemKind, contentsOfDirectory
@@ -234,6 +235,16 @@ package final class FaultyFileSystem: FileSystemCalls {
         case .fail(let error)?: return .failure(error)
         case .writePart(let count)?: return inner.write(descriptor, UnsafeRawBufferPointer(rebasing: bytes[..<count]))
         case nil: return inner.write(descriptor, bytes)
+        }
+    }
+
+    /// A `pwrite(2)` is a ``Call/write`` too: the same faults, counted in the same sequence.
+    package func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        switch decide(.write, path: nil, descriptor: descriptor, writeCount: bytes.count) {
+        case .fail(let error)?: return .failure(error)
+        case .writePart(let count)?:
+            return inner.write(descriptor, UnsafeRawBufferPointer(rebasing: bytes[..<count]), at: offset)
+        case nil: return inner.write(descriptor, bytes, at: offset)
         }
     }
 

@@ -240,17 +240,30 @@ package final class SimulatedDisk: FileSystemCalls {
     }
 
     package func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Int, Errno> {
+        write(descriptor, bytes, at: nil)
+    }
+
+    package func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        write(descriptor, bytes, at: Optional(offset))
+    }
+
+    /// `write(2)` at the descriptor's offset when `position` is nil, else `pwrite(2)` (which, as on Linux,
+    /// appends whatever the offset when the descriptor has `O_APPEND`).
+    private func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?) -> Result<Int, Errno> {
         state.withLock { s in
             s.model.calls += 1
             guard var open = s.descriptors[descriptor], open.writable else { return .failure(Errno(EBADF)) }
+            if let position, position < 0 { return .failure(Errno(EINVAL)) }
             guard !bytes.isEmpty else { return .success(0) }
-            let offset = open.append ? s.model.nodes[open.node]!.data.count : open.offset
+            let offset = open.append ? s.model.nodes[open.node]!.data.count : position ?? open.offset
             let written = Array(bytes)
             s.model.nodes[open.node]!.data.write(written, at: offset)
             s.model.nodes[open.node]!.pending.append(FileChange(kind: .write(offset: offset, bytes: written)))
-            open.offset = offset + written.count
-            s.descriptors[descriptor] = open
-            s.record("write \(written.count) bytes at \(offset)")
+            if position == nil {
+                open.offset = offset + written.count
+                s.descriptors[descriptor] = open
+            }
+            s.record("\(position == nil ? "write" : "pwrite") \(written.count) bytes at \(offset)")
             return .success(written.count)
         }
     }

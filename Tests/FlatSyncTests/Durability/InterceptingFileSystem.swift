@@ -32,6 +32,11 @@ struct InterceptingFileSystem: FileSystemCalls {
         return inner.write(descriptor, bytes)
     }
 
+    func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        willWrite?(descriptor, bytes)
+        return inner.write(descriptor, bytes, at: offset)
+    }
+
     func open(_ path: String, flags: Int32, permissions: mode_t) -> Result<Int32, Errno> {
         inner.open(path, flags: flags, permissions: permissions)
     }
