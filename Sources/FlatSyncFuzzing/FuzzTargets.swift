@@ -90,6 +90,10 @@ package enum FuzzTargets {
         let scan = bytes.withUnsafeBytes { AppendLog.scanLog($0) }
         precondition(scan.validEnd <= bytes.count, "the valid end is past the end of the file")
         precondition(scan.damage == nil || scan.validEnd <= bytes.count, "damage past the end")
+        precondition(
+            scan.tailIsZeros == (scan.validEnd < bytes.count && bytes[scan.validEnd...].allSatisfy { $0 == 0 })
+                || scan.damage != nil,
+            "reserved space that is not a tail of zeros, or a tail of zeros that is not reserved space")
         if scan.damage == nil, !scan.payloads.isEmpty {
             let again = AppendLog.encodeLog(scan.payloads).withUnsafeBytes { AppendLog.scanLog($0) }
             precondition(again.payloads == scan.payloads && again.damage == nil, "the entries do not round-trip")

@@ -41,6 +41,45 @@ enum Baselines {
         }
     }
 
+    /// One frame's bytes written at the end of the frames in a file whose space is reserved ahead with zeros
+    /// (as ``AppendLog`` reserves it, 64 KiB at a time), then `fdatasync` (`F_FULLFSYNC` on Darwin): the
+    /// calls FlatSync's log makes per flush, with nothing else around them.
+    final class BareReservedFile {
+        private let fd: Int32
+        private let frame: [UInt8]
+        private var end = 0
+        private var reserved = 0
+
+        init(in directory: URL, frameBytes: Int) throws {
+            let path = directory.appendingPathComponent("reserved.bin").path
+            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw BenchError("open \(path): \(String(cString: strerror(errno)))") }
+            frame = [UInt8](repeating: 0xA5, count: frameBytes)
+        }
+
+        deinit { close(fd) }
+
+        /// Writes one frame's bytes (and, when they pass the reserved space, 64 KiB of zeros after them) and
+        /// flushes; returns the milliseconds it took.
+        func timedAppend() throws -> Double {
+            let start = benchClock.now
+            var written = frame.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(end)) }
+            end += frame.count
+            if written == frame.count && end > reserved {
+                let zeros = [UInt8](
+                    repeating: 0, count: (end / AppendLog.reservationSize + 1) * AppendLog.reservationSize - end)
+                if zeros.withUnsafeBytes({ pwrite(fd, $0.baseAddress, $0.count, off_t(end)) }) != zeros.count {
+                    written = -1
+                }
+                reserved = end + zeros.count
+            }
+            guard written == frame.count, DurableFileWriter.fullSync(fd) == 0 else {
+                throw BenchError("pwrite+fdatasync failed: \(String(cString: strerror(errno)))")
+            }
+            return (benchClock.now - start).milliseconds
+        }
+    }
+
     /// The News-style queue: every enqueue encodes the whole queue as one binary property list with
     /// `PropertyListEncoder` and replaces the file durably (temporary file, write, fsync, rename).
     static func fullRewrite(_ context: BenchContext) async throws -> Results {
@@ -123,7 +162,6 @@ enum Baselines {
         }
     }
 
-    /// `fsync` (`F_FULLFSYNC` on Darwin): the very call FlatSync's log and writer make.
     /// `fsync(2)` (`F_FULLFSYNC` on Darwin): the bare baseline flushes as a naive appender would, the inode
     /// and its new size too, where FlatSync's log writes into space it reserved and `fdatasync`s.
     static func syncFile(_ fd: Int32) -> Int32 {

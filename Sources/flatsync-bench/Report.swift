@@ -62,6 +62,11 @@ enum Report {
             baseline: ("fsync_append_p99_ms", "bare p99"), ratioKey: "enqueue_p99_ratio_10k"
         ),
         Row(
+            key: "reserved_fdatasync_p50_ms", title: "bare write+fdatasync p50 into reserved space",
+            unit: .milliseconds, baseline: ("enqueue_p50_ms_10k", "FlatSync 10k"),
+            ratioKey: "reserved_fdatasync_to_enqueue_10k", isBaseline: true
+        ),
+        Row(
             key: "sqlite_durable_insert_p50_ms_10k", title: "SQLite insert p50, WAL FULL, 10k rows",
             unit: .milliseconds,
             baseline: ("enqueue_p50_ms_10k", "FlatSync"), ratioKey: "sqlite_durable_to_enqueue_10k", isBaseline: true

@@ -96,15 +96,6 @@ func progress(_ message: String) {
 
 // MARK: - Files
 
-/// The size of a file in bytes.
-func fileSize(_ url: URL) throws -> Int {
-    var info = stat()
-    guard stat(url.path, &info) == 0 else {
-        throw BenchError("stat \(url.path) failed: \(String(cString: strerror(errno)))")
-    }
-    return Int(info.st_size)
-}
-
 /// Copies every regular file of `source` into a new directory `destination` (a prepared device
 /// directory, so each repetition of a cold start opens identical files).
 func copyDirectory(_ source: URL, to destination: URL) throws {

@@ -18,7 +18,8 @@ extension AppendLog {
         /// The payloads of every valid entry, in order.
         package var payloads: [Data]
         /// Bytes of an incomplete last entry that were dropped: it was never acknowledged (a writer died
-        /// in the middle of it), so dropping it loses nothing. Zero when the tail was clean.
+        /// in the middle of it), so dropping it loses nothing. Zero when the tail was clean, or only zeros
+        /// (space the log reserves ahead of its end, see ``AppendLog/reservationSize``).
         package var truncatedTailBytes: Int
         /// Where the damaged file was moved when the log was damaged before its end or in its header.
         package var quarantinedFile: URL?
@@ -47,7 +48,8 @@ extension AppendLog {
     ///   storage is a **torn tail**: the unflushed end of the log when the process died or the power
     ///   went, with any of its sectors missing, even ones before others that landed. It was never
     ///   acknowledged: the file is truncated after the last valid frame before it and flushed, and
-    ///   ``Recovery/truncatedTailBytes`` says how much was dropped.
+    ///   ``Recovery/truncatedTailBytes`` says how much was dropped. A tail of zeros alone is the space the
+    ///   log reserves ahead of its end: it is kept for the frames to come.
     /// - An invalid frame in bytes that were claimed durable is **damage**: the file is kept as
     ///   ``Quarantine/keepCopy(of:now:fileSystem:)``, a fresh log holding the valid entries before the
     ///   damage atomically replaces it, and ``Recovery/quarantinedFile`` and ``Recovery/damage`` report it.
@@ -98,7 +100,9 @@ extension AppendLog {
                 return (log, recovery)
             }
             var syncedThrough = scan.provenDurable
-            if scan.validEnd < bytes.count {
+            if scan.tailIsZeros {
+                recovery.truncatedTailBytes = 0
+            } else if scan.validEnd < bytes.count {
                 do throws(FlatSyncError) {
                     try fileSystem.truncate(fd, to: scan.validEnd, path: path)
                     try fileSystem.sync(fd, path: path)
@@ -112,7 +116,8 @@ extension AppendLog {
             // its flush), so new frames claim no more than the file proves; the first flush proves the rest.
             let log = AppendLog(
                 url: url, durability: durability, descriptor: fd, fileSize: scan.validEnd,
-                syncedThrough: syncedThrough, fileSystem: fileSystem)
+                allocatedSize: scan.tailIsZeros ? bytes.count : scan.validEnd, syncedThrough: syncedThrough,
+                fileSystem: fileSystem)
             return (log, recovery)
         }
 
@@ -170,6 +175,8 @@ extension AppendLog {
         package var provenDurable = 0
         /// Nil for a clean file or a torn tail (then `validEnd` < the file size).
         package var damage: Damage?
+        /// Every byte after `validEnd` is zero (and there is at least one): reserved space, not a torn tail.
+        package var tailIsZeros = false
     }
 
     /// The layout of one format version.
@@ -233,7 +240,10 @@ extension AppendLog {
                 offset = start + length
                 scan.validEnd = offset
             case .invalid(let reason):
-                let later = validFrames(bytes, after: offset, layout: layout)
+                // Zeros hold no frame: no need to search them byte by byte (a reserved tail is 64 KiB).
+                scan.tailIsZeros = isZeroFilled(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                let later =
+                    scan.tailIsZeros ? (count: 0, highestClaim: 0) : validFrames(bytes, after: offset, layout: layout)
                 let isDamage: Bool
                 if layout.version == 1 {
                     isDamage = later.count > 0
@@ -308,6 +318,16 @@ extension AppendLog {
             }
         }
         return found
+    }
+
+    /// True when every byte is zero.
+    static func isZeroFilled(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while bytes.count - offset >= 8 {
+            if bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) != 0 { return false }
+            offset += 8
+        }
+        return bytes[offset...].allSatisfy { $0 == 0 }
     }
 
     private static func loadUInt32(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt32 {

@@ -37,6 +37,14 @@ import Dispatch
 /// that were durable: that is real damage, and the file is quarantined. Version 1 (16-byte header,
 /// 12-byte frames without the offset) is still read, and rewritten as version 2 when opened.
 ///
+/// ## Reserved space
+///
+/// The file is kept up to ``reservationSize`` longer than its frames, with zeros written ahead of need, and
+/// frames are written into them at their offset (`pwrite`). A flush then overwrites blocks the file
+/// already has and keeps its size, so `fdatasync` writes the data alone and not the inode too. ``close()``
+/// cuts the zeros off again; after a crash, ``open(at:durability:now:fileSystem:)`` takes zeros after the
+/// last frame for reserved space, not for a torn entry.
+///
 /// ## Durability
 ///
 /// In ``Durability/buffered`` mode ``append(_:)`` writes the frames with `write(2)` before it returns, so
@@ -83,6 +91,9 @@ package final class AppendLog: Sendable {
     package static let frameHeaderSize = 20
     /// The largest payload a frame may carry: 512 MiB.
     package static let maxPayloadSize = 512 << 20
+    /// The file is reserved in steps of this many bytes: when frames end past the reserved space, zeros are
+    /// written after them up to the next multiple of it (see *Reserved space* above).
+    package static let reservationSize = 64 << 10
 
     /// The log file.
     package let url: URL
@@ -100,16 +111,20 @@ package final class AppendLog: Sendable {
     /// file, so that those never race a leader's flush. Lock order: `io`, then `state`.
     private let io = Mutex(())
 
-    /// A log appending to `descriptor`, a file of `fileSize` bytes, all durable before `syncedThrough`.
+    /// A log appending to `descriptor`, a file whose frames end at `fileSize`, followed by zeros up to
+    /// `allocatedSize`, all durable before `syncedThrough`.
     init(
-        url: URL, durability: Durability, descriptor: Int32, fileSize: Int, syncedThrough: Int? = nil,
-        fileSystem: FileSystem
+        url: URL, durability: Durability, descriptor: Int32, fileSize: Int, allocatedSize: Int? = nil,
+        syncedThrough: Int? = nil, fileSystem: FileSystem
     ) {
         self.url = url
         self.path = url.path
         self.durability = durability
         self.fileSystem = fileSystem
-        self.state = Mutex(State(descriptor: descriptor, fileSize: fileSize, syncedThrough: syncedThrough ?? fileSize))
+        self.state = Mutex(
+            State(
+                descriptor: descriptor, fileSize: fileSize, allocatedSize: max(allocatedSize ?? fileSize, fileSize),
+                syncedThrough: syncedThrough ?? fileSize))
     }
 
     deinit {
@@ -156,7 +171,9 @@ package final class AppendLog: Sendable {
                 let count = s.pending.count
                 var failure: FlatSyncError?
                 do throws(FlatSyncError) {
-                    try fileSystem.writeAll(fd, s.pending, path: path)
+                    s.allocatedSize = try Self.writeFrames(
+                        fd, s.pending, at: s.fileSize, allocatedSize: s.allocatedSize, fileSystem: fileSystem,
+                        path: path)
                 } catch {
                     failure = error
                 }
@@ -276,17 +293,17 @@ package final class AppendLog: Sendable {
                 if s.failure != nil { return nil }
                 return s.takePendingForFlush()
             }
-            var failure: FlatSyncError?
             var through: UInt64?
             if var job {
                 let start = ContinuousClock.now
-                failure = Self.writeAndSync(job.descriptor, job.bytes, fileSystem: fileSystem, path: path)
+                let (failure, allocatedSize) = Self.writeAndSync(job, fileSystem: fileSystem, path: path)
                 let took = ContinuousClock.now - start
                 if failure == nil { through = job.through }
                 job.bytes.removeAll(keepingCapacity: true)
                 let buffer = job.bytes
                 return state.withLock { (s: inout State) in
                     s.spare = buffer
+                    s.allocatedSize = max(s.allocatedSize, allocatedSize)
                     s.recordFlush(through: through, endingAt: job.end, failure: failure, fileSystem: fileSystem)
                     s.flushing = false
                     let (resumptions, timer) = s.settleAfterFlush(took: took, leaderWrites: forAWriter)
@@ -375,6 +392,7 @@ package final class AppendLog: Sendable {
                 }
                 s.failure = nil
                 s.fileSize = contents.count
+                s.allocatedSize = contents.count
                 s.syncedThrough = contents.count
                 s.pending = []
                 s.durable = s.appended
@@ -386,8 +404,9 @@ package final class AppendLog: Sendable {
         if let failure { throw failure }
     }
 
-    /// In fsync mode, writes and flushes the entries still buffered; then closes the file. Later appends
-    /// throw ``FlatSyncError/Code-swift.struct/storeClosed``. Calling it again does nothing.
+    /// In fsync mode, writes and flushes the entries still buffered; then cuts off the reserved zeros and
+    /// closes the file. Later appends throw ``FlatSyncError/Code-swift.struct/storeClosed``. Calling it again
+    /// does nothing.
     ///
     /// If that last flush fails, its waiters get the error and the entries may be lost; they were never
     /// acknowledged.
@@ -401,13 +420,16 @@ package final class AppendLog: Sendable {
                 guard s.failure == nil, !s.pending.isEmpty else { return nil }
                 return s.takePendingForFlush()
             }
-            let failure = job.flatMap {
-                Self.writeAndSync($0.descriptor, $0.bytes, fileSystem: fileSystem, path: path)
-            }
+            let failure = job.flatMap { Self.writeAndSync($0, fileSystem: fileSystem, path: path).failure }
             return state.withLock { (s: inout State) -> [Resumption] in
                 s.recordFlush(
                     through: job?.through, endingAt: job?.end ?? 0, failure: failure, fileSystem: fileSystem)
                 if s.descriptor >= 0 {
+                    // Not flushed, and a failure changes nothing: if the cut is lost, the next open finds the
+                    // zeros and keeps them as reserved space.
+                    if s.allocatedSize > s.fileSize {
+                        try? fileSystem.truncate(s.descriptor, to: s.fileSize, path: path)
+                    }
                     fileSystem.close(s.descriptor)
                     s.descriptor = -1
                 }
@@ -500,21 +522,45 @@ package final class AppendLog: Sendable {
 
     // MARK: - System calls
 
-    /// Opens an existing log for reading and appending.
+    /// Opens an existing log for reading and appending. Not with `O_APPEND`: frames are written at their
+    /// offset, into the zeros reserved after the last one.
     static func openForAppending(_ path: String, fileSystem: FileSystem) throws(FlatSyncError) -> Int32 {
-        try fileSystem.open(path, flags: O_RDWR | O_APPEND | O_CLOEXEC)
+        try fileSystem.open(path, flags: O_RDWR | O_CLOEXEC)
     }
 
-    /// Writes `bytes` and flushes them. Never retries a flush.
-    private static func writeAndSync(_ fd: Int32, _ bytes: [UInt8], fileSystem: FileSystem, path: String)
-        -> FlatSyncError?
-    {
+    /// Writes `bytes` at `offset`, and when they end past `allocatedSize` reserves space after them (zeros
+    /// up to the next multiple of ``reservationSize``). Returns the file's new reserved size. Only writing
+    /// the frames can fail: reserving is for speed alone, and if it fails (a full disk) the file is as long
+    /// as the frames or somewhat longer, with zeros, and the next write tries again.
+    private static func writeFrames(
+        _ fd: Int32, _ bytes: [UInt8], at offset: Int, allocatedSize: Int, fileSystem: FileSystem, path: String
+    ) throws(FlatSyncError) -> Int {
+        try fileSystem.writeAll(fd, bytes, at: offset, path: path)
+        let end = offset + bytes.count
+        guard end > allocatedSize else { return allocatedSize }
+        let reserved = (end / reservationSize + 1) * reservationSize
         do throws(FlatSyncError) {
-            try fileSystem.writeAll(fd, bytes, path: path)
-            try fileSystem.sync(fd, path: path)
-            return nil
+            try fileSystem.writeAll(fd, [UInt8](repeating: 0, count: reserved - end), at: end, path: path)
+            return reserved
         } catch {
-            return error
+            return end
+        }
+    }
+
+    /// Writes a flush job's bytes and flushes them; returns the failure, if any, and the file's reserved size.
+    /// Never retries a flush.
+    private static func writeAndSync(_ job: FlushJob, fileSystem: FileSystem, path: String) -> (
+        failure: FlatSyncError?, allocatedSize: Int
+    ) {
+        var allocatedSize = job.allocatedSize
+        do throws(FlatSyncError) {
+            allocatedSize = try writeFrames(
+                job.descriptor, job.bytes, at: job.end - job.bytes.count, allocatedSize: allocatedSize,
+                fileSystem: fileSystem, path: path)
+            try fileSystem.sync(job.descriptor, path: path)
+            return (nil, allocatedSize)
+        } catch {
+            return (error, allocatedSize)
         }
     }
 
@@ -549,15 +595,19 @@ extension AppendLog {
         var bytes: [UInt8]
         /// The sequence of the last entry in `bytes`.
         var through: UInt64
-        /// The file's size once `bytes` are written.
+        /// Where `bytes` end in the file once written.
         var end: Int
+        /// The file's reserved size before they are: its length, frames and zeros.
+        var allocatedSize: Int
     }
 
     fileprivate struct State: Sendable {
-        /// The open log file (`O_APPEND`), or -1 once closed.
+        /// The open log file, or -1 once closed.
         var descriptor: Int32
-        /// Bytes in the file, counting bytes a leader is writing now.
+        /// Where the frames in the file end, counting bytes a leader is writing now: where the next go.
         var fileSize: Int
+        /// The file's length: `fileSize` and the zeros reserved after it (see ``AppendLog/reservationSize``).
+        var allocatedSize: Int
         /// Every byte of the file before this offset is on stable storage: what new frames claim.
         var syncedThrough: Int
         /// Fsync mode: frames appended but not yet handed to a leader. Buffered mode: a scratch buffer.
@@ -587,9 +637,10 @@ extension AppendLog {
         var failure: FlatSyncError?
         var flushCount = 0
 
-        init(descriptor: Int32, fileSize: Int, syncedThrough: Int) {
+        init(descriptor: Int32, fileSize: Int, allocatedSize: Int, syncedThrough: Int) {
             self.descriptor = descriptor
             self.fileSize = fileSize
+            self.allocatedSize = allocatedSize
             self.syncedThrough = syncedThrough
         }
 
@@ -632,7 +683,8 @@ extension AppendLog {
             swap(&bytes, &pending)
             spare = []
             fileSize += bytes.count
-            return FlushJob(descriptor: descriptor, bytes: bytes, through: appended, end: fileSize)
+            return FlushJob(
+                descriptor: descriptor, bytes: bytes, through: appended, end: fileSize, allocatedSize: allocatedSize)
         }
 
         /// Records the outcome of a flush: `through` is the sequence it made durable (nil when it flushed

@@ -160,6 +160,8 @@ public actor LocalStore {
     /// How many flushes (`fsync`) of appended log entries this store has made since it opened; group commit
     /// keeps it below the number of durable mutations when callers overlap. For the benchmark.
     package nonisolated var logFlushCount: Int { log.flushCount }
+    /// The bytes of the command log's entries (its file also holds reserved space while open).
+    package nonisolated var logByteCount: Int { log.byteCount }
 
     /// Every history item, newest first: the history table's own array, put in order first (see
     /// ``HistoryTable/orderedItems()``).

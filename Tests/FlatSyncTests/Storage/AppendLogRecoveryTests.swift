@@ -55,8 +55,9 @@ import Testing
         }
     }
 
+    /// Tails that hold something (zeros alone are reserved space: see ``AppendLogReservedSpaceTests``).
     static let tails: [(String, [UInt8])] = [
-        ("zeros", [UInt8](repeating: 0, count: 100)),
+        ("zeros then a byte", [UInt8](repeating: 0, count: 100) + [1]),
         (
             "garbage",
             {
