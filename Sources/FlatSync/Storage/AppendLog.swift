@@ -47,7 +47,7 @@ import Dispatch
 ///
 /// ## Durability
 ///
-/// In ``Durability/buffered`` mode ``append(_:)`` writes the frames with `write(2)` before it returns, so
+/// In ``Durability/buffered`` mode ``append(_:)`` writes the frames to the file (`pwrite(2)`) before it returns, so
 /// they survive the process being killed. In ``Durability/fsync`` mode ``append(_:)`` only buffers them in
 /// memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first waiter becomes the
 /// leader and writes and flushes everything buffered so far on its own thread, while waiters that arrive
@@ -420,16 +420,16 @@ package final class AppendLog: Sendable {
                 guard s.failure == nil, !s.pending.isEmpty else { return nil }
                 return s.takePendingForFlush()
             }
-            let failure = job.flatMap { Self.writeAndSync($0, fileSystem: fileSystem, path: path).failure }
+            let flushed = job.map { Self.writeAndSync($0, fileSystem: fileSystem, path: path) }
+            let failure = flushed?.failure
             return state.withLock { (s: inout State) -> [Resumption] in
+                s.allocatedSize = max(s.allocatedSize, flushed?.allocatedSize ?? 0)
                 s.recordFlush(
                     through: job?.through, endingAt: job?.end ?? 0, failure: failure, fileSystem: fileSystem)
                 if s.descriptor >= 0 {
-                    // Not flushed, and a failure changes nothing: if the cut is lost, the next open finds the
-                    // zeros and keeps them as reserved space.
-                    if s.allocatedSize > s.fileSize {
-                        try? fileSystem.truncate(s.descriptor, to: s.fileSize, path: path)
-                    }
+                    // Always (a reservation that failed half-way left zeros it did not count). Not flushed, and
+                    // a failure changes nothing: if the cut is lost, the next open keeps the zeros as space.
+                    try? fileSystem.truncate(s.descriptor, to: s.fileSize, path: path)
                     fileSystem.close(s.descriptor)
                     s.descriptor = -1
                 }

@@ -33,6 +33,22 @@ import Testing
         }
     }
 
+    /// The flush `close()` makes itself can reserve space too (entries appended, never waited on): the cut
+    /// covers it.
+    @Test func closeCutsWhatItsOwnFlushReserved() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync)
+            let written = Self.payloads(0..<100)
+            for payload in written { try log.append([payload]) }
+            let end = log.byteCount
+            #expect(end > AppendLog.reservationSize, "the close's flush crosses a reservation step")
+            log.close()
+            #expect(try fileBytes(url).count == end)
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == written)
+        }
+    }
+
     /// What a `kill -9` leaves: the file as the open log has it, zeros and all. Checked after each of many
     /// appends, across several reservation steps.
     @Test func aCrashLeavesZerosThatTheNextOpenKeepsAsSpace() async throws {
