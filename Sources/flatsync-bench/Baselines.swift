@@ -66,8 +66,7 @@ enum Baselines {
             var written = frame.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(end)) }
             end += frame.count
             if written == frame.count && end > reserved {
-                let zeros = [UInt8](
-                    repeating: 0, count: (end / AppendLog.reservationSize + 1) * AppendLog.reservationSize - end)
+                let zeros = [UInt8](repeating: 0, count: AppendLog.reservedEnd(after: end) - end)
                 if zeros.withUnsafeBytes({ pwrite(fd, $0.baseAddress, $0.count, off_t(end)) }) != zeros.count {
                     written = -1
                 }

@@ -92,7 +92,8 @@ extension AppendLog {
 
         let scan = bytes.withUnsafeBytes { scanLog($0) }
         guard let damage = scan.damage else {
-            var recovery = Recovery(payloads: scan.payloads, truncatedTailBytes: bytes.count - scan.validEnd)
+            var recovery = Recovery(
+                payloads: scan.payloads, truncatedTailBytes: scan.tailIsZeros ? 0 : bytes.count - scan.validEnd)
             if scan.version != formatVersion {
                 fileSystem.close(fd)
                 let log = try create(at: url, payloads: scan.payloads, durability: durability, fileSystem: fileSystem)
@@ -100,9 +101,7 @@ extension AppendLog {
                 return (log, recovery)
             }
             var syncedThrough = scan.provenDurable
-            if scan.tailIsZeros {
-                recovery.truncatedTailBytes = 0
-            } else if scan.validEnd < bytes.count {
+            if !scan.tailIsZeros && scan.validEnd < bytes.count {
                 do throws(FlatSyncError) {
                     try fileSystem.truncate(fd, to: scan.validEnd, path: path)
                     try fileSystem.sync(fd, path: path)

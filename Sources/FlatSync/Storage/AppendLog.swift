@@ -47,13 +47,13 @@ import Dispatch
 ///
 /// ## Durability
 ///
-/// In ``Durability/buffered`` mode ``append(_:)`` writes the frames to the file (`pwrite(2)`) before it returns, so
-/// they survive the process being killed. In ``Durability/fsync`` mode ``append(_:)`` only buffers them in
-/// memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first waiter becomes the
-/// leader and writes and flushes everything buffered so far on its own thread, while waiters that arrive
-/// during that flush suspend and are covered by the next one. While several writers are in play, that next
-/// flush waits (briefly, at most as long as a flush) until each of them is waiting again, so that one fsync
-/// covers them all.
+/// In ``Durability/buffered`` mode ``append(_:)`` writes the frames to the file (`pwrite(2)`) before it
+/// returns, so they survive the process being killed. In ``Durability/fsync`` mode ``append(_:)`` only
+/// buffers them in memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first
+/// waiter becomes the leader and writes and flushes everything buffered so far on its own thread, while
+/// waiters that arrive during that flush suspend and are covered by the next one. While several writers are
+/// in play, that next flush waits (briefly, at most as long as a flush) until each of them is waiting again,
+/// so that one fsync covers them all.
 ///
 /// A failed write or flush is never retried. After a failed `fsync` the kernel may have dropped the dirty
 /// pages, so a second `fsync` could report success for lost data, and a later append that succeeds could
@@ -94,6 +94,12 @@ package final class AppendLog: Sendable {
     /// The file is reserved in steps of this many bytes: when frames end past the reserved space, zeros are
     /// written after them up to the next multiple of it (see *Reserved space* above).
     package static let reservationSize = 64 << 10
+
+    /// Where the reserved space ends once frames end at `end`: the next multiple of ``reservationSize``
+    /// past it.
+    package static func reservedEnd(after end: Int) -> Int {
+        (end / reservationSize + 1) * reservationSize
+    }
 
     /// The log file.
     package let url: URL
@@ -420,15 +426,14 @@ package final class AppendLog: Sendable {
                 guard s.failure == nil, !s.pending.isEmpty else { return nil }
                 return s.takePendingForFlush()
             }
-            let flushed = job.map { Self.writeAndSync($0, fileSystem: fileSystem, path: path) }
-            let failure = flushed?.failure
+            let failure = job.flatMap { Self.writeAndSync($0, fileSystem: fileSystem, path: path).failure }
             return state.withLock { (s: inout State) -> [Resumption] in
-                s.allocatedSize = max(s.allocatedSize, flushed?.allocatedSize ?? 0)
                 s.recordFlush(
                     through: job?.through, endingAt: job?.end ?? 0, failure: failure, fileSystem: fileSystem)
                 if s.descriptor >= 0 {
-                    // Always (a reservation that failed half-way left zeros it did not count). Not flushed, and
-                    // a failure changes nothing: if the cut is lost, the next open keeps the zeros as space.
+                    // Always, whatever `allocatedSize` says: this flush may have reserved more, and a reservation
+                    // that failed half-way left zeros it did not count. Not flushed, and a failure changes
+                    // nothing: if the cut is lost, the next open keeps the zeros as space.
                     try? fileSystem.truncate(s.descriptor, to: s.fileSize, path: path)
                     fileSystem.close(s.descriptor)
                     s.descriptor = -1
@@ -538,7 +543,7 @@ package final class AppendLog: Sendable {
         try fileSystem.writeAll(fd, bytes, at: offset, path: path)
         let end = offset + bytes.count
         guard end > allocatedSize else { return allocatedSize }
-        let reserved = (end / reservationSize + 1) * reservationSize
+        let reserved = reservedEnd(after: end)
         do throws(FlatSyncError) {
             try fileSystem.writeAll(fd, [UInt8](repeating: 0, count: reserved - end), at: end, path: path)
             return reserved

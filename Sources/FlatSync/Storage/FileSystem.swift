@@ -68,22 +68,6 @@ package struct FileSystem: Sendable {
         try writeAll(descriptor, bytes, at: nil, path: path)
     }
 
-    /// Writes every byte of `bytes` at `offset` of the file (`pwrite(2)`; the descriptor must not have
-    /// `O_APPEND`), finishing short writes and retrying `EINTR`. On failure part of the bytes may be in the
-    /// file.
-    @inline(__always)
-    package func writeAll(_ descriptor: Int32, _ bytes: [UInt8], at offset: Int, path: String) throws(FlatSyncError) {
-        let failure = bytes.withUnsafeBytes { buffer -> FlatSyncError? in
-            do throws(FlatSyncError) {
-                try writeAll(descriptor, buffer, at: offset, path: path)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let failure { throw failure }
-    }
-
     /// The loop of both: `write(2)`s at the descriptor's offset when `offset` is nil, else `pwrite(2)`s.
     @inline(__always)
     private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int?, path: String)
@@ -112,12 +96,15 @@ package struct FileSystem: Sendable {
         }
     }
 
-    /// ``writeAll(_:_:path:)`` for the bytes of an array.
+    /// ``writeAll(_:_:path:)`` for the bytes of an array; with `offset`, at that offset of the file
+    /// (`pwrite(2)`; the descriptor must not have `O_APPEND`) instead of the descriptor's.
     @inline(__always)
-    package func writeAll(_ descriptor: Int32, _ bytes: [UInt8], path: String) throws(FlatSyncError) {
+    package func writeAll(_ descriptor: Int32, _ bytes: [UInt8], at offset: Int? = nil, path: String)
+        throws(FlatSyncError)
+    {
         let failure = bytes.withUnsafeBytes { buffer -> FlatSyncError? in
             do throws(FlatSyncError) {
-                try writeAll(descriptor, buffer, path: path)
+                try writeAll(descriptor, buffer, at: offset, path: path)
                 return nil
             } catch {
                 return error
