@@ -235,6 +235,22 @@ package final class AppendLog: Sendable {
         }
     #endif
 
+    /// Calls `body` once every entry up to `ticket` is durable (with nil), or once the flush that would
+    /// cover it failed (with the error); at once when that is known already. It never leads a flush: the
+    /// caller must make sure one runs, by waiting on a ticket at least as late itself
+    /// (``waitUntilDurable(_:)``). It counts as a waiter for the gathering of a group.
+    package func whenDurable(_ ticket: Ticket, _ body: @escaping @Sendable (FlatSyncError?) -> Void) {
+        guard durability == .fsync else { return body(nil) }
+        let sequence = ticket.sequence
+        let now = state.withLock { (s: inout State) -> Wakeup? in
+            if sequence <= s.durable { return .durable }
+            if let failure = s.failure { return .failed(failure) }
+            s.waiters.append(Waiter(sequence: sequence, resumer: .callback(body)))
+            return nil
+        }
+        if let now { Resumer.callback(body).resume(now) }
+    }
+
     private func flushForSnapshot(_ ticket: Ticket) async throws(FlatSyncError) {
         guard durability == .buffered else { return try await waitForFlush(ticket) }
         let path = self.path
@@ -265,7 +281,7 @@ package final class AppendLog: Sendable {
                 wakeup = await withCheckedContinuation { (continuation: CheckedContinuation<Wakeup, Never>) in
                     let now = state.withLock { (s: inout State) -> Wakeup? in
                         if let now = s.decide(sequence) { return now }
-                        s.waiters.append(Waiter(sequence: sequence, continuation: continuation))
+                        s.waiters.append(Waiter(sequence: sequence, resumer: .continuation(continuation)))
                         return nil
                     }
                     if let now { continuation.resume(returning: now) }
@@ -570,7 +586,7 @@ package final class AppendLog: Sendable {
     }
 
     private static func resume(_ resumptions: [Resumption]) {
-        for (continuation, wakeup) in resumptions { continuation.resume(returning: wakeup) }
+        for (resumer, wakeup) in resumptions { resumer.resume(wakeup) }
     }
 }
 
@@ -589,10 +605,30 @@ extension AppendLog {
 
     fileprivate struct Waiter: Sendable {
         var sequence: UInt64
-        var continuation: CheckedContinuation<Wakeup, Never>
+        var resumer: Resumer
     }
 
-    fileprivate typealias Resumption = (CheckedContinuation<Wakeup, Never>, Wakeup)
+    /// How a waiter hears its wakeup: a suspended ``AppendLog/waitUntilDurable(_:)``, which may be told to
+    /// lead, or a callback registered with ``AppendLog/whenDurable(_:_:)``, which never leads.
+    fileprivate enum Resumer: Sendable {
+        case continuation(CheckedContinuation<Wakeup, Never>)
+        case callback(@Sendable (FlatSyncError?) -> Void)
+
+        var canLead: Bool {
+            if case .continuation = self { return true }
+            return false
+        }
+
+        func resume(_ wakeup: Wakeup) {
+            switch (self, wakeup) {
+            case (.continuation(let continuation), _): continuation.resume(returning: wakeup)
+            case (.callback(let body), .failed(let error)): body(error)
+            case (.callback(let body), _): body(nil)
+            }
+        }
+    }
+
+    fileprivate typealias Resumption = (Resumer, Wakeup)
 
     /// Bytes taken from the buffer by a leader (or ``AppendLog/close()``) to write and flush.
     fileprivate struct FlushJob: Sendable {
@@ -744,7 +780,7 @@ extension AppendLog {
         /// (``endGathering()``) and leave the flag to a leader that set it.
         mutating func settleWaiters() -> [Resumption] {
             if let failure {
-                let all = waiters.map { ($0.continuation, Wakeup.failed(failure)) }
+                let all = waiters.map { ($0.resumer, Wakeup.failed(failure)) }
                 waiters = []
                 return all
             }
@@ -752,14 +788,14 @@ extension AppendLog {
             var remaining: [Waiter] = []
             for waiter in waiters {
                 if waiter.sequence <= durable {
-                    resumptions.append((waiter.continuation, .durable))
+                    resumptions.append((waiter.resumer, .durable))
                 } else {
                     remaining.append(waiter)
                 }
             }
-            if !remaining.isEmpty && !flushing {
+            if !flushing, let next = remaining.firstIndex(where: { $0.resumer.canLead }) {
                 flushing = true
-                resumptions.append((remaining.removeFirst().continuation, .lead))
+                resumptions.append((remaining.remove(at: next).resumer, .lead))
             }
             waiters = remaining
             return resumptions

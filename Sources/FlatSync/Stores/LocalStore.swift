@@ -84,6 +84,8 @@ public actor LocalStore {
 
     package let options: Options
     package nonisolated let eventHub = EventHub()
+    /// Shares trips into the actor among concurrent writers (see ``applyDurably(_:)``).
+    package nonisolated let combiner = WriteCombiner<HandedIn>()
     private let lock: DirectoryLock
     private let log: AppendLog
     package internal(set) var pending: PendingCommands
@@ -265,15 +267,97 @@ public actor LocalStore {
 
     // MARK: - Mutations
 
-    /// Applies validated changes to one zone's state, logs them as one mutation and waits until the
-    /// mutation is durable. Returns how many records changed.
-    package func mutate<Change: ItemChange>(
-        _ zone: WritableKeyPath<ZoneStates, ZoneState<Change.Item>>,
-        _ itemChanges: [Change]
+    /// What a mutation applied on the actor reports: how many records changed and what to wait on
+    /// before the mutation counts as done (nil when nothing changed).
+    package typealias Applied = (changed: Int, durability: Durable?)
+
+    /// A mutation handed to the combiner, and the writer waiting to hear how it went.
+    package struct HandedIn: Sendable {
+        let apply: @Sendable (isolated LocalStore) throws -> Applied
+        let continuation: CheckedContinuation<Outcome, Never>
+
+        /// What the writer hears.
+        enum Outcome: Sendable {
+            /// The mutation is durable and changed this many records.
+            case done(Int)
+            /// Applying or flushing it failed.
+            case failed(any Error)
+            /// No combiner was at work when the writer came to hand it in: the writer combines itself.
+            case combine
+        }
+    }
+
+    /// Runs `apply` (a mutation, such as ``applyMutation(_:_:)``) on the actor and returns how many records
+    /// it changed once it is durable.
+    ///
+    /// Concurrent callers share trips into the actor (``WriteCombiner``): the caller that finds no other
+    /// applying enters the actor and applies its own mutation and every one handed in meanwhile; the
+    /// others hand theirs in and suspend until it is durable, or failed. A lone writer always finds the role
+    /// free: it enters the actor, applies its mutation and leads its own flush.
+    nonisolated package func applyDurably(
+        _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
     ) async throws -> Int {
-        let (changed, durability) = try applyMutation(zone, itemChanges)
-        try await durability?.wait()
-        return changed
+        if !combiner.tryToCombine() {
+            let outcome = await withCheckedContinuation {
+                (continuation: CheckedContinuation<HandedIn.Outcome, Never>) in
+                if !combiner.handIn(HandedIn(apply: apply, continuation: continuation)) {
+                    continuation.resume(returning: .combine)
+                }
+            }
+            switch outcome {
+            case .done(let changed): return changed
+            case .failed(let error): throw error
+            case .combine: break
+            }
+        }
+        return try await combineAndWait(apply)
+    }
+
+    /// The combiner's part of ``applyDurably(_:)``, once it holds the combiner's role: applies `apply` and
+    /// everything handed in, tells each writer handed in how it went (the log calls back when its entry is
+    /// durable), and waits until its own mutation and theirs are durable.
+    nonisolated package func combineAndWait(
+        _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
+    ) async throws -> Int {
+        let (mine, handedIn) = await combine(apply)
+        // The log's callbacks never lead a flush: the combiner waits for the latest entry, whose flush
+        // covers every earlier one (or fails them all).
+        var latest: Durable?
+        for (request, result) in handedIn {
+            switch result {
+            case .failure(let error):
+                request.continuation.resume(returning: .failed(error))
+            case .success((let changed, nil)):
+                request.continuation.resume(returning: .done(changed))
+            case .success((let changed, let durability?)):
+                latest = durability
+                durability.log.whenDurable(durability.ticket) { error in
+                    request.continuation.resume(returning: error.map { .failed($0) } ?? .done(changed))
+                }
+            }
+        }
+        switch mine {
+        case .failure(let error):
+            try await latest?.wait()
+            throw error
+        case .success((let changed, let durability)):
+            // Handed-in entries come after the combiner's own, so `latest` covers it too.
+            try await (latest ?? durability)?.wait()
+            return changed
+        }
+    }
+
+    /// Applies the combiner's own mutation, then every one handed in, until none is left; then the
+    /// combiner's role is free again.
+    private func combine(
+        _ apply: @Sendable (isolated LocalStore) throws -> Applied
+    ) -> (mine: Result<Applied, any Error>, handedIn: [(HandedIn, Result<Applied, any Error>)]) {
+        let mine = Result { try apply(self) }
+        var handedIn: [(HandedIn, Result<Applied, any Error>)] = []
+        while let inbox = combiner.takeInbox() {
+            for request in inbox { handedIn.append((request, Result { try request.apply(self) })) }
+        }
+        return (mine, handedIn)
     }
 
     /// Something appended to the log, and how to wait until it is durable.

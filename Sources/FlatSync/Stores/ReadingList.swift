@@ -36,8 +36,7 @@ public struct ReadingList: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingListChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let (changed, durability) = try await store.applyMutation(\.readingList, changes)
-        try await durability?.wait()
+        let changed = try await store.applyDurably { try $0.applyMutation(\.readingList, changes) }
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingList) }
         return changed
     }
@@ -140,8 +139,7 @@ public struct ReadingHistory: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingHistoryChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let (changed, durability) = try await store.applyMutation(\.history, changes)
-        try await durability?.wait()
+        let changed = try await store.applyDurably { try $0.applyMutation(\.history, changes) }
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingHistory) }
         return changed
     }

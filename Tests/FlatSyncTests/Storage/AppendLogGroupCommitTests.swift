@@ -1,6 +1,7 @@
 import FlatSyncTestSupport
 import FlatSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FlatSync
@@ -252,6 +253,110 @@ import Testing
             try await log.waitUntilDurable(log.append([logPayload(0)]))
             log.close()
             #expect(log.flushCount == 0)
+        }
+    }
+
+    // MARK: - Callbacks (`whenDurable`)
+
+    /// What callbacks registered with `whenDurable` were told, in order: nil for durable.
+    final class Heard: Sendable {
+        private let calls = Mutex<[FlatSyncError?]>([])
+        @Sendable func record(_ error: FlatSyncError?) { calls.withLock { $0.append(error) } }
+        var all: [FlatSyncError?] { calls.withLock { $0 } }
+    }
+
+    /// A callback waits like a waiter but never leads: it is called by the flush a later waiter leads.
+    @Test(.timeLimit(.minutes(1)))
+    func aCallbackIsCalledByTheFlushThatCoversItAndNeverLeads() async throws {
+        try await withTemporaryDirectory { directory in
+            let (log, _) = try AppendLog.open(at: directory.appendingPathComponent("commands.log"), durability: .fsync)
+            defer { log.close() }
+            let heard = Heard()
+            log.whenDurable(try log.append([logPayload(0)]), heard.record)
+            #expect(log.waiterCount == 1)
+            #expect(log.flushCount == 0, "registering a callback flushes nothing")
+            #expect(heard.all.isEmpty)
+
+            try await log.waitUntilDurable(log.append([logPayload(1)]))
+            #expect(log.flushCount == 1)
+            #expect(heard.all.count == 1)
+            #expect(heard.all.first! == nil, "told durable")
+            #expect(log.waiterCount == 0)
+        }
+    }
+
+    @Test func aCallbackForADurableTicketOrInBufferedModeIsCalledAtOnce() async throws {
+        try await withTemporaryDirectory { directory in
+            for durability in [Durability.fsync, .buffered] {
+                let (log, _) = try AppendLog.open(
+                    at: directory.appendingPathComponent("\(durability).log"), durability: durability)
+                defer { log.close() }
+                let ticket = try log.append([logPayload(0)])
+                if durability == .fsync { try await log.waitUntilDurable(ticket) }
+                let heard = Heard()
+                log.whenDurable(ticket, heard.record)
+                #expect(heard.all.count == 1)
+                #expect(heard.all.first! == nil)
+                #expect(log.waiterCount == 0)
+            }
+        }
+    }
+
+    /// A failed flush tells the callbacks it would have covered; a callback registered after the failure
+    /// is told at once.
+    @Test(.timeLimit(.minutes(1)))
+    func aFailedFlushTellsItsCallbacks() async throws {
+        try await withTemporaryDirectory { directory in
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(
+                at: directory.appendingPathComponent("commands.log"), durability: .fsync,
+                fileSystem: FileSystem(faulty))
+            defer { log.close() }
+            faulty.failNext(.sync, with: .ioError)
+            let heard = Heard()
+            let ticket = try log.append([logPayload(0)])
+            log.whenDurable(ticket, heard.record)
+            await #expect(throws: FlatSyncError.self) { try await log.waitUntilDurable(log.append([logPayload(1)])) }
+            log.whenDurable(ticket, heard.record)
+            #expect(heard.all.map { $0?.code } == [.ioFailed, .ioFailed])
+        }
+    }
+
+    /// Closing flushes what is buffered and tells the callbacks waiting for it.
+    @Test func closingTellsTheCallbacks() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync)
+            let heard = Heard()
+            log.whenDurable(try log.append([logPayload(0)]), heard.record)
+            log.close()
+            #expect(heard.all.count == 1)
+            #expect(heard.all.first! == nil)
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == [logPayload(0)])
+        }
+    }
+
+    /// A callback counts as a waiter of the group being gathered, and is never handed the lead: the writer
+    /// that completes the group (callback included) leads.
+    @Test(.timeLimit(.minutes(1)))
+    func aCallbackCountsInAGatheringButTheNextWriterLeads() async throws {
+        // The held flush resumes one writer (its leader) and leaves two waiting: a group of three.
+        try await withGatheringLog(delay: .seconds(3600), queued: 2) { log, _, url, queued in
+            #expect(log.isGathering)
+            let heard = Heard()
+            // The queued writers' entries are 1 and 2; the callback waits for entry 3 with them.
+            log.whenDurable(try log.append([logPayload(3)]), heard.record)
+            #expect(log.waiterCount == 3)
+            #expect(heard.all.isEmpty, "a callback does not complete a group: it cannot lead")
+            #expect(log.flushCount == 1)
+
+            try await log.waitUntilDurable(log.append([logPayload(4)]))
+            for task in queued { try await task.value }
+            #expect(heard.all.count == 1)
+            #expect(heard.all.first! == nil)
+            #expect(log.flushCount == 2, "the writer that completed the group flushed it, the callback's entry too")
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...4).map { logPayload($0) })
         }
     }
 

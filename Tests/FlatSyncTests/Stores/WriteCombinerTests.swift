@@ -1,0 +1,190 @@
+import FlatSyncTestSupport
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// Concurrent writers sharing one trip into the store actor (``WriteCombiner``,
+/// ``LocalStore/applyDurably(_:)``).
+@Suite struct WriteCombinerTests {
+    // MARK: - The role and the inbox
+
+    @Test func theRoleIsHeldByOneCallerUntilItFindsTheInboxEmpty() {
+        let combiner = WriteCombiner<Int>()
+        #expect(combiner.tryToCombine())
+        #expect(!combiner.tryToCombine(), "a second caller finds a combiner at work")
+        #expect(combiner.handIn(1))
+        #expect(combiner.handIn(2))
+        #expect(combiner.inboxCount == 2)
+        #expect(combiner.takeInbox() == [1, 2], "oldest first")
+        #expect(combiner.handIn(3), "the role is still held after a batch")
+        #expect(combiner.takeInbox() == [3])
+        #expect(combiner.takeInbox() == nil, "an empty inbox gives the role up")
+        #expect(combiner.tryToCombine(), "and the next caller takes it")
+    }
+
+    @Test func handingInWithNoCombinerAtWorkTakesTheRoleAndKeepsNothing() {
+        let combiner = WriteCombiner<Int>()
+        #expect(!combiner.handIn(1), "no combiner: the caller combines itself")
+        #expect(combiner.inboxCount == 0)
+        #expect(!combiner.tryToCombine(), "the caller holds the role now")
+        #expect(combiner.handIn(2))
+        #expect(combiner.takeInbox() == [2])
+        #expect(combiner.takeInbox() == nil)
+    }
+
+    // MARK: - Through the store
+
+    /// Yields until `condition` holds (it waits for other tasks' work, not for time); the test's time limit
+    /// cancels it.
+    private func yieldUntil(_ condition: () async -> Bool) async throws {
+        while await !condition() {
+            try Task.checkCancellation()
+            await Task.yield()
+        }
+    }
+
+    struct Refused: Error, Equatable {}
+
+    /// Holds the combiner's role while `writers` hand their mutations in, then combines with `own`: every
+    /// writer handed in is applied in the combiner's trip. Returns the combiner's result and the writers'.
+    private func combine(
+        _ store: LocalStore,
+        writers: [@Sendable () async throws -> Int],
+        own: @escaping @Sendable (isolated LocalStore) throws -> LocalStore.Applied
+    ) async throws -> (own: Result<Int, any Error>, writers: [Result<Int, any Error>]) {
+        #expect(store.combiner.tryToCombine())
+        var tasks: [Task<Int, any Error>] = []
+        for writer in writers {
+            tasks.append(Task { try await writer() })
+            // One at a time, so they are handed in (and applied) in this order.
+            try await yieldUntil { store.combiner.inboxCount == tasks.count }
+        }
+        var combined = Result<Int, any Error>.success(0)
+        do {
+            combined = .success(try await store.combineAndWait(own))
+        } catch {
+            combined = .failure(error)
+        }
+        var results: [Result<Int, any Error>] = []
+        for task in tasks { results.append(await task.result) }
+        return (combined, results)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func writersHandedInAreAppliedInTheCombinersTripAndReturnOnceDurable() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            try await store.readingList.add("already-there")
+            let flushesBefore = store.logFlushCount
+            let list = store.readingList
+            let (own, writers) = try await combine(
+                store,
+                writers: [
+                    { try await list.add("a") ? 1 : 0 },
+                    { try await list.add("already-there") ? 1 : 0 },
+                    { try await store.applyDurably { _ in throw Refused() } },
+                    { try await store.history.apply([.visit(articleID: "b", version: 1), .markRead(articleID: "c")]) },
+                ],
+                own: {
+                    try $0.applyMutation(
+                        \.readingList, [ReadingListChange.add(articleID: "own", title: nil, origin: 0)])
+                }
+            )
+            #expect(try own.get() == 1)
+            #expect(try writers[0].get() == 1)
+            #expect(try writers[1].get() == 0, "a mutation that changes nothing returns at once")
+            #expect(throws: Refused.self) { try writers[2].get() }
+            #expect(try writers[3].get() == 2)
+            #expect(store.logFlushCount == flushesBefore + 1, "one flush covered the whole trip")
+            #expect(store.combiner.tryToCombine(), "the combiner gave its role up")
+            _ = store.combiner.takeInbox()
+            try await store.close()
+
+            // Everything acknowledged was durable: it is there after a reopen.
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            for id in ["already-there", "a", "own"] { #expect(await reopened.readingList.contains(id)) }
+            #expect(await reopened.history.item("b") != nil)
+            #expect(await reopened.history.item("c") != nil)
+            try await reopened.close()
+        }
+    }
+
+    /// A combiner whose own mutation fails still flushes the writers it applied, and they return.
+    @Test(.timeLimit(.minutes(1)))
+    func aCombinerWhoseOwnMutationFailsStillMakesTheOthersDurable() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            let list = store.readingList
+            let (own, writers) = try await combine(
+                store, writers: [{ try await list.add("a") ? 1 : 0 }], own: { _ in throw Refused() })
+            #expect(throws: Refused.self) { try own.get() }
+            #expect(try writers[0].get() == 1)
+            #expect(store.logFlushCount == 1)
+            try await store.close()
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            #expect(await reopened.readingList.contains("a"))
+            try await reopened.close()
+        }
+    }
+
+    /// When the flush that covers a trip fails, the combiner and every writer it applied get the error.
+    @Test(.timeLimit(.minutes(1)))
+    func aFailedFlushFailsEveryWriterOfTheTrip() async throws {
+        try await withTemporaryDirectory { directory in
+            let faulty = FaultyFileSystem()
+            var options = testOptions()
+            options.fileSystem = FileSystem(faulty)
+            let store = try LocalStore(directory: directory, options: options)
+            faulty.failNext(.sync, with: .ioError)
+            let list = store.readingList
+            let (own, writers) = try await combine(
+                store,
+                writers: [{ try await list.add("a") ? 1 : 0 }, { try await list.add("b") ? 1 : 0 }],
+                own: {
+                    try $0.applyMutation(
+                        \.readingList, [ReadingListChange.add(articleID: "own", title: nil, origin: 0)])
+                }
+            )
+            for result in [own] + writers {
+                #expect((result.error as? FlatSyncError)?.code == .ioFailed)
+            }
+            try? await store.close()
+        }
+    }
+
+    /// Many writers at once: whoever combines, every add returns once durable and none is lost.
+    @Test(.timeLimit(.minutes(1)))
+    func concurrentWritersAreAllAppliedOnce() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            let list = store.readingList
+            let writers = 16
+            let adds = 20
+            let added = try await withThrowingTaskGroup(of: Int.self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        var count = 0
+                        for index in 0..<adds where try await list.add("w\(writer)-\(index)") { count += 1 }
+                        return count
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(added == writers * adds)
+            #expect(store.combiner.inboxCount == 0)
+            try await store.close()
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            #expect(await reopened.readingList.count() == writers * adds)
+            try await reopened.close()
+        }
+    }
+}
+
+extension Result {
+    fileprivate var error: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
