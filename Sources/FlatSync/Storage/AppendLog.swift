@@ -481,7 +481,8 @@ package final class AppendLog: Sendable {
         state.withLock { $0.gatherDelay = delay }
     }
 
-    /// How many callers of ``waitUntilDurable(_:)`` are suspended, waiting for a flush.
+    /// How many waiters wait for a flush: suspended callers of ``waitUntilDurable(_:)`` and callbacks
+    /// registered with ``whenDurable(_:_:)``.
     package var waiterCount: Int {
         state.withLock { $0.waiters.count }
     }
@@ -623,7 +624,8 @@ extension AppendLog {
             switch (self, wakeup) {
             case (.continuation(let continuation), _): continuation.resume(returning: wakeup)
             case (.callback(let body), .failed(let error)): body(error)
-            case (.callback(let body), _): body(nil)
+            case (.callback(let body), .durable): body(nil)
+            case (.callback, .lead): preconditionFailure("a callback waiter was handed the lead")
             }
         }
     }
@@ -754,7 +756,9 @@ extension AppendLog {
 
         /// After a leader's flush (`flushing` cleared): resumes the waiters it covered, and starts gathering
         /// the next group when the flush resumed a writer and at least two are in play (see
-        /// ``AppendLog/flushAsLeader(forAWriter:)``); else the first waiter left leads, or the next to arrive.
+        /// ``AppendLog/flushAsLeader(forAWriter:)``); else the first waiter left that can lead does, or the
+        /// next to arrive. Callbacks count as writers in play (each stands for a writer that handed its
+        /// mutation to a combiner).
         /// Returns the resumptions and the delay of the gathering's timer, when one must be set.
         mutating func settleAfterFlush(took: Duration, leaderWrites: Bool) -> (
             resumptions: [Resumption], timer: Duration?
@@ -773,7 +777,8 @@ extension AppendLog {
         }
 
         /// Returns the waiters to resume now: all of them with the failure if the log is poisoned, else the
-        /// covered ones, plus — when no leader is running — the first uncovered one as the next leader.
+        /// covered ones, plus — when no leader is running — the first uncovered one that can lead (not a
+        /// callback) as the next leader.
         /// A leader clears `flushing` before calling this (through ``settleAfterFlush(took:leaderWrites:)``,
         /// which may set it again to gather instead), so that it hands over to a waiter whose entries were
         /// buffered during its flush; ``AppendLog/rewrite(_:)`` and ``AppendLog/close()`` end a gathering

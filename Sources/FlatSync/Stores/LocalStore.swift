@@ -313,15 +313,17 @@ public actor LocalStore {
         return try await combineAndWait(apply)
     }
 
-    /// The combiner's part of ``applyDurably(_:)``, once it holds the combiner's role: applies `apply` and
-    /// everything handed in, tells each writer handed in how it went (the log calls back when its entry is
-    /// durable), and waits until its own mutation and theirs are durable.
+    /// The combiner's part of ``applyDurably(_:)``; call it only holding the combiner's role (it gives the
+    /// role up). Applies `apply` and everything handed in, tells each writer handed in how it went (the log
+    /// calls back when its entry is durable), and waits until its own mutation and theirs are durable.
+    ///
+    /// The log's callbacks never lead a flush, so the combiner always waits for the trip's latest entry,
+    /// even when its own mutation changed nothing or failed; a failure of that flush is then the handed-in
+    /// writers' to hear, not the combiner's.
     nonisolated package func combineAndWait(
         _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
     ) async throws -> Int {
         let (mine, handedIn) = await combine(apply)
-        // The log's callbacks never lead a flush: the combiner waits for the latest entry, whose flush
-        // covers every earlier one (or fails them all).
         var latest: Durable?
         for (request, result) in handedIn {
             switch result {
@@ -338,11 +340,14 @@ public actor LocalStore {
         }
         switch mine {
         case .failure(let error):
-            try await latest?.wait()
+            try? await latest?.wait()
             throw error
-        case .success((let changed, let durability)):
-            // Handed-in entries come after the combiner's own, so `latest` covers it too.
-            try await (latest ?? durability)?.wait()
+        case .success((let changed, nil)):
+            try? await latest?.wait()
+            return changed
+        case .success((let changed, let durability?)):
+            // Handed-in entries come after the combiner's own: the flush of the latest covers it too.
+            try await (latest ?? durability).wait()
             return changed
         }
     }

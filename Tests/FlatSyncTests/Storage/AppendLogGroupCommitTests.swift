@@ -336,10 +336,10 @@ import Testing
         }
     }
 
-    /// A callback counts as a waiter of the group being gathered, and is never handed the lead: the writer
-    /// that completes the group (callback included) leads.
+    /// A callback registered during a gathering waits in it without leading, and the flush of the group
+    /// covers it.
     @Test(.timeLimit(.minutes(1)))
-    func aCallbackCountsInAGatheringButTheNextWriterLeads() async throws {
+    func aCallbackWaitsInAGatheringAndIsFlushedWithTheGroup() async throws {
         // The held flush resumes one writer (its leader) and leaves two waiting: a group of three.
         try await withGatheringLog(delay: .seconds(3600), queued: 2) { log, _, url, queued in
             #expect(log.isGathering)
@@ -347,7 +347,7 @@ import Testing
             // The queued writers' entries are 1 and 2; the callback waits for entry 3 with them.
             log.whenDurable(try log.append([logPayload(3)]), heard.record)
             #expect(log.waiterCount == 3)
-            #expect(heard.all.isEmpty, "a callback does not complete a group: it cannot lead")
+            #expect(heard.all.isEmpty, "a callback does not lead the group's flush")
             #expect(log.flushCount == 1)
 
             try await log.waitUntilDurable(log.append([logPayload(4)]))
