@@ -231,21 +231,25 @@ package final class FaultyFileSystem: FileSystemCalls {
     }
 
     package func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Int, Errno> {
-        switch decide(.write, path: nil, descriptor: descriptor, writeCount: bytes.count) {
-        case .fail(let error)?: return .failure(error)
-        case .writePart(let count)?: return inner.write(descriptor, UnsafeRawBufferPointer(rebasing: bytes[..<count]))
-        case nil: return inner.write(descriptor, bytes)
-        }
+        write(descriptor, bytes, at: nil)
     }
 
     /// A `pwrite(2)` is a ``Call/write`` too: the same faults, counted in the same sequence.
     package func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        write(descriptor, bytes, at: Optional(offset))
+    }
+
+    /// Both writes: `write(2)` when `position` is nil, else `pwrite(2)` there, of the bytes the fault lets
+    /// through.
+    private func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?) -> Result<Int, Errno> {
+        var allowed = bytes
         switch decide(.write, path: nil, descriptor: descriptor, writeCount: bytes.count) {
         case .fail(let error)?: return .failure(error)
-        case .writePart(let count)?:
-            return inner.write(descriptor, UnsafeRawBufferPointer(rebasing: bytes[..<count]), at: offset)
-        case nil: return inner.write(descriptor, bytes, at: offset)
+        case .writePart(let count)?: allowed = UnsafeRawBufferPointer(rebasing: bytes[..<count])
+        case nil: break
         }
+        guard let position else { return inner.write(descriptor, allowed) }
+        return inner.write(descriptor, allowed, at: position)
     }
 
     package func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int)

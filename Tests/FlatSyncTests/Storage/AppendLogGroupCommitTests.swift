@@ -99,15 +99,6 @@ import Testing
 
     // MARK: - Gathering
 
-    /// Yields until `condition` holds (what it waits for is another thread's work, not time); the test's
-    /// time limit cancels it.
-    private func yieldUntil(_ condition: () -> Bool) async throws {
-        while !condition() {
-            try Task.checkCancellation()
-            await Task.yield()
-        }
-    }
-
     /// Starts a flush of entry 0 and holds it in `sync` while writers of entries 1...`queued` queue behind
     /// it, then lets it finish. The log is then gathering: the next flush waits for the queued writers and
     /// the one the flush resumed. Returns the queued writers' tasks, suspended.

@@ -36,15 +36,6 @@ import Testing
 
     // MARK: - Through the store
 
-    /// Yields until `condition` holds (it waits for other tasks' work, not for time); the test's time limit
-    /// cancels it.
-    private func yieldUntil(_ condition: () async -> Bool) async throws {
-        while await !condition() {
-            try Task.checkCancellation()
-            await Task.yield()
-        }
-    }
-
     struct Refused: Error, Equatable {}
 
     /// What a writer handed in returned, and how many flushes the log had made when it did.
