@@ -312,7 +312,7 @@ package struct InternedWriter {
     /// share the mutation's).
     package mutating func write(_ change: RecordChange, sequence: Bool) {
         if sequence { writer.write(varint: change.sequence) }
-        if change.savedRecord != nil, writeHistoryItem(of: change) { return }
+        if !change.isDelete, writeHistoryItem(of: change) { return }
         switch change.operation {
         case .save(let record):
             writer.write(UInt8(1))
