@@ -251,6 +251,25 @@ package final class AppendLog: Sendable {
         if let now { Resumer.callback(body).resume(now) }
     }
 
+    /// Writes and flushes everything appended so far on the calling thread, when no flush is running or
+    /// being gathered; returns at once otherwise (a waiter leads the next one), in buffered mode, and when
+    /// everything is durable already.
+    ///
+    /// A large batch calls it on a second thread right after appending its entry, while the store takes the
+    /// batch into its command queue on the first, so that the flush overlaps that work. The flush is a
+    /// leader's like any other: it resumes the waiters it covers, and its failure poisons the log, which
+    /// every waiter then hears — so it throws nothing itself.
+    package func flushIfIdle() {
+        guard durability == .fsync else { return }
+        let leads = state.withLock { (s: inout State) -> Bool in
+            guard !s.flushing, s.failure == nil, s.durable < s.appended else { return false }
+            s.flushing = true
+            return true
+        }
+        // The failure is the log's now (poisoned), and the batch's writer hears it when it waits.
+        if leads { try? flushAsLeader() }
+    }
+
     private func flushForSnapshot(_ ticket: Ticket) async throws(FlatSyncError) {
         guard durability == .buffered else { return try await waitForFlush(ticket) }
         let path = self.path

@@ -3,6 +3,7 @@
 #else
     import Foundation
 #endif
+import Synchronization
 
 /// The on-device half of FlatSync: the reading list, the reading history and the durable queue of
 /// commands waiting to be sent, in one directory that one process owns at a time.
@@ -52,6 +53,10 @@ public actor LocalStore {
         package var closeCompactionMaximumBytes = 4 << 20
         /// Where every file-system call goes: the real file system, or a test double.
         package var fileSystem = FileSystem.posix
+        /// A mutation of at least this many record changes writes its log entry and takes its changes into
+        /// the command queue at once, on two threads (see ``LocalStore/logAndQueueAtOnce(_:)``): below it,
+        /// the hand-off to a second thread costs more than it saves. With one core, never.
+        package var parallelBatchMinimum = ForkJoin.isWorthForking ? 1_024 : .max
 
         /// Options for opening a store; every default is what an app wants.
         public init(
@@ -254,12 +259,20 @@ public actor LocalStore {
 
     /// Appends entries to the log, noting that memory is ahead of the log if that fails.
     private func append(_ payloads: [Data]) throws(FlatSyncError) -> AppendLog.Ticket {
-        do {
-            let ticket = try log.append(payloads)
-            entriesInLog += payloads.count
+        try noteAppended(Result { () throws(FlatSyncError) in try log.append(payloads) }, entries: payloads.count)
+    }
+
+    /// Keeps count of what an append to the log did: its entries and ticket, or that the log is now behind
+    /// memory.
+    private func noteAppended(
+        _ appended: Result<AppendLog.Ticket, FlatSyncError>, entries: Int = 1
+    ) throws(FlatSyncError) -> AppendLog.Ticket {
+        switch appended {
+        case .success(let ticket):
+            entriesInLog += entries
             latestTicket = ticket
             return ticket
-        } catch {
+        case .failure(let error):
             logIsBehindMemory = true
             throw error
         }
@@ -418,16 +431,52 @@ public actor LocalStore {
         _ = takeSequence()
         zones[keyPath: zone].appliedThroughSequence = sequence
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: consume changes)
-        // Encoded first, so that the queue gets the last copy of the changes and moves them in.
-        let entry = CommandLogEvent.mutation(mutation).encoded()
-        pending.enqueue(consume mutation)
-        let ticket = try append([entry])
+        let ticket: AppendLog.Ticket
+        if changeCount >= options.parallelBatchMinimum {
+            ticket = try logAndQueueAtOnce(consume mutation)
+        } else {
+            // Encoded first, so that the queue gets the last copy of the changes and moves them in.
+            let entry = CommandLogEvent.mutation(mutation).encoded()
+            pending.enqueue(consume mutation)
+            ticket = try append([entry])
+        }
         recordChangesInLog += changeCount
         stateDidChange(Item.zone)
         // Compacting before the flush is as safe as after: the rewrite holds the new mutation and makes
         // everything appended so far durable.
         try compactIfNeeded()
         return (changeCount, Durable(log: log, ticket: ticket))
+    }
+
+    /// A large batch's two halves of work, at once on two threads: its log entry is encoded, appended and
+    /// flushed on one while its changes go into the command queue on the other. Both halves ran one after
+    /// the other before, and the queue's half alone takes as long as the other's encoding, write and flush
+    /// (a 10,000-visit burst: 4–5 ms each); the flush also no longer waits for the queue.
+    ///
+    /// The state is the same as the sequential order leaves it, failures included: the changes are queued
+    /// whether or not the append succeeds, and an append that fails marks the log as behind memory. The
+    /// queue half copies the changes (the encoder reads them meanwhile) instead of moving them in. The cost:
+    /// the actor is held until both halves are done, so when the flush ends last, other callers wait for it
+    /// here (before, they could run while the batch's writer waited for its flush off the actor).
+    private func logAndQueueAtOnce(_ mutation: Mutation) throws(FlatSyncError) -> AppendLog.Ticket {
+        let log = self.log
+        // The queue travels to the other thread in a mutex (a `@Sendable` closure cannot capture actor
+        // state) and back: moved, never copied, so its dictionaries stay uniquely referenced.
+        var taken = PendingCommands()
+        swap(&taken, &pending)
+        let queue = Mutex(consume taken)
+        let (appended, _) = ForkJoin.run(
+            { () -> Result<AppendLog.Ticket, FlatSyncError> in
+                let appended = Result { () throws(FlatSyncError) in
+                    try log.append([CommandLogEvent.mutation(mutation).encoded()])
+                }
+                if case .success = appended { log.flushIfIdle() }
+                return appended
+            },
+            { queue.withLock { _ = $0.enqueue(mutation) } }
+        )
+        queue.withLock { swap(&$0, &pending) }
+        return try noteAppended(appended)
     }
 
     /// Uses up the next mutation sequence number.

@@ -247,6 +247,78 @@ import Testing
         }
     }
 
+    // MARK: - Flushing before anyone waits (`flushIfIdle`)
+
+    /// A large batch flushes its entry on a second thread before its writer waits: the flush is a leader's
+    /// like any other, so the writer's wait then finds the entry durable and flushes nothing more.
+    @Test func flushIfIdleFlushesWhatWasAppendedAndTheWaitFlushesNothingMore() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync)
+            let ticket = try log.append([logPayload(0), logPayload(1)])
+            log.flushIfIdle()
+            #expect(log.flushCount == 1)
+            try await log.waitUntilDurable(ticket)
+            #expect(log.flushCount == 1, "the wait found the entries durable")
+            log.flushIfIdle()
+            #expect(log.flushCount == 1, "nothing appended since: nothing to flush")
+            // What it flushed is on disk: a copy of the file now, before close writes anything, holds both.
+            let copy = directory.appendingPathComponent("copy.log")
+            try FileManager.default.copyItem(at: url, to: copy)
+            log.close()
+            #expect(try AppendLog.open(at: copy, durability: .fsync).1.payloads == [logPayload(0), logPayload(1)])
+        }
+    }
+
+    @Test func flushIfIdleDoesNothingInBufferedMode() throws {
+        try withTemporaryDirectory { directory in
+            let (log, _) = try AppendLog.open(
+                at: directory.appendingPathComponent("commands.log"), durability: .buffered)
+            defer { log.close() }
+            _ = try log.append([logPayload(0)])
+            log.flushIfIdle()
+            #expect(log.flushCount == 0)
+        }
+    }
+
+    /// While a group gathers, the next flush belongs to the writer that completes it (or the timer): a
+    /// flush in between would split the group.
+    @Test(.timeLimit(.minutes(1)))
+    func flushIfIdleLeavesAGatheringAlone() async throws {
+        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
+            let extra = try log.append([logPayload(4)])
+            log.flushIfIdle()
+            #expect(log.flushCount == 1)
+            #expect(log.isGathering)
+            #expect(log.waiterCount == 3)
+
+            try await log.waitUntilDurable(log.append([logPayload(5)]))
+            for task in queued { try await task.value }
+            try await log.waitUntilDurable(extra)
+            #expect(log.flushCount == 2, "the writer that completed the group flushed everything")
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...5).map { logPayload($0) })
+        }
+    }
+
+    /// A flush that fails there poisons the log like any other, and the writer hears it when it waits.
+    @Test func aFailedFlushIfIdleIsHeardByTheWriter() async throws {
+        try await withTemporaryDirectory { directory in
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(
+                at: directory.appendingPathComponent("commands.log"), durability: .fsync,
+                fileSystem: FileSystem(faulty))
+            defer { log.close() }
+            faulty.failNext(.sync, with: .ioError)
+            let ticket = try log.append([logPayload(0)])
+            log.flushIfIdle()
+            #expect(log.failure?.code == .ioFailed)
+            let error = await #expect(throws: FlatSyncError.self) { try await log.waitUntilDurable(ticket) }
+            #expect(error?.code == .ioFailed)
+            #expect(log.flushCount == 0)
+        }
+    }
+
     // MARK: - Callbacks (`whenDurable`)
 
     /// What callbacks registered with `whenDurable` were told, in order: nil for durable.

@@ -1,0 +1,46 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import Dispatch
+import Synchronization
+
+/// Runs two pieces of work at once and returns when both are done: one on the calling thread, the other on
+/// a thread of Dispatch's pool.
+///
+/// A large batch has two independent halves of work after its changes are made — writing its log entry
+/// (encode, append, flush) and taking its changes into the command queue — and a phone has more than one
+/// core. `DispatchQueue.concurrentPerform` does the forking: the calling thread runs one piece, and when no
+/// other thread is free to take the second, it runs that one too. So the call never waits for a thread that
+/// may not come (nothing to deadlock on a busy pool), and it returns only after both pieces ran, with what
+/// they returned visible to the caller.
+package enum ForkJoin {
+    /// True when there is a second core to run a piece on; with one, forking only adds a hand-off.
+    package static let isWorthForking = ProcessInfo.processInfo.activeProcessorCount > 1
+
+    /// Runs `first` and `second` at once and returns both results.
+    package static func run<First: Sendable, Second: Sendable>(
+        _ first: @Sendable () -> First,
+        _ second: @Sendable () -> Second
+    ) -> (First, Second) {
+        let results = Results<First, Second>()
+        DispatchQueue.concurrentPerform(iterations: 2) { piece in
+            if piece == 0 {
+                let value = first()
+                results.first.withLock { $0 = value }
+            } else {
+                let value = second()
+                results.second.withLock { $0 = value }
+            }
+        }
+        return (results.first.withLock { $0! }, results.second.withLock { $0! })
+    }
+
+    /// Where each piece leaves its result (the closures are `@Sendable`, so they cannot write to the caller's
+    /// variables).
+    private final class Results<First: Sendable, Second: Sendable>: Sendable {
+        let first = Mutex<First?>(nil)
+        let second = Mutex<Second?>(nil)
+    }
+}

@@ -1,0 +1,119 @@
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// A large batch writes its log entry and takes its changes into the command queue at once, on two threads
+/// (`LocalStore.Options.parallelBatchMinimum`). What it leaves — in memory, in the log, after a power loss,
+/// and when the log fails — must be exactly what the same batch done in order leaves.
+@Suite struct LargeBatchTests {
+    static let directory = URL(fileURLWithPath: "/device")
+
+    /// A store on `disk`; `forking` makes every batch of two or more changes take the two-thread path, and
+    /// its absence makes none.
+    static func open(_ fileSystem: FileSystem, forking: Bool) throws -> LocalStore {
+        var options = testOptions()
+        options.fileSystem = fileSystem
+        options.parallelBatchMinimum = forking ? 2 : .max
+        return try LocalStore(directory: directory, options: options)
+    }
+
+    /// Batches that exercise the queue's paths: new articles, an article named twice in one batch, a
+    /// remove in the batch that visited it, a second batch coalescing with everything pending, a batch of
+    /// another kind (deletes) and the reading list's adds and removes.
+    static func applyBatches(to store: LocalStore) async throws -> [Int] {
+        var changed: [Int] = []
+        let visits =
+            (0..<300).map { ReadingHistoryChange.visit(articleID: "a\($0 % 250)", version: Int64($0)) }
+            + [.remove(articleID: "a7"), .markSeen(articleID: "a7")]
+        changed.append(try await store.history.apply(visits))
+        changed.append(try await store.history.apply((200..<400).map { .markRead(articleID: "a\($0)") }))
+        changed.append(try await store.history.apply((0..<40).map { .remove(articleID: "a\($0 * 3)") }))
+        let adds = (0..<60).map { ReadingListChange.add(articleID: "r\($0)", origin: Int64($0 % 4)) }
+        changed.append(try await store.readingList.apply(adds + (0..<20).map { .remove(articleID: "r\($0 * 2)") }))
+        return changed
+    }
+
+    /// Everything a store shows and queues.
+    struct Observed: Equatable {
+        var history: [ReadingHistoryItem]
+        var readingList: [ReadingListEntry]
+        var pending: [Command]
+
+        init(_ store: LocalStore) async {
+            history = await store.history.items()
+            readingList = await store.readingList.entries()
+            pending = await store.pendingCommands()
+        }
+    }
+
+    /// The entries of the log on `disk`, decoded. (Not its bytes: a record's fields are written in its
+    /// dictionary's order, which differs between two dictionaries of the same fields.)
+    static func logEvents(on disk: SimulatedDisk) throws -> [CommandLogEvent] {
+        let (log, recovery) = try AppendLog.open(
+            at: directory.appendingPathComponent("commands.log"), durability: .fsync, fileSystem: FileSystem(disk))
+        log.close()
+        return try recovery.payloads.map { try CommandLogEvent.decode($0) }
+    }
+
+    @Test func aLargeBatchLeavesWhatTheSameBatchInOrderLeaves() async throws {
+        var changed: [[Int]] = []
+        var observed: [Observed] = []
+        var logs: [[CommandLogEvent]] = []
+        var reopened: [Observed] = []
+        for forking in [false, true] {
+            let disk = SimulatedDisk()
+            let store = try Self.open(FileSystem(disk), forking: forking)
+            changed.append(try await Self.applyBatches(to: store))
+            observed.append(await Observed(store))
+            await store.abandon()
+            logs.append(try Self.logEvents(on: disk))
+            // Power lost right after the last batch returned: every batch was acknowledged, so every one is there.
+            let image = SimulatedDisk.crashImage(of: disk.model, damage: .flushedOnly)
+            let restarted = try Self.open(FileSystem(image), forking: forking)
+            reopened.append(await Observed(restarted))
+            await restarted.abandon()
+        }
+        #expect(changed[0].allSatisfy { $0 >= 2 }, "every batch large enough to fork: \(changed[0])")
+        #expect(changed[0] == changed[1])
+        #expect(observed[0].pending.count > 1, "the batches made commands of both kinds")
+        #expect(observed[0] == observed[1])
+        #expect(logs[0].count == 4 && logs[0] == logs[1], "the same entries in the log")
+        #expect(reopened[0] == observed[0])
+        #expect(reopened[1] == observed[1])
+    }
+
+    /// A large batch whose log write or flush fails is reported, like any mutation, and the store goes on
+    /// as it does after any failed flush: the next mutation rewrites the log from memory, where the failed
+    /// batch is queued, so after a power loss it is pending (it may be sent: its caller was told it failed,
+    /// not that it did not happen).
+    @Test(arguments: [FaultyFileSystem.Call.write, .sync])
+    func aLargeBatchWhoseLogFailsIsReportedAndTheStoreGoesOn(failing: FaultyFileSystem.Call) async throws {
+        var afterFailure: [Observed] = []
+        for forking in [false, true] {
+            let disk = SimulatedDisk()
+            let faulty = FaultyFileSystem(wrapping: disk)
+            let store = try Self.open(FileSystem(faulty), forking: forking)
+            try await store.readingList.add("before")
+            faulty.failNext(failing, with: .ioError, pathSuffix: "commands.log")
+            let batch = (0..<100).map { ReadingHistoryChange.visit(articleID: "b\($0)") }
+            let error = await #expect(throws: FlatSyncError.self) { try await store.history.apply(batch) }
+            #expect(error?.code == .ioFailed, "forking: \(forking)")
+            try await store.readingList.add("after")
+            afterFailure.append(await Observed(store))
+            await store.abandon()
+
+            let image = SimulatedDisk.crashImage(of: disk.model, damage: .flushedOnly)
+            let restarted = try Self.open(FileSystem(image), forking: forking)
+            #expect(await restarted.readingList.contains("before"))
+            #expect(await restarted.readingList.contains("after"), "acknowledged after the rewrite: durable")
+            let pending = await restarted.pendingCommands().flatMap { $0.changes.keys }
+            for index in 0..<100 {
+                #expect(pending.contains(ReadingHistoryItem.recordID(for: "b\(index)")), "b\(index) pending")
+            }
+            await restarted.abandon()
+        }
+        #expect(afterFailure[0] == afterFailure[1])
+    }
+}
