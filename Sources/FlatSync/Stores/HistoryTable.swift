@@ -91,18 +91,19 @@ package struct HistoryTable: ItemTable {
         let found = find(articleID)
         var item = found.position.map { items[$0] }
         let result = body(&item)
-        switch (found.position, item) {
-        case (let position?, let item?):
-            let oldTime = items[position].recencyTime
-            items[position] = item
-            if oldTime != item.recencyTime { markDisordered(position) }
-        case (let position?, nil):
-            remove(at: position, slot: found.slot!)
-        case (nil, let item?):
-            assert(item.articleID == articleID, "an item is stored under its own article ID")
-            append(item, hash: found.hash)
-        case (nil, nil):
-            break
+        // The item is moved into the table (`take()`), not copied: a switch over `(position, item)` copied
+        // it into the tuple and released it again, for every change of a burst.
+        if let position = found.position {
+            if let newTime = item?.recencyTime {
+                let oldTime = items[position].recencyTime
+                items[position] = item.take()!
+                if oldTime != newTime { markDisordered(position) }
+            } else {
+                remove(at: position, slot: found.slot!)
+            }
+        } else if case .some = item {
+            assert(item?.articleID == articleID, "an item is stored under its own article ID")
+            append(item.take()!, hash: found.hash)
         }
         return result
     }
@@ -191,7 +192,7 @@ package struct HistoryTable: ItemTable {
         }
     }
 
-    private mutating func append(_ item: ReadingHistoryItem, hash: UInt32) {
+    private mutating func append(_ item: consuming ReadingHistoryItem, hash: UInt32) {
         index.grow(toHold: items.count + 1)
         index.insert(hash: hash, position: items.count)
         appendInOrder(item)
