@@ -458,22 +458,31 @@ public actor LocalStore {
     /// queue half copies the changes (the encoder reads them meanwhile) instead of moving them in. The cost:
     /// the actor is held until both halves are done, so when the flush ends last, other callers wait for it
     /// here (before, they could run while the batch's writer waited for its flush off the actor).
-    private func logAndQueueAtOnce(_ mutation: Mutation) throws(FlatSyncError) -> AppendLog.Ticket {
+    private func logAndQueueAtOnce(_ mutation: consuming Mutation) throws(FlatSyncError) -> AppendLog.Ticket {
         let log = self.log
         // The queue travels to the other thread in a mutex (a `@Sendable` closure cannot capture actor
         // state) and back: moved, never copied, so its dictionaries stay uniquely referenced.
         var taken = PendingCommands()
         swap(&taken, &pending)
         let queue = Mutex(consume taken)
+        // Each half takes its reference to the changes out of a mutex, so none stays with this frame: the
+        // queue's half lets go of its one as soon as it has copied them, and the log's half, whose flush
+        // ends later, frees them there — off this path, where freeing 10,000 changes cost ~0.6 ms.
+        let forQueue = Mutex<Mutation?>(copy mutation)
+        let forLog = Mutex<Mutation?>(consume mutation)
         let (appended, _) = ForkJoin.run(
             { () -> Result<AppendLog.Ticket, FlatSyncError> in
+                let mutation = forLog.withLock { $0.take()! }
                 let appended = Result { () throws(FlatSyncError) in
                     try log.append([CommandLogEvent.mutation(mutation).encoded()])
                 }
                 if case .success = appended { log.flushIfIdle() }
                 return appended
             },
-            { queue.withLock { _ = $0.enqueue(mutation) } }
+            {
+                let mutation = forQueue.withLock { $0.take()! }
+                queue.withLock { _ = $0.enqueue(consume mutation) }
+            }
         )
         queue.withLock { swap(&$0, &pending) }
         return try noteAppended(appended)
