@@ -53,10 +53,10 @@ public struct RecordChange: Hashable, Sendable {
         case historyMask(Int)
     }
 
-    private init(recordID: RecordID, savedRecord: consuming Record?, keys: ChangedKeys, sequence: UInt64) {
+    private init(recordID: RecordID, savedRecord: consuming Record?, keys: consuming ChangedKeys, sequence: UInt64) {
         self.recordID = recordID
-        self.savedRecord = savedRecord
-        self.keys = keys
+        self.savedRecord = consume savedRecord
+        self.keys = consume keys
         self.sequence = sequence
     }
 
@@ -73,9 +73,21 @@ public struct RecordChange: Hashable, Sendable {
     }
 
     /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
+    /// A save of the record of `item`, whose ID is `id`, with changed keys `mask` over
+    /// ``ReadingHistoryItem/recordKeys``: the record is built in place (built first and passed in, it was
+    /// copied once more).
+    package static func save(
+        historyItem item: consuming ReadingHistoryItem, id: RecordID, historyKeyMask mask: Int, sequence: UInt64
+    ) -> RecordChange {
+        RecordChange(
+            recordID: id,
+            savedRecord: Record(id: id, type: ReadingHistoryItem.recordType, content: .historyItem(item)),
+            keys: .historyMask(mask), sequence: sequence)
+    }
+
     package static func save(_ record: consuming Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
         let id = record.id
-        return RecordChange(recordID: id, savedRecord: record, keys: .historyMask(mask), sequence: sequence)
+        return RecordChange(recordID: id, savedRecord: consume record, keys: .historyMask(mask), sequence: sequence)
     }
 
     /// A delete of the record with `id`.

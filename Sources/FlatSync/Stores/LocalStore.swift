@@ -419,11 +419,12 @@ public actor LocalStore {
             let change = zones[keyPath: zone].change(articleID, sequence: sequence) { old in
                 itemChange.applied(to: old, now: now, device: device)
             }
-            guard let recordChange = change else { continue }
+            // Moved, not copied, into the batch (a copy retained and released each of its strings).
+            guard let recordChange = consume change else { continue }
             if itemChanges.count > 1, let index = indexByArticle.insert(articleID, index: changes.count) {
                 changes[index] = changes[index].coalesced(with: recordChange)
             } else {
-                changes.append(recordChange)
+                changes.append(consume recordChange)
             }
         }
         let changeCount = changes.count

@@ -88,10 +88,13 @@ extension ReadingHistoryItem: RecordDiffable {
     /// The save of this item's record with its changed keys as a mask (which the log writes as is), and
     /// its record ID made from the caller's article ID rather than from the compact one.
     package func saveChange(since old: ReadingHistoryItem?, articleID: String, sequence: UInt64) -> RecordChange {
+        let mask = changedRecordKeyMask(since: old)
         var canonical = self
         canonical.flags.formIntersection(Flags.recorded)
-        let record = Record(id: Self.recordID(for: articleID), type: Self.recordType, content: .historyItem(canonical))
-        return .save(record, historyKeyMask: changedRecordKeyMask(since: old), sequence: sequence)
+        // Moved along (`consume`), not copied: each copy of the item or the record retained and released
+        // their strings, for every change of a batch.
+        return .save(
+            historyItem: consume canonical, id: Self.recordID(for: articleID), historyKeyMask: mask, sequence: sequence)
     }
 
     /// ``changedRecordKeys(since:)`` as a mask over ``recordKeys``.

@@ -73,9 +73,11 @@ extension ZoneState where Item: RecordDiffable {
             }
             // An equal item stored over an equal one changes nothing.
             if stored.map({ $0 == new }) ?? false { return nil }
-            let change = new.saveChange(since: stored, articleID: articleID, sequence: sequence)
+            // The change is made from the item where it is stored: made first and returned after the move,
+            // it was copied once more (retaining and releasing each of its strings).
+            let old = stored.take()
             stored = consume new
-            return change
+            return stored?.saveChange(since: old, articleID: articleID, sequence: sequence)
         }
     }
 }
