@@ -407,8 +407,11 @@ public actor LocalStore {
         let now = options.currentDate().roundedToMilliseconds
         var changes: [RecordChange] = []
         changes.reserveCapacity(itemChanges.count)
-        // A batch may name an article more than once: its changes to one record become one.
-        var indexByArticle = BatchIndex(capacity: itemChanges.count > 1 ? itemChanges.count : 0)
+        // A batch may name an article more than once: its changes to one record become one. An article
+        // named again has an item by then (its first change made one, or removed the one it had), so the
+        // index of the batch's articles is built only once a change finds an item, from the changes made so
+        // far: a batch of new articles (a first import, a burst of visits) never hashes its IDs twice.
+        var indexByArticle: BatchIndex?
         if itemChanges.count > 16 {
             // Grow the table once for a large batch of new articles, rather than at every doubling.
             zones[keyPath: zone].items.reserveCapacity(zones[keyPath: zone].items.count + itemChanges.count)
@@ -416,12 +419,18 @@ public actor LocalStore {
         let device = deviceName
         for itemChange in itemChanges {
             let articleID = itemChange.articleID
+            var hadItem = false
             let change = zones[keyPath: zone].change(articleID, sequence: sequence) { old in
-                itemChange.applied(to: old, now: now, device: device)
+                // Matched, not compared with nil, which would copy the item.
+                if case .some = old { hadItem = true }
+                return itemChange.applied(to: old, now: now, device: device)
+            }
+            if hadItem, indexByArticle == nil, itemChanges.count > 1 {
+                indexByArticle = BatchIndex(articlesOf: changes, capacity: itemChanges.count, Item.self)
             }
             // Moved, not copied, into the batch (a copy retained and released each of its strings).
             guard let recordChange = consume change else { continue }
-            if itemChanges.count > 1, let index = indexByArticle.insert(articleID, index: changes.count) {
+            if indexByArticle != nil, let index = indexByArticle!.insert(articleID, index: changes.count) {
                 changes[index] = changes[index].coalesced(with: recordChange)
             } else {
                 changes.append(consume recordChange)
@@ -727,6 +736,16 @@ private struct BatchIndex {
         slots = capacity == 0 ? [] : [Int32](repeating: -1, count: size)
         mask = size - 1
         keys.reserveCapacity(capacity)
+    }
+
+    /// An index of the articles of `changes`, at their positions, with room for `capacity` articles.
+    init<Item: SyncedItem>(articlesOf changes: [RecordChange], capacity: Int, _: Item.Type) {
+        self.init(capacity: capacity)
+        for (position, change) in changes.enumerated() {
+            // Every change of a batch is of an item of the zone, so its name has the zone's prefix.
+            guard let articleID = Item.articleID(fromRecordName: change.recordID.name) else { continue }
+            _ = insert(articleID, index: position)
+        }
     }
 
     /// Records that `articleID`'s change is at `index` (the number of articles inserted so far), or returns

@@ -84,6 +84,42 @@ import Testing
         #expect(reopened[1] == observed[1])
     }
 
+    /// A batch that names an article again makes one change for it, in the log and in the queue, whichever
+    /// way the article came back: visited twice, created and then removed and created again, or changed
+    /// when it was there before the batch. (The index of a batch's articles is built only once a change
+    /// finds an item, from the changes made before it.)
+    @Test(arguments: [false, true])
+    func aBatchNamingAnArticleAgainMakesOneChangeForIt(forking: Bool) async throws {
+        let disk = SimulatedDisk()
+        let store = try Self.open(FileSystem(disk), forking: forking)
+        try await store.history.visit("before")
+        let batches: [[ReadingHistoryChange]] = [
+            [.visit(articleID: "a"), .visit(articleID: "b"), .visit(articleID: "a")],
+            [.visit(articleID: "x"), .remove(articleID: "x"), .visit(articleID: "y"), .visit(articleID: "x")],
+            [.visit(articleID: "n"), .visit(articleID: "before"), .markRead(articleID: "n"), .visit(articleID: "n")],
+        ]
+        var changed: [Int] = []
+        for batch in batches { changed.append(try await store.history.apply(batch)) }
+        #expect(changed == [2, 2, 2])
+        #expect(await store.history.item("a")?.readCount == 2)
+        #expect(await store.history.item("x")?.readCount == 1, "removed, then visited once more")
+        #expect(await store.history.item("n")?.readCount == 2)
+        await store.abandon()
+
+        let mutations = try Self.logEvents(on: disk).compactMap { event -> Mutation? in
+            if case .mutation(let mutation) = event { return mutation }
+            return nil
+        }
+        #expect(mutations.count == 4)
+        for mutation in mutations.dropFirst() {
+            let ids = mutation.changes.map(\.recordID)
+            #expect(ids.count == 2 && Set(ids).count == 2, "\(ids)")
+        }
+        let restarted = try Self.open(FileSystem(disk), forking: forking)
+        #expect(await restarted.pendingRecordCount() == 6, "before, a, b, x, y, n")
+        await restarted.abandon()
+    }
+
     /// A large batch whose log write or flush fails is reported, like any mutation, and the store goes on
     /// as it does after any failed flush: the next mutation rewrites the log from memory, where the failed
     /// batch is queued, so after a power loss it is pending (it may be sent: its caller was told it failed,
