@@ -417,10 +417,14 @@ public actor LocalStore {
             zones[keyPath: zone].items.reserveCapacity(zones[keyPath: zone].items.count + itemChanges.count)
         }
         let device = deviceName
+        // The zone's state is taken out for the loop and put back after it (nothing in the loop throws):
+        // reaching it through the key path cost a key-path projection and two exclusivity checks per change.
+        var state = ZoneState<Item>()
+        swap(&state, &zones[keyPath: zone])
         for itemChange in itemChanges {
             let articleID = itemChange.articleID
             var hadItem = false
-            let change = zones[keyPath: zone].change(articleID, sequence: sequence) { old in
+            let change = state.change(articleID, sequence: sequence) { old in
                 // Matched, not compared with nil, which would copy the item.
                 if case .some = old { hadItem = true }
                 return itemChange.applied(to: old, now: now, device: device)
@@ -436,6 +440,7 @@ public actor LocalStore {
                 changes.append(consume recordChange)
             }
         }
+        swap(&state, &zones[keyPath: zone])
         let changeCount = changes.count
         guard changeCount > 0 else { return (0, nil) }
         _ = takeSequence()

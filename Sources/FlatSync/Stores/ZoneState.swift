@@ -71,8 +71,9 @@ extension ZoneState where Item: RecordDiffable {
                 stored = nil
                 return .delete(Item.recordID(for: articleID), sequence: sequence)
             }
-            // An equal item stored over an equal one changes nothing.
-            if stored.map({ $0 == new }) ?? false { return nil }
+            // An equal item stored over an equal one changes nothing. (Compared through the optional in
+            // place: `stored.map { $0 == new }` copied the new item into the closure, for every change.)
+            if stored?.isEqual(to: new) ?? false { return nil }
             // The change is made from the item where it is stored: made first and returned after the move,
             // it was copied once more (retaining and releasing each of its strings).
             let old = stored.take()
@@ -80,6 +81,11 @@ extension ZoneState where Item: RecordDiffable {
             return stored?.saveChange(since: old, articleID: articleID, sequence: sequence)
         }
     }
+}
+
+extension Equatable {
+    /// `self == other`, callable through an optional in place (`stored?.isEqual(to: new)`).
+    fileprivate func isEqual(to other: Self) -> Bool { self == other }
 }
 
 /// Both zones' states, kept together so code can reach either through a key path.
