@@ -72,7 +72,6 @@ public struct RecordChange: Hashable, Sendable {
         return RecordChange(recordID: id, savedRecord: record, keys: .set(changedKeys), sequence: sequence)
     }
 
-    /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
     /// A save of the record of `item`, whose ID is `id`, with changed keys `mask` over
     /// ``ReadingHistoryItem/recordKeys``: the record is built in place (built first and passed in, it was
     /// copied once more).
@@ -85,6 +84,7 @@ public struct RecordChange: Hashable, Sendable {
             keys: .historyMask(mask), sequence: sequence)
     }
 
+    /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
     package static func save(_ record: consuming Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
         let id = record.id
         return RecordChange(recordID: id, savedRecord: consume record, keys: .historyMask(mask), sequence: sequence)

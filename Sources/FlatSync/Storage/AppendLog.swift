@@ -255,8 +255,8 @@ package final class AppendLog: Sendable {
     /// being gathered; returns at once otherwise (a waiter leads the next one), in buffered mode, and when
     /// everything is durable already.
     ///
-    /// A large batch calls it on a second thread right after appending its entry, while the store takes the
-    /// batch into its command queue on the first, so that the flush overlaps that work. The flush is a
+    /// A large batch calls it right after appending its entry, on one thread while the store takes the
+    /// batch into its command queue on another, so that the flush overlaps that work. The flush is a
     /// leader's like any other: it resumes the waiters it covers, and its failure poisons the log, which
     /// every waiter then hears — so it throws nothing itself.
     package func flushIfIdle() {

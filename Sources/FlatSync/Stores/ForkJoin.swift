@@ -6,13 +6,13 @@
 import Dispatch
 import Synchronization
 
-/// Runs two pieces of work at once and returns when both are done: one on the calling thread, the other on
-/// a thread of Dispatch's pool.
+/// Runs two pieces of work at once and returns when both are done: the calling thread and a thread of
+/// Dispatch's pool each take one (which takes which is up to Dispatch).
 ///
 /// A large batch has two independent halves of work after its changes are made — writing its log entry
 /// (encode, append, flush) and taking its changes into the command queue — and a phone has more than one
-/// core. `DispatchQueue.concurrentPerform` does the forking: the calling thread runs one piece, and when no
-/// other thread is free to take the second, it runs that one too. So the call never waits for a thread that
+/// core. `DispatchQueue.concurrentPerform` does the forking: the calling thread runs a piece, and when no
+/// other thread is free to take the other, it runs that one too. So the call never waits for a thread that
 /// may not come (nothing to deadlock on a busy pool), and it returns only after both pieces ran, with what
 /// they returned visible to the caller.
 package enum ForkJoin {

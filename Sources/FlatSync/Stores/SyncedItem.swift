@@ -39,9 +39,14 @@ extension SyncedItem {
     public var recordID: RecordID { Self.recordID(for: articleID) }
 
     /// The article ID a record name stands for, or `nil` for a name without the prefix.
+    ///
+    /// By bytes, not characters: an article ID may begin with a combining mark, which joins the prefix's `-`
+    /// into one character, so `hasPrefix` missed the prefix of such a record's name (and replaying the log
+    /// dropped the record). The prefix is ASCII, so the bytes after it are a whole string.
     static func articleID(fromRecordName name: String) -> String? {
-        guard name.hasPrefix(recordNamePrefix) else { return nil }
-        return String(name.dropFirst(recordNamePrefix.count))
+        let prefix = recordNamePrefix.utf8
+        guard name.utf8.starts(with: prefix) else { return nil }
+        return String(decoding: name.utf8.dropFirst(prefix.count), as: UTF8.self)
     }
 }
 
