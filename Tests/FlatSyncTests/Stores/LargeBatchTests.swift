@@ -35,19 +35,6 @@ import Testing
         return changed
     }
 
-    /// Everything a store shows and queues.
-    struct Observed: Equatable {
-        var history: [ReadingHistoryItem]
-        var readingList: [ReadingListEntry]
-        var pending: [Command]
-
-        init(_ store: LocalStore) async {
-            history = await store.history.items()
-            readingList = await store.readingList.entries()
-            pending = await store.pendingCommands()
-        }
-    }
-
     /// The entries of the log on `disk`, decoded. (Not its bytes: a record's fields are written in its
     /// dictionary's order, which differs between two dictionaries of the same fields.)
     static func logEvents(on disk: SimulatedDisk) throws -> [CommandLogEvent] {
@@ -59,22 +46,22 @@ import Testing
 
     @Test func aLargeBatchLeavesWhatTheSameBatchInOrderLeaves() async throws {
         var changed: [[Int]] = []
-        var observed: [Observed] = []
+        var observed: [StoreContents] = []
         var logs: [[CommandLogEvent]] = []
-        var reopened: [Observed] = []
+        var reopened: [StoreContents] = []
         for forking in [false, true] {
             let disk = SimulatedDisk()
             let store = try Self.open(FileSystem(disk), forking: forking)
             changed.append(try await Self.applyBatches(to: store))
             #expect(await store.parallelBatchCount == (forking ? 4 : 0), "forking: \(forking)")
-            observed.append(await Observed(store))
+            observed.append(await StoreContents(store))
             // Power lost right after the last batch returned (the image is taken before `abandon()`, whose
             // close flushes what is buffered): every batch was acknowledged, so every one must be there.
             let image = SimulatedDisk.crashImage(of: disk.model, damage: .flushedOnly)
             await store.abandon()
             logs.append(try Self.logEvents(on: disk))
             let restarted = try Self.open(FileSystem(image), forking: forking)
-            reopened.append(await Observed(restarted))
+            reopened.append(await StoreContents(restarted))
             await restarted.abandon()
         }
         #expect(changed[0].allSatisfy { $0 >= 2 }, "every batch large enough to fork: \(changed[0])")
@@ -159,7 +146,7 @@ import Testing
     /// not that it did not happen).
     @Test(arguments: [FaultyFileSystem.Call.write, .sync])
     func aLargeBatchWhoseLogFailsIsReportedAndTheStoreGoesOn(failing: FaultyFileSystem.Call) async throws {
-        var afterFailure: [Observed] = []
+        var afterFailure: [StoreContents] = []
         for forking in [false, true] {
             let disk = SimulatedDisk()
             let faulty = FaultyFileSystem(wrapping: disk)
@@ -171,7 +158,7 @@ import Testing
             #expect(error?.code == .ioFailed, "forking: \(forking)")
             try await store.readingList.add("after")
             #expect(await store.parallelBatchCount == (forking ? 1 : 0), "forking: \(forking)")
-            afterFailure.append(await Observed(store))
+            afterFailure.append(await StoreContents(store))
             let image = SimulatedDisk.crashImage(of: disk.model, damage: .flushedOnly)
             await store.abandon()
             let restarted = try Self.open(FileSystem(image), forking: forking)
