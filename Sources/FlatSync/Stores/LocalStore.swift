@@ -744,10 +744,11 @@ private struct BatchIndex {
     private var keys: [String] = []
     private let mask: Int
 
-    init(capacity: Int) {
-        var size = 1
+    /// An empty index with room for `capacity` articles (at most half full, so probes stay short).
+    private init(capacity: Int) {
+        var size = 2
         while size < capacity * 2 { size <<= 1 }
-        slots = capacity == 0 ? [] : [Int32](repeating: -1, count: size)
+        slots = [Int32](repeating: -1, count: size)
         mask = size - 1
         keys.reserveCapacity(capacity)
     }

@@ -128,6 +128,20 @@ import Testing
         return tasks
     }
 
+    /// Opens a log on a ``FaultyFileSystem`` in a temporary directory, runs `body` and closes the log.
+    private func withFaultyLog(
+        durability: Durability = .fsync, _ body: (AppendLog, FaultyFileSystem) async throws -> Void
+    ) async throws {
+        try await withTemporaryDirectory { directory in
+            let faulty = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(
+                at: directory.appendingPathComponent("commands.log"), durability: durability,
+                fileSystem: FileSystem(faulty))
+            defer { log.close() }
+            try await body(log, faulty)
+        }
+    }
+
     /// Opens a log on a ``FaultyFileSystem`` in a temporary directory, with gatherings waiting `delay`,
     /// brings it to a gathering with `queued` writers waiting in it (``gatherBehindAHeldFlush(_:_:queued:)``),
     /// runs `body` and closes the log.
@@ -270,14 +284,13 @@ import Testing
         }
     }
 
-    @Test func flushIfIdleDoesNothingInBufferedMode() throws {
-        try withTemporaryDirectory { directory in
-            let (log, _) = try AppendLog.open(
-                at: directory.appendingPathComponent("commands.log"), durability: .buffered)
-            defer { log.close() }
+    @Test func flushIfIdleDoesNothingInBufferedMode() async throws {
+        try await withFaultyLog(durability: .buffered) { log, faulty in
             _ = try log.append([logPayload(0)])
+            let calls = faulty.callCount
             log.flushIfIdle()
             #expect(log.flushCount == 0)
+            #expect(faulty.callCount == calls, "no file-system call: no write, no flush")
         }
     }
 
@@ -303,12 +316,7 @@ import Testing
 
     /// A flush that fails there poisons the log like any other, and the writer hears it when it waits.
     @Test func aFailedFlushIfIdleIsHeardByTheWriter() async throws {
-        try await withTemporaryDirectory { directory in
-            let faulty = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(
-                at: directory.appendingPathComponent("commands.log"), durability: .fsync,
-                fileSystem: FileSystem(faulty))
-            defer { log.close() }
+        try await withFaultyLog { log, faulty in
             faulty.failNext(.sync, with: .ioError)
             let ticket = try log.append([logPayload(0)])
             log.flushIfIdle()
@@ -369,12 +377,7 @@ import Testing
     /// is told at once.
     @Test(.timeLimit(.minutes(1)))
     func aFailedFlushTellsItsCallbacks() async throws {
-        try await withTemporaryDirectory { directory in
-            let faulty = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(
-                at: directory.appendingPathComponent("commands.log"), durability: .fsync,
-                fileSystem: FileSystem(faulty))
-            defer { log.close() }
+        try await withFaultyLog { log, faulty in
             faulty.failNext(.sync, with: .ioError)
             let heard = Heard()
             let ticket = try log.append([logPayload(0)])
