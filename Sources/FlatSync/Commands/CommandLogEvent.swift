@@ -436,7 +436,7 @@ package struct InternedReader {
     ) throws(FlatSyncError) -> RecordChange {
         // The article ID straight into its compact form and the record name, without a String of its own.
         let (articleID, name) = try reader.withStringBytes { utf8 in
-            (CompactString(validUTF8: utf8), Self.historyRecordName(utf8))
+            (CompactString(validUTF8: utf8), ReadingHistoryItem.recordName(articleUTF8: utf8))
         }
         let tag = try reader.readOptionalString().map(ChangeTag.init(rawValue:))
         let lastVisited = try reader.readDouble()
@@ -462,23 +462,6 @@ package struct InternedReader {
             id: RecordID(zone: ReadingHistoryItem.zone, name: name), type: ReadingHistoryItem.recordType,
             content: .historyItem(item), changeTag: tag)
         return .save(record, historyKeyMask: Int(mask), sequence: sequence)
-    }
-
-    /// `rh-` followed by the article ID's bytes.
-    private static func historyRecordName(_ articleID: UnsafeRawBufferPointer) -> String {
-        let prefix = ReadingHistoryItem.recordNamePrefix.utf8
-        return String(unsafeUninitializedCapacity: prefix.count + articleID.count) { buffer in
-            var index = 0
-            for byte in prefix {
-                buffer[index] = byte
-                index += 1
-            }
-            for byte in articleID {
-                buffer[index] = byte
-                index += 1
-            }
-            return index
-        }
     }
 }
 

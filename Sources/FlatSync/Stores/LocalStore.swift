@@ -425,20 +425,22 @@ public actor LocalStore {
         for itemChange in itemChanges {
             let articleID = itemChange.articleID
             var hadItem = false
-            let change = state.change(articleID, sequence: sequence) { old in
+            let appended = state.appendChange(articleID, sequence: sequence, to: &changes) { old in
                 // Matched, not compared with nil, which would copy the item.
                 if case .some = old { hadItem = true }
                 return itemChange.applied(to: old, now: now, device: device)
             }
             if hadItem, indexByArticle == nil, itemChanges.count > 1 {
-                indexByArticle = BatchIndex(articlesOf: changes, capacity: itemChanges.count, Item.self)
+                // From the changes before this one.
+                indexByArticle = BatchIndex(
+                    articlesOf: changes.prefix(changes.count - (appended ? 1 : 0)), capacity: itemChanges.count,
+                    Item.self)
             }
-            // Moved, not copied, into the batch (a copy retained and released each of its strings).
-            guard let recordChange = consume change else { continue }
-            if indexByArticle != nil, let index = indexByArticle!.insert(articleID, index: changes.count) {
-                changes[index] = changes[index].coalesced(with: recordChange)
-            } else {
-                changes.append(consume recordChange)
+            guard appended else { continue }
+            if indexByArticle != nil, let index = indexByArticle!.insert(articleID, index: changes.count - 1) {
+                // The article's earlier change takes this one in: the batch keeps one change per record.
+                let later = changes.removeLast()
+                changes[index] = changes[index].coalesced(with: later)
             }
         }
         swap(&state, &zones[keyPath: zone])
@@ -754,7 +756,7 @@ private struct BatchIndex {
     }
 
     /// An index of the articles of `changes`, at their positions, with room for `capacity` articles.
-    init<Item: SyncedItem>(articlesOf changes: [RecordChange], capacity: Int, _: Item.Type) {
+    init<Item: SyncedItem>(articlesOf changes: ArraySlice<RecordChange>, capacity: Int, _: Item.Type) {
         self.init(capacity: capacity)
         for (position, change) in changes.enumerated() {
             // Every change of a batch is of an item of the zone, so its name starts with the zone's prefix

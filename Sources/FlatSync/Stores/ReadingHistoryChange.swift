@@ -54,7 +54,10 @@ public enum ReadingHistoryChange: Hashable, Sendable {
     /// The item after the change, given the item before it; a visit stamps `device` on it.
     package func applied(to existing: ReadingHistoryItem?, now: Date, device: DeviceName) -> ReadingHistoryItem? {
         if case .remove = self { return nil }
-        var item = existing ?? ReadingHistoryItem(articleID: articleID)
+        // Not `existing ?? ReadingHistoryItem(...)`: the generic operator copied the new item once more,
+        // through its type's metadata, for every new article of a batch.
+        var item: ReadingHistoryItem
+        if let existing { item = existing } else { item = ReadingHistoryItem(articleID: articleID) }
         if item.firstSeen.map({ now < $0 }) ?? true { item.firstSeen = now }
         switch self {
         case .visit(_, let version):

@@ -32,7 +32,31 @@ public protocol SyncedItem: Hashable, Sendable {
 extension SyncedItem {
     /// The ID of the record for an article.
     public static func recordID(for articleID: String) -> RecordID {
-        RecordID(zone: zone, name: recordNamePrefix + articleID)
+        RecordID(zone: zone, name: recordName(for: articleID))
+    }
+
+    /// The prefix and the article ID, written into one new string: `+` went through the general append
+    /// (growing a copy of the prefix), a fifth of the cost of making a batch's change.
+    private static func recordName(for articleID: String) -> String {
+        var articleID = articleID
+        return articleID.withUTF8 { recordName(articleUTF8: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The record name of the article whose ID is these UTF-8 bytes: the prefix followed by the bytes.
+    package static func recordName(articleUTF8 articleID: UnsafeRawBufferPointer) -> String {
+        let prefix = recordNamePrefix.utf8
+        return String(unsafeUninitializedCapacity: prefix.count + articleID.count) { buffer in
+            var index = 0
+            for byte in prefix {
+                buffer[index] = byte
+                index += 1
+            }
+            for byte in articleID {
+                buffer[index] = byte
+                index += 1
+            }
+            return index
+        }
     }
 
     /// The ID of the item's record.

@@ -28,6 +28,24 @@ import Testing
         #expect(second.readCount == 2 && second.maxVersionSeen == 3 && second.deviceID == "d2")
     }
 
+    /// Record names are written byte by byte into one new string (not with `+`): the same string, for IDs
+    /// that fit a small string or not, and for non-ASCII ones (one starting with a combining mark, which
+    /// joins the prefix's `-` into one character).
+    @Test(arguments: [
+        "a", "123456789012", "1234567890123", "history-article-000042", "caf\u{E9}", "\u{301}x", "\u{1F4F0}",
+    ])
+    func aRecordNameIsThePrefixFollowedByTheArticleID(articleID: String) {
+        for (id, prefix) in [
+            (ReadingHistoryItem.recordID(for: articleID), ReadingHistoryItem.recordNamePrefix),
+            (ReadingListEntry.recordID(for: articleID), ReadingListEntry.recordNamePrefix),
+        ] {
+            #expect(Array(id.name.utf8) == Array(prefix.utf8) + Array(articleID.utf8))
+            #expect(id.name == prefix + articleID && id.name.hashValue == (prefix + articleID).hashValue)
+        }
+        #expect(
+            ReadingHistoryItem.articleID(fromRecordName: ReadingHistoryItem.recordID(for: articleID).name) == articleID)
+    }
+
     @Test func likingChangesAreStrictlyOrderedEvenWithinOneClockTick() throws {
         let liked = try #require(
             ReadingHistoryChange.setLiking(articleID: "a", .liked).applied(to: nil, now: now, deviceID: "d"))
