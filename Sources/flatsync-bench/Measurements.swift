@@ -455,12 +455,13 @@ enum Measurements {
     static func sendRound(_ store: LocalStore, zone: ZoneID) async throws {
         let commands = try await store.sealPendingCommands(in: zone)
         for command in commands {
-            for change in command.changes.values {
+            let changes = command.orderedChanges
+            for change in changes {
                 guard var record = change.record else { continue }
                 record.changeTag = serverChangeTag()
                 await store.serverSaved(record, created: false)
             }
-            try await store.acknowledge(Array(command.changes.keys), in: command.id)
+            try await store.acknowledge(changes.map(\.recordID), in: command.id)
         }
         try await store.unsealPendingCommands(in: zone)
     }

@@ -209,14 +209,13 @@ extension CommandLogEvent {
                 throw FlatSyncError(.damagedFile, "A restored command has an unknown kind.")
             }
             let count = try reader.readCount()
-            var changes: [RecordID: RecordChange] = [:]
-            changes.reserveCapacity(count)
+            // In the order written; the queue drops a record's earlier change if a damaged log holds two.
+            var slots: [RecordChange?] = []
+            slots.reserveCapacity(count)
             for _ in 0..<count {
-                let change = try strings.readRecordChange(&reader, sequence: nil, reusing: &recent)
-                let id = change.recordID
-                changes[id] = consume change
+                slots.append(try strings.readRecordChange(&reader, sequence: nil, reusing: &recent))
             }
-            return .restored(Command(id: id, zone: zone, kind: kind, changes: changes))
+            return .restored(Command(id: id, zone: zone, kind: kind, slots: slots))
         case .applied:
             let strings = try InternedReader(&reader)
             let zone = ZoneID(try strings.readString(&reader))

@@ -20,13 +20,19 @@ public struct PendingCommands: Sendable {
     /// Each zone's commands, oldest first.
     private var order: [ZoneID: [CommandID]] = [:]
     /// Where the change of each record that is not being sent lives.
-    private var location: [RecordID: CommandID] = [:]
+    private var location: [RecordID: Location] = [:]
     /// Where the change of each record that is being sent lives.
-    private var sealedLocation: [RecordID: CommandID] = [:]
+    private var sealedLocation: [RecordID: Location] = [:]
     /// The commands being sent, per zone.
     private var sealed: [ZoneID: Set<CommandID>] = [:]
     /// The ID the next new command gets.
     public private(set) var nextCommandID: UInt64 = 1
+
+    /// A record's change: its command, and its position in the command's ``Command/slots``.
+    private struct Location: Hashable {
+        var command: CommandID
+        var slot: Int
+    }
 
     /// An empty queue.
     public init() {}
@@ -74,16 +80,64 @@ public struct PendingCommands: Sendable {
 
     /// The newest change of a record that is waiting or being sent.
     public func latestChange(for id: RecordID) -> RecordChange? {
-        if let commandID = location[id] { return commands[commandID]?.changes[id] }
-        if let commandID = sealedLocation[id] { return commands[commandID]?.changes[id] }
+        if let found = location[id] { return change(at: found) }
+        if let found = sealedLocation[id] { return change(at: found) }
         return nil
+    }
+
+    /// The change of a record in one command, if the command holds one.
+    package func change(of recordID: RecordID, in commandID: CommandID) -> RecordChange? {
+        if let found = sealedLocation[recordID], found.command == commandID { return change(at: found) }
+        if let found = location[recordID], found.command == commandID { return change(at: found) }
+        return nil
+    }
+
+    private func change(at location: Location) -> RecordChange? {
+        commands[location.command]?.slots[location.slot]
     }
 
     /// The IDs of every record with a change waiting or being sent in `zone`.
     public func recordIDs(in zone: ZoneID) -> Set<RecordID> {
         var ids = Set<RecordID>()
-        for command in commands(in: zone) { ids.formUnion(command.changes.keys) }
+        for command in commands(in: zone) {
+            for case let change? in command.slots { ids.insert(change.recordID) }
+        }
         return ids
+    }
+
+    /// Problems with the queue's bookkeeping, none when it is sound: every change sits in its command at
+    /// the place the index of its records (the sealed one for a command being sent) says, each record has
+    /// at most one change waiting and one being sent, and every command is in its zone's order. For tests.
+    package func inconsistencies() -> [String] {
+        var problems: [String] = []
+        var indexed = 0
+        for (id, command) in commands {
+            let isBeingSent = isSealed(id)
+            let index = isBeingSent ? sealedLocation : location
+            if command.recordCount == 0 { problems.append("command \(id) is empty") }
+            if !(order[command.zone]?.contains(id) ?? false) { problems.append("command \(id) is not in its zone") }
+            var filled = 0
+            for (slot, change) in command.slots.enumerated() {
+                guard let change else { continue }
+                filled += 1
+                if change.commandKind != command.kind {
+                    problems.append("\(change.recordID) in \(id) of the wrong kind")
+                }
+                if index[change.recordID] != Location(command: id, slot: slot) {
+                    problems.append(
+                        "\(change.recordID) at \(id)[\(slot)] is indexed at \(String(describing: index[change.recordID]))"
+                    )
+                }
+            }
+            if filled != command.recordCount {
+                problems.append("command \(id) counts \(command.recordCount), holds \(filled)")
+            }
+            indexed += filled
+        }
+        if indexed != location.count + sealedLocation.count {
+            problems.append("\(location.count + sealedLocation.count) records indexed, \(indexed) in commands")
+        }
+        return problems
     }
 
     // MARK: - Enqueueing and coalescing
@@ -125,38 +179,39 @@ public struct PendingCommands: Sendable {
             precondition(recordID.zone == zone, "a mutation's changes must be in its zone")
             if let heldID = held?.id, held!.kind == incoming.commandKind {
                 // The common case, a record with nothing pending joining the held command: one lookup both
-                // checks the index and claims the record's place in it.
-                guard let existingID = location.updateValue(heldID, forKey: recordID) else {
-                    held!.changes[recordID] = consume incoming
+                // checks the index and claims the record's place in it, the next slot of the command.
+                let next = Location(command: heldID, slot: held!.slots.count)
+                guard let existing = location.updateValue(next, forKey: recordID) else {
+                    held!.append(consume incoming)
                     continue
                 }
-                location[recordID] = existingID
+                location[recordID] = existing
             }
-            if let existingID = location[recordID] {
-                let isHeld = held?.id == existingID
-                if let existing = isHeld ? held!.changes[recordID] : commands[existingID]?.changes[recordID] {
+            if let existing = location[recordID] {
+                let isHeld = held?.id == existing.command
+                if let pendingChange = isHeld ? held!.slots[existing.slot] : change(at: existing) {
                     result.coalescedChanges += 1
-                    incoming = existing.coalesced(with: incoming)
+                    incoming = pendingChange.coalesced(with: incoming)
                     if isHeld, held!.kind == incoming.commandKind {
-                        held!.changes[recordID] = consume incoming
+                        held!.replace(at: existing.slot, with: incoming)
                         continue
                     }
-                    if !isHeld, commands[existingID]!.kind == incoming.commandKind {
-                        commands[existingID]!.changes[recordID] = consume incoming
+                    if !isHeld, commands[existing.command]!.kind == incoming.commandKind {
+                        commands[existing.command]!.replace(at: existing.slot, with: incoming)
                         continue
                     }
                     // The change leaves its command for one of the other kind: the held command goes back
                     // first, so that removing (which may drop an emptied command) sees the whole queue.
                     if let command = held.take() { commands[command.id] = command }
-                    removeChange(recordID, from: existingID)
+                    removeChange(at: existing)
                 }
             }
             if count == 1 {
                 // One change (every replayed single mutation): taking its command out and back would cost
                 // more than the one lookup it saves.
                 let target = targetCommand(in: zone, kind: incoming.commandKind, result: &result)
-                location[recordID] = target
-                commands[target]!.changes[recordID] = consume incoming
+                location[recordID] = Location(command: target, slot: commands[target]!.slots.count)
+                commands[target]!.append(incoming)
                 continue
             }
             if held?.kind != incoming.commandKind {
@@ -175,11 +230,11 @@ public struct PendingCommands: Sendable {
                         next -= 1
                     }
                     reservationBudget -= run
-                    held!.changes.reserveCapacity(held!.changes.count + run)
+                    held!.reserveCapacity(forMore: run)
                 }
             }
-            location[recordID] = held!.id
-            held!.changes[recordID] = consume incoming
+            location[recordID] = Location(command: held!.id, slot: held!.slots.count)
+            held!.append(consume incoming)
         }
         if let command = held.take() { commands[command.id] = command }
         return result
@@ -196,7 +251,7 @@ public struct PendingCommands: Sendable {
         nextCommandID += 1
         var command = Command(id: id, zone: zone, kind: kind)
         if firstNewCommandCapacity > 0 {
-            command.changes.reserveCapacity(firstNewCommandCapacity)
+            command.reserveCapacity(forMore: firstNewCommandCapacity)
             firstNewCommandCapacity = 0
         }
         commands[id] = command
@@ -205,20 +260,43 @@ public struct PendingCommands: Sendable {
         return id
     }
 
-    /// Removes one record's change from a command, dropping the command once it is empty.
-    private mutating func removeChange(_ recordID: RecordID, from commandID: CommandID) {
-        // In place: a copy of the command would copy its whole change dictionary for every record removed,
-        // which made acknowledging a large command quadratic.
+    /// Removes the change at `location` from its command, dropping the command once it is empty, and
+    /// closing its gaps once most of its slots are empty (unless the caller is walking its slots). The
+    /// caller updates the record's own entry in the index.
+    private mutating func removeChange(at location: Location, compacting: Bool = true) {
+        // In place: a copy of the command would copy all its changes for every record removed, which made
+        // acknowledging a large command quadratic.
+        let commandID = location.command
         guard commands[commandID] != nil else { return }
-        commands[commandID]!.changes[recordID] = nil
-        guard commands[commandID]!.changes.isEmpty, let zone = commands.removeValue(forKey: commandID)?.zone else {
+        commands[commandID]!.remove(at: location.slot)
+        if commands[commandID]!.recordCount > 0 {
+            if compacting { compactIfSparse(commandID) }
             return
         }
+        guard let zone = commands.removeValue(forKey: commandID)?.zone else { return }
         if let index = order[zone]?.lastIndex(of: commandID) {
             order[zone]!.remove(at: index)
             if order[zone]!.isEmpty { order[zone] = nil }
         }
         sealed[zone]?.remove(commandID)
+    }
+
+    /// Closes the gaps of a command whose slots are mostly empty (a command that kept a few records while
+    /// many left it, one at a time), moving its records' entries in the index along: without it, a record
+    /// that changes kind back and forth would grow its command by a slot each time.
+    private mutating func compactIfSparse(_ commandID: CommandID) {
+        guard let command = commands[commandID], command.isSparse else { return }
+        let compacted = command.compacted()
+        let isBeingSent = isSealed(commandID)
+        for (slot, change) in compacted.slots.enumerated() {
+            let moved = Location(command: commandID, slot: slot)
+            if isBeingSent {
+                sealedLocation[change!.recordID] = moved
+            } else {
+                location[change!.recordID] = moved
+            }
+        }
+        commands[commandID] = compacted
     }
 
     // MARK: - Sending
@@ -230,9 +308,10 @@ public struct PendingCommands: Sendable {
         sealed[zone] = Set(ids)
         let sealedCommands = ids.compactMap { commands[$0] }
         for command in sealedCommands {
-            for recordID in command.changes.keys {
+            for (slot, change) in command.slots.enumerated() {
+                guard let recordID = change?.recordID else { continue }
                 location[recordID] = nil
-                sealedLocation[recordID] = command.id
+                sealedLocation[recordID] = Location(command: command.id, slot: slot)
             }
         }
         return sealedCommands
@@ -243,10 +322,14 @@ public struct PendingCommands: Sendable {
     @discardableResult
     public mutating func acknowledge(_ recordIDs: [RecordID], in commandID: CommandID) -> Bool {
         guard commands[commandID] != nil else { return false }
-        for recordID in recordIDs where commands[commandID]?.changes[recordID] != nil {
-            if sealedLocation[recordID] == commandID { sealedLocation[recordID] = nil }
-            if location[recordID] == commandID { location[recordID] = nil }
-            removeChange(recordID, from: commandID)
+        for recordID in recordIDs {
+            if let found = sealedLocation[recordID], found.command == commandID {
+                sealedLocation[recordID] = nil
+                removeChange(at: found)
+            } else if let found = location[recordID], found.command == commandID {
+                location[recordID] = nil
+                removeChange(at: found)
+            }
         }
         return commands[commandID] == nil
     }
@@ -258,14 +341,18 @@ public struct PendingCommands: Sendable {
         sealed[zone] = nil
         for id in ids.sorted() {
             guard let command = commands[id] else { continue }
-            for recordID in command.changes.keys {
+            for (slot, change) in command.slots.enumerated() {
+                guard let recordID = change?.recordID else { continue }
+                let here = Location(command: id, slot: slot)
                 sealedLocation[recordID] = nil
                 if location[recordID] != nil {
-                    removeChange(recordID, from: id)
+                    // Not compacted while its slots are walked here: that would move the ones still to come.
+                    removeChange(at: here, compacting: false)
                 } else {
-                    location[recordID] = id
+                    location[recordID] = here
                 }
             }
+            compactIfSparse(id)
         }
     }
 
@@ -275,9 +362,9 @@ public struct PendingCommands: Sendable {
     public mutating func clear(zone: ZoneID) {
         for id in order[zone] ?? [] {
             guard let command = commands.removeValue(forKey: id) else { continue }
-            for recordID in command.changes.keys {
-                location[recordID] = nil
-                sealedLocation[recordID] = nil
+            for case let change? in command.slots {
+                location[change.recordID] = nil
+                sealedLocation[change.recordID] = nil
             }
         }
         order[zone] = nil
@@ -292,16 +379,25 @@ public struct PendingCommands: Sendable {
     }
 
     /// Puts a command back exactly as it was, without coalescing (used when reading a compacted log,
-    /// which restores a zone's sealed commands, then seals, then restores the rest).
-    package mutating func restore(_ command: Command) {
+    /// which restores a zone's sealed commands, then seals, then restores the rest). A record the command
+    /// holds twice (a damaged log) keeps its later change.
+    package mutating func restore(_ command: consuming Command) {
         precondition(commands[command.id] == nil, "restoring a command twice")
         // Room for its records at once: a compacted log restores one large command per zone, and growing
         // the index a step at a time was half the cost of restoring it.
-        location.reserveCapacity(location.count + command.changes.count)
-        for recordID in command.changes.keys { location[recordID] = command.id }
+        location.reserveCapacity(location.count + command.slots.count)
+        for slot in command.slots.indices {
+            guard let recordID = command.slots[slot]?.recordID else { continue }
+            let here = Location(command: command.id, slot: slot)
+            if let earlier = location.updateValue(here, forKey: recordID), earlier.command == command.id {
+                command.remove(at: earlier.slot)
+            }
+        }
         order[command.zone, default: []].append(command.id)
-        commands[command.id] = command
         nextCommandID = max(nextCommandID, command.id.rawValue + 1)
+        let id = command.id
+        commands[id] = consume command
+        compactIfSparse(id)
     }
 
     /// Makes room for about `count` records in the index of pending changes (reading a log of that many
@@ -312,7 +408,7 @@ public struct PendingCommands: Sendable {
     }
 
     /// Room to give the next command created (then zero): a log of single-record mutations replays them
-    /// into one command, whose dictionary otherwise grows, and moves every change, at each doubling.
+    /// into one command, whose slots otherwise grow, and move every change, at each doubling.
     private var firstNewCommandCapacity = 0
 
     /// Makes sure new commands get IDs above `value` (used when reading a compacted log).

@@ -123,10 +123,10 @@ extension LocalStore {
                     // Last, so that the queue takes the changes over instead of copying them.
                     pending.enqueue(consume mutation)
                 case .restored(let command):
-                    recordChangesInLog += command.changes.count
-                    pending.restore(command)
+                    recordChangesInLog += command.recordCount
                     let covered = coveredSequence(command.zone)
-                    for change in command.changes.values { consider(change, covered: covered) }
+                    for case let change? in command.slots { consider(change, covered: covered) }
+                    pending.restore(consume command)
                 case .applied(let zone, let changes):
                     recordChangesInLog += changes.count
                     let covered = coveredSequence(zone)

@@ -680,14 +680,14 @@ public actor LocalStore {
 
     /// Removes acknowledged (or dropped) records from a command being sent, and logs it.
     package func acknowledge(_ recordIDs: [RecordID], in commandID: CommandID) async throws {
-        guard let command = pending.command(commandID) else { return }
-        let present = recordIDs.filter { command.changes[$0] != nil }
+        guard let zone = pending.command(commandID)?.zone else { return }
+        let present = recordIDs.filter { pending.change(of: $0, in: commandID) != nil }
         guard !present.isEmpty else { return }
         try checkWritable()
-        let onDisk = snapshotSequenceOnDisk[command.zone, default: 0]
+        let onDisk = snapshotSequenceOnDisk[zone, default: 0]
         for id in present {
-            if let change = command.changes[id], change.sequence > onDisk {
-                acknowledgedSinceSnapshot[command.zone, default: []].append(change)
+            if let change = pending.change(of: id, in: commandID), change.sequence > onDisk {
+                acknowledgedSinceSnapshot[zone, default: []].append(change)
             }
         }
         pending.acknowledge(present, in: commandID)

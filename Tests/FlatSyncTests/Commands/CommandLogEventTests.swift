@@ -36,7 +36,7 @@ import Testing
                 id: CommandID(3),
                 zone: .readingList,
                 kind: .modifyRecords,
-                changes: [F.id("x"): F.save("x", ["n": .int(Int64.max)]).withSequence(4)]
+                slots: [F.save("x", ["n": .int(Int64.max)]).withSequence(4)]
             )
         ),
         .applied(.readingList, [F.delete("y").withSequence(9), F.save("z", ["n": .int(Int64.min)]).withSequence(10)]),
