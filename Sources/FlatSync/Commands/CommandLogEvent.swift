@@ -66,12 +66,17 @@ extension CommandLogEvent {
         interned.write(zone)
         interned.writer.write(varint: UInt64(mutation.changes.count))
         let complete = mutation.changes.withUnsafeBufferPointer { changes in
-            // Borrowed from the buffer: iterating the array retained and released every change.
             for index in changes.indices {
+                // Read where it is stored, through its address: passed as a value, each change was copied (its
+                // strings retained) before it was written, and destroyed after, whether read from the array
+                // or from its buffer.
+                let change = changes.baseAddress! + index
                 // A save of plain fields interns its record type and keys: give up before writing it, or a
                 // reading-list add would be written here and then again by ``encode(to:)``.
-                if changes[index].savedRecord?.content.isFields ?? false { return false }
-                interned.write(changes[index], sequence: false)
+                if change.pointee.savedRecord?.content.isFields ?? false { return false }
+                if change.pointee.isDelete || !interned.writeHistoryItem(ofChangeAt: change) {
+                    interned.write(change.pointee, sequence: false)
+                }
                 if interned.table.count > 1 { return false }
             }
             return true
@@ -311,7 +316,7 @@ package struct InternedWriter {
     /// share the mutation's).
     package mutating func write(_ change: RecordChange, sequence: Bool) {
         if sequence { writer.write(varint: change.sequence) }
-        if !change.isDelete, writeHistoryItem(of: change) { return }
+        if !change.isDelete, withUnsafePointer(to: change, { writeHistoryItem(ofChangeAt: $0) }) { return }
         switch change.operation {
         case .save(let record):
             writer.write(UInt8(1))
@@ -329,21 +334,22 @@ extension InternedWriter {
     /// Writes a save of a record made from a history item as the item's fields in a fixed order (operation
     /// 3), if it is one, with the changed keys as a mask: no table lookups, and reading it back builds no
     /// dictionary. False, having written nothing, for any other record.
-    fileprivate mutating func writeHistoryItem(of change: RecordChange) -> Bool {
+    fileprivate mutating func writeHistoryItem(ofChangeAt change: UnsafePointer<RecordChange>) -> Bool {
         // Read through the optional in place: no copy of the record.
-        guard let item = change.savedRecord?.content.historyItem,
-            change.savedRecord?.type == ReadingHistoryItem.recordType,
-            change.savedRecord?.id.zone == ReadingHistoryItem.zone,
-            let name = change.savedRecord?.id.name, ReadingHistoryItem.isRecordName(name, of: item.compactArticleID),
+        guard let item = change.pointee.savedRecord?.content.historyItem,
+            change.pointee.savedRecord?.type == ReadingHistoryItem.recordType,
+            change.pointee.savedRecord?.id.zone == ReadingHistoryItem.zone,
+            let name = change.pointee.savedRecord?.id.name,
+            ReadingHistoryItem.isRecordName(name, of: item.compactArticleID),
             // The mask as the change holds it; the set of keys is built only for a change that has no mask.
-            let mask = change.historyKeyMask ?? ReadingHistoryItem.keyMask(change.changedKeys)
+            let mask = change.pointee.historyKeyMask ?? ReadingHistoryItem.keyMask(change.pointee.changedKeys)
         else { return false }
         writer.write(UInt8(3))
         item.compactArticleID.withUTF8 { utf8 in
             writer.write(varint: UInt64(utf8.count))
             writer.write(raw: utf8)
         }
-        writer.write(change.savedRecord?.changeTag?.rawValue)
+        writer.write(change.pointee.savedRecord?.changeTag?.rawValue)
         writer.write(item.lastVisitedTime)
         writer.write(item.firstSeenTime)
         writer.write(item.likingChangedAtTime)
@@ -429,7 +435,7 @@ package struct InternedReader {
         }
     }
 
-    /// A save written by ``InternedWriter/writeHistoryItem(of:)``.
+    /// A save written by ``InternedWriter/writeHistoryItem(ofChangeAt:)``.
     private static func readHistoryItemSave(
         _ reader: inout BinaryReader, sequence: UInt64, reusing recent: inout LogStrings
     ) throws(FlatSyncError) -> RecordChange {
