@@ -15,8 +15,8 @@ public struct CommandID: Hashable, Comparable, Sendable, CustomStringConvertible
 /// A pending command: modify records in a zone, or remove records from it (News:
 /// `FCModifyRecordsCommand`, `FCRemoveRecordsCommand`).
 ///
-/// A command holds each record at most once. It leaves the queue only when the server acknowledged
-/// every record in it.
+/// A command in the queue holds each record at most once. It leaves the queue only when the server
+/// acknowledged every record in it.
 public struct Command: Hashable, Sendable, Identifiable {
     /// Modify or remove.
     public enum Kind: UInt8, Hashable, Sendable, CustomStringConvertible {
@@ -34,8 +34,9 @@ public struct Command: Hashable, Sendable, Identifiable {
     public let zone: ZoneID
     /// Whether the command saves or deletes its records.
     public let kind: Kind
-    /// The command's record changes in the order they joined it, nil where one left (acknowledged, or
-    /// moved to a command of the other kind). The queue's index of pending records holds each record's
+    /// The command's record changes in the order they joined it, nil where one left (acknowledged, moved
+    /// to a command of the other kind, replaced by a newer change when a round ended, or a damaged log's
+    /// second change of a record). The queue's index of pending records holds each record's
     /// position here, so a change joins its command without a second hash table keyed by record: one
     /// lookup per change instead of two, which were most of the cost of queueing a large batch.
     package private(set) var slots: [RecordChange?]
@@ -56,7 +57,8 @@ public struct Command: Hashable, Sendable, Identifiable {
         recordCount = slots.indices.reduce(0) { $0 + (Self.isFilled(slots[$1]) ? 1 : 0) }
     }
 
-    /// The command's record changes by record ID (a dictionary built for each call).
+    /// The command's record changes by record ID: a dictionary built for each call (to look up one record,
+    /// use ``PendingCommands/change(of:in:)``).
     public var changes: [RecordID: RecordChange] {
         var changes: [RecordID: RecordChange] = [:]
         changes.reserveCapacity(recordCount)

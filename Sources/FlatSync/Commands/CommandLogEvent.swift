@@ -117,12 +117,13 @@ extension CommandLogEvent {
             writer.write(varint: sequence)
         case .restored(let command):
             writer.write(Tag.restored.rawValue)
-            writer.writeInterned(capacity: command.changes.count * 160) { body in
+            // Every change the command holds, in its slots' order: read back, the same slots without the gaps.
+            writer.writeInterned(capacity: command.recordCount * 160) { body in
                 body.writer.write(varint: command.id.rawValue)
                 body.write(command.zone.name)
                 body.writer.write(command.kind.rawValue)
-                body.writer.write(varint: UInt64(command.changes.count))
-                for change in command.orderedChanges { body.write(change, sequence: true) }
+                body.writer.write(varint: UInt64(command.recordCount))
+                for case let change? in command.slots { body.write(change, sequence: true) }
             }
         case .applied(let zone, let changes):
             writer.write(Tag.applied.rawValue)

@@ -85,8 +85,9 @@ public struct PendingCommands: Sendable {
         return nil
     }
 
-    /// The change of a record in one command, if the command holds one.
-    package func change(of recordID: RecordID, in commandID: CommandID) -> RecordChange? {
+    /// The change of a record in one command, if the command holds one (a lookup, where
+    /// ``Command/changes`` builds a dictionary of all of them).
+    public func change(of recordID: RecordID, in commandID: CommandID) -> RecordChange? {
         if let found = sealedLocation[recordID], found.command == commandID { return change(at: found) }
         if let found = location[recordID], found.command == commandID { return change(at: found) }
         return nil
@@ -193,11 +194,11 @@ public struct PendingCommands: Sendable {
                     result.coalescedChanges += 1
                     incoming = pendingChange.coalesced(with: incoming)
                     if isHeld, held!.kind == incoming.commandKind {
-                        held!.replace(at: existing.slot, with: incoming)
+                        held!.replace(at: existing.slot, with: consume incoming)
                         continue
                     }
                     if !isHeld, commands[existing.command]!.kind == incoming.commandKind {
-                        commands[existing.command]!.replace(at: existing.slot, with: incoming)
+                        commands[existing.command]!.replace(at: existing.slot, with: consume incoming)
                         continue
                     }
                     // The change leaves its command for one of the other kind: the held command goes back
@@ -211,7 +212,7 @@ public struct PendingCommands: Sendable {
                 // more than the one lookup it saves.
                 let target = targetCommand(in: zone, kind: incoming.commandKind, result: &result)
                 location[recordID] = Location(command: target, slot: commands[target]!.slots.count)
-                commands[target]!.append(incoming)
+                commands[target]!.append(consume incoming)
                 continue
             }
             if held?.kind != incoming.commandKind {
@@ -297,7 +298,11 @@ public struct PendingCommands: Sendable {
             }
         }
         commands[commandID] = compacted
+        compactionCount += 1
     }
+
+    /// How many times a command's gaps were closed (tests check that a workload reached that path).
+    package private(set) var compactionCount = 0
 
     // MARK: - Sending
 
@@ -379,22 +384,28 @@ public struct PendingCommands: Sendable {
     }
 
     /// Puts a command back exactly as it was, without coalescing (used when reading a compacted log,
-    /// which restores a zone's sealed commands, then seals, then restores the rest). A record the command
-    /// holds twice (a damaged log) keeps its later change.
+    /// which restores a zone's sealed commands, then seals, then restores the rest). A log written by this
+    /// code holds each record once among the commands not being sent; for a damaged one, a record's later
+    /// change wins (the one later in the command, or in the command restored later), and an empty command
+    /// is not kept.
     package mutating func restore(_ command: consuming Command) {
         precondition(commands[command.id] == nil, "restoring a command twice")
+        nextCommandID = max(nextCommandID, command.id.rawValue + 1)
         // Room for its records at once: a compacted log restores one large command per zone, and growing
         // the index a step at a time was half the cost of restoring it.
         location.reserveCapacity(location.count + command.slots.count)
         for slot in command.slots.indices {
             guard let recordID = command.slots[slot]?.recordID else { continue }
             let here = Location(command: command.id, slot: slot)
-            if let earlier = location.updateValue(here, forKey: recordID), earlier.command == command.id {
+            guard let earlier = location.updateValue(here, forKey: recordID) else { continue }
+            if earlier.command == command.id {
                 command.remove(at: earlier.slot)
+            } else {
+                removeChange(at: earlier)
             }
         }
+        guard command.recordCount > 0 else { return }
         order[command.zone, default: []].append(command.id)
-        nextCommandID = max(nextCommandID, command.id.rawValue + 1)
         let id = command.id
         commands[id] = consume command
         compactIfSparse(id)

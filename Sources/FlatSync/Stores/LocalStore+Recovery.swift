@@ -123,10 +123,13 @@ extension LocalStore {
                     // Last, so that the queue takes the changes over instead of copying them.
                     pending.enqueue(consume mutation)
                 case .restored(let command):
-                    recordChangesInLog += command.recordCount
+                    let id = command.id
                     let covered = coveredSequence(command.zone)
-                    for case let change? in command.slots { consider(change, covered: covered) }
                     pending.restore(consume command)
+                    // The changes the queue kept (a damaged log may name a record twice; the later one is kept).
+                    guard let restored = pending.command(id) else { break }
+                    recordChangesInLog += restored.recordCount
+                    for case let change? in restored.slots { consider(change, covered: covered) }
                 case .applied(let zone, let changes):
                     recordChangesInLog += changes.count
                     let covered = coveredSequence(zone)

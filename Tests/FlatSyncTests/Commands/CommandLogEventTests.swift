@@ -39,6 +39,19 @@ import Testing
                 slots: [F.save("x", ["n": .int(Int64.max)]).withSequence(4)]
             )
         ),
+        // A damaged log's command may name a record twice (the fuzzer builds such entries): it still reads
+        // back as written, the earlier change with the higher sequence included.
+        .restored(
+            Command(
+                id: CommandID(4),
+                zone: .readingList,
+                kind: .modifyRecords,
+                slots: [
+                    F.save("x", ["n": .int(1)]).withSequence(9), F.save("w", [:]).withSequence(2),
+                    F.save("x", ["n": .int(2)]).withSequence(5),
+                ]
+            )
+        ),
         .applied(.readingList, [F.delete("y").withSequence(9), F.save("z", ["n": .int(Int64.min)]).withSequence(10)]),
         .counters(nextSequence: 1 << 40, nextCommandID: 5),
     ]
