@@ -67,16 +67,13 @@ extension CommandLogEvent {
         interned.writer.write(varint: UInt64(mutation.changes.count))
         let complete = mutation.changes.withUnsafeBufferPointer { changes in
             for index in changes.indices {
-                // Read where it is stored, through its address: passed as a value, each change was copied (its
-                // strings retained) before it was written, and destroyed after, whether read from the array
-                // or from its buffer.
+                // Read where it is stored: passed as a value from the array or from its buffer, each change was
+                // copied before it was written, and destroyed after.
                 let change = changes.baseAddress! + index
                 // A save of plain fields interns its record type and keys: give up before writing it, or a
                 // reading-list add would be written here and then again by ``encode(to:)``.
                 if change.pointee.savedRecord?.content.isFields ?? false { return false }
-                if change.pointee.isDelete || !interned.writeHistoryItem(ofChangeAt: change) {
-                    interned.write(change.pointee, sequence: false)
-                }
+                interned.write(changeAt: change, sequence: false)
                 if interned.table.count > 1 { return false }
             }
             return true
@@ -316,17 +313,23 @@ package struct InternedWriter {
     /// A record change; `sequence` says whether its own sequence number is written (a mutation's changes
     /// share the mutation's).
     package mutating func write(_ change: RecordChange, sequence: Bool) {
-        if sequence { writer.write(varint: change.sequence) }
-        if !change.isDelete, withUnsafePointer(to: change, { writeHistoryItem(ofChangeAt: $0) }) { return }
-        switch change.operation {
+        withUnsafePointer(to: change) { write(changeAt: $0, sequence: sequence) }
+    }
+
+    /// ``write(_:sequence:)`` for a change read where it is stored, through its address: passed as a value,
+    /// a batch's change was copied (its strings retained) before it was written and destroyed after.
+    fileprivate mutating func write(changeAt change: UnsafePointer<RecordChange>, sequence: Bool) {
+        if sequence { writer.write(varint: change.pointee.sequence) }
+        if !change.pointee.isDelete, writeHistoryItem(ofChangeAt: change) { return }
+        switch change.pointee.operation {
         case .save(let record):
             writer.write(UInt8(1))
             write(record)
-            writer.write(varint: UInt64(change.changedKeys.count))
-            for key in change.changedKeys { write(key) }
+            writer.write(varint: UInt64(change.pointee.changedKeys.count))
+            for key in change.pointee.changedKeys { write(key) }
         case .delete:
             writer.write(UInt8(2))
-            write(change.recordID)
+            write(change.pointee.recordID)
         }
     }
 }
