@@ -71,6 +71,8 @@ package final class FaultyFileSystem: FileSystemCalls {
         package var call: Call
         package var path: String?
         package var fault: Fault
+        /// For a write: whether every byte it was given was zero (space reserved ahead of the data, say).
+        package var wroteOnlyZeros = false
 
         package var description: String { "call \(number) (\(call) \(path ?? "")): \(fault)" }
     }
@@ -155,7 +157,8 @@ package final class FaultyFileSystem: FileSystemCalls {
     }
 
     private func decide(
-        _ call: Call, path: String?, descriptor: Int32? = nil, flags: Int32 = 0, writeCount: Int = 0
+        _ call: Call, path: String?, descriptor: Int32? = nil, flags: Int32 = 0, writeCount: Int = 0,
+        onlyZeros: @autoclosure () -> Bool = false
     ) -> Decision? {
         state.withLock { s -> Decision? in
             let path = path ?? descriptor.flatMap { s.paths[$0] }
@@ -164,7 +167,8 @@ package final class FaultyFileSystem: FileSystemCalls {
             let number = s.calls
             if s.logging { s.log.append((call, flags)) }
             func record(_ fault: Fault) {
-                s.injections.append(Injection(number: number, call: call, path: path, fault: fault))
+                s.injections.append(
+                    Injection(number: number, call: call, path: path, fault: fault, wroteOnlyZeros: onlyZeros()))
             }
             if let index = s.once.firstIndex(where: {
                 $0.call == call && ($0.pathSuffix.map { suffix in path?.hasSuffix(suffix) ?? false } ?? true)
@@ -243,7 +247,10 @@ package final class FaultyFileSystem: FileSystemCalls {
     /// through.
     private func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?) -> Result<Int, Errno> {
         var allowed = bytes
-        switch decide(.write, path: nil, descriptor: descriptor, writeCount: bytes.count) {
+        switch decide(
+            .write, path: nil, descriptor: descriptor, writeCount: bytes.count,
+            onlyZeros: !bytes.isEmpty && bytes.allSatisfy { $0 == 0 })
+        {
         case .fail(let error)?: return .failure(error)
         case .writePart(let count)?: allowed = UnsafeRawBufferPointer(rebasing: bytes[..<count])
         case nil: break
