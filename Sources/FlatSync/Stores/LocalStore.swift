@@ -98,6 +98,8 @@ public actor LocalStore {
     package private(set) var deviceFile: DeviceFile
     /// The sequence number the next mutation gets.
     private var nextSequence: UInt64
+    /// The sequence the next mutation takes: how many mutations there were, for tests.
+    package var nextMutationSequence: UInt64 { nextSequence }
     /// What the snapshot on disk covers, per zone.
     private var snapshotSequenceOnDisk: [ZoneID: UInt64]
     /// The sequence of each zone's latest wipe.
@@ -284,9 +286,18 @@ public actor LocalStore {
     /// before the mutation counts as done (nil when nothing changed).
     package typealias Applied = (changed: Int, durability: Durable?)
 
+    /// A mutation of a single change, which a combiner may apply in one batch with the single changes of the
+    /// same zone handed in next to it (see ``applyDurably(single:_:)``).
+    package enum SingleChange: Sendable {
+        case readingList(ReadingListChange)
+        case history(ReadingHistoryChange)
+    }
+
     /// A mutation handed to the combiner, and the writer waiting to hear how it went.
     package struct HandedIn: Sendable {
         let apply: @Sendable (isolated LocalStore) throws -> Applied
+        /// The mutation's one change when it has only one (the same mutation as `apply`).
+        let single: SingleChange?
         let continuation: CheckedContinuation<Outcome, Never>
 
         /// What the writer hears.
@@ -307,13 +318,18 @@ public actor LocalStore {
     /// applying enters the actor and applies its own mutation and every one handed in meanwhile; the
     /// others hand theirs in and suspend until it is durable, or failed. A lone writer always finds the role
     /// free: it enters the actor, applies its mutation and leads its own flush.
+    ///
+    /// When the mutation is a single change, pass it as `single` too: the combiner then applies it in one
+    /// batch mutation with the single changes of the same zone next to it in its trip (see
+    /// ``combine(_:)``), and each writer still hears whether its own change changed its record.
     nonisolated package func applyDurably(
+        single: SingleChange? = nil,
         _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
     ) async throws -> Int {
         if !combiner.tryToCombine() {
             let outcome = await withCheckedContinuation {
                 (continuation: CheckedContinuation<HandedIn.Outcome, Never>) in
-                if !combiner.handIn(HandedIn(apply: apply, continuation: continuation)) {
+                if !combiner.handIn(HandedIn(apply: apply, single: single, continuation: continuation)) {
                     continuation.resume(returning: .combine)
                 }
             }
@@ -323,7 +339,7 @@ public actor LocalStore {
             case .combine: break
             }
         }
-        return try await combineAndWait(apply)
+        return try await combineAndWait(single: single, apply)
     }
 
     /// The combiner's part of ``applyDurably(_:)``; call it only holding the combiner's role (it gives the
@@ -334,9 +350,10 @@ public actor LocalStore {
     /// even when its own mutation changed nothing or failed; a failure of that flush is then the handed-in
     /// writers' to hear, not the combiner's.
     nonisolated package func combineAndWait(
+        single: SingleChange? = nil,
         _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
     ) async throws -> Int {
-        let (mine, handedIn) = await combine(apply)
+        let (mine, handedIn) = await combine((apply, single))
         var latest: Durable?
         for (request, result) in handedIn {
             switch result {
@@ -365,17 +382,81 @@ public actor LocalStore {
         }
     }
 
+    /// A mutation to apply in a combiner's trip: see ``HandedIn``.
+    private typealias Request = (apply: @Sendable (isolated LocalStore) throws -> Applied, single: SingleChange?)
+
     /// Applies the combiner's own mutation, then every one handed in, until none is left; then the
     /// combiner's role is free again.
+    ///
+    /// Single changes of one zone that follow each other in an inbox (see ``applyDurably(single:_:)``) are
+    /// applied as one batch mutation: one log entry, one trip through the command queue, instead of one per
+    /// writer. The combiner's own mutation goes first and alone: the writers hand theirs in while it runs.
     private func combine(
-        _ apply: @Sendable (isolated LocalStore) throws -> Applied
+        _ own: Request
     ) -> (mine: Result<Applied, any Error>, handedIn: [(HandedIn, Result<Applied, any Error>)]) {
-        let mine = Result { try apply(self) }
+        let mine = Result { try own.apply(self) }
         var handedIn: [(HandedIn, Result<Applied, any Error>)] = []
         while let inbox = combiner.takeInbox() {
-            for request in inbox { handedIn.append((request, Result { try request.apply(self) })) }
+            handedIn += zip(inbox, applyInOrder(inbox.map { ($0.apply, $0.single) }))
         }
         return (mine, handedIn)
+    }
+
+    /// Applies `requests` in order, running neighbouring single changes of one zone as one batch; returns
+    /// each request's result.
+    private func applyInOrder(_ requests: [Request]) -> [Result<Applied, any Error>] {
+        var results: [Result<Applied, any Error>] = []
+        results.reserveCapacity(requests.count)
+        var start = 0
+        while start < requests.count {
+            var end = start + 1
+            while end < requests.count, Self.sameZone(requests[start].single, requests[end].single) { end += 1 }
+            if end - start == 1 {
+                results.append(Result { try requests[start].apply(self) })
+            } else {
+                // `sameZone` holds only for single changes.
+                results += applySingles(requests[start..<end].map { $0.single! })
+            }
+            start = end
+        }
+        // One result per request: a writer left without one would wait for ever.
+        assert(results.count == requests.count)
+        return results
+    }
+
+    /// True when both are single changes of the same zone.
+    private static func sameZone(_ lhs: SingleChange?, _ rhs: SingleChange?) -> Bool {
+        switch (lhs, rhs) {
+        case (.readingList?, .readingList?), (.history?, .history?): return true
+        default: return false
+        }
+    }
+
+    /// Applies single changes of one zone as one mutation. Each change's result is what it would have been
+    /// as a mutation of its own after the ones before it: 1 and the batch's durability when it changed its
+    /// record, else 0 and nothing to wait for; a failure is every one's.
+    private func applySingles(_ singles: [SingleChange]) -> [Result<Applied, any Error>] {
+        var listChanges: [ReadingListChange] = []
+        var historyChanges: [ReadingHistoryChange] = []
+        for single in singles {
+            switch single {
+            case .readingList(let change): listChanges.append(change)
+            case .history(let change): historyChanges.append(change)
+            }
+        }
+        var changed = [Bool](repeating: false, count: singles.count)
+        do {
+            let durability = try changed.withUnsafeMutableBufferPointer { changed throws -> Durable? in
+                // `singles` are of one zone: one of the two is empty.
+                if !listChanges.isEmpty {
+                    return try applyMutation(\.readingList, listChanges, changedEach: changed).durability
+                }
+                return try applyMutation(\.history, historyChanges, changedEach: changed).durability
+            }
+            return changed.map { .success($0 ? (1, durability) : (0, nil)) }
+        } catch {
+            return Array(repeating: .failure(error), count: singles.count)
+        }
     }
 
     /// Something appended to the log, and how to wait until it is durable.
@@ -396,9 +477,13 @@ public actor LocalStore {
     /// The wait is the caller's, off the actor: a mutation that waited here came back to the actor once
     /// more after its flush only to return, and with many concurrent writers on two cores those hops left
     /// fewer of them ready for each flush (group commit).
+    ///
+    /// `changedEach`, when given (one place per change), is told whether each change changed its record, as
+    /// it would have as a mutation of its own after the ones before it (see ``combine(_:)``).
     package func applyMutation<Change: ItemChange>(
         _ zone: WritableKeyPath<ZoneStates, ZoneState<Change.Item>>,
-        _ itemChanges: [Change]
+        _ itemChanges: [Change],
+        changedEach: UnsafeMutableBufferPointer<Bool>? = nil
     ) throws -> (changed: Int, durability: Durable?) {
         typealias Item = Change.Item
         try checkWritable()
@@ -422,7 +507,7 @@ public actor LocalStore {
         // reaching it through the key path cost a key-path projection and two exclusivity checks per change.
         var state = ZoneState<Item>()
         swap(&state, &zones[keyPath: zone])
-        for itemChange in itemChanges {
+        for (position, itemChange) in itemChanges.enumerated() {
             let articleID = itemChange.articleID
             var hadItem = false
             let appended = state.appendChange(articleID, sequence: sequence, to: &changes) { old in
@@ -430,6 +515,7 @@ public actor LocalStore {
                 if case .some = old { hadItem = true }
                 return itemChange.applied(to: old, now: now, device: device)
             }
+            changedEach?[position] = appended
             if hadItem, indexByArticle == nil, itemChanges.count > 1 {
                 // From the changes before this one.
                 indexByArticle = BatchIndex(

@@ -111,6 +111,98 @@ import Testing
         }
     }
 
+    /// Single changes handed in next to each other are applied as one batch per zone, and each writer hears
+    /// what its change alone would have done after the ones before it — as one writer applying them in turn.
+    @Test(.timeLimit(.minutes(1)))
+    func neighbouringSingleChangesOfAZoneAreAppliedAsOneMutationWithEachWritersOwnResult() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            let list = store.readingList
+            let history = store.history
+            /// What the writers do, in the order they hand in.
+            let script: [@Sendable (LocalStore) async throws -> Int] = [
+                { try await $0.readingList.add("a") ? 1 : 0 },
+                { try await $0.readingList.add("a") ? 1 : 0 },  // the same article again: changes nothing
+                { try await $0.readingList.add("already-there") ? 1 : 0 },
+                { try await $0.readingList.add("b") ? 1 : 0 },
+                { try await $0.readingList.remove("b") ? 1 : 0 },  // takes back what the batch added
+                { try await $0.history.visit("v") ? 1 : 0 },  // another zone: a batch of its own
+                { try await $0.history.setLiking("v", .liked) ? 1 : 0 },
+                { try await $0.history.markRead("v") ? 1 : 0 },  // the visit read it: changes nothing
+                { try await $0.applyDurably { _ in throw Refused() } },  // not a single change: alone
+                { try await $0.readingList.add("c") ? 1 : 0 },
+            ]
+            try await list.add("already-there")
+            let sequenceBefore = await store.nextMutationSequence
+            let flushesBefore = store.logFlushCount
+            let (own, writers) = try await combine(
+                store, writers: script.map { step in { try await step(store) } },
+                own: { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: "own")]) })
+            #expect(try own.get() == 1)
+            let changed = writers.map { try? $0.get().changed }
+            #expect(changed == [1, 0, 0, 1, 1, 1, 1, 0, nil, 1])
+            #expect(await history.item("v")?.liking == .liked)
+            #expect(throws: Refused.self) { try writers[8].get() }
+            #expect(
+                await store.nextMutationSequence - sequenceBefore == 4,
+                "the combiner's own, the list's batch of five, the history's batch of three, and c alone")
+            #expect(store.logFlushCount == flushesBefore + 1)
+
+            // One writer applying the same changes in turn hears the same and ends with the same contents.
+            try await withTemporaryDirectory { alone in
+                let sequential = try LocalStore(directory: alone, options: testOptions())
+                try await sequential.readingList.add("already-there")
+                try await sequential.readingList.add("own")
+                var results: [Int?] = []
+                for step in script { results.append(try? await step(sequential)) }
+                #expect(results == changed)
+                #expect(
+                    await sequential.readingList.entries().map(\.articleID).sorted()
+                        == list.entries().map(\.articleID).sorted())
+                #expect(await sequential.history.item("v")?.isRead == true)
+                try await sequential.close()
+            }
+            #expect(await history.item("v")?.isRead == true)
+            try await store.close()
+
+            // And after a reopen.
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            #expect(
+                await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "c", "own"])
+            #expect(await reopened.history.item("v")?.isRead == true)
+            try await reopened.close()
+        }
+    }
+
+    /// A batch of single changes whose log entry cannot be written fails each of its writers, and no one
+    /// else: the next batch of the trip is applied (the store repairs its log first).
+    @Test(.timeLimit(.minutes(1)))
+    func aBatchOfSingleChangesThatCannotBeLoggedFailsEachOfItsWriters() async throws {
+        try await withTemporaryDirectory { directory in
+            let faulty = FaultyFileSystem()
+            var options = testOptions(durability: .buffered)
+            options.fileSystem = FileSystem(faulty)
+            let store = try LocalStore(directory: directory, options: options)
+            try await store.readingList.add("already-there")
+            let list = store.readingList
+            let history = store.history
+            faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+            let (own, writers) = try await combine(
+                store,
+                writers: [
+                    { try await list.add("a") ? 1 : 0 }, { try await list.add("b") ? 1 : 0 },
+                    { try await history.visit("v") ? 1 : 0 },
+                ],
+                own: { _ in throw Refused() })
+            #expect(throws: Refused.self) { try own.get() }
+            for index in 0..<2 {
+                #expect((writers[index].error as? FlatSyncError)?.code == .ioFailed, "writer \(index)")
+            }
+            #expect(try writers[2].get().changed == 1)
+            try await store.close()
+        }
+    }
+
     /// A combiner whose own mutation fails still flushes the writers it applied, and they return.
     @Test(.timeLimit(.minutes(1)))
     func aCombinerWhoseOwnMutationFailsStillMakesTheOthersDurable() async throws {
