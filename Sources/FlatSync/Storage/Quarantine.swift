@@ -31,7 +31,7 @@ package enum Quarantine {
     package static func moveAside(_ url: URL, now: Date = Date(), fileSystem: FileSystem = .posix)
         throws(FlatSyncError) -> URL
     {
-        let destination = freeName(for: url, now: now, fileSystem: fileSystem)
+        let destination = try freeName(for: url, now: now, fileSystem: fileSystem)
         try fileSystem.rename(url.path, to: destination.path)
         try fileSystem.syncDirectory(url.deletingLastPathComponent().path)
         return destination
@@ -50,7 +50,7 @@ package enum Quarantine {
     package static func keepCopy(of url: URL, now: Date = Date(), fileSystem: FileSystem = .posix)
         throws(FlatSyncError) -> URL
     {
-        let destination = freeName(for: url, now: now, fileSystem: fileSystem)
+        let destination = try freeName(for: url, now: now, fileSystem: fileSystem)
         do {
             try fileSystem.link(url.path, to: destination.path)
         } catch {
@@ -67,12 +67,15 @@ package enum Quarantine {
     }
 
     /// `<name>.corrupt-<timestamp>` next to `url`, with `-2`, `-3`… appended while that name is taken.
-    private static func freeName(for url: URL, now: Date, fileSystem: FileSystem) -> URL {
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when whether a name is taken cannot be told:
+    ///   taken for free, it could be an earlier damaged file's, which the rename or copy would replace.
+    private static func freeName(for url: URL, now: Date, fileSystem: FileSystem) throws(FlatSyncError) -> URL {
         let directory = url.deletingLastPathComponent()
         let base = url.lastPathComponent + marker + timestamp(now)
         var destination = directory.appendingPathComponent(base)
         var suffix = 1
-        while fileSystem.exists(destination.path) {
+        while try fileSystem.itemKind(destination.path) != nil {
             suffix += 1
             destination = directory.appendingPathComponent("\(base)-\(suffix)")
         }

@@ -89,7 +89,7 @@ public actor LocalStore {
 
     package let options: Options
     package nonisolated let eventHub = EventHub()
-    /// Shares trips into the actor among concurrent writers (see ``applyDurably(_:)``).
+    /// Shares trips into the actor among concurrent writers (see ``applyDurably(single:_:)``).
     package nonisolated let combiner = WriteCombiner<HandedIn>()
     private let lock: DirectoryLock
     private let log: AppendLog
@@ -311,7 +311,7 @@ public actor LocalStore {
         }
     }
 
-    /// Runs `apply` (a mutation, such as ``applyMutation(_:_:)``) on the actor and returns how many records
+    /// Runs `apply` (a mutation, such as ``applyMutation(_:_:changedEach:)``) on the actor and returns how many records
     /// it changed once it is durable.
     ///
     /// Concurrent callers share trips into the actor (``WriteCombiner``): the caller that finds no other
@@ -319,9 +319,10 @@ public actor LocalStore {
     /// others hand theirs in and suspend until it is durable, or failed. A lone writer always finds the role
     /// free: it enters the actor, applies its mutation and leads its own flush.
     ///
-    /// When the mutation is a single change, pass it as `single` too: the combiner then applies it in one
-    /// batch mutation with the single changes of the same zone next to it in its trip (see
-    /// ``combine(_:)``), and each writer still hears whether its own change changed its record.
+    /// When the mutation is a single change, pass it as `single` too (the same mutation as `apply`): if it
+    /// is handed in, the combiner applies it in one batch mutation with the single changes of the same zone
+    /// next to it in its inbox (see ``combine(_:)``), and the writer still hears whether its own change
+    /// changed its record.
     nonisolated package func applyDurably(
         single: SingleChange? = nil,
         _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
@@ -339,10 +340,10 @@ public actor LocalStore {
             case .combine: break
             }
         }
-        return try await combineAndWait(single: single, apply)
+        return try await combineAndWait(apply)
     }
 
-    /// The combiner's part of ``applyDurably(_:)``; call it only holding the combiner's role (it gives the
+    /// The combiner's part of ``applyDurably(single:_:)``; call it only holding the combiner's role (it gives the
     /// role up). Applies `apply` and everything handed in, tells each writer handed in how it went (the log
     /// calls back when its entry is durable), and waits until its own mutation and theirs are durable.
     ///
@@ -350,10 +351,9 @@ public actor LocalStore {
     /// even when its own mutation changed nothing or failed; a failure of that flush is then the handed-in
     /// writers' to hear, not the combiner's.
     nonisolated package func combineAndWait(
-        single: SingleChange? = nil,
         _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
     ) async throws -> Int {
-        let (mine, handedIn) = await combine((apply, single))
+        let (mine, handedIn) = await combine(apply)
         var latest: Durable?
         for (request, result) in handedIn {
             switch result {
@@ -392,9 +392,9 @@ public actor LocalStore {
     /// applied as one batch mutation: one log entry, one trip through the command queue, instead of one per
     /// writer. The combiner's own mutation goes first and alone: the writers hand theirs in while it runs.
     private func combine(
-        _ own: Request
+        _ apply: @Sendable (isolated LocalStore) throws -> Applied
     ) -> (mine: Result<Applied, any Error>, handedIn: [(HandedIn, Result<Applied, any Error>)]) {
-        let mine = Result { try own.apply(self) }
+        let mine = Result { try apply(self) }
         var handedIn: [(HandedIn, Result<Applied, any Error>)] = []
         while let inbox = combiner.takeInbox() {
             handedIn += zip(inbox, applyInOrder(inbox.map { ($0.apply, $0.single) }))
@@ -420,7 +420,7 @@ public actor LocalStore {
             start = end
         }
         // One result per request: a writer left without one would wait for ever.
-        assert(results.count == requests.count)
+        precondition(results.count == requests.count, "a request of a combiner's trip got no result")
         return results
     }
 
@@ -486,6 +486,7 @@ public actor LocalStore {
         changedEach: UnsafeMutableBufferPointer<Bool>? = nil
     ) throws -> (changed: Int, durability: Durable?) {
         typealias Item = Change.Item
+        precondition(changedEach.map { $0.count == itemChanges.count } ?? true, "one place per change")
         try checkWritable()
         let sequence = nextSequence
         // At the precision the server keeps, so the version that comes back equals the one written here.
@@ -626,7 +627,9 @@ public actor LocalStore {
         let clock = options.clock
         let delay = options.snapshotDelay
         snapshotTimers[zone] = Task {
-            try? await clock.sleep(for: delay)
+            // Cancelled by `close()`, which saves the snapshot itself (and throws if it cannot): a timer that
+            // went on here raced it, and its error event the end of the event stream.
+            do { try await clock.sleep(for: delay) } catch { return }
             await self.snapshotTimerFired(zone)
         }
     }

@@ -1,4 +1,5 @@
 import FlatSyncTestSupport
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -34,6 +35,32 @@ import Testing
             #expect(moved.allSatisfy { $0.deletingLastPathComponent().path == directory.path })
             #expect(!FileManager.default.fileExists(atPath: url.path))
             #expect(try fileNames(in: directory).count == 3)
+        }
+    }
+
+    /// When whether a quarantine name is taken cannot be told, neither way of keeping a damaged file goes
+    /// ahead: taken for free, the name could be an earlier damaged file's, which it would replace.
+    @Test(arguments: [true, false])
+    func aNameThatCannotBeCheckedIsNotTakenForFree(moving: Bool) throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            try Data("first".utf8).write(to: url)
+            let earlier = try Quarantine.moveAside(url, now: Self.date)
+            try Data("second".utf8).write(to: url)
+            let faulty = FaultyFileSystem()
+            faulty.failNext(.itemKind, with: .ioError, pathSuffix: earlier.lastPathComponent)
+            let fileSystem = FileSystem(faulty)
+            #expect {
+                if moving {
+                    try Quarantine.moveAside(url, now: Self.date, fileSystem: fileSystem)
+                } else {
+                    try Quarantine.keepCopy(of: url, now: Self.date, fileSystem: fileSystem)
+                }
+            } throws: { ($0 as? FlatSyncError)?.code == .ioFailed }
+            #expect(faulty.injections.count == 1)
+            #expect(String(decoding: try Data(contentsOf: earlier), as: UTF8.self) == "first")
+            #expect(String(decoding: try Data(contentsOf: url), as: UTF8.self) == "second")
+            #expect(try fileNames(in: directory).count == 2)
         }
     }
 

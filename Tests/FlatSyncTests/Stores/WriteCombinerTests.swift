@@ -6,7 +6,7 @@ import Testing
 @testable import FlatSync
 
 /// Concurrent writers sharing one trip into the store actor (``WriteCombiner``,
-/// ``LocalStore/applyDurably(_:)``).
+/// ``LocalStore/applyDurably(single:_:)``).
 @Suite struct WriteCombinerTests {
     // MARK: - The role and the inbox
 
@@ -119,7 +119,7 @@ import Testing
             let store = try LocalStore(directory: directory, options: testOptions())
             let list = store.readingList
             let history = store.history
-            /// What the writers do, in the order they hand in.
+            // What the writers do, in the order they hand in.
             let script: [@Sendable (LocalStore) async throws -> Int] = [
                 { try await $0.readingList.add("a") ? 1 : 0 },
                 { try await $0.readingList.add("a") ? 1 : 0 },  // the same article again: changes nothing
@@ -174,8 +174,9 @@ import Testing
         }
     }
 
-    /// A batch of single changes whose log entry cannot be written fails each of its writers, and no one
-    /// else: the next batch of the trip is applied (the store repairs its log first).
+    /// A batch of single changes whose log entry cannot be written fails each of its writers — also one
+    /// whose change changed nothing — and no one else: the next batch of the trip is applied (the store
+    /// repairs its log first, writing what memory holds, the failed batch's changes too).
     @Test(.timeLimit(.minutes(1)))
     func aBatchOfSingleChangesThatCannotBeLoggedFailsEachOfItsWriters() async throws {
         try await withTemporaryDirectory { directory in
@@ -190,16 +191,20 @@ import Testing
             let (own, writers) = try await combine(
                 store,
                 writers: [
-                    { try await list.add("a") ? 1 : 0 }, { try await list.add("b") ? 1 : 0 },
-                    { try await history.visit("v") ? 1 : 0 },
+                    { try await list.add("a") ? 1 : 0 }, { try await list.add("already-there") ? 1 : 0 },
+                    { try await list.add("b") ? 1 : 0 }, { try await history.visit("v") ? 1 : 0 },
                 ],
                 own: { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
-            for index in 0..<2 {
+            for index in 0..<3 {
                 #expect((writers[index].error as? FlatSyncError)?.code == .ioFailed, "writer \(index)")
             }
-            #expect(try writers[2].get().changed == 1)
+            #expect(try writers[3].get().changed == 1)
             try await store.close()
+            let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
+            #expect(await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "b"])
+            #expect(await reopened.history.item("v") != nil)
+            try await reopened.close()
         }
     }
 
