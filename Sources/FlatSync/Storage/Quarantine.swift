@@ -26,7 +26,8 @@ package enum Quarantine {
     /// is taken), then flushes the directory so the rename is durable.
     ///
     /// - Returns: the file's new location.
-    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the rename or the directory flush fails.
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the rename or the directory flush fails, or
+    ///   when whether a name is taken cannot be told.
     @discardableResult
     package static func moveAside(_ url: URL, now: Date = Date(), fileSystem: FileSystem = .posix)
         throws(FlatSyncError) -> URL
@@ -45,7 +46,8 @@ package enum Quarantine {
     /// the file system has no hard links it is a durable copy.
     ///
     /// - Returns: the copy's location.
-    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when neither a link nor a copy can be made.
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when neither a link nor a copy can be made, or
+    ///   when whether a name is taken cannot be told.
     @discardableResult
     package static func keepCopy(of url: URL, now: Date = Date(), fileSystem: FileSystem = .posix)
         throws(FlatSyncError) -> URL

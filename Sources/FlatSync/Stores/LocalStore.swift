@@ -627,8 +627,9 @@ public actor LocalStore {
         let clock = options.clock
         let delay = options.snapshotDelay
         snapshotTimers[zone] = Task {
-            // Cancelled by `close()`, which saves the snapshot itself (and throws if it cannot): a timer that
-            // went on here raced it, and its error event the end of the event stream.
+            // Cancelled by `close()`, which saves the snapshot itself and throws if it cannot, or by
+            // `abandon()`, which saves none: a timer that went on here raced that save, and its error event
+            // raced the end of the event stream.
             do { try await clock.sleep(for: delay) } catch { return }
             await self.snapshotTimerFired(zone)
         }
