@@ -89,7 +89,7 @@ public actor LocalStore {
 
     package let options: Options
     package nonisolated let eventHub = EventHub()
-    /// Shares trips into the actor among concurrent writers (see ``applyDurably(single:_:)``).
+    /// Shares trips into the actor among concurrent writers (see ``applyDurably(_:)``).
     package nonisolated let combiner = WriteCombiner<HandedIn>()
     private let lock: DirectoryLock
     private let log: AppendLog
@@ -287,7 +287,7 @@ public actor LocalStore {
     package typealias Applied = (changed: Int, durability: Durable?)
 
     /// A mutation of a single change, which a combiner may apply in one batch with the single changes of the
-    /// same zone handed in next to it (see ``applyDurably(single:_:)``).
+    /// same zone handed in next to it (see ``applyDurably(_:)``).
     package enum SingleChange: Sendable {
         case readingList(ReadingListChange)
         case history(ReadingHistoryChange)
@@ -296,7 +296,7 @@ public actor LocalStore {
     /// A mutation handed to the combiner, and the writer waiting to hear how it went.
     package struct HandedIn: Sendable {
         let apply: @Sendable (isolated LocalStore) throws -> Applied
-        /// The mutation's one change when it has only one (the same mutation as `apply`).
+        /// The mutation's one change, when it was handed in as one (`apply` applies it alone).
         let single: SingleChange?
         let continuation: CheckedContinuation<Outcome, Never>
 
@@ -319,13 +319,24 @@ public actor LocalStore {
     /// others hand theirs in and suspend until it is durable, or failed. A lone writer always finds the role
     /// free: it enters the actor, applies its mutation and leads its own flush.
     ///
-    /// When the mutation is a single change, pass it as `single` too (the same mutation as `apply`): if it
-    /// is handed in, the combiner applies it in one batch mutation with the single changes of the same zone
-    /// next to it in its inbox (see ``combine(_:)``), and the writer still hears whether its own change
-    /// changed its record.
+    /// A mutation of one change goes through the overload that takes a ``SingleChange`` instead, so that it
+    /// can join a batch.
     nonisolated package func applyDurably(
-        single: SingleChange? = nil,
         _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
+    ) async throws -> Int {
+        try await applyDurably(apply, single: nil)
+    }
+
+    /// Applies a mutation of one change as the overload above does; if it is handed in, the combiner
+    /// applies it in one batch mutation with the single changes of the same zone next to it in its inbox
+    /// (see ``combine(_:)``), and the writer still hears whether its own change changed its record.
+    nonisolated package func applyDurably(_ single: SingleChange) async throws -> Int {
+        try await applyDurably({ try $0.apply(single) }, single: single)
+    }
+
+    /// Both overloads: `apply` is the mutation, and `single` its one change when it has one.
+    nonisolated private func applyDurably(
+        _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied, single: SingleChange?
     ) async throws -> Int {
         if !combiner.tryToCombine() {
             let outcome = await withCheckedContinuation {
@@ -343,7 +354,7 @@ public actor LocalStore {
         return try await combineAndWait(apply)
     }
 
-    /// The combiner's part of ``applyDurably(single:_:)``; call it only holding the combiner's role (it gives the
+    /// The combiner's part of ``applyDurably(_:)``; call it only holding the combiner's role (it gives the
     /// role up). Applies `apply` and everything handed in, tells each writer handed in how it went (the log
     /// calls back when its entry is durable), and waits until its own mutation and theirs are durable.
     ///
@@ -388,7 +399,7 @@ public actor LocalStore {
     /// Applies the combiner's own mutation, then every one handed in, until none is left; then the
     /// combiner's role is free again.
     ///
-    /// Single changes of one zone that follow each other in an inbox (see ``applyDurably(single:_:)``) are
+    /// Single changes of one zone that follow each other in an inbox (see ``applyDurably(_:)``) are
     /// applied as one batch mutation: one log entry, one trip through the command queue, instead of one per
     /// writer. The combiner's own mutation goes first and alone: the writers hand theirs in while it runs.
     private func combine(
@@ -422,6 +433,14 @@ public actor LocalStore {
         // One result per request: a writer left without one would wait for ever.
         precondition(results.count == requests.count, "a request of a combiner's trip got no result")
         return results
+    }
+
+    /// Applies a single change as a mutation of its own.
+    private func apply(_ single: SingleChange) throws -> Applied {
+        switch single {
+        case .readingList(let change): return try applyMutation(\.readingList, [change])
+        case .history(let change): return try applyMutation(\.history, [change])
+        }
     }
 
     /// True when both are single changes of the same zone.

@@ -36,8 +36,10 @@ public struct ReadingList: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingListChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let single = changes.count == 1 ? LocalStore.SingleChange.readingList(changes[0]) : nil
-        let changed = try await store.applyDurably(single: single) { try $0.applyMutation(\.readingList, changes) }
+        let changed =
+            changes.count == 1
+            ? try await store.applyDurably(.readingList(changes[0]))
+            : try await store.applyDurably { try $0.applyMutation(\.readingList, changes) }
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingList) }
         return changed
     }
@@ -140,8 +142,10 @@ public struct ReadingHistory: Sendable {
     @discardableResult
     public func apply(_ changes: [ReadingHistoryChange]) async throws -> Int {
         for change in changes { try change.validate() }
-        let single = changes.count == 1 ? LocalStore.SingleChange.history(changes[0]) : nil
-        let changed = try await store.applyDurably(single: single) { try $0.applyMutation(\.history, changes) }
+        let changed =
+            changes.count == 1
+            ? try await store.applyDurably(.history(changes[0]))
+            : try await store.applyDurably { try $0.applyMutation(\.history, changes) }
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingHistory) }
         return changed
     }

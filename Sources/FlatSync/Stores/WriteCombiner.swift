@@ -8,7 +8,7 @@ import Synchronization
 /// inbox is empty. A writer that finds a combiner at work hands its work in (``handIn(_:)``) and waits to
 /// be told how it went, without entering the actor. Every hop off a busy actor schedules the actor again
 /// and can wake a thread: with 16 writers on two cores, each writer's hop into the store and back out was
-/// what kept the threads switching (see ``LocalStore/applyDurably(single:_:)``).
+/// what kept the threads switching (see ``LocalStore/applyDurably(_:)``).
 ///
 /// The role is never left with work in the inbox: work is handed in only while the role is held, and the
 /// role is given up only by finding the inbox empty, under the same lock.

@@ -6,7 +6,7 @@ import Testing
 @testable import FlatSync
 
 /// Concurrent writers sharing one trip into the store actor (``WriteCombiner``,
-/// ``LocalStore/applyDurably(single:_:)``).
+/// ``LocalStore/applyDurably(_:)``).
 @Suite struct WriteCombinerTests {
     // MARK: - The role and the inbox
 
