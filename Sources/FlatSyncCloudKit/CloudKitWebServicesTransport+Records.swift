@@ -13,17 +13,17 @@ extension CloudKitWebServicesTransport {
         let limit = min(resultsLimit, Self.maximumResultsLimit)
         let request = CloudKitWire.ZoneChangesRequest(
             zone: zone, syncToken: token.map(Self.syncToken), resultsLimit: limit)
-        let data = try await send(.zoneChanges, body: try encode(request), sentChangeToken: token != nil)
-        let response = try decode(CloudKitWire.ZoneChangesResponse.self, data, .zoneChanges)
+        let reply = try await send(.zoneChanges, body: try encode(request), sentChangeToken: token != nil)
+        let response = try decode(CloudKitWire.ZoneChangesResponse.self, reply, .zoneChanges)
         guard let page = response.zones.first(where: { $0.zoneID?.zoneName == zone.name }) ?? response.zones.first
         else {
-            throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, data, problem: "no entry for the zone")
+            throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, reply.data, problem: "no entry for the zone")
         }
         if let error = page.error {
             throw CloudKitErrorMapping.error(error, status: nil, operation: .zoneChanges, sentChangeToken: token != nil)
         }
         guard let syncToken = page.syncToken else {
-            throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, data, problem: "no syncToken")
+            throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, reply.data, problem: "no syncToken")
         }
         var changed: [Record] = []
         var deleted: [RecordID] = []
@@ -31,11 +31,11 @@ extension CloudKitWebServicesTransport {
             if entry.deleted == true {
                 guard let name = entry.recordName else {
                     throw CloudKitErrorMapping.unexpectedResponse(
-                        .zoneChanges, data, problem: "a deleted record has no name")
+                        .zoneChanges, reply.data, problem: "a deleted record has no name")
                 }
                 deleted.append(RecordID(zone: zone, name: name))
             } else {
-                changed.append(try record(from: entry, in: zone, data, .zoneChanges))
+                changed.append(try record(from: entry, in: zone, reply.data, .zoneChanges))
             }
         }
         return ZoneChanges(
@@ -60,13 +60,13 @@ extension CloudKitWebServicesTransport {
     func lookup(_ names: [String], in zone: ZoneID) async throws -> (found: [RecordID: Record], zoneError: CloudError?)
     {
         let request = CloudKitWire.RecordsLookupRequest(names: names, zone: zone)
-        let data: Data
+        let reply: ResponseBody
         do {
-            data = try await send(.lookupRecords, body: try encode(request))
+            reply = try await send(.lookupRecords, body: try encode(request))
         } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
             return ([:], error)
         }
-        let response = try decode(CloudKitWire.RecordsResponse.self, data, .lookupRecords)
+        let response = try decode(CloudKitWire.RecordsResponse.self, reply, .lookupRecords)
         var found: [RecordID: Record] = [:]
         var zoneError: CloudError?
         for entry in response.records {
@@ -81,7 +81,7 @@ extension CloudKitWebServicesTransport {
                 continue
             }
             guard entry.deleted != true else { continue }
-            let record = try record(from: entry, in: zone, data, .lookupRecords)
+            let record = try record(from: entry, in: zone, reply.data, .lookupRecords)
             found[record.id] = record
         }
         return (found, zoneError)
@@ -134,15 +134,15 @@ extension CloudKitWebServicesTransport {
     ) async throws {
         let request = CloudKitWire.RecordsModifyRequest(
             operations: operations.map(\.operation), zone: zone, atomic: atomically)
-        let data: Data
+        let reply: ResponseBody
         do {
-            data = try await send(.modifyRecords, body: try encode(request))
+            reply = try await send(.modifyRecords, body: try encode(request))
         } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
             // The whole zone is missing: each record fails as it would one by one.
             for operation in operations { result.failed[operation.id] = error }
             return
         }
-        let response = try decode(CloudKitWire.RecordsResponse.self, data, .modifyRecords)
+        let response = try decode(CloudKitWire.RecordsResponse.self, reply, .modifyRecords)
         // Entries come back in the order of the operations; match by name, which every entry carries.
         var entries: [String: CloudKitWire.RecordEntry] = [:]
         for (index, entry) in response.records.enumerated() {
@@ -157,7 +157,7 @@ extension CloudKitWebServicesTransport {
             let id = operation.id
             guard let entry = entries[id.name] else {
                 result.failed[id] = CloudKitErrorMapping.unexpectedResponse(
-                    .modifyRecords, data, problem: "no result for the record \(id.name)")
+                    .modifyRecords, reply.data, problem: "no result for the record \(id.name)")
                 continue
             }
             if let fields = entry.error {
@@ -178,7 +178,7 @@ extension CloudKitWebServicesTransport {
                     result.saved[id] = try CloudKitWire.record(from: entry, in: zone)
                 } catch {
                     result.failed[id] = CloudKitErrorMapping.unexpectedResponse(
-                        .modifyRecords, data, problem: error.description)
+                        .modifyRecords, reply.data, problem: error.description)
                 }
             }
         }

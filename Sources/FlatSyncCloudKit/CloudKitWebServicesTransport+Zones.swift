@@ -6,15 +6,15 @@ extension CloudKitWebServicesTransport {
     static let defaultZoneName = "_defaultZone"
 
     public func listZones() async throws -> [ZoneID] {
-        let data = try await send(.listZones, method: "GET", body: nil)
-        let response = try decode(CloudKitWire.ZonesResponse.self, data, .listZones)
+        let reply = try await send(.listZones, method: "GET", body: nil)
+        let response = try decode(CloudKitWire.ZonesResponse.self, reply, .listZones)
         var zones: [ZoneID] = []
         for entry in response.zones {
             if let error = entry.error {
                 throw CloudKitErrorMapping.error(error, status: nil, operation: .listZones, sentChangeToken: false)
             }
             guard let name = entry.zoneID?.zoneName else {
-                throw CloudKitErrorMapping.unexpectedResponse(.listZones, data, problem: "a zone has no zoneID")
+                throw CloudKitErrorMapping.unexpectedResponse(.listZones, reply.data, problem: "a zone has no zoneID")
             }
             if name != Self.defaultZoneName, entry.deleted != true { zones.append(ZoneID(name)) }
         }
@@ -36,8 +36,8 @@ extension CloudKitWebServicesTransport {
         try Self.requireZoneNames(zones)
         guard !zones.isEmpty else { return }
         let request = CloudKitWire.ZonesModifyRequest(operationType: operationType, zones: zones)
-        let data = try await send(.modifyZones, body: try encode(request))
-        let response = try decode(CloudKitWire.ZonesResponse.self, data, .modifyZones)
+        let reply = try await send(.modifyZones, body: try encode(request))
+        let response = try decode(CloudKitWire.ZonesResponse.self, reply, .modifyZones)
         let harmless: Set<String> =
             operationType == "create" ? ["EXISTS", "CONFLICT"] : ["ZONE_NOT_FOUND", "NOT_FOUND"]
         for entry in response.zones {
@@ -48,10 +48,10 @@ extension CloudKitWebServicesTransport {
 
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
         let request = CloudKitWire.DatabaseChangesRequest(syncToken: token.map(Self.syncToken))
-        let data = try await send(.databaseChanges, body: try encode(request), sentChangeToken: token != nil)
-        let response = try decode(CloudKitWire.DatabaseChangesResponse.self, data, .databaseChanges)
+        let reply = try await send(.databaseChanges, body: try encode(request), sentChangeToken: token != nil)
+        let response = try decode(CloudKitWire.DatabaseChangesResponse.self, reply, .databaseChanges)
         guard let syncToken = response.syncToken else {
-            throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, data, problem: "no syncToken")
+            throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, reply.data, problem: "no syncToken")
         }
         var changed: [ZoneID] = []
         var deleted: [ZoneDeletion] = []
@@ -61,7 +61,7 @@ extension CloudKitWebServicesTransport {
                     error, status: nil, operation: .databaseChanges, sentChangeToken: token != nil)
             }
             guard let name = entry.zoneID?.zoneName else {
-                throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, data, problem: "a zone has no zoneID")
+                throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, reply.data, problem: "a zone has no zoneID")
             }
             guard name != Self.defaultZoneName else { continue }
             if entry.deleted == true {

@@ -93,10 +93,10 @@ extension CloudKitWebServicesTransport {
     /// documentation gives answers 405 on the live server).
     func webCourierURL() async throws -> URL {
         let body = try encode(CloudKitWire.TokensCreateRequest(apnsEnvironment: configuration.environment.rawValue))
-        let data = try await send(.createPushToken, body: body)
-        let response = try decode(CloudKitWire.TokensCreateResponse.self, data, .createPushToken)
+        let reply = try await send(.createPushToken, body: body)
+        let response = try decode(CloudKitWire.TokensCreateResponse.self, reply, .createPushToken)
         guard let text = response.webcourierURL, let url = URL(string: text) else {
-            throw CloudKitErrorMapping.unexpectedResponse(.createPushToken, data, problem: "no webcourierURL")
+            throw CloudKitErrorMapping.unexpectedResponse(.createPushToken, reply.data, problem: "no webcourierURL")
         }
         return url
     }
@@ -122,7 +122,7 @@ extension CloudKitWebServicesTransport {
         case 204: return .nothingYet
         case 404: return .unknownToken
         case 200:
-            let poll = try decode(CloudKitWire.CourierPoll.self, response.body, .pollWebCourier)
+            let poll = try decode(CloudKitWire.CourierPoll.self, ResponseBody(response.body), .pollWebCourier)
             return .changed(poll.zoneIDs.map { ZoneID($0.zoneName) })
         default:
             throw CloudKitErrorMapping.error(for: response, operation: .pollWebCourier, sentChangeToken: false)

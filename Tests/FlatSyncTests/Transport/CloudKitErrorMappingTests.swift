@@ -77,6 +77,18 @@ struct CloudKitErrorMappingTests {
         #expect(error?.redirectURL == URL(string: "https://idmsa.apple.com/signin"))
     }
 
+    @Test func anErrorBodyInA200IsTheRequestsErrorNotAnEmptyAnswer() async throws {
+        // Believed never to happen; read from the same parse as the answer itself.
+        let exchange = ScriptedExchange([
+            .json(#"{"serverErrorCode":"ZONE_BUSY","reason":"busy","retryAfter":2,"zones":[]}"#)
+        ])
+        let error = await #expect(throws: CloudError.self) {
+            _ = try await makeTransport(exchange).listZones()
+        }
+        #expect(error?.code == .zoneBusy)
+        #expect(error?.retryAfter == .seconds(2))
+    }
+
     @Test(arguments: rows)
     func aPerRecordErrorInA200MapsTheSameWay(_ row: Row) async throws {
         // CONFLICT and NOT_FOUND on a save have their own handling (a lookup; unknownItem), tested elsewhere.
