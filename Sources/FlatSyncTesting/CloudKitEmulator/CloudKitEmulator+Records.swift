@@ -80,7 +80,7 @@ extension CloudKitEmulator {
         push.notify(changed.names)
         switch outcome {
         case .failure(let error): return reply(for: error)
-        case .success(let outcomes): return Self.ok(["records": .array(render(outcomes))])
+        case .success(let outcomes): return render(outcomes)
         }
     }
 
@@ -218,22 +218,30 @@ extension CloudKitEmulator {
         }
         switch outcome {
         case .failure(let error): return reply(for: error)
-        case .success(let outcomes): return Self.ok(["records": .array(render(outcomes))])
+        case .success(let outcomes): return render(outcomes)
         }
     }
 
-    private func render(_ outcomes: [RecordOutcome]) -> [JSONValue] {
+    /// A 200 `{"records":[…]}`, one entry per outcome.
+    private func render(_ outcomes: [RecordOutcome]) -> HTTPServerReply {
         let now = Date()
-        return outcomes.map { outcome in
-            switch outcome {
-            case .saved(let record):
-                return CloudKitRecordJSON.record(record, userRecordName: options.userRecordName, now: now)
-            case .deleted(let name):
-                return CloudKitRecordJSON.tombstone(name)
-            case .failed(let name, let error):
-                var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
-                entry["recordName"] = .string(name)
-                return CloudKitJSON.value(entry)
+        return Self.ok { writer in
+            writer.object {
+                $0.member("records") {
+                    $0.array(outcomes) { writer, outcome in
+                        switch outcome {
+                        case .saved(let record):
+                            CloudKitRecordJSON.write(
+                                record, userRecordName: options.userRecordName, now: now, to: &writer)
+                        case .deleted(let name):
+                            CloudKitRecordJSON.writeTombstone(name, to: &writer)
+                        case .failed(let name, let error):
+                            var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
+                            entry["recordName"] = .string(name)
+                            writer.value(CloudKitJSON.value(entry), sortingKeys: true)
+                        }
+                    }
+                }
             }
         }
     }

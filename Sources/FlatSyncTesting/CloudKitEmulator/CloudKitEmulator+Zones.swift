@@ -169,24 +169,41 @@ extension CloudKitEmulator {
             return reply(for: error)
         case .success(let results):
             let now = Date()
-            let zones = results.map { result -> JSONValue in
-                switch result {
-                case .changes(let zone, let changes):
-                    let records =
-                        changes.changedRecords.map {
-                            CloudKitRecordJSON.record($0, userRecordName: options.userRecordName, now: now)
-                        } + changes.deletedRecordIDs.map { CloudKitRecordJSON.tombstone($0.name) }
-                    return [
-                        "zoneID": CloudKitJSON.zoneID(zone), "records": .array(records),
-                        "syncToken": CloudKitJSON.syncToken(changes.token), "moreComing": .bool(changes.moreComing),
-                    ]
-                case .failed(let zone, let error):
-                    var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
-                    entry["zoneID"] = CloudKitJSON.zoneID(zone)
-                    return CloudKitJSON.value(entry)
+            return Self.ok { writer in
+                writer.object {
+                    $0.member("zones") {
+                        $0.array(results) { writer, result in
+                            switch result {
+                            case .changes(let zone, let changes):
+                                writer.object {
+                                    $0.member("moreComing") { $0.bool(changes.moreComing) }
+                                    $0.member("records") {
+                                        // The changed records, then the deleted ones.
+                                        let changed = changes.changedRecords
+                                        let deleted = changes.deletedRecordIDs
+                                        $0.array(0..<(changed.count + deleted.count)) { writer, index in
+                                            if index < changed.count {
+                                                CloudKitRecordJSON.write(
+                                                    changed[index], userRecordName: options.userRecordName,
+                                                    now: now, to: &writer)
+                                            } else {
+                                                CloudKitRecordJSON.writeTombstone(
+                                                    deleted[index - changed.count].name, to: &writer)
+                                            }
+                                        }
+                                    }
+                                    $0.member("syncToken") { $0.value(CloudKitJSON.syncToken(changes.token)) }
+                                    $0.member("zoneID") { CloudKitJSON.write(zoneID: zone, to: &$0) }
+                                }
+                            case .failed(let zone, let error):
+                                var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
+                                entry["zoneID"] = CloudKitJSON.zoneID(zone)
+                                writer.value(CloudKitJSON.value(entry), sortingKeys: true)
+                            }
+                        }
+                    }
                 }
             }
-            return Self.ok(["zones": .array(zones)])
         }
     }
 }

@@ -277,6 +277,16 @@ final class CloudKitEmulator: Sendable {
         .response(jsonResponse(200, object))
     }
 
+    /// A 200 whose JSON body `write` writes, members in key order (for bodies of many records, which are
+    /// not worth building as a tree first).
+    static func ok(writing write: (inout JSONValue.Writer) -> Void) -> HTTPServerReply {
+        var writer = JSONValue.Writer(capacity: 64 * 1_024)
+        write(&writer)
+        return .response(
+            HTTPServerResponse(
+                status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: writer.data))
+    }
+
     static func jsonResponse(_ status: Int, _ object: CloudKitJSON.Object) -> HTTPServerResponse {
         HTTPServerResponse(
             status: status, headers: [("Content-Type", "application/json; charset=utf-8")],

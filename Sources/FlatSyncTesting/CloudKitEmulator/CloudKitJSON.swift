@@ -132,6 +132,11 @@ enum CloudKitJSON {
         ["ownerRecordName": .string(ownerRecordName), "zoneName": .string(zone.name)]
     }
 
+    /// Writes a zone ID as the emulator sends it.
+    static func write(zoneID zone: ZoneID, to writer: inout JSONValue.Writer) {
+        writer.value(zoneID(zone))
+    }
+
     /// A zone ID a client sent: `{"zoneName": …}` (an owner, if given, is ignored).
     static func zoneID(from value: JSONValue?, _ what: @autoclosure () -> String) throws(Problem) -> ZoneID {
         let object = try object(value, what())
