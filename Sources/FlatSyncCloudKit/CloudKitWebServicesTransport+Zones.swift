@@ -61,7 +61,8 @@ extension CloudKitWebServicesTransport {
                     error, status: nil, operation: .databaseChanges, sentChangeToken: token != nil)
             }
             guard let name = entry.zoneID?.zoneName else {
-                throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, reply.data, problem: "a zone has no zoneID")
+                throw CloudKitErrorMapping.unexpectedResponse(
+                    .databaseChanges, reply.data, problem: "a zone has no zoneID")
             }
             guard name != Self.defaultZoneName else { continue }
             if entry.deleted == true {
