@@ -453,7 +453,14 @@ public actor LocalStore {
 
     /// Applies single changes of one zone as one mutation. Each change's result is what it would have been
     /// as a mutation of its own after the ones before it: 1 and the batch's durability when it changed its
-    /// record, else 0 and nothing to wait for; a failure is every one's.
+    /// record, else 0 and nothing to wait for.
+    ///
+    /// When the batch's changes were made but its entry could not be logged, the store repairs its log at
+    /// once (``compact()``, as the next mutation would): the rewrite holds the batch durably, and each writer
+    /// hears its own result. One by one, the first writer alone would have heard the failure, and the next
+    /// one's repair would have made its change durable anyway: failing them all made hosts retry changes
+    /// that were kept (a visit counted twice). A failure is every writer's only when nothing was applied or
+    /// the repair fails too.
     private func applySingles(_ singles: [SingleChange]) -> [Result<Applied, any Error>] {
         var listChanges: [ReadingListChange] = []
         var historyChanges: [ReadingHistoryChange] = []
@@ -464,6 +471,7 @@ public actor LocalStore {
             }
         }
         var changed = [Bool](repeating: false, count: singles.count)
+        let sequenceBefore = nextSequence
         do {
             let durability = try changed.withUnsafeMutableBufferPointer { changed throws -> Durable? in
                 // `singles` are of one zone: one of the two is empty.
@@ -474,7 +482,13 @@ public actor LocalStore {
             }
             return changed.map { .success($0 ? (1, durability) : (0, nil)) }
         } catch {
-            return Array(repeating: .failure(error), count: singles.count)
+            // The sequence is used up only once the changes are made (in memory, and in the command queue).
+            let applied = nextSequence != sequenceBefore
+            guard applied, (try? compact()) != nil else {
+                return Array(repeating: .failure(error), count: singles.count)
+            }
+            // The rewrite was flushed: nothing is left to wait for.
+            return changed.map { .success($0 ? (1, nil) : (0, nil)) }
         }
     }
 

@@ -174,11 +174,11 @@ import Testing
         }
     }
 
-    /// A batch of single changes whose log entry cannot be written fails each of its writers — also one
-    /// whose change changed nothing — and no one else: the next batch of the trip is applied (the store
-    /// repairs its log first, writing what memory holds, the failed batch's changes too).
+    /// A batch of single changes whose log entry cannot be written is made durable at once by the repair
+    /// of the log (a rewrite of what memory holds), and each writer hears its own result, as one writer
+    /// applying them in turn would — better: one by one, the first would have heard the failure.
     @Test(.timeLimit(.minutes(1)))
-    func aBatchOfSingleChangesThatCannotBeLoggedFailsEachOfItsWriters() async throws {
+    func aBatchWhoseEntryCannotBeWrittenIsRepairedAndEachWriterHearsItsOwnResult() async throws {
         try await withTemporaryDirectory { directory in
             let faulty = FaultyFileSystem()
             var options = testOptions(durability: .buffered)
@@ -196,11 +196,46 @@ import Testing
                 ],
                 own: { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
+            #expect(faulty.injections.count == 1, "the batch's entry failed")
+            #expect(writers.map { try? $0.get().changed } == [1, 0, 1, 1])
+            // Acknowledged, so durable: the store is given up without a close, as a killed process leaves it.
+            await store.abandon()
+            let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
+            #expect(await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "b"])
+            #expect(await reopened.history.item("v") != nil)
+            try await reopened.close()
+        }
+    }
+
+    /// When the repair fails too, each writer of the batch hears the failure — also one whose change changed
+    /// nothing — and no one else: the next batch of the trip repairs the log and is applied, and that repair
+    /// writes what memory holds, the failed batch's changes too.
+    @Test(.timeLimit(.minutes(1)))
+    func aBatchThatCannotBeLoggedNorRepairedFailsEachOfItsWriters() async throws {
+        try await withTemporaryDirectory { directory in
+            let faulty = FaultyFileSystem()
+            var options = testOptions(durability: .buffered)
+            options.fileSystem = FileSystem(faulty)
+            let store = try LocalStore(directory: directory, options: options)
+            try await store.readingList.add("already-there")
+            let list = store.readingList
+            let history = store.history
+            faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+            faulty.failNext(.rename, with: .ioError)
+            let (own, writers) = try await combine(
+                store,
+                writers: [
+                    { try await list.add("a") ? 1 : 0 }, { try await list.add("already-there") ? 1 : 0 },
+                    { try await list.add("b") ? 1 : 0 }, { try await history.visit("v") ? 1 : 0 },
+                ],
+                own: { _ in throw Refused() })
+            #expect(throws: Refused.self) { try own.get() }
+            #expect(faulty.injections.map(\.call) == [.write, .rename])
             for index in 0..<3 {
                 #expect((writers[index].error as? FlatSyncError)?.code == .ioFailed, "writer \(index)")
             }
             #expect(try writers[3].get().changed == 1)
-            try await store.close()
+            await store.abandon()
             let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
             #expect(await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "b"])
             #expect(await reopened.history.item("v") != nil)
