@@ -130,7 +130,7 @@ enum CloudKitErrorMapping {
     /// The error for a response whose status is not 200.
     static func error(for response: HTTPExchangeResponse, operation: Operation, sentChangeToken: Bool) -> CloudError {
         let retryAfterHeader = response.header("Retry-After")
-        if let json = try? JSONValue.parse(response.body), let fields = CloudKitWire.ErrorFields.of(json) {
+        if let fields = CloudKitWire.ErrorFields.of(body: response.body) {
             return error(
                 fields, status: response.status, operation: operation, sentChangeToken: sentChangeToken,
                 retryAfterHeader: retryAfterHeader)

@@ -183,16 +183,12 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
     }
 
-    /// The body of a 200, parsed once: the check for an error body and ``decode(_:_:_:)`` read the same
-    /// tree (parsing each response twice was a tenth of a sync's time through the emulator).
+    /// The body of a 200, read by ``decode(_:_:_:)`` in one pass that also looks for an error body (reading
+    /// each response twice, once for that check, was a tenth of a sync's time through the emulator).
     struct ResponseBody {
         var data: Data
-        var json: Result<JSONValue, JSONValue.ParseError>
-
-        init(_ data: Data) {
-            self.data = data
-            json = Result { () throws(JSONValue.ParseError) in try JSONValue.parse(data) }
-        }
+        /// Whether the request sent a change token (an error body's meaning depends on it).
+        var sentChangeToken = false
     }
 
     /// Sends one request and returns the body of its 200 response; any other answer is thrown as the
@@ -224,13 +220,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         guard response.status == 200 else {
             throw CloudKitErrorMapping.error(for: response, operation: operation, sentChangeToken: sentChangeToken)
         }
-        let parsed = ResponseBody(response.body)
-        if case .success(let json) = parsed.json, let fields = CloudKitWire.ErrorFields.of(json) {
-            // An error body in a 200: believed never to happen, handled in case it does.
-            throw CloudKitErrorMapping.error(
-                fields, status: nil, operation: operation, sentChangeToken: sentChangeToken)
-        }
-        return parsed
+        return ResponseBody(data: response.body, sentChangeToken: sentChangeToken)
     }
 
     /// Encodes a request body; a value JSON cannot carry is the caller's mistake.
@@ -244,21 +234,26 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         return writer.data
     }
 
-    /// Decodes a 200's body as `type`, or throws `CloudError.Code.unexpectedServerResponse`.
+    /// Decodes a 200's body as `type`, or throws `CloudError.Code.unexpectedServerResponse`. An error body
+    /// in a 200 (believed never to happen, handled in case it does) is thrown as the error it names.
     nonisolated func decode<T: JSONReadable>(
         _ type: T.Type, _ body: ResponseBody, _ operation: CloudKitErrorMapping.Operation
     ) throws(CloudError) -> T {
-        let json: JSONValue
-        switch body.json {
-        case .success(let parsed): json = parsed
-        case .failure(let error):
+        let read: CloudKitWire.Body<T>
+        do {
+            read = try CloudKitWire.readBody(T.self, from: body.data)
+        } catch let error as JSONValue.ParseError {
             throw CloudKitErrorMapping.unexpectedResponse(
                 operation, body.data, problem: "not JSON (\(error.description))")
-        }
-        do {
-            return try T(json: json)
         } catch {
-            throw CloudKitErrorMapping.unexpectedResponse(operation, body.data, problem: error.description)
+            throw CloudKitErrorMapping.unexpectedResponse(operation, body.data, problem: "\(error)")
+        }
+        switch read {
+        case .answer(let answer):
+            return answer
+        case .error(let fields):
+            throw CloudKitErrorMapping.error(
+                fields, status: nil, operation: operation, sentChangeToken: body.sentChangeToken)
         }
     }
 

@@ -94,11 +94,24 @@ extension CloudKitWire {
 
         // MARK: Reading
 
-        /// The value of a field entry, or nil for a field FlatSync cannot hold (or with a null value).
-        static func value(of field: JSONValue) throws(FieldProblem) -> FieldValue? {
-            guard let value = field["value"], value != .null else { return nil }
-            guard let type = field["type"]?.stringValue else { return infer(value) }
-            return try decode(value, type: type)
+        /// Reads a field entry and decodes its value: nil for a field FlatSync cannot hold (or with a null
+        /// value, or one that is no object), a ``FieldProblem`` for a value its type does not allow. Its
+        /// `value` is taken whole, as its `type` may come after it. Throws what the reader throws.
+        static func read(from reader: inout JSONValue.Reader) throws -> Result<FieldValue?, FieldProblem> {
+            var value: JSONValue?
+            var type: String?
+            try reader.readObject { key, reader in
+                switch key {
+                case "value": value = try reader.value()
+                case "type": type = try reader.string()
+                default: try reader.skip()
+                }
+            }
+            return Result { () throws(FieldProblem) -> FieldValue? in
+                guard let value, value != .null else { return nil }
+                guard let type else { return infer(value) }
+                return try decode(value, type: type)
+            }
         }
 
         private static func decode(_ value: JSONValue, type: String) throws(FieldProblem) -> FieldValue? {

@@ -1,9 +1,30 @@
 import FlatSync
 import Foundation
 
-/// A response type read from JSON; a missing key a type needs is a ``CloudKitWire/FieldProblem``.
+/// A response type read from a JSON object member by member, in one pass (``JSONValue/Reader``); a missing
+/// key a type needs is a ``CloudKitWire/FieldProblem``.
 protocol JSONReadable {
-    init(json: JSONValue) throws(CloudKitWire.FieldProblem)
+    /// Nothing read yet.
+    init()
+    /// Reads the value of the member `key` and returns true, or returns false without reading it for a key
+    /// the type does not use. A key given twice means its last value.
+    mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool
+    /// Checks what was read once the object ended; `wasObject` is false when the value was no object.
+    mutating func finish(wasObject: Bool) throws(CloudKitWire.FieldProblem)
+}
+
+extension JSONReadable {
+    mutating func finish(wasObject: Bool) throws(CloudKitWire.FieldProblem) {}
+
+    /// Reads the next value as this type.
+    static func read(from reader: inout JSONValue.Reader) throws -> Self {
+        var value = Self()
+        let wasObject = try reader.readObject { key, reader in
+            if try !value.read(key, from: &reader) { try reader.skip() }
+        }
+        try value.finish(wasObject: wasObject)
+        return value
+    }
 }
 
 /// A request type written as JSON.
@@ -25,17 +46,48 @@ enum CloudKitWire {
         init(_ description: String) { self.description = description }
     }
 
+    /// A response body: the answer, or the error keys a body may carry at its top level instead.
+    enum Body<Answer> {
+        case answer(Answer)
+        case error(ErrorFields)
+    }
+
+    /// Reads a response body as `Answer` in one pass, with the error keys beside it: when the top level
+    /// carries a `serverErrorCode`, the body is that error, whatever else it holds. Throws
+    /// ``JSONValue/ParseError`` for text that is not JSON and ``FieldProblem`` for JSON that is not the
+    /// answer.
+    static func readBody<Answer: JSONReadable>(_ type: Answer.Type, from data: Data) throws -> Body<Answer> {
+        var answer = Answer()
+        var error = ErrorFields()
+        let wasObject = try JSONValue.Reader.read(data) { reader in
+            try reader.readObject { key, reader in
+                if try !answer.read(key, from: &reader), try !error.read(key, from: &reader) { try reader.skip() }
+            }
+        }
+        if error.isError { return .error(error) }
+        try answer.finish(wasObject: wasObject)
+        return .answer(answer)
+    }
+
     /// `{"zoneName": …, "ownerRecordName": …}`; responses may add `zoneType`.
     struct ZoneID: Hashable, JSONReadable {
+        /// Empty only while being read: a zone ID read without one is refused.
         var zoneName: String
 
         init(_ zone: FlatSync.ZoneID) {
             zoneName = zone.name
         }
 
-        init(json: JSONValue) throws(FieldProblem) {
-            guard let name = json["zoneName"]?.stringValue else { throw FieldProblem("a zoneID has no zoneName") }
-            zoneName = name
+        init() { zoneName = "" }
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            guard key == "zoneName" else { return false }
+            zoneName = try reader.string() ?? ""
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            guard !zoneName.isEmpty else { throw FieldProblem("a zoneID has no zoneName") }
         }
 
         func write(to writer: inout JSONValue.Writer) {
@@ -58,27 +110,46 @@ enum CloudKitWire {
             self.redirectURL = redirectURL
         }
 
-        init(json: JSONValue) {
-            serverErrorCode = json["serverErrorCode"]?.stringValue
-            reason = json["reason"]?.stringValue
-            retryAfter = json["retryAfter"]?.doubleValue
-            redirectURL = json["redirectURL"]?.stringValue
+        init() {}
+
+        /// True when the keys read name an error (a `serverErrorCode`).
+        var isError: Bool { serverErrorCode != nil }
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            switch key {
+            case "serverErrorCode": serverErrorCode = try reader.string()
+            case "reason": reason = try reader.string()
+            case "retryAfter": retryAfter = try reader.double()
+            case "redirectURL": redirectURL = try reader.string()
+            default: return false
+            }
+            return true
         }
 
-        /// The error keys of an item, when it is an error.
-        static func of(_ json: JSONValue) -> ErrorFields? {
-            guard json["serverErrorCode"]?.stringValue != nil else { return nil }
-            return ErrorFields(json: json)
+        /// The error a body holds at its top level, or nil when it holds none or is not JSON.
+        static func of(body: Data) -> ErrorFields? {
+            guard case .error(let fields)? = try? readBody(Nothing.self, from: body) else { return nil }
+            return fields
+        }
+
+        /// A body that holds nothing but perhaps an error.
+        private struct Nothing: JSONReadable {
+            mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool { false }
         }
     }
 
-    /// A list under `key` (missing or null: empty), each element read as `Element`.
-    static func list<Element: JSONReadable>(_ json: JSONValue, _ key: String) throws(FieldProblem) -> [Element] {
-        guard let value = json[key], value != .null else { return [] }
-        guard let elements = value.arrayValue else { throw FieldProblem("\(key) is not a list") }
+    /// A list (null: empty), each element read as `Element`; `key` names it in a problem.
+    static func list<Element: JSONReadable>(_ reader: inout JSONValue.Reader, _ key: String) throws -> [Element] {
         var result: [Element] = []
-        result.reserveCapacity(elements.count)
-        for element in elements { result.append(try Element(json: element)) }
+        switch try reader.peek() {
+        case .null:
+            try reader.skip()
+        case .array:
+            try reader.readArray { reader in result.append(try Element.read(from: &reader)) }
+        default:
+            try reader.skip()
+            throw FieldProblem("\(key) is not a list")
+        }
         return result
     }
 
@@ -90,22 +161,41 @@ enum CloudKitWire {
         var deleted: Bool?
         /// Not documented: the emulator's mark of a zone the user deleted. Apple documents no such flag.
         var purged: Bool?
-        var error: ErrorFields?
+        var errorFields = ErrorFields()
+        var error: ErrorFields? { errorFields.isError ? errorFields : nil }
 
-        init(json: JSONValue) throws(FieldProblem) {
-            guard json.isObject else { throw FieldProblem("a zone entry is not an object") }
-            zoneID = try json["zoneID"].map { (value) throws(FieldProblem) in try ZoneID(json: value) }
-            deleted = json["deleted"]?.boolValue
-            purged = json["purged"]?.boolValue
-            error = ErrorFields.of(json)
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            switch key {
+            case "zoneID": zoneID = try ZoneID.read(from: &reader)
+            case "deleted": deleted = try reader.bool()
+            case "purged": purged = try reader.bool()
+            default: return try errorFields.read(key, from: &reader)
+            }
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            guard wasObject else { throw FieldProblem("a zone entry is not an object") }
         }
     }
 
     struct ZonesResponse: JSONReadable {
-        var zones: [ZoneEntry]
-        init(json: JSONValue) throws(FieldProblem) {
-            guard json["zones"] != nil else { throw FieldProblem("the key zones is missing") }
-            zones = try list(json, "zones")
+        /// Nil until read: the key is required.
+        private var read: [ZoneEntry]?
+        var zones: [ZoneEntry] { read ?? [] }
+
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            guard key == "zones" else { return false }
+            read = try list(&reader, key)
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            guard read != nil else { throw FieldProblem("the key zones is missing") }
         }
     }
 
@@ -138,15 +228,24 @@ enum CloudKitWire {
     }
 
     struct DatabaseChangesResponse: JSONReadable {
-        var zones: [ZoneEntry]
+        private var listed = ZonesResponse()
+        var zones: [ZoneEntry] { listed.zones }
         var syncToken: String?
         var moreComing: Bool?
 
-        init(json: JSONValue) throws(FieldProblem) {
-            guard json["zones"] != nil else { throw FieldProblem("the key zones is missing") }
-            zones = try list(json, "zones")
-            syncToken = json["syncToken"]?.stringValue
-            moreComing = json["moreComing"]?.boolValue
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            switch key {
+            case "syncToken": syncToken = try reader.string()
+            case "moreComing": moreComing = try reader.bool()
+            default: return try listed.read(key, from: &reader)
+            }
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            try listed.finish(wasObject: wasObject)
         }
     }
 
@@ -177,26 +276,44 @@ enum CloudKitWire {
     struct ZoneChangesResponse: JSONReadable {
         struct Zone: JSONReadable {
             var zoneID: ZoneID?
-            var records: [RecordEntry]
+            var records: [RecordEntry] = []
             var syncToken: String?
             /// "Sometimes null" in live responses: missing means false.
             var moreComing: Bool?
-            var error: ErrorFields?
+            var errorFields = ErrorFields()
+            var error: ErrorFields? { errorFields.isError ? errorFields : nil }
 
-            init(json: JSONValue) throws(FieldProblem) {
-                guard json.isObject else { throw FieldProblem("a zone entry is not an object") }
-                zoneID = try json["zoneID"].map { (value) throws(FieldProblem) in try ZoneID(json: value) }
-                records = try list(json, "records")
-                syncToken = json["syncToken"]?.stringValue
-                moreComing = json["moreComing"]?.boolValue
-                error = ErrorFields.of(json)
+            init() {}
+
+            mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+                switch key {
+                case "zoneID": zoneID = try ZoneID.read(from: &reader)
+                case "records": records = try list(&reader, key)
+                case "syncToken": syncToken = try reader.string()
+                case "moreComing": moreComing = try reader.bool()
+                default: return try errorFields.read(key, from: &reader)
+                }
+                return true
+            }
+
+            mutating func finish(wasObject: Bool) throws(FieldProblem) {
+                guard wasObject else { throw FieldProblem("a zone entry is not an object") }
             }
         }
-        var zones: [Zone]
+        /// Nil until read: the key is required.
+        private var read: [Zone]?
+        var zones: [Zone] { read ?? [] }
 
-        init(json: JSONValue) throws(FieldProblem) {
-            guard json["zones"] != nil else { throw FieldProblem("the key zones is missing") }
-            zones = try list(json, "zones")
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            guard key == "zones" else { return false }
+            read = try list(&reader, key)
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            guard read != nil else { throw FieldProblem("the key zones is missing") }
         }
     }
 
@@ -206,39 +323,67 @@ enum CloudKitWire {
         var recordName: String?
         var recordType: String?
         var recordChangeTag: String?
-        var fields: [String: FieldValue]
+        var fields: [String: FieldValue] = [:]
         /// The writer's device ID as `modified.deviceID` reports it.
         var modifiedBy: String?
         var deleted: Bool?
-        var error: ErrorFields?
+        var errorFields = ErrorFields()
+        var error: ErrorFields? { errorFields.isError ? errorFields : nil }
+        /// The first field that could not be read, reported once the record's name is known (the name may
+        /// come after the fields, as in the emulator's sorted keys).
+        private var fieldProblem: (key: String, problem: FieldProblem)?
 
-        init(json: JSONValue) throws(FieldProblem) {
-            guard json.isObject else { throw FieldProblem("a record entry is not an object") }
-            recordName = json["recordName"]?.stringValue
-            recordType = json["recordType"]?.stringValue
-            recordChangeTag = json["recordChangeTag"]?.stringValue
-            modifiedBy = json["modified"]?["deviceID"]?.stringValue
-            deleted = json["deleted"]?.boolValue
-            error = ErrorFields.of(json)
-            fields = [:]
-            if case .object(let members)? = json["fields"] {
-                fields.reserveCapacity(members.count)
-                for (key, field) in members {
-                    do throws(FieldProblem) {
-                        if let value = try Field.value(of: field) { fields[key] = value }
-                    } catch {
-                        throw FieldProblem("field \(key) of \(recordName ?? "a record"): \(error.description)")
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            switch key {
+            case "recordName": recordName = try reader.string()
+            case "recordType": recordType = try reader.string()
+            case "recordChangeTag": recordChangeTag = try reader.string()
+            case "deleted": deleted = try reader.bool()
+            case "modified":
+                modifiedBy = nil
+                try reader.readObject { key, reader in
+                    if key == "deviceID" { modifiedBy = try reader.string() } else { try reader.skip() }
+                }
+            case "fields":
+                fields = [:]
+                fieldProblem = nil
+                try reader.readObject { key, reader in
+                    switch try Field.read(from: &reader) {
+                    case .success(let value?): fields[key] = value
+                    case .success(nil): break
+                    case .failure(let problem): if fieldProblem == nil { fieldProblem = (key, problem) }
                     }
                 }
+            default: return try errorFields.read(key, from: &reader)
+            }
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            guard wasObject else { throw FieldProblem("a record entry is not an object") }
+            if let (key, problem) = fieldProblem {
+                throw FieldProblem("field \(key) of \(recordName ?? "a record"): \(problem.description)")
             }
         }
     }
 
     struct RecordsResponse: JSONReadable {
-        var records: [RecordEntry]
-        init(json: JSONValue) throws(FieldProblem) {
-            guard json["records"] != nil else { throw FieldProblem("the key records is missing") }
-            records = try list(json, "records")
+        /// Nil until read: the key is required.
+        private var read: [RecordEntry]?
+        var records: [RecordEntry] { read ?? [] }
+
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            guard key == "records" else { return false }
+            read = try list(&reader, key)
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            guard read != nil else { throw FieldProblem("the key records is missing") }
         }
     }
 
@@ -324,10 +469,16 @@ enum CloudKitWire {
         var firstName: String?
         var lastName: String?
 
-        init(json: JSONValue) {
-            userRecordName = json["userRecordName"]?.stringValue
-            firstName = json["firstName"]?.stringValue
-            lastName = json["lastName"]?.stringValue
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            switch key {
+            case "userRecordName": userRecordName = try reader.string()
+            case "firstName": firstName = try reader.string()
+            case "lastName": lastName = try reader.string()
+            default: return false
+            }
+            return true
         }
     }
 
@@ -341,15 +492,32 @@ enum CloudKitWire {
 
     struct TokensCreateResponse: JSONReadable {
         var webcourierURL: String?
-        init(json: JSONValue) { webcourierURL = json["webcourierURL"]?.stringValue }
+
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            guard key == "webcourierURL" else { return false }
+            webcourierURL = try reader.string()
+            return true
+        }
     }
 
     /// The emulator's long-poll answer: `{"zoneIDs":[{"zoneName":…}]}`.
     struct CourierPoll: JSONReadable {
-        var zoneIDs: [ZoneID]
-        init(json: JSONValue) throws(FieldProblem) {
-            guard json["zoneIDs"] != nil else { throw FieldProblem("the key zoneIDs is missing") }
-            zoneIDs = try list(json, "zoneIDs")
+        /// Nil until read: the key is required.
+        private var read: [ZoneID]?
+        var zoneIDs: [ZoneID] { read ?? [] }
+
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            guard key == "zoneIDs" else { return false }
+            read = try list(&reader, key)
+            return true
+        }
+
+        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            guard read != nil else { throw FieldProblem("the key zoneIDs is missing") }
         }
     }
 }

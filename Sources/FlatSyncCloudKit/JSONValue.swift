@@ -101,7 +101,7 @@ package enum JSONValue: Equatable, Sendable {
     /// Nesting deeper than this is refused, so hostile input cannot exhaust the stack.
     package static let maximumDepth = 64
 
-    private struct Parser {
+    struct Parser {
         let bytes: UnsafeRawBufferPointer
         var index = 0
 

@@ -122,7 +122,7 @@ extension CloudKitWebServicesTransport {
         case 204: return .nothingYet
         case 404: return .unknownToken
         case 200:
-            let poll = try decode(CloudKitWire.CourierPoll.self, ResponseBody(response.body), .pollWebCourier)
+            let poll = try decode(CloudKitWire.CourierPoll.self, ResponseBody(data: response.body), .pollWebCourier)
             return .changed(poll.zoneIDs.map { ZoneID($0.zoneName) })
         default:
             throw CloudKitErrorMapping.error(for: response, operation: .pollWebCourier, sentChangeToken: false)

@@ -31,8 +31,48 @@ struct JSONValueTests {
     @Test func nestingIsBounded() throws {
         let deep = String(repeating: "[", count: JSONValue.maximumDepth + 1) + String(repeating: "]", count: 65)
         #expect(throws: JSONValue.ParseError.self) { try parse(deep) }
-        let fine = String(repeating: "[", count: 10) + String(repeating: "]", count: 10)
-        _ = try parse(fine)
+        #expect(throws: JSONValue.ParseError.self) { try readThroughTheReader(deep) }
+        let deepest = String(repeating: "[", count: JSONValue.maximumDepth) + String(repeating: "]", count: 64)
+        #expect(try readThroughTheReader(deepest) == parse(deepest))
+    }
+
+    // MARK: - The reader
+
+    private func readThroughTheReader(_ text: String) throws -> JSONValue {
+        try JSONValue.Reader.read(Data(text.utf8)) { try CloudKitResponseFuzzing.rebuilt(from: &$0) }
+    }
+
+    @Test func theReaderWalksWhatTheParserParses() throws {
+        let text =
+            #" {"s":"a\"b\\c\/d\n\t\u00e9\ud83d\ude00","n":-12.5e3,"t":true,"z":null,"#
+            + #""l":[1,[],{},[{"k":[]}]],"o":{"a":{"b":"c"}},"s":"again"} "#
+        #expect(try readThroughTheReader(text) == parse(text))
+        #expect(try readThroughTheReader("[]") == .array([]))
+        #expect(try readThroughTheReader(" 7 ") == .number("7"))
+    }
+
+    @Test(arguments: [
+        "", "{", #"{"a":1,}"#, "[1 2]", #""unterminated"#, #"{"a" 1}"#, "tru", "01x", "-", "1.", "1e",
+        #""\x""#, #""\ud800""#, #""\udc00""#, "\"a\u{01}b\"", "{} {}", "NaN", #"{"a":1 "b":2}"#, "[1,]", "{1:2}",
+    ])
+    func theReaderRefusesWhatIsNotJSON(_ text: String) {
+        #expect(throws: JSONValue.ParseError.self) { try readThroughTheReader(text) }
+    }
+
+    @Test func aValueOfAnotherKindReadsAsNilAndIsSkippedWhole() throws {
+        let read = try JSONValue.Reader.read(Data(#"{"a":{"x":[1,{"y":2}]},"b":"B","c":[true]}"#.utf8)) {
+            reader in
+            var seen: [String: String?] = [:]
+            let wasObject = try reader.readObject { key, reader in seen[key] = try reader.string() }
+            return (wasObject, seen)
+        }
+        #expect(read.0)
+        #expect(read.1 == ["a": nil, "b": "B", "c": nil])
+        // Not an object: read whole, and said so.
+        let notObject = try JSONValue.Reader.read(Data("[1,[2]]".utf8)) { reader in
+            try reader.readObject { _, reader in try reader.skip() }
+        }
+        #expect(!notObject)
     }
 
     @Test func whatTheWriterWritesReadsBackTheSame() throws {
