@@ -69,6 +69,8 @@ enum CloudKitMeasurements {
         // One page of records as the server sends them back, made from what the transport sent.
         _ = try await encoder.modifyRecords(saving: records.map { RecordSave($0) }, deleting: [], atomically: false)
         let page = try CapturingExchange.page(fromModifyBody: capture.lastBody, zone: zone.name)
+        // From now on the modify is answered as CKWS answers a save: each record's name, type and new tag.
+        capture.answer = try CapturingExchange.saved(fromModifyBody: capture.lastBody)
 
         let encodeMilliseconds = try await timeMilliseconds {
             for _ in 0..<pages {
@@ -104,15 +106,37 @@ enum CloudKitMeasurements {
     }
 }
 
-/// Answers every request with an empty result, keeping the last body sent.
+/// Answers every request with ``answer`` (at first an empty result), keeping the last body sent.
 private final class CapturingExchange: HTTPExchange {
     private let body = LockedData()
+    private let answerBody = LockedData(Data(#"{"records":[],"zones":[]}"#.utf8))
 
     var lastBody: Data { body.value }
 
+    var answer: Data {
+        get { answerBody.value }
+        set { answerBody.value = newValue }
+    }
+
     func send(_ request: HTTPExchangeRequest) async throws -> HTTPExchangeResponse {
         if let data = request.body { body.value = data }
-        return HTTPExchangeResponse(status: 200, body: Data(#"{"records":[],"zones":[]}"#.utf8))
+        return HTTPExchangeResponse(status: 200, body: answer)
+    }
+
+    /// The answer to a `records/modify` body that saved every record: each entry with the record's name,
+    /// type and a new change tag (CKWS sends the whole record back; the transport reads what it needs).
+    static func saved(fromModifyBody body: Data) throws -> Data {
+        guard let request = try JSONSerialization.jsonObject(with: body) as? [String: Any],
+            let operations = request["operations"] as? [[String: Any]]
+        else { throw BenchError("the modify body is not what CKWS expects") }
+        let records = operations.enumerated().compactMap { index, operation -> [String: Any]? in
+            guard let record = operation["record"] as? [String: Any] else { return nil }
+            return [
+                "recordName": record["recordName"] ?? "", "recordType": record["recordType"] ?? "",
+                "recordChangeTag": "tag-\(index)",
+            ]
+        }
+        return try JSONSerialization.data(withJSONObject: ["records": records])
     }
 
     /// A `changes/zone` page holding the records of a `records/modify` body, each with a change tag.
@@ -145,7 +169,8 @@ private struct FixedAnswer: HTTPExchange {
 private final class LockedData: @unchecked Sendable {
     // @unchecked: every access goes through `lock`.
     private let lock = NSLock()
-    private var data = Data()
+    private var data: Data
+    init(_ data: Data = Data()) { self.data = data }
     var value: Data {
         get { lock.withLock { data } }
         set { lock.withLock { data = newValue } }
