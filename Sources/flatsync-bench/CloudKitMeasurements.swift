@@ -94,8 +94,9 @@ enum CloudKitMeasurements {
         results["ckws_record_bytes"] = Double(page.count) / Double(perPage)
         results.note(
             "CKWS JSON: \(Int(total)) history records (8 fields each, plus the writer's device ID) encoded into "
-                + "records/modify bodies and decoded from changes/zone pages of \(perPage), through the transport "
-                + "with an exchange that answers at once (no network).")
+                + "records/modify bodies (each answered as a save is: the record's name, type and new tag) and "
+                + "decoded from changes/zone pages of \(perPage), through the transport with an exchange that "
+                + "answers at once (no network).")
         return results
     }
 
