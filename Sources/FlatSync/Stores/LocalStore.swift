@@ -455,12 +455,12 @@ public actor LocalStore {
     /// as a mutation of its own after the ones before it: 1 and the batch's durability when it changed its
     /// record, else 0 and nothing to wait for.
     ///
-    /// When the batch's changes were made but its entry could not be logged, the store repairs its log at
-    /// once (``compact()``, as the next mutation would): the rewrite holds the batch durably, and each writer
-    /// hears its own result. One by one, the first writer alone would have heard the failure, and the next
-    /// one's repair would have made its change durable anyway: failing them all made hosts retry changes
-    /// that were kept (a visit counted twice). A failure is every writer's only when nothing was applied or
-    /// the repair fails too.
+    /// When the batch's changes were made but its entry could not be logged, the writers hear what they
+    /// would have heard one by one: the first whose change changed its record (whose entry failed) hears the
+    /// failure, and every other one its own result, once the store has repaired its log (``compact()``, which
+    /// the next writer's mutation would have done first) and the rewrite holds the batch durably. Failing
+    /// them all made hosts retry changes that were kept (a visit counted twice). A failure is every writer's
+    /// when nothing was applied or the repair fails too.
     private func applySingles(_ singles: [SingleChange]) -> [Result<Applied, any Error>] {
         var listChanges: [ReadingListChange] = []
         var historyChanges: [ReadingHistoryChange] = []
@@ -488,7 +488,9 @@ public actor LocalStore {
                 return Array(repeating: .failure(error), count: singles.count)
             }
             // The rewrite was flushed: nothing is left to wait for.
-            return changed.map { .success($0 ? (1, nil) : (0, nil)) }
+            var results: [Result<Applied, any Error>] = changed.map { .success($0 ? (1, nil) : (0, nil)) }
+            if let first = changed.firstIndex(of: true) { results[first] = .failure(error) }
+            return results
         }
     }
 

@@ -175,10 +175,11 @@ import Testing
     }
 
     /// A batch of single changes whose log entry cannot be written is made durable at once by the repair
-    /// of the log (a rewrite of what memory holds), and each writer hears its own result, as one writer
-    /// applying them in turn would — better: one by one, the first would have heard the failure.
+    /// of the log (a rewrite of what memory holds), and the writers hear what they would have one by one:
+    /// the first that changed its record the failure (its entry failed), the others their own results
+    /// (their mutations would have repaired the log first).
     @Test(.timeLimit(.minutes(1)))
-    func aBatchWhoseEntryCannotBeWrittenIsRepairedAndEachWriterHearsItsOwnResult() async throws {
+    func aBatchWhoseEntryCannotBeWrittenIsRepairedAndTheWritersHearWhatTheyWouldOneByOne() async throws {
         try await withTemporaryDirectory { directory in
             let faulty = FaultyFileSystem()
             var options = testOptions(durability: .buffered)
@@ -191,13 +192,31 @@ import Testing
             let (own, writers) = try await combine(
                 store,
                 writers: [
-                    { try await list.add("a") ? 1 : 0 }, { try await list.add("already-there") ? 1 : 0 },
+                    { try await list.add("already-there") ? 1 : 0 }, { try await list.add("a") ? 1 : 0 },
                     { try await list.add("b") ? 1 : 0 }, { try await history.visit("v") ? 1 : 0 },
                 ],
                 own: { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
             #expect(faulty.injections.count == 1, "the batch's entry failed")
-            #expect(writers.map { try? $0.get().changed } == [1, 0, 1, 1])
+            #expect(writers.map { try? $0.get().changed } == [0, nil, 1, 1])
+            #expect((writers[1].error as? FlatSyncError)?.code == .ioFailed, "the first change that changed")
+
+            // One writer applying the same changes in turn, with the same write failing, hears the same.
+            try await withTemporaryDirectory { alone in
+                let faultyAlone = FaultyFileSystem()
+                var aloneOptions = testOptions(durability: .buffered)
+                aloneOptions.fileSystem = FileSystem(faultyAlone)
+                let sequential = try LocalStore(directory: alone, options: aloneOptions)
+                try await sequential.readingList.add("already-there")
+                faultyAlone.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+                var results: [Int?] = []
+                for article in ["already-there", "a", "b"] {
+                    results.append(try? await sequential.readingList.add(article) ? 1 : 0)
+                }
+                results.append(try? await sequential.history.visit("v") ? 1 : 0)
+                #expect(results == writers.map { try? $0.get().changed })
+                try await sequential.close()
+            }
             // Acknowledged, so durable: the store is given up without a close, as a killed process leaves it.
             await store.abandon()
             let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
