@@ -61,12 +61,14 @@ extension CloudKitWebServicesTransport {
     {
         let request = CloudKitWire.RecordsLookupRequest(names: names, zone: zone)
         let reply: ResponseBody
+        let response: CloudKitWire.RecordsResponse
         do {
             reply = try await send(.lookupRecords, body: try encode(request))
+            // An error body in a 200 is thrown here, so it is caught as an error status is.
+            response = try decode(CloudKitWire.RecordsResponse.self, reply, .lookupRecords)
         } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
             return ([:], error)
         }
-        let response = try decode(CloudKitWire.RecordsResponse.self, reply, .lookupRecords)
         var found: [RecordID: Record] = [:]
         var zoneError: CloudError?
         for entry in response.records {
@@ -135,14 +137,16 @@ extension CloudKitWebServicesTransport {
         let request = CloudKitWire.RecordsModifyRequest(
             operations: operations.map(\.operation), zone: zone, atomic: atomically)
         let reply: ResponseBody
+        let response: CloudKitWire.RecordsResponse
         do {
             reply = try await send(.modifyRecords, body: try encode(request))
+            // An error body in a 200 is thrown here, so it is caught as an error status is.
+            response = try decode(CloudKitWire.RecordsResponse.self, reply, .modifyRecords)
         } catch let error as CloudError where error.code == .zoneNotFound || error.code == .userDeletedZone {
             // The whole zone is missing: each record fails as it would one by one.
             for operation in operations { result.failed[operation.id] = error }
             return
         }
-        let response = try decode(CloudKitWire.RecordsResponse.self, reply, .modifyRecords)
         // Entries come back in the order of the operations; match by name, which every entry carries.
         var entries: [String: CloudKitWire.RecordEntry] = [:]
         for (index, entry) in response.records.enumerated() {

@@ -3,6 +3,11 @@ import Foundation
 
 /// A response type read from a JSON object member by member, in one pass (``JSONValue/Reader``); a missing
 /// key a type needs is a ``CloudKitWire/FieldProblem``.
+///
+/// Reading throws only what the reader throws (text that is not JSON). A value that is not what a member
+/// needs is kept as a problem and reported by ``finish(wasObject:)`` once the object was read whole, as a
+/// tree of it would have been: so a key given twice means its last value even when the first could not be
+/// used, and a body's error keys are found whatever else it holds.
 protocol JSONReadable {
     /// Nothing read yet.
     init()
@@ -10,20 +15,23 @@ protocol JSONReadable {
     /// the type does not use. A key given twice means its last value.
     mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool
     /// Checks what was read once the object ended; `wasObject` is false when the value was no object.
-    mutating func finish(wasObject: Bool) throws(CloudKitWire.FieldProblem)
+    func finish(wasObject: Bool) throws(CloudKitWire.FieldProblem)
 }
 
 extension JSONReadable {
-    mutating func finish(wasObject: Bool) throws(CloudKitWire.FieldProblem) {}
+    func finish(wasObject: Bool) throws(CloudKitWire.FieldProblem) {}
 
-    /// Reads the next value as this type.
-    static func read(from reader: inout JSONValue.Reader) throws -> Self {
+    /// Reads the next value as this type: the value, or the problem that keeps it from being one once it
+    /// was read whole. Throws what the reader throws.
+    static func read(from reader: inout JSONValue.Reader) throws -> Result<Self, CloudKitWire.FieldProblem> {
         var value = Self()
         let wasObject = try reader.readObject { key, reader in
             if try !value.read(key, from: &reader) { try reader.skip() }
         }
-        try value.finish(wasObject: wasObject)
-        return value
+        return Result { () throws(CloudKitWire.FieldProblem) in
+            try value.finish(wasObject: wasObject)
+            return value
+        }
     }
 }
 
@@ -53,8 +61,8 @@ enum CloudKitWire {
     }
 
     /// Reads a response body as `Answer` in one pass, with the error keys beside it: when the top level
-    /// carries a `serverErrorCode`, the body is that error, whatever else it holds. Throws
-    /// ``JSONValue/ParseError`` for text that is not JSON and ``FieldProblem`` for JSON that is not the
+    /// carries a `serverErrorCode` (a string), the body is that error, whatever else it holds. Throws
+    /// ``JSONValue/ParseError`` for text that is not JSON, else ``FieldProblem`` for JSON that is not the
     /// answer.
     static func readBody<Answer: JSONReadable>(_ type: Answer.Type, from data: Data) throws -> Body<Answer> {
         var answer = Answer()
@@ -71,23 +79,24 @@ enum CloudKitWire {
 
     /// `{"zoneName": …, "ownerRecordName": …}`; responses may add `zoneType`.
     struct ZoneID: Hashable, JSONReadable {
-        /// Empty only while being read: a zone ID read without one is refused.
-        var zoneName: String
+        /// Nil only while being read: a zone ID read without one is refused.
+        private var name: String?
+        var zoneName: String { name ?? "" }
 
         init(_ zone: FlatSync.ZoneID) {
-            zoneName = zone.name
+            name = zone.name
         }
 
-        init() { zoneName = "" }
+        init() {}
 
         mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
             guard key == "zoneName" else { return false }
-            zoneName = try reader.string() ?? ""
+            name = try reader.string()
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
-            guard !zoneName.isEmpty else { throw FieldProblem("a zoneID has no zoneName") }
+        func finish(wasObject: Bool) throws(FieldProblem) {
+            guard name != nil else { throw FieldProblem("a zoneID has no zoneName") }
         }
 
         func write(to writer: inout JSONValue.Writer) {
@@ -138,26 +147,45 @@ enum CloudKitWire {
         }
     }
 
-    /// A list (null: empty), each element read as `Element`; `key` names it in a problem.
-    static func list<Element: JSONReadable>(_ reader: inout JSONValue.Reader, _ key: String) throws -> [Element] {
-        var result: [Element] = []
+    /// A list (null: empty), each element read as `Element`, or the first problem among them; `key` names
+    /// it in a problem. Throws what the reader throws.
+    static func list<Element: JSONReadable>(
+        _ reader: inout JSONValue.Reader, _ key: String
+    ) throws -> Result<[Element], FieldProblem> {
         switch try reader.peek() {
         case .null:
             try reader.skip()
+            return .success([])
         case .array:
-            try reader.readArray { reader in result.append(try Element.read(from: &reader)) }
+            var elements: [Element] = []
+            var problem: FieldProblem?
+            try reader.readArray { reader in
+                switch try Element.read(from: &reader) {
+                case .success(let element): elements.append(element)
+                case .failure(let failure): problem = problem ?? failure
+                }
+            }
+            return problem.map { .failure($0) } ?? .success(elements)
         default:
             try reader.skip()
-            throw FieldProblem("\(key) is not a list")
+            return .failure(FieldProblem("\(key) is not a list"))
         }
-        return result
+    }
+
+    /// A required list: a problem when it was never read, or when what was read is not one.
+    static func required<Element>(
+        _ read: Result<[Element], FieldProblem>?, _ key: String
+    ) throws(FieldProblem) -> [Element] {
+        guard let read else { throw FieldProblem("the key \(key) is missing") }
+        return try read.get()
     }
 
     // MARK: - Zones
 
     /// An entry of `zones/list`, `zones/modify` and `changes/database`: a zone, a deleted zone, or an error.
     struct ZoneEntry: JSONReadable {
-        var zoneID: ZoneID?
+        private var readZoneID: Result<ZoneID, FieldProblem>?
+        var zoneID: ZoneID? { try? readZoneID?.get() }
         var deleted: Bool?
         /// Not documented: the emulator's mark of a zone the user deleted. Apple documents no such flag.
         var purged: Bool?
@@ -168,7 +196,7 @@ enum CloudKitWire {
 
         mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
             switch key {
-            case "zoneID": zoneID = try ZoneID.read(from: &reader)
+            case "zoneID": readZoneID = try ZoneID.read(from: &reader)
             case "deleted": deleted = try reader.bool()
             case "purged": purged = try reader.bool()
             default: return try errorFields.read(key, from: &reader)
@@ -176,15 +204,16 @@ enum CloudKitWire {
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+        func finish(wasObject: Bool) throws(FieldProblem) {
             guard wasObject else { throw FieldProblem("a zone entry is not an object") }
+            _ = try readZoneID?.get()
         }
     }
 
     struct ZonesResponse: JSONReadable {
         /// Nil until read: the key is required.
-        private var read: [ZoneEntry]?
-        var zones: [ZoneEntry] { read ?? [] }
+        private var read: Result<[ZoneEntry], FieldProblem>?
+        var zones: [ZoneEntry] { (try? read?.get()) ?? [] }
 
         init() {}
 
@@ -194,8 +223,8 @@ enum CloudKitWire {
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
-            guard read != nil else { throw FieldProblem("the key zones is missing") }
+        func finish(wasObject: Bool) throws(FieldProblem) {
+            _ = try required(read, "zones")
         }
     }
 
@@ -244,7 +273,7 @@ enum CloudKitWire {
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+        func finish(wasObject: Bool) throws(FieldProblem) {
             try listed.finish(wasObject: wasObject)
         }
     }
@@ -275,8 +304,10 @@ enum CloudKitWire {
 
     struct ZoneChangesResponse: JSONReadable {
         struct Zone: JSONReadable {
-            var zoneID: ZoneID?
-            var records: [RecordEntry] = []
+            private var readZoneID: Result<ZoneID, FieldProblem>?
+            var zoneID: ZoneID? { try? readZoneID?.get() }
+            private var readRecords: Result<[RecordEntry], FieldProblem> = .success([])
+            var records: [RecordEntry] { (try? readRecords.get()) ?? [] }
             var syncToken: String?
             /// "Sometimes null" in live responses: missing means false.
             var moreComing: Bool?
@@ -287,8 +318,8 @@ enum CloudKitWire {
 
             mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
                 switch key {
-                case "zoneID": zoneID = try ZoneID.read(from: &reader)
-                case "records": records = try list(&reader, key)
+                case "zoneID": readZoneID = try ZoneID.read(from: &reader)
+                case "records": readRecords = try list(&reader, key)
                 case "syncToken": syncToken = try reader.string()
                 case "moreComing": moreComing = try reader.bool()
                 default: return try errorFields.read(key, from: &reader)
@@ -296,13 +327,15 @@ enum CloudKitWire {
                 return true
             }
 
-            mutating func finish(wasObject: Bool) throws(FieldProblem) {
+            func finish(wasObject: Bool) throws(FieldProblem) {
                 guard wasObject else { throw FieldProblem("a zone entry is not an object") }
+                _ = try readZoneID?.get()
+                _ = try readRecords.get()
             }
         }
         /// Nil until read: the key is required.
-        private var read: [Zone]?
-        var zones: [Zone] { read ?? [] }
+        private var read: Result<[Zone], FieldProblem>?
+        var zones: [Zone] { (try? read?.get()) ?? [] }
 
         init() {}
 
@@ -312,8 +345,8 @@ enum CloudKitWire {
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
-            guard read != nil else { throw FieldProblem("the key zones is missing") }
+        func finish(wasObject: Bool) throws(FieldProblem) {
+            _ = try required(read, "zones")
         }
     }
 
@@ -361,7 +394,7 @@ enum CloudKitWire {
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
+        func finish(wasObject: Bool) throws(FieldProblem) {
             guard wasObject else { throw FieldProblem("a record entry is not an object") }
             if let (key, problem) = fieldProblem {
                 throw FieldProblem("field \(key) of \(recordName ?? "a record"): \(problem.description)")
@@ -371,8 +404,8 @@ enum CloudKitWire {
 
     struct RecordsResponse: JSONReadable {
         /// Nil until read: the key is required.
-        private var read: [RecordEntry]?
-        var records: [RecordEntry] { read ?? [] }
+        private var read: Result<[RecordEntry], FieldProblem>?
+        var records: [RecordEntry] { (try? read?.get()) ?? [] }
 
         init() {}
 
@@ -382,8 +415,8 @@ enum CloudKitWire {
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
-            guard read != nil else { throw FieldProblem("the key records is missing") }
+        func finish(wasObject: Bool) throws(FieldProblem) {
+            _ = try required(read, "records")
         }
     }
 
@@ -505,8 +538,8 @@ enum CloudKitWire {
     /// The emulator's long-poll answer: `{"zoneIDs":[{"zoneName":…}]}`.
     struct CourierPoll: JSONReadable {
         /// Nil until read: the key is required.
-        private var read: [ZoneID]?
-        var zoneIDs: [ZoneID] { read ?? [] }
+        private var read: Result<[ZoneID], FieldProblem>?
+        var zoneIDs: [ZoneID] { (try? read?.get()) ?? [] }
 
         init() {}
 
@@ -516,8 +549,8 @@ enum CloudKitWire {
             return true
         }
 
-        mutating func finish(wasObject: Bool) throws(FieldProblem) {
-            guard read != nil else { throw FieldProblem("the key zoneIDs is missing") }
+        func finish(wasObject: Bool) throws(FieldProblem) {
+            _ = try required(read, "zoneIDs")
         }
     }
 }

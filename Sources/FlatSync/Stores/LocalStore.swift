@@ -455,12 +455,14 @@ public actor LocalStore {
     /// as a mutation of its own after the ones before it: 1 and the batch's durability when it changed its
     /// record, else 0 and nothing to wait for.
     ///
-    /// When the batch's changes were made but its entry could not be logged, the writers hear what they
-    /// would have heard one by one: the first whose change changed its record (whose entry failed) hears the
-    /// failure, and every other one its own result, once the store has repaired its log (``compact()``, which
-    /// the next writer's mutation would have done first) and the rewrite holds the batch durably. Failing
-    /// them all made hosts retry changes that were kept (a visit counted twice). A failure is every writer's
-    /// when nothing was applied or the repair fails too.
+    /// When the batch's changes were made but the mutation then failed (its entry could not be written, in
+    /// buffered mode, where an append writes; or the compaction after it failed), the writers hear what they
+    /// would have heard one by one: the first whose change changed its record — whose mutation it would have
+    /// been — hears the failure, and every other one its own result, once the store has repaired its log
+    /// (``compact()``, which the next writer's mutation would have done first) and the rewrite holds the
+    /// batch durably. Failing them all made hosts retry changes that were kept (a visit counted twice). A
+    /// failure is every writer's when nothing was applied or the repair fails too. (In fsync mode the entry
+    /// is written by the flush, whose failure every writer it covers hears, batched or not.)
     private func applySingles(_ singles: [SingleChange]) -> [Result<Applied, any Error>] {
         var listChanges: [ReadingListChange] = []
         var historyChanges: [ReadingHistoryChange] = []

@@ -270,4 +270,72 @@ struct CloudKitResponseTests {
         #expect(error?.code == .unexpectedServerResponse)
         #expect(error?.isTransient == true, "nothing is dropped for an answer nobody can read")
     }
+
+    // MARK: - Reading as a tree of the body would
+
+    /// Bodies that read as one would read a parsed tree of them: a key given twice means its last value even
+    /// when the first could not be used, a value of the wrong kind is as good as missing, an error body is
+    /// the error whatever else the body holds.
+    @Test func aKeyGivenTwiceMeansItsLastValueEvenWhenTheFirstCouldNotBeUsed() async throws {
+        let exchange = ScriptedExchange([
+            .json(#"{"zones":5,"zones":[{"zoneID":{},"zoneID":{"zoneName":"A"}},{"zoneID":{"zoneName":"B"}}]}"#),
+            .json(
+                #"""
+                {"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t","moreComing":"yes","records":5,
+                "records":[{"recordName":"a","recordType":7,"recordType":"Note",
+                "fields":{"n":{"type":"INT64","value":"x"}},"fields":{"n":{"value":2,"type":"INT64"},"s":{"value":null}},
+                "modified":{"deviceID":"old"},"modified":{"userRecordName":"u"}}]}]}
+                """#),
+        ])
+        let transport = makeTransport(exchange)
+        #expect(try await transport.listZones() == [ZoneID("A"), ZoneID("B")])
+        let changes = try await transport.fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 5)
+        let record = try #require(changes.changedRecords.first)
+        #expect(record.type == "Note")
+        #expect(record.fields == ["n": .int(2)], "the last fields object; a null value is no field")
+        #expect(record.lastModifiedBy == nil, "the last modified object, which names no device")
+        #expect(!changes.moreComing, "a moreComing that is no boolean is as good as missing")
+    }
+
+    @Test func anEmptyZoneNameIsAZoneNameButAMissingOneIsAProblem() async throws {
+        let exchange = ScriptedExchange([
+            .json(#"{"zones":[{"zoneID":{"zoneName":""}},{"zoneID":{"zoneName":"A"}}]}"#),
+            .json(#"{"zones":[{"zoneID":{"zoneName":5}}]}"#),
+        ])
+        let transport = makeTransport(exchange)
+        // The empty name is read; the list leaves it out as it leaves out what it cannot use.
+        #expect(try await transport.listZones().contains(ZoneID("A")))
+        let error = await #expect(throws: CloudError.self) { _ = try await transport.listZones() }
+        #expect(error?.code == .unexpectedServerResponse)
+        #expect(error?.message.contains("zoneName") == true)
+    }
+
+    @Test(arguments: [
+        #"{"serverErrorCode":"ZONE_BUSY","zones":5}"#, #"{"zones":[7],"serverErrorCode":"ZONE_BUSY"}"#,
+        #"{"zones":[{"zoneID":{}}],"serverErrorCode":"ZONE_BUSY","retryAfter":3}"#,
+    ])
+    func anErrorBodyIsTheErrorWhateverElseTheBodyHolds(_ body: String) async throws {
+        let exchange = ScriptedExchange([.json(body)])
+        let error = await #expect(throws: CloudError.self) { _ = try await makeTransport(exchange).listZones() }
+        #expect(error?.code == .zoneBusy)
+    }
+
+    @Test func aBodyThatIsNotJSONAfterAnUnusableValueIsNotJSON() async throws {
+        let exchange = ScriptedExchange([.json(#"{"zones":[7],"x":}"#)])
+        let error = await #expect(throws: CloudError.self) { _ = try await makeTransport(exchange).listZones() }
+        #expect(error?.code == .unexpectedServerResponse)
+        #expect(error?.message.contains("not JSON") == true)
+    }
+
+    @Test func aZoneMissingNamedInA200FailsTheModifysRecordsAndTheLookupReturnsIt() async throws {
+        let missing = #"{"serverErrorCode":"ZONE_NOT_FOUND","reason":"Zone 'Notes' does not exist"}"#
+        let exchange = ScriptedExchange([.json(missing), .json(missing)])
+        let transport = makeTransport(exchange)
+        let result = try await transport.modifyRecords(
+            saving: [RecordSave(Record(id: Self.id("a"), type: "Note"))], deleting: [], atomically: false)
+        #expect(result.failed[Self.id("a")]?.code == .zoneNotFound)
+        let lookup = try await transport.lookup(["a"], in: Self.zone)
+        #expect(lookup.found.isEmpty)
+        #expect(lookup.zoneError?.code == .zoneNotFound)
+    }
 }

@@ -66,4 +66,13 @@ struct LongPollNotificationSourceTests {
             for try await _ in source.notifications() {}
         } throws: { ($0 as? CloudError)?.code == .notAuthenticated }
     }
+
+    @Test func anErrorBodyInA200PollIsThatError() async throws {
+        // As for every other request: a 200 whose body names an error is that error (believed never to be sent).
+        let exchange = Self.server(polls: [.json(#"{"serverErrorCode":"AUTHENTICATION_FAILED","zoneIDs":[]}"#)])
+        let source = LongPollNotificationSource(transport: makeTransport(exchange), clock: TestClock())
+        await #expect {
+            for try await _ in source.notifications() {}
+        } throws: { ($0 as? CloudError)?.code == .notAuthenticated }
+    }
 }
