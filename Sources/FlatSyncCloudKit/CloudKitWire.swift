@@ -172,12 +172,36 @@ enum CloudKitWire {
         }
     }
 
-    /// A required list: a problem when it was never read, or when what was read is not one.
-    static func required<Element>(
-        _ read: Result<[Element], FieldProblem>?, _ key: String
-    ) throws(FieldProblem) -> [Element] {
-        guard let read else { throw FieldProblem("the key \(key) is missing") }
-        return try read.get()
+    /// The name of the one list a ``ListResponse`` holds.
+    protocol ListName {
+        static var key: String { get }
+    }
+
+    /// `zones`: of `zones/list`, `zones/modify` and `changes/zone`.
+    enum Zones: ListName { static let key = "zones" }
+    /// `records`: of `records/modify` and `records/lookup`.
+    enum Records: ListName { static let key = "records" }
+    /// `zoneIDs`: of the emulator's long poll.
+    enum ZoneIDs: ListName { static let key = "zoneIDs" }
+
+    /// A response that is one list, which it must hold: `{"zones": […]}`, `{"records": […]}`.
+    struct ListResponse<Element: JSONReadable, Name: ListName>: JSONReadable {
+        /// Nil until read: the key is required.
+        private var readList: Result<[Element], FieldProblem>?
+        var elements: [Element] { (try? readList?.get()) ?? [] }
+
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            guard key == Name.key else { return false }
+            readList = try list(&reader, key)
+            return true
+        }
+
+        func finish(wasObject: Bool) throws(FieldProblem) {
+            guard let readList else { throw FieldProblem("the key \(Name.key) is missing") }
+            _ = try readList.get()
+        }
     }
 
     // MARK: - Zones
@@ -210,23 +234,7 @@ enum CloudKitWire {
         }
     }
 
-    struct ZonesResponse: JSONReadable {
-        /// Nil until read: the key is required.
-        private var read: Result<[ZoneEntry], FieldProblem>?
-        var zones: [ZoneEntry] { (try? read?.get()) ?? [] }
-
-        init() {}
-
-        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
-            guard key == "zones" else { return false }
-            read = try list(&reader, key)
-            return true
-        }
-
-        func finish(wasObject: Bool) throws(FieldProblem) {
-            _ = try required(read, "zones")
-        }
-    }
+    typealias ZonesResponse = ListResponse<ZoneEntry, Zones>
 
     struct ZonesModifyRequest: JSONWritable {
         var operationType: String
@@ -302,51 +310,35 @@ enum CloudKitWire {
         }
     }
 
-    struct ZoneChangesResponse: JSONReadable {
-        struct Zone: JSONReadable {
-            private var readZoneID: Result<ZoneID, FieldProblem>?
-            var zoneID: ZoneID? { try? readZoneID?.get() }
-            private var readRecords: Result<[RecordEntry], FieldProblem> = .success([])
-            var records: [RecordEntry] { (try? readRecords.get()) ?? [] }
-            var syncToken: String?
-            /// "Sometimes null" in live responses: missing means false.
-            var moreComing: Bool?
-            var errorFields = ErrorFields()
-            var error: ErrorFields? { errorFields.isError ? errorFields : nil }
+    typealias ZoneChangesResponse = ListResponse<ZoneChangesPage, Zones>
 
-            init() {}
-
-            mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
-                switch key {
-                case "zoneID": readZoneID = try ZoneID.read(from: &reader)
-                case "records": readRecords = try list(&reader, key)
-                case "syncToken": syncToken = try reader.string()
-                case "moreComing": moreComing = try reader.bool()
-                default: return try errorFields.read(key, from: &reader)
-                }
-                return true
-            }
-
-            func finish(wasObject: Bool) throws(FieldProblem) {
-                guard wasObject else { throw FieldProblem("a zone entry is not an object") }
-                _ = try readZoneID?.get()
-                _ = try readRecords.get()
-            }
-        }
-        /// Nil until read: the key is required.
-        private var read: Result<[Zone], FieldProblem>?
-        var zones: [Zone] { (try? read?.get()) ?? [] }
+    /// One zone's page of `changes/zone`: its changed and deleted records, or its error.
+    struct ZoneChangesPage: JSONReadable {
+        /// The page's zone and error, read as a zone entry's.
+        private var entry = ZoneEntry()
+        var zoneID: ZoneID? { entry.zoneID }
+        var error: ErrorFields? { entry.error }
+        private var readRecords: Result<[RecordEntry], FieldProblem> = .success([])
+        var records: [RecordEntry] { (try? readRecords.get()) ?? [] }
+        var syncToken: String?
+        /// "Sometimes null" in live responses: missing means false.
+        var moreComing: Bool?
 
         init() {}
 
         mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
-            guard key == "zones" else { return false }
-            read = try list(&reader, key)
+            switch key {
+            case "records": readRecords = try list(&reader, key)
+            case "syncToken": syncToken = try reader.string()
+            case "moreComing": moreComing = try reader.bool()
+            default: return try entry.read(key, from: &reader)
+            }
             return true
         }
 
         func finish(wasObject: Bool) throws(FieldProblem) {
-            _ = try required(read, "zones")
+            try entry.finish(wasObject: wasObject)
+            _ = try readRecords.get()
         }
     }
 
@@ -402,23 +394,7 @@ enum CloudKitWire {
         }
     }
 
-    struct RecordsResponse: JSONReadable {
-        /// Nil until read: the key is required.
-        private var read: Result<[RecordEntry], FieldProblem>?
-        var records: [RecordEntry] { (try? read?.get()) ?? [] }
-
-        init() {}
-
-        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
-            guard key == "records" else { return false }
-            read = try list(&reader, key)
-            return true
-        }
-
-        func finish(wasObject: Bool) throws(FieldProblem) {
-            _ = try required(read, "records")
-        }
-    }
+    typealias RecordsResponse = ListResponse<RecordEntry, Records>
 
     /// One `records/modify` operation: its type and record (a save's whole record, a delete's name and tag).
     struct RecordOperation {
@@ -536,21 +512,17 @@ enum CloudKitWire {
     }
 
     /// The emulator's long-poll answer: `{"zoneIDs":[{"zoneName":…}]}`.
-    struct CourierPoll: JSONReadable {
-        /// Nil until read: the key is required.
-        private var read: Result<[ZoneID], FieldProblem>?
-        var zoneIDs: [ZoneID] { (try? read?.get()) ?? [] }
+    typealias CourierPoll = ListResponse<ZoneID, ZoneIDs>
+}
 
-        init() {}
+extension CloudKitWire.ListResponse where Name == CloudKitWire.Zones {
+    var zones: [Element] { elements }
+}
 
-        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
-            guard key == "zoneIDs" else { return false }
-            read = try list(&reader, key)
-            return true
-        }
+extension CloudKitWire.ListResponse where Name == CloudKitWire.Records {
+    var records: [Element] { elements }
+}
 
-        func finish(wasObject: Bool) throws(FieldProblem) {
-            _ = try required(read, "zoneIDs")
-        }
-    }
+extension CloudKitWire.ListResponse where Name == CloudKitWire.ZoneIDs {
+    var zoneIDs: [Element] { elements }
 }

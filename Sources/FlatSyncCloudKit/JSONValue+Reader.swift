@@ -58,14 +58,7 @@ extension JSONValue {
                 try skip()
                 return false
             }
-            try enter()
-            parser.index += 1
-            parser.skipWhitespace()
-            if parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "}") {
-                parser.index += 1
-                depth -= 1
-                return true
-            }
+            guard try open(closing: UInt8(ascii: "}")) else { return true }
             while true {
                 parser.skipWhitespace()
                 guard parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "\"") else {
@@ -78,9 +71,7 @@ extension JSONValue {
                 }
                 parser.index += 1
                 try member(key, &self)
-                guard try endOfElement(closing: UInt8(ascii: "}"), "expected ',' or '}'") else { continue }
-                depth -= 1
-                return true
+                if try close(closing: UInt8(ascii: "}"), "expected ',' or '}'") { return true }
             }
         }
 
@@ -92,30 +83,29 @@ extension JSONValue {
                 try skip()
                 return false
             }
-            try enter()
-            parser.index += 1
-            parser.skipWhitespace()
-            if parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "]") {
-                parser.index += 1
-                depth -= 1
-                return true
-            }
+            guard try open(closing: UInt8(ascii: "]")) else { return true }
             while true {
                 try element(&self)
-                guard try endOfElement(closing: UInt8(ascii: "]"), "expected ',' or ']'") else { continue }
-                depth -= 1
-                return true
+                if try close(closing: UInt8(ascii: "]"), "expected ',' or ']'") { return true }
             }
         }
 
-        /// One level deeper, refused past ``JSONValue/maximumDepth`` as the tree parser does.
-        private mutating func enter() throws(ParseError) {
+        /// Steps into the container at the reader (one level deeper, refused past ``JSONValue/maximumDepth``
+        /// as the tree parser does): false when it is empty, and then it is read whole.
+        private mutating func open(closing: UInt8) throws(ParseError) -> Bool {
             guard depth < JSONValue.maximumDepth else { throw parser.error("JSON nested too deeply") }
             depth += 1
+            parser.index += 1
+            parser.skipWhitespace()
+            guard parser.index < parser.bytes.count, parser.bytes[parser.index] == closing else { return true }
+            parser.index += 1
+            depth -= 1
+            return false
         }
 
-        /// After a member or element: true at the container's end (consumed), false after a comma.
-        private mutating func endOfElement(closing: UInt8, _ expected: String) throws(ParseError) -> Bool {
+        /// After a member or element: true at the container's end (read, and one level up), false after a
+        /// comma.
+        private mutating func close(closing: UInt8, _ expected: String) throws(ParseError) -> Bool {
             parser.skipWhitespace()
             guard parser.index < parser.bytes.count else { throw parser.error("the JSON ends too early") }
             switch parser.bytes[parser.index] {
@@ -124,6 +114,7 @@ extension JSONValue {
                 return false
             case closing:
                 parser.index += 1
+                depth -= 1
                 return true
             default:
                 throw parser.error(expected)

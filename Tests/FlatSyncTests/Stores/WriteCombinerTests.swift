@@ -174,6 +174,33 @@ import Testing
         }
     }
 
+    /// What the writers of the failing-batch tests do, in the order they hand in: a list add that changes
+    /// nothing, two that do, and a history visit (another zone: a batch of its own).
+    private static let failingBatchScript: [@Sendable (LocalStore) async throws -> Int] = [
+        { try await $0.readingList.add("already-there") ? 1 : 0 }, { try await $0.readingList.add("a") ? 1 : 0 },
+        { try await $0.readingList.add("b") ? 1 : 0 }, { try await $0.history.visit("v") ? 1 : 0 },
+    ]
+
+    /// A buffered store on a faulty file system, holding "already-there".
+    private func storeOnFaultyDisk(_ directory: URL) async throws -> (LocalStore, FaultyFileSystem) {
+        let faulty = FaultyFileSystem()
+        var options = testOptions(durability: .buffered)
+        options.fileSystem = FileSystem(faulty)
+        let store = try LocalStore(directory: directory, options: options)
+        try await store.readingList.add("already-there")
+        return (store, faulty)
+    }
+
+    /// Every change of the failing-batch script is there after the store was given up without a close, as a
+    /// killed process leaves it.
+    private func expectTheScriptsChangesKept(_ store: LocalStore, _ directory: URL) async throws {
+        await store.abandon()
+        let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
+        #expect(await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "b"])
+        #expect(await reopened.history.item("v") != nil)
+        try await reopened.close()
+    }
+
     /// A batch of single changes whose log entry cannot be written is made durable at once by the repair
     /// of the log (a rewrite of what memory holds), and the writers hear what they would have one by one:
     /// the first that changed its record the failure (its entry failed), the others their own results
@@ -181,20 +208,10 @@ import Testing
     @Test(.timeLimit(.minutes(1)))
     func aBatchWhoseEntryCannotBeWrittenIsRepairedAndTheWritersHearWhatTheyWouldOneByOne() async throws {
         try await withTemporaryDirectory { directory in
-            let faulty = FaultyFileSystem()
-            var options = testOptions(durability: .buffered)
-            options.fileSystem = FileSystem(faulty)
-            let store = try LocalStore(directory: directory, options: options)
-            try await store.readingList.add("already-there")
-            let list = store.readingList
-            let history = store.history
+            let (store, faulty) = try await storeOnFaultyDisk(directory)
             faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
             let (own, writers) = try await combine(
-                store,
-                writers: [
-                    { try await list.add("already-there") ? 1 : 0 }, { try await list.add("a") ? 1 : 0 },
-                    { try await list.add("b") ? 1 : 0 }, { try await history.visit("v") ? 1 : 0 },
-                ],
+                store, writers: Self.failingBatchScript.map { step in { try await step(store) } },
                 own: { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
             #expect(faulty.injections.count == 1, "the batch's entry failed")
@@ -203,26 +220,14 @@ import Testing
 
             // One writer applying the same changes in turn, with the same write failing, hears the same.
             try await withTemporaryDirectory { alone in
-                let faultyAlone = FaultyFileSystem()
-                var aloneOptions = testOptions(durability: .buffered)
-                aloneOptions.fileSystem = FileSystem(faultyAlone)
-                let sequential = try LocalStore(directory: alone, options: aloneOptions)
-                try await sequential.readingList.add("already-there")
+                let (sequential, faultyAlone) = try await storeOnFaultyDisk(alone)
                 faultyAlone.failNext(.write, with: .ioError, pathSuffix: "commands.log")
                 var results: [Int?] = []
-                for article in ["already-there", "a", "b"] {
-                    results.append(try? await sequential.readingList.add(article) ? 1 : 0)
-                }
-                results.append(try? await sequential.history.visit("v") ? 1 : 0)
+                for step in Self.failingBatchScript { results.append(try? await step(sequential)) }
                 #expect(results == writers.map { try? $0.get().changed })
                 try await sequential.close()
             }
-            // Acknowledged, so durable: the store is given up without a close, as a killed process leaves it.
-            await store.abandon()
-            let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
-            #expect(await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "b"])
-            #expect(await reopened.history.item("v") != nil)
-            try await reopened.close()
+            try await expectTheScriptsChangesKept(store, directory)
         }
     }
 
@@ -232,21 +237,11 @@ import Testing
     @Test(.timeLimit(.minutes(1)))
     func aBatchThatCannotBeLoggedNorRepairedFailsEachOfItsWriters() async throws {
         try await withTemporaryDirectory { directory in
-            let faulty = FaultyFileSystem()
-            var options = testOptions(durability: .buffered)
-            options.fileSystem = FileSystem(faulty)
-            let store = try LocalStore(directory: directory, options: options)
-            try await store.readingList.add("already-there")
-            let list = store.readingList
-            let history = store.history
+            let (store, faulty) = try await storeOnFaultyDisk(directory)
             faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
             faulty.failNext(.rename, with: .ioError)
             let (own, writers) = try await combine(
-                store,
-                writers: [
-                    { try await list.add("a") ? 1 : 0 }, { try await list.add("already-there") ? 1 : 0 },
-                    { try await list.add("b") ? 1 : 0 }, { try await history.visit("v") ? 1 : 0 },
-                ],
+                store, writers: Self.failingBatchScript.map { step in { try await step(store) } },
                 own: { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
             #expect(faulty.injections.map(\.call) == [.write, .rename])
@@ -254,11 +249,7 @@ import Testing
                 #expect((writers[index].error as? FlatSyncError)?.code == .ioFailed, "writer \(index)")
             }
             #expect(try writers[3].get().changed == 1)
-            await store.abandon()
-            let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
-            #expect(await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "b"])
-            #expect(await reopened.history.item("v") != nil)
-            try await reopened.close()
+            try await expectTheScriptsChangesKept(store, directory)
         }
     }
 
