@@ -27,6 +27,8 @@ package enum CloudKitResponseFuzzing {
         let tree = try? JSONValue.parse(data)
         let read = try? JSONValue.Reader.read(data) { try rebuilt(from: &$0) }
         precondition(tree == read, "the reader and the parser disagree")
+        let skipped = (try? JSONValue.Reader.read(data) { try $0.skip() }) != nil
+        precondition(skipped == (tree != nil), "skipping refuses what the parser refuses, and only that")
         // As the body of an error of every status class, on a change fetch sent with a token.
         for status in [400, 421, 429, 500, 503] {
             let response = HTTPExchangeResponse(status: status, headers: ["Retry-After": "3"], body: data)

@@ -58,21 +58,15 @@ extension JSONValue {
                 try skip()
                 return false
             }
-            guard try open(closing: UInt8(ascii: "}")) else { return true }
-            while true {
-                parser.skipWhitespace()
-                guard parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "\"") else {
-                    throw parser.error("expected a key")
-                }
-                let key = try parser.string()
-                parser.skipWhitespace()
-                guard parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: ":") else {
-                    throw parser.error("expected ':'")
-                }
-                parser.index += 1
-                try member(key, &self)
-                if try close(closing: UInt8(ascii: "}"), "expected ',' or '}'") { return true }
+            try enter()
+            if parser.openContainer(closing: UInt8(ascii: "}")) {
+                repeat {
+                    let key = try parser.memberKey()
+                    try member(key, &self)
+                } while try !parser.endOfElement(closing: UInt8(ascii: "}"))
             }
+            depth -= 1
+            return true
         }
 
         /// Reads an array, calling `element` for each element, which it must read or ``skip()``. Returns
@@ -83,42 +77,20 @@ extension JSONValue {
                 try skip()
                 return false
             }
-            guard try open(closing: UInt8(ascii: "]")) else { return true }
-            while true {
-                try element(&self)
-                if try close(closing: UInt8(ascii: "]"), "expected ',' or ']'") { return true }
+            try enter()
+            if parser.openContainer(closing: UInt8(ascii: "]")) {
+                repeat {
+                    try element(&self)
+                } while try !parser.endOfElement(closing: UInt8(ascii: "]"))
             }
+            depth -= 1
+            return true
         }
 
-        /// Steps into the container at the reader (one level deeper, refused past ``JSONValue/maximumDepth``
-        /// as the tree parser does): false when it is empty, and then it is read whole.
-        private mutating func open(closing: UInt8) throws(ParseError) -> Bool {
+        /// One level deeper, refused past ``JSONValue/maximumDepth`` as the tree parser does.
+        private mutating func enter() throws(ParseError) {
             guard depth < JSONValue.maximumDepth else { throw parser.error("JSON nested too deeply") }
             depth += 1
-            parser.index += 1
-            parser.skipWhitespace()
-            guard parser.index < parser.bytes.count, parser.bytes[parser.index] == closing else { return true }
-            parser.index += 1
-            depth -= 1
-            return false
-        }
-
-        /// After a member or element: true at the container's end (read, and one level up), false after a
-        /// comma.
-        private mutating func close(closing: UInt8, _ expected: String) throws(ParseError) -> Bool {
-            parser.skipWhitespace()
-            guard parser.index < parser.bytes.count else { throw parser.error("the JSON ends too early") }
-            switch parser.bytes[parser.index] {
-            case UInt8(ascii: ","):
-                parser.index += 1
-                return false
-            case closing:
-                parser.index += 1
-                depth -= 1
-                return true
-            default:
-                throw parser.error(expected)
-            }
         }
 
         /// The next value, whole (as deep as the reader may still go).
@@ -126,9 +98,30 @@ extension JSONValue {
             try parser.value(depth: depth)
         }
 
-        /// Reads the next value and drops it.
+        /// Reads the next value and drops it, refusing what the parser refuses, without making it: a record's
+        /// `created` and `zoneID`, which FlatSync does not use, were trees built and freed for every record.
         package mutating func skip() throws(ParseError) {
-            _ = try value()
+            switch try peek() {
+            case .object:
+                try enter()
+                if parser.openContainer(closing: UInt8(ascii: "}")) {
+                    repeat {
+                        _ = try parser.memberKey()
+                        try skip()
+                    } while try !parser.endOfElement(closing: UInt8(ascii: "}"))
+                }
+                depth -= 1
+            case .array:
+                try enter()
+                if parser.openContainer(closing: UInt8(ascii: "]")) {
+                    repeat { try skip() } while try !parser.endOfElement(closing: UInt8(ascii: "]"))
+                }
+                depth -= 1
+            case .string:
+                try parser.skipString()
+            case .number, .bool, .null:
+                _ = try parser.value(depth: depth)
+            }
         }
 
         /// The next value if it is a string; any other value is read and gives nil.

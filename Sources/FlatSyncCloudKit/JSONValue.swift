@@ -78,11 +78,6 @@ package enum JSONValue: Equatable, Sendable {
         return nil
     }
 
-    package var isObject: Bool {
-        if case .object = self { return true }
-        return false
-    }
-
     /// The number as an exact 64-bit integer (`12`, `12.0`, `1.2e1`), or nil.
     package var int64Value: Int64? {
         guard case .number(let text) = self else { return nil }
@@ -145,57 +140,62 @@ package enum JSONValue: Equatable, Sendable {
         }
 
         mutating func object(depth: Int) throws(ParseError) -> JSONValue {
-            index += 1
             var members: [(key: String, value: JSONValue)] = []
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            }
+            guard openContainer(closing: UInt8(ascii: "}")) else { return .object(members) }
             // CKWS objects have a few members (a field's value and type, a record's half dozen): room for them
             // at once instead of growing 1, 2, 4, 8.
             members.reserveCapacity(8)
-            while true {
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a key") }
-                let key = try string()
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
-                index += 1
+            repeat {
+                let key = try memberKey()
                 members.append((key, try value(depth: depth)))
-                skipWhitespace()
-                guard index < bytes.count else { throw error("the JSON ends too early") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                } else if bytes[index] == UInt8(ascii: "}") {
-                    index += 1
-                    return .object(members)
-                } else {
-                    throw error("expected ',' or '}'")
-                }
-            }
+            } while try !endOfElement(closing: UInt8(ascii: "}"))
+            return .object(members)
         }
 
         mutating func array(depth: Int) throws(ParseError) -> JSONValue {
-            index += 1
             var elements: [JSONValue] = []
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return .array(elements)
-            }
-            while true {
+            guard openContainer(closing: UInt8(ascii: "]")) else { return .array(elements) }
+            repeat {
                 elements.append(try value(depth: depth))
-                skipWhitespace()
-                guard index < bytes.count else { throw error("the JSON ends too early") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                } else if bytes[index] == UInt8(ascii: "]") {
-                    index += 1
-                    return .array(elements)
-                } else {
-                    throw error("expected ',' or ']'")
-                }
+            } while try !endOfElement(closing: UInt8(ascii: "]"))
+            return .array(elements)
+        }
+
+        // The grammar of containers, shared by the tree and by ``JSONValue/Reader``.
+
+        /// Steps past the `{` or `[` at `index`: false when the container is empty (its end read too).
+        mutating func openContainer(closing: UInt8) -> Bool {
+            index += 1
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == closing else { return true }
+            index += 1
+            return false
+        }
+
+        /// An object member's `"key":`.
+        mutating func memberKey() throws(ParseError) -> String {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a key") }
+            let key = try string()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            index += 1
+            return key
+        }
+
+        /// After a member or element: true at the container's end (read), false after a comma.
+        mutating func endOfElement(closing: UInt8) throws(ParseError) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count else { throw error("the JSON ends too early") }
+            switch bytes[index] {
+            case UInt8(ascii: ","):
+                index += 1
+                return false
+            case closing:
+                index += 1
+                return true
+            default:
+                throw error(closing == UInt8(ascii: "}") ? "expected ',' or '}'" : "expected ',' or ']'")
             }
         }
 
@@ -227,13 +227,26 @@ package enum JSONValue: Equatable, Sendable {
         }
 
         mutating func string() throws(ParseError) -> String {
+            // Never nil when kept.
+            try scanString(keeping: true) ?? ""
+        }
+
+        /// Reads a string as ``string()`` does, refusing the same, without making it.
+        mutating func skipString() throws(ParseError) {
+            _ = try scanString(keeping: false)
+        }
+
+        /// Reads the string at `index`; returns it when `keeping`.
+        private mutating func scanString(keeping: Bool) throws(ParseError) -> String? {
             index += 1
             let start = index
             // The usual case: no escapes, so the bytes are the string.
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") {
-                    let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                    let text =
+                        keeping
+                        ? String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self) : nil
                     index += 1
                     return text
                 }
@@ -247,7 +260,7 @@ package enum JSONValue: Equatable, Sendable {
                 switch byte {
                 case UInt8(ascii: "\""):
                     index += 1
-                    return String(decoding: scalars, as: UTF8.self)
+                    return keeping ? String(decoding: scalars, as: UTF8.self) : nil
                 case UInt8(ascii: "\\"):
                     index += 1
                     guard index < bytes.count else { throw error("the JSON ends inside an escape") }

@@ -34,6 +34,16 @@ struct JSONValueTests {
         #expect(throws: JSONValue.ParseError.self) { try readThroughTheReader(deep) }
         let deepest = String(repeating: "[", count: JSONValue.maximumDepth) + String(repeating: "]", count: 64)
         #expect(try readThroughTheReader(deepest) == parse(deepest))
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue.Reader.read(Data(deep.utf8)) { try $0.skip() } }
+        try JSONValue.Reader.read(Data(deepest.utf8)) { try $0.skip() }
+        let deepObject =
+            String(repeating: #"{"a":"#, count: JSONValue.maximumDepth + 1) + "1"
+            + String(repeating: "}", count: JSONValue.maximumDepth + 1)
+        #expect(throws: JSONValue.ParseError.self) { try parse(deepObject) }
+        #expect(throws: JSONValue.ParseError.self) { try readThroughTheReader(deepObject) }
+        #expect(throws: JSONValue.ParseError.self) {
+            try JSONValue.Reader.read(Data(deepObject.utf8)) { try $0.skip() }
+        }
     }
 
     // MARK: - The reader
@@ -57,6 +67,9 @@ struct JSONValueTests {
     ])
     func theReaderRefusesWhatIsNotJSON(_ text: String) {
         #expect(throws: JSONValue.ParseError.self) { try readThroughTheReader(text) }
+        #expect(throws: JSONValue.ParseError.self, "skipped") {
+            try JSONValue.Reader.read(Data(text.utf8)) { try $0.skip() }
+        }
     }
 
     @Test func aValueOfAnotherKindReadsAsNilAndIsSkippedWhole() throws {
