@@ -124,6 +124,9 @@ enum CloudKitWire {
         /// True when the keys read name an error (a `serverErrorCode`).
         var isError: Bool { serverErrorCode != nil }
 
+        /// These keys when they name an error, else nil.
+        var ifError: ErrorFields? { isError ? self : nil }
+
         mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
             switch key {
             case "serverErrorCode": serverErrorCode = try reader.string()
@@ -214,7 +217,7 @@ enum CloudKitWire {
         /// Not documented: the emulator's mark of a zone the user deleted. Apple documents no such flag.
         var purged: Bool?
         var errorFields = ErrorFields()
-        var error: ErrorFields? { errorFields.isError ? errorFields : nil }
+        var error: ErrorFields? { errorFields.ifError }
 
         init() {}
 
@@ -353,7 +356,7 @@ enum CloudKitWire {
         var modifiedBy: String?
         var deleted: Bool?
         var errorFields = ErrorFields()
-        var error: ErrorFields? { errorFields.isError ? errorFields : nil }
+        var error: ErrorFields? { errorFields.ifError }
         /// The first field that could not be read, reported once the record's name is known (the name may
         /// come after the fields, as in the emulator's sorted keys).
         private var fieldProblem: (key: String, problem: FieldProblem)?

@@ -282,15 +282,15 @@ final class CloudKitEmulator: Sendable {
     static func ok(writing write: (inout JSONValue.Writer) -> Void) -> HTTPServerReply {
         var writer = JSONValue.Writer(capacity: 64 * 1_024)
         write(&writer)
-        return .response(
-            HTTPServerResponse(
-                status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: writer.data))
+        return .response(jsonResponse(200, body: writer.data))
     }
 
     static func jsonResponse(_ status: Int, _ object: CloudKitJSON.Object) -> HTTPServerResponse {
-        HTTPServerResponse(
-            status: status, headers: [("Content-Type", "application/json; charset=utf-8")],
-            body: CloudKitJSON.data(CloudKitJSON.value(object)))
+        jsonResponse(status, body: CloudKitJSON.data(CloudKitJSON.value(object)))
+    }
+
+    private static func jsonResponse(_ status: Int, body: Data) -> HTTPServerResponse {
+        HTTPServerResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: body)
     }
 
     /// A request-level error response, with `Retry-After` when `retryAfter` is set.
