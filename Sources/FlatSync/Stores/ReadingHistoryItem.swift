@@ -57,16 +57,17 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         ]
     }
 
-    // The fields, laid out for memory: 88 bytes an item with no allocation of its own for an article ID of
+    // The fields, laid out for memory: 72 bytes an item with no allocation of its own for an article ID of
     // up to 22 UTF-8 bytes (a `String` keeps only 15 inline), dates as plain seconds with NaN for none (a
     // `Date?` takes 16 bytes), the device ID an 8-byte reference shared with every other item of the same
-    // device. The history holds 100,000 of these in one array, and a read hands that array out without
-    // copying it.
+    // device, the read count and flags in 6 bytes when they fit (a read count below 2³², flags in the low
+    // 16 bits: every item News makes). The history holds 100,000 of these in one array, and a read hands
+    // that array out without copying it.
 
     /// The article ID, inline when it is short.
     package private(set) var compactArticleID: CompactString
-    /// The device of the latest visit, shared with the device's other items.
-    package private(set) var device: DeviceName?
+    /// The device, or a box holding it with a read count or flags too wide for their inline fields.
+    private var deviceSlot: DeviceSlot
     /// `lastVisited` in seconds since 2001, NaN for none.
     package private(set) var lastVisitedTime: Double
     /// `firstSeen` in seconds since 2001, NaN for none.
@@ -75,12 +76,101 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     package private(set) var likingChangedAtTime: Double
     /// The highest article version seen.
     public var maxVersionSeen: Int64
-    /// How many times the article was opened (merges take the maximum, as News does).
-    public var readCount: Int64
-    /// The sticky flags.
-    public var flags: Flags
+    /// ``readCount`` when it fits 32 bits unsigned; 0 when the slot holds it.
+    private var inlineReadCount: UInt32
+    /// ``flags`` when they fit 16 bits; 0 when the slot holds them.
+    private var inlineFlags: UInt16
     /// Liked, disliked or neither.
     public var liking: Liking
+
+    /// The 8 bytes beside the inline fields: no device, a device shared by every item it visited, or — for
+    /// the rare item whose read count or flags do not fit inline — a box of its own with all three. An item
+    /// has one form only (see ``store(readCount:flags:device:)``), so that equal items are stored alike.
+    private enum DeviceSlot: Sendable {
+        case none
+        case device(DeviceName)
+        case wide(WideFields)
+    }
+
+    /// A read count, flags and device of an item whose read count or flags are too wide to be inline.
+    private final class WideFields: Sendable {
+        let readCount: Int64
+        let flags: Flags
+        let device: DeviceName?
+
+        init(readCount: Int64, flags: Flags, device: DeviceName?) {
+            self.readCount = readCount
+            self.flags = flags
+            self.device = device
+        }
+    }
+
+    /// The device of the latest visit, shared with the device's other items.
+    package private(set) var device: DeviceName? {
+        get {
+            switch deviceSlot {
+            case .none: return nil
+            case .device(let device): return device
+            case .wide(let wide): return wide.device
+            }
+        }
+        set {
+            if case .wide(let wide) = deviceSlot {
+                deviceSlot = .wide(WideFields(readCount: wide.readCount, flags: wide.flags, device: newValue))
+            } else {
+                deviceSlot = newValue.map(DeviceSlot.device) ?? .none
+            }
+        }
+    }
+
+    /// How many times the article was opened (merges take the maximum, as News does).
+    public var readCount: Int64 {
+        get {
+            if case .wide(let wide) = deviceSlot { return wide.readCount }
+            return Int64(inlineReadCount)
+        }
+        set {
+            if hasInlineCounts, let inline = UInt32(exactly: newValue) {
+                inlineReadCount = inline
+            } else {
+                store(readCount: newValue, flags: flags, device: device)
+            }
+        }
+    }
+
+    /// The sticky flags.
+    public var flags: Flags {
+        get {
+            if case .wide(let wide) = deviceSlot { return wide.flags }
+            return Flags(rawValue: Int64(inlineFlags))
+        }
+        set {
+            if hasInlineCounts, let inline = UInt16(exactly: newValue.rawValue) {
+                inlineFlags = inline
+            } else {
+                store(readCount: readCount, flags: newValue, device: device)
+            }
+        }
+    }
+
+    /// Stores the three in their one form: inline when both numbers fit, else in a box.
+    private mutating func store(readCount: Int64, flags: Flags, device: DeviceName?) {
+        if let count = UInt32(exactly: readCount), let bits = UInt16(exactly: flags.rawValue) {
+            inlineReadCount = count
+            inlineFlags = bits
+            deviceSlot = device.map(DeviceSlot.device) ?? .none
+        } else {
+            inlineReadCount = 0
+            inlineFlags = 0
+            deviceSlot = .wide(WideFields(readCount: readCount, flags: flags, device: device))
+        }
+    }
+
+    /// True when the item keeps its read count and flags inline (tests check the layout).
+    package var hasInlineCounts: Bool {
+        if case .wide = deviceSlot { return false }
+        return true
+    }
 
     /// The device of the latest visit.
     public var deviceID: String? {
@@ -147,14 +237,15 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         flags: Flags
     ) {
         self.compactArticleID = compactArticleID
-        self.device = device
+        self.deviceSlot = .none
         self.lastVisitedTime = lastVisitedTime.isNaN ? .nan : lastVisitedTime
         self.firstSeenTime = firstSeenTime.isNaN ? .nan : firstSeenTime
         self.likingChangedAtTime = likingChangedAtTime.isNaN ? .nan : likingChangedAtTime
         self.maxVersionSeen = maxVersionSeen
-        self.readCount = readCount
-        self.flags = flags
+        self.inlineReadCount = 0
+        self.inlineFlags = 0
         self.liking = liking
+        store(readCount: readCount, flags: flags, device: device)
     }
 
     private static func date(_ time: Double) -> Date? {

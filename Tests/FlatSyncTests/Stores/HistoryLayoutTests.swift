@@ -97,7 +97,53 @@ import Testing
         let nan = ReadingHistoryItem(articleID: "n", lastVisited: Date(timeIntervalSinceReferenceDate: .nan))
         #expect(nan.lastVisited == nil, "a NaN date stands for none")
         #expect(nan == ReadingHistoryItem(articleID: "n"))
-        #expect(MemoryLayout<ReadingHistoryItem>.stride <= 88)
+        #expect(MemoryLayout<ReadingHistoryItem>.stride <= 72)
+    }
+
+    /// A read count below 2³² and flags in 16 bits are kept inline; anything wider goes to a box with the
+    /// device, and back inline once it fits again, so that equal items are stored alike.
+    @Test func wideReadCountsAndFlagsLeaveTheInlineFieldsAndComeBack() {
+        let wideCounts: [Int64] = [-1, Int64(UInt32.max) + 1, .min, .max]
+        let wideFlags: [ReadingHistoryItem.Flags] = [
+            .init(rawValue: 1 << 16), .init(rawValue: -1), .init(rawValue: .min), [.read, .init(rawValue: 1 << 40)],
+        ]
+        for device in [nil, "phone"] as [String?] {
+            let inline = ReadingHistoryItem(
+                articleID: "a", readCount: Int64(UInt32.max), deviceID: device,
+                flags: [.read, .init(rawValue: 1 << 15)])
+            #expect(inline.hasInlineCounts)
+            #expect(inline.readCount == Int64(UInt32.max) && inline.flags.rawValue == 1 | 1 << 15)
+            for count in wideCounts {
+                var item = inline
+                item.readCount = count
+                #expect(!item.hasInlineCounts, "\(count)")
+                #expect(item.readCount == count && item.flags == inline.flags && item.deviceID == device)
+                item.deviceID = "tablet"
+                #expect(item.readCount == count && item.deviceID == "tablet")
+                item.deviceID = device
+                item.readCount = inline.readCount
+                #expect(item.hasInlineCounts, "back inline from \(count)")
+                #expect(item == inline && item.hashValue == inline.hashValue)
+            }
+            for flags in wideFlags {
+                var item = inline
+                item.flags = flags
+                #expect(!item.hasInlineCounts, "\(flags.rawValue)")
+                #expect(item.flags == flags && item.readCount == inline.readCount && item.deviceID == device)
+                item.readCount = 3
+                #expect(item.flags == flags && item.readCount == 3)
+                let built = ReadingHistoryItem(articleID: "a", readCount: 3, deviceID: device, flags: flags)
+                #expect(item == built && item.hashValue == built.hashValue)
+                item.flags = inline.flags
+                item.readCount = inline.readCount
+                #expect(item.hasInlineCounts, "back inline from \(flags.rawValue)")
+                #expect(item == inline)
+            }
+        }
+        // A merge of a wide item with an inline one keeps the wide values (maxima, union).
+        let wide = ReadingHistoryItem(articleID: "a", readCount: .max, flags: .init(rawValue: 1 << 20))
+        let merged = wide.merged(with: ReadingHistoryItem(articleID: "a", readCount: 5, flags: .read))
+        #expect(merged.readCount == .max && merged.flags == [.read, .init(rawValue: 1 << 20)])
     }
 
     // MARK: - HistoryTable
