@@ -48,9 +48,10 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         let items = state.items.values
         itemCount = items.count
         columns = Item.columns(of: items)
-        var names = BinaryWriter(capacity: state.changeTags.count * 24)
-        var tags = BinaryWriter(capacity: state.changeTags.count * 16)
-        state.changeTags.forEachName { prefix, rest, tag in
+        let tagCount = state.items.changeTagCount
+        var names = BinaryWriter(capacity: tagCount * 24)
+        var tags = BinaryWriter(capacity: tagCount * 16)
+        state.items.forEachChangeTag { prefix, rest, tag in
             names.write(varint: UInt64(prefix.count + rest.count))
             names.write(raw: prefix)
             names.write(raw: rest)

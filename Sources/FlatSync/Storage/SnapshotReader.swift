@@ -577,12 +577,13 @@ extension SnapshotFile {
             // Room for a name per two bytes of the column at most (a length and a character; an empty name
             // takes one byte, and the arrays grow if this falls short), and for no more than one per item,
             // as a synced zone has.
-            var loader = ChangeTagTable.SnapshotLoader(count: min(tagNames.count / 2, max(Int(itemCount), 16)))
-            while !names.isAtEnd {
-                let tag = try tags.readStringBytes { utf8, _ in ChangeTagTable.SnapshotLoader.Tag(utf8: utf8) }
-                try names.readStringBytes { loader.append(tag, nameUTF8: $0, isASCII: $1) }
+            try state.items.loadChangeTags(expectedCount: min(tagNames.count / 2, max(Int(itemCount), 16))) {
+                (add) throws(FlatSyncError) in
+                while !names.isAtEnd {
+                    let tag = try tags.readStringBytes { utf8, _ in ChangeTagTable.SnapshotLoader.Tag(utf8: utf8) }
+                    try names.readStringBytes { add(tag, $0, $1) }
+                }
             }
-            state.changeTags = loader.finish()
             guard tags.isAtEnd else { throw FlatSyncError(.damagedFile, "Change tag columns differ in length.") }
             crc = CRC32.combine(crc, names.checksum, length: tagNames.count)
             crc = CRC32.combine(crc, tags.checksum, length: tagValues.count)

@@ -12,14 +12,15 @@
     import Musl
 #endif
 
-/// The change tags a zone knows, by record name: a dictionary from `String` to ``ChangeTag`` in about
-/// 45 bytes per record instead of about 160.
+/// Change tags by record name: a dictionary from `String` to ``ChangeTag`` in about 45 bytes per record
+/// instead of about 160. The reading list keeps its records' tags in one; the history keeps its items'
+/// tags beside the items, in 8 bytes each, and only the others in one (see ``HistoryTable``).
 ///
-/// A device that synced a News-sized history knows a tag for every record, so this table is as large as
-/// the history itself. As a `[String: ChangeTag]` each record cost a heap copy of its name (`rh-` and a
-/// 22-byte article ID is too long for a small string), a hash-table bucket of two strings, and a table
-/// twice as large as needed after each doubling: with 100,000 tags the open store took 15.7 MB more, and
-/// reading them 100,000 allocations (now about 4.3 MB and none). Here a name's `rl-` or `rh-` prefix is
+/// A device that synced a News-sized history knows a tag for every record. As a `[String: ChangeTag]`
+/// each record cost a heap copy of its name (`rh-` and a 22-byte article ID is too long for a small
+/// string), a hash-table bucket of two strings, and a table twice as large as needed after each doubling:
+/// with 100,000 tags the open store took 15.7 MB more, and reading them 100,000 allocations (in this
+/// table about 4.3 MB and none). Here a name's `rl-` or `rh-` prefix is
 /// kept as one byte and the rest as a ``CompactString`` (inline up to 22 bytes), the tags sit in one
 /// array beside the names — 8 bytes each when a tag is at most 8 ASCII characters, as CloudKit's are —
 /// and a ``SlotIndex`` finds them: no allocation per record.
@@ -94,6 +95,20 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
             fileprivate let packed: PackedTags.Entry
 
             package init(utf8: UnsafeRawBufferPointer) { packed = PackedTags.Entry(utf8: utf8) }
+
+            /// The tag packed in a word (see ``ChangeTagTable/packedWord(_:)``), nil when it does not pack.
+            package var word: UInt64? {
+                if case .packed(let word) = packed, word != 0 { return word }
+                return nil
+            }
+
+            /// The tag.
+            package var tag: ChangeTag {
+                switch packed {
+                case .packed(let word): return PackedTags.unpack(word)
+                case .whole(let tag): return tag
+                }
+            }
         }
 
         /// Adds a tag and the name of its record (`utf8`, valid UTF-8; `isASCII` says whether every byte
@@ -121,6 +136,18 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
 
     /// Every name with a tag.
     package var names: [String] { map(\.name) }
+
+    /// A tag as one nonzero word — its bytes, zero-padded, when it has at most 8 ASCII bytes and no NUL, as
+    /// CloudKit's tags do — or nil when it does not pack (an empty tag does not either, so that 0 can mean
+    /// no tag to a table that keeps words).
+    package static func packedWord(_ tag: ChangeTag) -> UInt64? {
+        PackedTags.pack(tag).flatMap { $0 == 0 ? nil : $0 }
+    }
+
+    /// The tag a word of ``packedWord(_:)`` holds.
+    package static func tag(packedIn word: UInt64) -> ChangeTag {
+        PackedTags.unpack(word)
+    }
 
     /// Calls `body` with each name, in two parts (prefix and rest, whose bytes follow one another in the
     /// name), and its tag: for writing the names without making a `String` of each.
@@ -265,10 +292,7 @@ private struct PackedTags: Sendable {
         get {
             let word = words[position]
             if word == Self.unpackedMarker { return unpacked[position]! }
-            var bytes = word.littleEndian
-            return withUnsafeBytes(of: &bytes) { raw in
-                ChangeTag(rawValue: String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self))
-            }
+            return Self.unpack(word)
         }
         set {
             if let word = Self.pack(newValue) {
@@ -321,8 +345,16 @@ private struct PackedTags: Sendable {
         }
     }
 
+    /// The tag whose bytes a packed word holds.
+    static func unpack(_ word: UInt64) -> ChangeTag {
+        var bytes = word.littleEndian
+        return withUnsafeBytes(of: &bytes) { raw in
+            ChangeTag(rawValue: String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self))
+        }
+    }
+
     /// The tag's bytes as a word, or nil when it does not fit.
-    private static func pack(_ tag: ChangeTag) -> UInt64? {
+    static func pack(_ tag: ChangeTag) -> UInt64? {
         var string = tag.rawValue
         return string.withUTF8 { pack(UnsafeRawBufferPointer($0)) }
     }

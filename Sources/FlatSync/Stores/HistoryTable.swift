@@ -3,8 +3,9 @@
 /// the array itself instead of a sorted copy.
 ///
 /// Memory: 72 bytes an item in the array (no allocation per item for article IDs of up to 22 bytes, see
-/// ``CompactString``; device IDs shared, see ``DeviceName``) and 8 to 10 bytes in the index: about 8.2 MB
-/// for 100,000 items, where a `[String: ReadingHistoryItem]` of the earlier layout took 40 MB.
+/// ``CompactString``; device IDs shared, see ``DeviceName``), 8 for its record's change tag (see "Change
+/// tags" below) and 8 to 10 in the index: about 9 MB for 100,000 synced items, where a
+/// `[String: ReadingHistoryItem]` and a `[String: ChangeTag]` of the earlier layout took 56 MB.
 ///
 /// Order is restored lazily. A mutation that moves an item in the order (a visit makes it the newest) or
 /// that appends or removes one only marks the positions it disturbed; the items at unmarked positions stay
@@ -28,6 +29,13 @@ package struct HistoryTable: ItemTable {
     /// The last position known to be in order (for appends in order, as a snapshot's), -1 when there is
     /// none, or nil when unknown.
     private var lastOrderedPosition: Int? = -1
+    /// The change tag of each item's record, by position (it moves with the item): 0 for none, the tag
+    /// packed in a word (``ChangeTagTable/packedWord(_:)``), or ``longTagMarker`` when the tag does not pack
+    /// and `otherTags` holds it. See "Change tags" below.
+    private var tagWords: [UInt64] = []
+    /// The tags of records with no item here (a removed item's, one fetched before its item), and tags
+    /// that do not pack.
+    private var otherTags = ChangeTagTable()
 
     package init() {}
 
@@ -122,13 +130,17 @@ package struct HistoryTable: ItemTable {
         let last = items.count - 1
         let removed: ReadingHistoryItem
         if position == last {
+            detachTag(at: last)
             removed = items.removeLast()
+            tagWords.removeLast()
             clearDisordered(last)
         } else {
             // The last item fills the hole: update its slot, and it is out of order there.
             index.move(hash: Self.hash(of: items[last].compactArticleID), from: last, to: position)
+            detachTag(at: position)
             removed = items[position]
             items[position] = items.removeLast()
+            tagWords[position] = tagWords.removeLast()
             clearDisordered(last)
             markDisordered(position)
         }
@@ -147,6 +159,7 @@ package struct HistoryTable: ItemTable {
         /// A loader for `count` items.
         package init(count: Int) {
             table.items.reserveCapacity(count)
+            table.tagWords.reserveCapacity(count)
             hashes.reserveCapacity(count)
         }
 
@@ -196,6 +209,7 @@ package struct HistoryTable: ItemTable {
         index.grow(toHold: items.count + 1)
         index.insert(hash: hash, position: items.count)
         appendInOrder(item)
+        adoptTag(at: items.count - 1)
     }
 
     /// Appends an item whose slot is in place, marking it out of order unless it follows the last item
@@ -216,6 +230,7 @@ package struct HistoryTable: ItemTable {
             inOrder = false
         }
         items.append(item)
+        tagWords.append(0)
         if inOrder {
             lastOrderedPosition = position
         } else {
@@ -284,6 +299,7 @@ package struct HistoryTable: ItemTable {
             return newPosition
         }
         Self.permute(&items, to: newPosition)
+        Self.permute(&tagWords, to: newPosition)
         index.renumber { Int(newPosition[$0]) }
         disordered = []
         disorderedCount = 0
@@ -291,7 +307,7 @@ package struct HistoryTable: ItemTable {
     }
 
     /// Moves each element to `newPosition[oldPosition]`, following the permutation's cycles in place.
-    private static func permute(_ items: inout [ReadingHistoryItem], to newPosition: [Int32]) {
+    private static func permute<Element>(_ items: inout [Element], to newPosition: [Int32]) {
         var done = [Bool](repeating: false, count: items.count)
         items.withUnsafeMutableBufferPointer { buffer in
             let base = buffer.baseAddress!
@@ -361,13 +377,17 @@ package struct HistoryTable: ItemTable {
         var key = articleID
         return key.withUTF8 { utf8 in
             let raw = UnsafeRawBufferPointer(utf8)
-            let isASCII = CompactString.isASCII(raw)
-            let hash = Self.hash(utf8: raw, isASCII: isASCII)
-            let (position, slot) = index.find(hash: hash) {
-                items[$0].compactArticleID.equals(utf8: raw, otherIsASCII: isASCII)
-            }
-            return (position, slot, hash)
+            return find(utf8: raw, isASCII: CompactString.isASCII(raw))
         }
+    }
+
+    /// ``find(_:)`` for an article ID given as its UTF-8 bytes.
+    private func find(utf8: UnsafeRawBufferPointer, isASCII: Bool) -> (position: Int?, slot: Int?, hash: UInt32) {
+        let hash = Self.hash(utf8: utf8, isASCII: isASCII)
+        let (position, slot) = index.find(hash: hash) {
+            items[$0].compactArticleID.equals(utf8: utf8, otherIsASCII: isASCII)
+        }
+        return (position, slot, hash)
     }
 
     private func find(_ id: CompactString, hash: UInt32) -> (position: Int?, slot: Int?) {
@@ -376,14 +396,194 @@ package struct HistoryTable: ItemTable {
 }
 
 extension HistoryTable {
-    /// Equal when both hold the same items by article ID, whatever their order.
+    /// Equal when both hold the same items by article ID, whatever their order, and the same change tags.
     package static func == (lhs: HistoryTable, rhs: HistoryTable) -> Bool {
-        lhs.count == rhs.count
-            && lhs.items.allSatisfy { item in
-                rhs.find(item.compactArticleID, hash: hash(of: item.compactArticleID)).position.map {
-                    rhs.items[$0] == item
+        // Where a tag is kept follows from the items and the tags alone, so equal tables keep theirs alike.
+        lhs.count == rhs.count && lhs.otherTags == rhs.otherTags
+            && lhs.items.indices.allSatisfy { position in
+                let item = lhs.items[position]
+                return rhs.find(item.compactArticleID, hash: hash(of: item.compactArticleID)).position.map {
+                    rhs.items[$0] == item && rhs.tagWords[$0] == lhs.tagWords[position]
                 }
                     ?? false
             }
+    }
+}
+
+// MARK: - Change tags
+
+/// The change tags of the history's records: each item's beside it, by position, in 8 bytes, rather than
+/// in a ``ChangeTagTable`` of their own (a copy of each record name, an index entry and the tag: about
+/// 43 bytes a record, 4.2 MB for a synced 100,000-item history).
+///
+/// Where a tag is kept: a record named for an item here (`rh-` and its article ID) keeps its tag in
+/// `tagWords` at the item's position when the tag packs in a word, else in `otherTags` with the marker in
+/// its word; a record with no item here keeps its tag in `otherTags`. Removing an item moves its tag to
+/// `otherTags`, and an item added for a name that has a tag there takes it back, so a tag is in one place
+/// only, and that place follows from the items and the tags alone.
+extension HistoryTable {
+    /// The word of an item whose tag does not pack (`otherTags` holds it). No packed word has a byte of
+    /// 0x80 or more.
+    private static let longTagMarker = UInt64.max
+
+    /// The change tag of the record named `name`, with an item here or not.
+    package func changeTag(of name: String) -> ChangeTag? {
+        guard let position = position(ofRecordName: name) else { return otherTags[name] }
+        switch tagWords[position] {
+        case 0: return nil
+        case Self.longTagMarker: return otherTags[name]
+        case let word: return ChangeTagTable.tag(packedIn: word)
+        }
+    }
+
+    /// Sets the change tag of the record named `name`, or forgets it (nil).
+    package mutating func setChangeTag(_ tag: ChangeTag?, of name: String) {
+        guard let position = position(ofRecordName: name) else {
+            otherTags[name] = tag
+            return
+        }
+        if tagWords[position] == Self.longTagMarker { otherTags[name] = nil }
+        guard let tag else {
+            tagWords[position] = 0
+            return
+        }
+        if let word = ChangeTagTable.packedWord(tag) {
+            tagWords[position] = word
+        } else {
+            tagWords[position] = Self.longTagMarker
+            otherTags[name] = tag
+        }
+    }
+
+    /// How many tags are kept apart from the items' words: records with no item here, and tags that do not
+    /// pack (tests check where tags are kept).
+    package var detachedChangeTagCount: Int { otherTags.count }
+
+    /// How many records have a tag.
+    package var changeTagCount: Int {
+        tagWords.reduce(0) { $0 + ($1 != 0 && $1 != Self.longTagMarker ? 1 : 0) } + otherTags.count
+    }
+
+    /// The name of every record with a tag.
+    package var changeTagNames: [String] {
+        var names: [String] = []
+        forEachChangeTag { prefix, rest, _ in
+            names.append(String(decoding: prefix, as: UTF8.self) + String(decoding: rest, as: UTF8.self))
+        }
+        return names
+    }
+
+    /// Calls `body` with each record name, in two parts (prefix and rest), and its tag: first the items'
+    /// tags in the items' order, as a snapshot writes them (``loadChangeTags(expectedCount:_:)`` then finds
+    /// each tag's item at the next position), then the others.
+    package func forEachChangeTag(
+        _ body: (_ prefix: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer, ChangeTag) -> Void
+    ) {
+        var prefix = ReadingHistoryItem.recordNamePrefix
+        prefix.withUTF8 { prefix in
+            let prefix = UnsafeRawBufferPointer(prefix)
+            for position in items.indices {
+                let word = tagWords[position]
+                guard word != 0, word != Self.longTagMarker else { continue }
+                items[position].compactArticleID.withUTF8 { body(prefix, $0, ChangeTagTable.tag(packedIn: word)) }
+            }
+        }
+        otherTags.forEachName(body)
+    }
+
+    /// Takes the tags of a snapshot into a table that has its items and no tags yet: `read` calls `add`
+    /// with each tag and its record name (valid UTF-8 bytes, and whether they are all ASCII), in the order
+    /// ``forEachChangeTag(_:)`` gave them. A name given twice keeps its later tag.
+    package mutating func loadChangeTags(
+        expectedCount: Int,
+        _ read: (_ add: (ChangeTagTable.SnapshotLoader.Tag, UnsafeRawBufferPointer, Bool) -> Void) throws(FlatSyncError)
+            -> Void
+    ) throws(FlatSyncError) {
+        precondition(otherTags.isEmpty && !tagWords.contains { $0 != 0 }, "a table takes a snapshot's tags once")
+        var others = ChangeTagTable.SnapshotLoader(count: 0)
+        // Where the next tag's item usually is: right after the last one's, as the snapshot was written.
+        var next = 0
+        // Items whose long tag a later packed one replaced: `others` still holds the long one.
+        var replacedLongTags: [Int] = []
+        // The words are filled in a local array and the items read through a copy of the table: reaching
+        // either through `self` from the closure copied the whole table (retaining each of its arrays)
+        // for every tag.
+        var words: [UInt64] = []
+        swap(&words, &tagWords)
+        let table = self
+        try read { tag, name, isASCII in
+            guard let rest = Self.articleBytes(ofRecordName: name),
+                let position = table.locate(rest, isASCII, near: next)
+            else {
+                others.append(tag, nameUTF8: name, isASCII: isASCII)
+                return
+            }
+            next = position + 1
+            if let word = tag.word {
+                if words[position] == Self.longTagMarker { replacedLongTags.append(position) }
+                words[position] = word
+            } else {
+                words[position] = Self.longTagMarker
+                others.append(tag, nameUTF8: name, isASCII: isASCII)
+            }
+        }
+        tagWords = words
+        otherTags = others.finish()
+        for position in replacedLongTags where tagWords[position] != Self.longTagMarker {
+            otherTags[recordName(at: position)] = nil
+        }
+    }
+
+    /// The position of the item whose article ID is `utf8`: one of the few after `next`, as a snapshot
+    /// written in the items' order has it, or else found through the index.
+    private func locate(_ utf8: UnsafeRawBufferPointer, _ isASCII: Bool, near next: Int) -> Int? {
+        for position in next..<min(next + 4, items.count)
+        where items[position].compactArticleID.equals(utf8: utf8, otherIsASCII: isASCII) {
+            return position
+        }
+        return find(utf8: utf8, isASCII: isASCII).position
+    }
+
+    /// The article ID's bytes in a history record name (after `rh-`), nil for a name without the prefix.
+    private static func articleBytes(ofRecordName name: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        // "rh-", by bytes (see ``SyncedItem/articleID(fromRecordName:)``).
+        guard name.count >= 3, name[0] == 0x72, name[1] == 0x68, name[2] == 0x2D else { return nil }
+        return UnsafeRawBufferPointer(rebasing: name[3...])
+    }
+
+    /// The position of the item the record named `name` is for, nil when there is none here.
+    private func position(ofRecordName name: String) -> Int? {
+        var name = name
+        return name.withUTF8 { utf8 in
+            guard let rest = Self.articleBytes(ofRecordName: UnsafeRawBufferPointer(utf8)) else { return nil }
+            return find(utf8: rest, isASCII: CompactString.isASCII(rest)).position
+        }
+    }
+
+    /// The record name of the item at `position`.
+    private func recordName(at position: Int) -> String {
+        items[position].compactArticleID.withUTF8 { ReadingHistoryItem.recordName(articleUTF8: $0) }
+    }
+
+    /// Moves the tag of the item at `position`, which is being removed, to `otherTags`.
+    private mutating func detachTag(at position: Int) {
+        let word = tagWords[position]
+        // 0: no tag; the marker: `otherTags` has it already.
+        guard word != 0, word != Self.longTagMarker else { return }
+        otherTags[recordName(at: position)] = ChangeTagTable.tag(packedIn: word)
+        tagWords[position] = 0
+    }
+
+    /// Gives the item just added at `position` the tag its record has in `otherTags`, if any.
+    private mutating func adoptTag(at position: Int) {
+        guard !otherTags.isEmpty else { return }
+        let name = recordName(at: position)
+        guard let tag = otherTags[name] else { return }
+        if let word = ChangeTagTable.packedWord(tag) {
+            tagWords[position] = word
+            otherTags[name] = nil
+        } else {
+            tagWords[position] = Self.longTagMarker
+        }
     }
 }

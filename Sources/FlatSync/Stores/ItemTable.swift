@@ -34,6 +34,29 @@ package protocol ItemTable<Item>: Sendable, Equatable {
 
     /// Makes room for `capacity` items.
     mutating func reserveCapacity(_ capacity: Int)
+
+    // The change tags of the zone's records, by record name: the table keeps them, so that the history's
+    // can sit beside its items (see ``HistoryTable``).
+
+    /// The change tag of the record named `name`, whether the table has its item or not.
+    func changeTag(of name: String) -> ChangeTag?
+    /// Sets the change tag of the record named `name`, or forgets it (nil).
+    mutating func setChangeTag(_ tag: ChangeTag?, of name: String)
+    /// How many records have a tag.
+    var changeTagCount: Int { get }
+    /// The name of every record with a tag.
+    var changeTagNames: [String] { get }
+    /// Calls `body` with each record name, in two parts (prefix and rest), and its tag, in the order a
+    /// snapshot writes them.
+    func forEachChangeTag(_ body: (_ prefix: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer, ChangeTag) -> Void)
+    /// Takes a snapshot's tags into a table that has no tags yet: `read` calls `add` with each tag and its
+    /// record name (valid UTF-8 bytes, and whether they are all ASCII), in the order
+    /// ``forEachChangeTag(_:)`` gave them. A name given twice keeps its later tag.
+    mutating func loadChangeTags(
+        expectedCount: Int,
+        _ read: (_ add: (ChangeTagTable.SnapshotLoader.Tag, UnsafeRawBufferPointer, Bool) -> Void) throws(FlatSyncError)
+            -> Void
+    ) throws(FlatSyncError)
 }
 
 extension ItemTable {
@@ -50,6 +73,7 @@ package protocol TableItem: SyncedItem {
 /// Items in a `[String: Item]`: the reading list's table.
 package struct ItemDictionary<Item: SyncedItem>: ItemTable {
     private var items: [String: Item] = [:]
+    private var changeTags = ChangeTagTable()
 
     package init() {}
 
@@ -80,6 +104,31 @@ package struct ItemDictionary<Item: SyncedItem>: ItemTable {
 
     package mutating func reserveCapacity(_ capacity: Int) {
         items.reserveCapacity(capacity)
+    }
+
+    package func changeTag(of name: String) -> ChangeTag? { changeTags[name] }
+
+    package mutating func setChangeTag(_ tag: ChangeTag?, of name: String) { changeTags[name] = tag }
+
+    package var changeTagCount: Int { changeTags.count }
+
+    package var changeTagNames: [String] { changeTags.names }
+
+    package func forEachChangeTag(
+        _ body: (_ prefix: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer, ChangeTag) -> Void
+    ) {
+        changeTags.forEachName(body)
+    }
+
+    package mutating func loadChangeTags(
+        expectedCount: Int,
+        _ read: (_ add: (ChangeTagTable.SnapshotLoader.Tag, UnsafeRawBufferPointer, Bool) -> Void) throws(FlatSyncError)
+            -> Void
+    ) throws(FlatSyncError) {
+        precondition(changeTags.isEmpty, "a table takes a snapshot's tags once")
+        var loader = ChangeTagTable.SnapshotLoader(count: expectedCount)
+        try read { loader.append($0, nameUTF8: $1, isASCII: $2) }
+        changeTags = loader.finish()
     }
 }
 

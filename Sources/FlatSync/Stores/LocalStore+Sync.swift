@@ -36,14 +36,14 @@ extension LocalStore {
 
     /// The change tag last seen for a record.
     package func changeTag(for id: RecordID) -> ChangeTag? {
-        id.zone == .readingList ? zones.readingList.changeTags[id.name] : zones.history.changeTags[id.name]
+        id.zone == .readingList ? zones.readingList.changeTag(of: id.name) : zones.history.changeTag(of: id.name)
     }
 
     private func setChangeTag(_ tag: ChangeTag?, for id: RecordID) {
         if id.zone == .readingList {
-            zones.readingList.changeTags[id.name] = tag
+            zones.readingList.setChangeTag(tag, of: id.name)
         } else {
-            zones.history.changeTags[id.name] = tag
+            zones.history.setChangeTag(tag, of: id.name)
         }
         stateDidChange(id.zone)
     }
@@ -183,17 +183,17 @@ extension LocalStore {
             switch pending.latestChange(for: record.id)?.operation {
             case nil:
                 // This device's own save coming back changes nothing and is not counted.
-                if state.changeTags[record.id.name] == record.changeTag, state.items[articleID] == item { continue }
+                if state.changeTag(of: record.id.name) == record.changeTag, state.items[articleID] == item { continue }
                 state.items[articleID] = item
             case .save:
                 // Nothing new if the server still holds the version this device last saw.
-                if state.changeTags[record.id.name] == record.changeTag { continue }
+                if state.changeTag(of: record.id.name) == record.changeTag { continue }
                 state.items[articleID] = state.items[articleID].map { $0.merged(with: item) } ?? item
             case .delete:
                 state.skippedVersions[record.id.name] = record.changeTag
                 continue
             }
-            state.changeTags[record.id.name] = record.changeTag
+            state.setChangeTag(record.changeTag, of: record.id.name)
             result.changed += 1
         }
         var gone = deleted.filter { $0.zone == Item.zone }.map(\.name)
@@ -201,12 +201,12 @@ extension LocalStore {
         gone += state.createdSinceFetch.subtracting(returned).subtracting(gone)
         state.createdSinceFetch = []
         if isReset {
-            let known = Set(state.items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(state.changeTags.names)
+            let known = Set(state.items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(state.items.changeTagNames)
             gone += known.subtracting(returned).subtracting(gone)
         }
         for name in gone {
             guard let articleID = Item.articleID(fromRecordName: name) else { continue }
-            state.changeTags[name] = nil
+            state.setChangeTag(nil, of: name)
             state.skippedVersions[name] = nil
             if pending.latestChange(for: RecordID(zone: Item.zone, name: name)) == nil,
                 state.items.removeValue(forKey: articleID) != nil

@@ -4,11 +4,8 @@
 /// The token lives beside the data it describes (and is saved in the same snapshot file), so a stale
 /// snapshot is always self-consistent: after a crash the engine fetches again from the token it finds.
 package struct ZoneState<Item: TableItem>: Sendable {
-    /// Items by article ID.
+    /// Items by article ID, and the change tags of the zone's records (see ``changeTag(of:)``).
     package var items = Item.Table()
-    /// The last change tag seen from the server, by record name. A record deleted locally keeps its tag
-    /// until the server confirms the delete, because the delete is sent with it.
-    package var changeTags = ChangeTagTable()
     /// Where the last fetch of the zone ended; `nil` means fetch everything.
     package var changeToken: ChangeToken?
     /// Every mutation with a sequence number up to this one is reflected in ``items``.
@@ -24,11 +21,28 @@ package struct ZoneState<Item: TableItem>: Sendable {
 
     package init() {}
 
+    /// The last change tag seen from the server for the record named `name`. A record deleted locally keeps
+    /// its tag until the server confirms the delete, because the delete is sent with it. The item table
+    /// keeps the tags (``ItemTable/changeTag(of:)``).
+    package func changeTag(of name: String) -> ChangeTag? {
+        items.changeTag(of: name)
+    }
+
+    /// Sets the change tag of the record named `name`, or forgets it (nil).
+    package mutating func setChangeTag(_ tag: ChangeTag?, of name: String) {
+        items.setChangeTag(tag, of: name)
+    }
+
+    /// Every change tag by record name (tests).
+    package var changeTagsByName: [String: ChangeTag] {
+        Dictionary(items.changeTagNames.map { ($0, items.changeTag(of: $0)!) }, uniquingKeysWith: { $1 })
+    }
+
     /// The item's record with the change tag last seen from the server.
     package func record(forArticle articleID: String) -> Record? {
         guard let item = items[articleID] else { return nil }
         let record = item.record
-        return record.withChangeTag(changeTags[record.id.name])
+        return record.withChangeTag(changeTag(of: record.id.name))
     }
 
     /// The current record for a record ID in this zone, with its change tag.

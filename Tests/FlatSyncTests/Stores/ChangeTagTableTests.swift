@@ -108,17 +108,17 @@ import Testing
     /// The snapshot writes each name from its two parts and reads it back without making a `String`.
     @Test func snapshotRoundTripKeepsEveryName() throws {
         var state = ZoneState<ReadingHistoryItem>()
-        for (index, name) in Self.names.enumerated() { state.changeTags[name] = ChangeTag("tag-\(index)") }
+        for (index, name) in Self.names.enumerated() { state.setChangeTag(ChangeTag("tag-\(index)"), of: name) }
         let data = try SnapshotFile(state).encoded()
         let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "test")
-        #expect(decoded.changeTags == state.changeTags)
-        #expect(decoded.changeTags.count == Self.names.count)
+        #expect(decoded.changeTagsByName == state.changeTagsByName)
+        #expect(decoded.items.changeTagCount == Self.names.count)
     }
 
     /// A hand-made snapshot naming a record twice: the later tag wins, as it did with a dictionary.
     @Test func aNameTwiceInASnapshotKeepsTheLaterTag() throws {
         var state = ZoneState<ReadingHistoryItem>()
-        state.changeTags["rh-b"] = ChangeTag("b")
+        state.setChangeTag(ChangeTag("b"), of: "rh-b")
         var file = SnapshotFile(state)
         var names = BinaryWriter()
         var tags = BinaryWriter()
@@ -130,6 +130,6 @@ import Testing
         file.changeTagValues = tags.data
         file.updateChecksum()
         let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: try file.encoded(), path: "test")
-        #expect(decoded.changeTags == ["rh-a": ChangeTag("second"), "rh-b": ChangeTag("b")])
+        #expect(decoded.changeTagsByName == ["rh-a": ChangeTag("second"), "rh-b": ChangeTag("b")])
     }
 }

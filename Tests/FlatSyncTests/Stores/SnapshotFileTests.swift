@@ -15,7 +15,7 @@ import Testing
                 flags: .init(rawValue: Int64(i % 32))
             )
             state.items[item.articleID] = item
-            state.changeTags["rh-article-\(i)"] = ChangeTag("tag-\(i)")
+            state.setChangeTag(ChangeTag("tag-\(i)"), of: "rh-article-\(i)")
         }
         state.changeToken = ChangeToken(data: Data([1, 2, 3]))
         state.appliedThroughSequence = 42
@@ -29,7 +29,7 @@ import Testing
         let data = try SnapshotFile(state).encoded()
         let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "test")
         #expect(decoded.items == state.items)
-        #expect(decoded.changeTags == state.changeTags)
+        #expect(decoded.changeTagsByName == state.changeTagsByName)
         #expect(decoded.changeToken == state.changeToken)
         #expect(decoded.appliedThroughSequence == 42)
         #expect(decoded.createdSinceFetch == state.createdSinceFetch)
@@ -95,7 +95,8 @@ import Testing
             do {
                 let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: damaged, path: "t")
                 // A flip in plist structure that still decodes to the same content loses nothing.
-                #expect(decoded.items == state.items && decoded.changeTags == state.changeTags, "byte \(index)")
+                #expect(
+                    decoded.items == state.items && decoded.changeTagsByName == state.changeTagsByName, "byte \(index)")
             } catch {
                 #expect(error.code == .damagedFile || error.code == .unsupportedFormatVersion, "byte \(index)")
                 detected += 1
@@ -119,7 +120,7 @@ import Testing
         file.updateChecksum()
         let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: try file.encoded(), path: "t")
         #expect(decoded.items == state.items)
-        #expect(decoded.changeTags == state.changeTags)
+        #expect(decoded.changeTagsByName == state.changeTagsByName)
     }
 
     @Test func anotherFormatVersionIsReportedAsSuch() throws {
