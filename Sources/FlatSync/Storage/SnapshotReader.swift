@@ -574,9 +574,9 @@ extension SnapshotFile {
             }
             var names = ColumnCursor(source: source, range: tagNames, name: "changeTagNames")
             var tags = ColumnCursor(source: source, range: tagValues, name: "changeTagValues")
-            // Room for a name per two bytes of the column at most (a length and a character; an empty name
-            // takes one byte, and the arrays grow if this falls short), and for no more than one per item,
-            // as a synced zone has.
+            // A table that sizes its tags up front (the reading list's) makes room for a name per two bytes
+            // of the column at most (a length and a character; an empty name takes one byte, and the arrays
+            // grow if this falls short), and for no more than one per item, as a synced zone has.
             try state.items.loadChangeTags(expectedCount: min(tagNames.count / 2, max(Int(itemCount), 16))) {
                 (add) throws(FlatSyncError) in
                 while !names.isAtEnd {

@@ -76,6 +76,11 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
         }
     }
 
+    /// The tag of the record whose name is these UTF-8 bytes (valid), found without making a `String`.
+    package func tag(nameUTF8 utf8: UnsafeRawBufferPointer) -> ChangeTag? {
+        find(SplitName(utf8)).position.map { tags[$0] }
+    }
+
     /// Builds a table from a snapshot's names and tags: appends them all, then builds the index in one
     /// pass in slot order (see ``SlotIndex/build(hashes:same:)``) rather than at random.
     package struct SnapshotLoader {

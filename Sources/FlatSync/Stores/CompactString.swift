@@ -133,14 +133,18 @@ package struct CompactString: Sendable {
 
     /// True when the string equals `utf8` as `String` compares: byte for byte, or canonically equivalent.
     package func equals(utf8 other: UnsafeRawBufferPointer, otherIsASCII: Bool) -> Bool {
-        withUTF8 { mine in
-            if mine.count == other.count
-                && (mine.count == 0 || memcmp(mine.baseAddress!, other.baseAddress!, mine.count) == 0)
-            {
-                return true
-            }
+        if hasBytes(other) { return true }
+        return withUTF8 { mine in
             if otherIsASCII && Self.isASCII(mine) { return false }
             return string == String(decoding: other, as: UTF8.self)
+        }
+    }
+
+    /// True when the string's UTF-8 bytes are `utf8`'s, byte for byte.
+    package func hasBytes(_ utf8: UnsafeRawBufferPointer) -> Bool {
+        withUTF8 { mine in
+            mine.count == utf8.count
+                && (mine.count == 0 || memcmp(mine.baseAddress!, utf8.baseAddress!, mine.count) == 0)
         }
     }
 }

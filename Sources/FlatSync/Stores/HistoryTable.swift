@@ -202,6 +202,7 @@ package struct HistoryTable: ItemTable {
             markDisordered(position)
         } else {
             appendInOrder(item)
+            adoptTag(at: items.count - 1)
         }
     }
 
@@ -414,7 +415,7 @@ extension HistoryTable {
 
 /// The change tags of the history's records: each item's beside it, by position, in 8 bytes, rather than
 /// in a ``ChangeTagTable`` of their own (a copy of each record name, an index entry and the tag: about
-/// 43 bytes a record, 4.2 MB for a synced 100,000-item history).
+/// 45 bytes a record, 4.3 MB for a synced 100,000-item history).
 ///
 /// Where a tag is kept: a record named for an item here (`rh-` and its article ID) keeps its tag in
 /// `tagWords` at the item's position when the tag packs in a word, else in `otherTags` with the marker in
@@ -510,6 +511,8 @@ extension HistoryTable {
         // for every tag.
         var words: [UInt64] = []
         swap(&words, &tagWords)
+        // Back in place even when `read` throws, so that the table never has fewer words than items.
+        defer { tagWords = words }
         let table = self
         try read { tag, name, isASCII in
             guard let rest = Self.articleBytes(ofRecordName: name),
@@ -527,18 +530,21 @@ extension HistoryTable {
                 others.append(tag, nameUTF8: name, isASCII: isASCII)
             }
         }
-        tagWords = words
         otherTags = others.finish()
-        for position in replacedLongTags where tagWords[position] != Self.longTagMarker {
+        for position in replacedLongTags where words[position] != Self.longTagMarker {
             otherTags[recordName(at: position)] = nil
         }
     }
 
     /// The position of the item whose article ID is `utf8`: one of the few after `next`, as a snapshot
     /// written in the items' order has it, or else found through the index.
+    ///
+    /// Near `next` only the same bytes count: the index finds an ASCII ID by its bytes and a non-ASCII one
+    /// through `String`, so a non-ASCII ID canonically equal to an ASCII one (the Kelvin sign and "K") is
+    /// another record to it, and an equality test here would hand that record's tag to the other's item.
     private func locate(_ utf8: UnsafeRawBufferPointer, _ isASCII: Bool, near next: Int) -> Int? {
         for position in next..<min(next + 4, items.count)
-        where items[position].compactArticleID.equals(utf8: utf8, otherIsASCII: isASCII) {
+        where items[position].compactArticleID.hasBytes(utf8) {
             return position
         }
         return find(utf8: utf8, isASCII: isASCII).position
@@ -574,14 +580,22 @@ extension HistoryTable {
         tagWords[position] = 0
     }
 
-    /// Gives the item just added at `position` the tag its record has in `otherTags`, if any.
+    /// Gives the item just added at `position` the tag its record has in `otherTags`, if any. Looked up by
+    /// the name's bytes: a `String` of it (25 bytes, too long to be inline) cost an allocation for every
+    /// item added while any tag was kept apart, as one is from a local delete until the server confirms it.
     private mutating func adoptTag(at position: Int) {
         guard !otherTags.isEmpty else { return }
-        let name = recordName(at: position)
-        guard let tag = otherTags[name] else { return }
+        let tag = items[position].compactArticleID.withUTF8 { id in
+            withUnsafeTemporaryAllocation(byteCount: id.count + 3, alignment: 1) { name in
+                (name[0], name[1], name[2]) = (0x72, 0x68, 0x2D)  // "rh-"
+                UnsafeMutableRawBufferPointer(rebasing: name[3...]).copyMemory(from: id)
+                return otherTags.tag(nameUTF8: UnsafeRawBufferPointer(name))
+            }
+        }
+        guard let tag else { return }
         if let word = ChangeTagTable.packedWord(tag) {
             tagWords[position] = word
-            otherTags[name] = nil
+            otherTags[recordName(at: position)] = nil
         } else {
             tagWords[position] = Self.longTagMarker
         }

@@ -51,7 +51,8 @@ package protocol ItemTable<Item>: Sendable, Equatable {
     func forEachChangeTag(_ body: (_ prefix: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer, ChangeTag) -> Void)
     /// Takes a snapshot's tags into a table that has no tags yet: `read` calls `add` with each tag and its
     /// record name (valid UTF-8 bytes, and whether they are all ASCII), in the order
-    /// ``forEachChangeTag(_:)`` gave them. A name given twice keeps its later tag.
+    /// ``forEachChangeTag(_:)`` gave them. A name given twice keeps its later tag. `expectedCount` is a
+    /// hint for a table that sizes its storage of tags up front.
     mutating func loadChangeTags(
         expectedCount: Int,
         _ read: (_ add: (ChangeTagTable.SnapshotLoader.Tag, UnsafeRawBufferPointer, Bool) -> Void) throws(FlatSyncError)

@@ -145,6 +145,37 @@ import Testing
         }
     }
 
+    /// The index tells records apart that `String` calls equal when one ID is ASCII and the other is not
+    /// (the Kelvin sign, U+212A, and "K"): reading a snapshot must keep them apart as well, not hand the
+    /// tag of the one with no item to the other's item.
+    @Test func aSnapshotKeepsApartWhatTheIndexKeepsApart() throws {
+        var state = ZoneState<ReadingHistoryItem>()
+        state.items["K"] = ReadingHistoryItem(articleID: "K", firstSeen: Self.date)
+        state.setChangeTag(ChangeTag("abc"), of: "rh-\u{212A}")
+        let decoded = try SnapshotFile.decodeState(
+            of: ReadingHistoryItem.self, from: try SnapshotFile(state).encoded(), path: "test")
+        for name in ["rh-K", "rh-\u{212A}"] {
+            #expect(decoded.changeTag(of: name) == state.changeTag(of: name), "\(name)")
+        }
+        #expect(decoded.items == state.items)
+    }
+
+    /// An item read from a snapshot one at a time (when its items repeat an ID) takes the tag its record
+    /// has apart, as any item added does.
+    @Test func anItemAddedFromASnapshotTakesItsTag() {
+        var table = HistoryTable()
+        table.setChangeTag(ChangeTag("t1"), of: "rh-x")
+        table.setChangeTag(ChangeTag("a-long-change-tag"), of: "rh-y")
+        #expect(table.detachedChangeTagCount == 2)
+        table.appendFromSnapshot(ReadingHistoryItem(articleID: "x"))
+        table.appendFromSnapshot(ReadingHistoryItem(articleID: "y"))
+        #expect(table.changeTag(of: "rh-x") == ChangeTag("t1"))
+        #expect(table.changeTag(of: "rh-y") == ChangeTag("a-long-change-tag"))
+        // The packed one moved beside its item; the long one stays apart.
+        #expect(table.detachedChangeTagCount == 1)
+        #expect(table.changeTagCount == 2)
+    }
+
     /// Two tables with the same items and tags are equal, and a different tag makes them differ.
     @Test func tablesCompareTheirTags() {
         var a = HistoryTable()
