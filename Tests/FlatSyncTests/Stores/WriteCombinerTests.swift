@@ -65,7 +65,8 @@ import Testing
             combined = .failure(error)
         }
         var results: [Result<Returned, any Error>] = []
-        for task in tasks { results.append(await task.result) }
+        // Watched: a writer the combiner forgot to tell would otherwise hang the suite.
+        for task in tasks { results.append(await result(of: task)) }
         return (combined, results)
     }
 
