@@ -120,15 +120,7 @@ import Testing
         var state = ZoneState<ReadingHistoryItem>()
         state.setChangeTag(ChangeTag("b"), of: "rh-b")
         var file = SnapshotFile(state)
-        var names = BinaryWriter()
-        var tags = BinaryWriter()
-        for (name, tag) in [("rh-a", "first"), ("rh-b", "b"), ("rh-a", "second")] {
-            names.write(name)
-            tags.write(tag)
-        }
-        file.changeTagNames = names.data
-        file.changeTagValues = tags.data
-        file.updateChecksum()
+        file.setChangeTags([("rh-a", "first"), ("rh-b", "b"), ("rh-a", "second")])
         let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: try file.encoded(), path: "test")
         #expect(decoded.changeTagsByName == ["rh-a": ChangeTag("second"), "rh-b": ChangeTag("b")])
     }

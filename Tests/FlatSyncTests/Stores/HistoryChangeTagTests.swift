@@ -103,15 +103,7 @@ import Testing
         var pairs: [(String, String)] = state.changeTagsByName.map { ($0.key, $0.value.rawValue) }
         var random = SeededRandomNumberGenerator(seed: 5)
         pairs.shuffle(using: &random)
-        var names = BinaryWriter()
-        var tags = BinaryWriter()
-        for (name, tag) in pairs {
-            names.write(name)
-            tags.write(tag)
-        }
-        file.changeTagNames = names.data
-        file.changeTagValues = tags.data
-        file.updateChecksum()
+        file.setChangeTags(pairs)
         let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: try file.encoded(), path: "test")
         #expect(decoded.items == state.items)
         #expect(decoded.changeTagsByName == state.changeTagsByName)
@@ -126,15 +118,7 @@ import Testing
             var state = ZoneState<ReadingHistoryItem>()
             state.items["a"] = ReadingHistoryItem(articleID: "a")
             var file = SnapshotFile(state)
-            var names = BinaryWriter()
-            var tags = BinaryWriter()
-            for tag in order {
-                names.write("rh-a")
-                tags.write(tag)
-            }
-            file.changeTagNames = names.data
-            file.changeTagValues = tags.data
-            file.updateChecksum()
+            file.setChangeTags(order.map { ("rh-a", $0) })
             let decoded = try SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: try file.encoded(), path: "t")
             #expect(decoded.changeTagsByName == ["rh-a": ChangeTag(order[1])], "\(order)")
             #expect(decoded.items.changeTagCount == 1, "\(order)")

@@ -24,3 +24,19 @@ enum Fixtures {
         .delete(id(name, in: zone))
     }
 }
+
+extension SnapshotFile {
+    /// Replaces the file's change tags with these names and tags, in this order (duplicates and any order
+    /// a hand-made file may have), and updates the checksum.
+    mutating func setChangeTags(_ pairs: [(name: String, tag: String)]) {
+        var names = BinaryWriter()
+        var tags = BinaryWriter()
+        for (name, tag) in pairs {
+            names.write(name)
+            tags.write(tag)
+        }
+        changeTagNames = names.data
+        changeTagValues = tags.data
+        updateChecksum()
+    }
+}
