@@ -25,7 +25,8 @@
 /// array beside the names — 8 bytes each when a tag is at most 8 ASCII characters, as CloudKit's are —
 /// and a ``SlotIndex`` finds them: no allocation per record.
 ///
-/// Names compare as `String`s do (canonical equivalence), like the dictionary this replaces.
+/// Names compare as ``CompactString``s do: as `String`s (canonical equivalence), like the dictionary this
+/// replaces, except that a name whose rest is ASCII equals only the same bytes.
 package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
     /// Prefixes kept as their index instead of their bytes; index 0 is no prefix.
     private static let prefixes: [StaticString] = ["", "rl-", "rh-"]

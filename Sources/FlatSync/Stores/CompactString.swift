@@ -15,8 +15,12 @@
 ///
 /// Comparison follows `String`'s: two strings are equal when they are canonically equivalent, so an
 /// article ID in decomposed form finds the item stored under its precomposed form, as it did when items
-/// were kept in a `[String: Item]`. ASCII text (every byte below 0x80) has no other equivalent form, so it
-/// is compared and hashed by its bytes; anything else goes through `String`.
+/// were kept in a `[String: Item]`. ASCII text (every byte below 0x80) is compared and hashed by its bytes
+/// and equals only the same bytes; anything else goes through `String`. The one difference: text that is
+/// not ASCII never equals ASCII text here, although three characters are canonically equivalent to ASCII
+/// ones (U+212A KELVIN SIGN to "K", U+037E to ";", U+1FEF to "`") and `String` calls such strings equal.
+/// Hashing ASCII by its bytes needs it; equality and hashing then agree, as `Hashable` requires (they did
+/// not, and whether a lookup of one spelling found the other depended on a hash collision).
 package struct CompactString: Sendable {
     /// The most UTF-8 bytes kept inline.
     package static let inlineCapacity = 22
@@ -131,11 +135,12 @@ package struct CompactString: Sendable {
         return high & 0x8080_8080_8080_8080 == 0
     }
 
-    /// True when the string equals `utf8` as `String` compares: byte for byte, or canonically equivalent.
+    /// True when the string equals `utf8` as ``==`` compares: byte for byte, or both not ASCII and
+    /// canonically equivalent.
     package func equals(utf8 other: UnsafeRawBufferPointer, otherIsASCII: Bool) -> Bool {
         if hasBytes(other) { return true }
         return withUTF8 { mine in
-            if otherIsASCII && Self.isASCII(mine) { return false }
+            if otherIsASCII || Self.isASCII(mine) { return false }
             return string == String(decoding: other, as: UTF8.self)
         }
     }
@@ -163,8 +168,8 @@ extension CompactString: Hashable {
         default:
             break
         }
-        // Different bytes: equal only if canonically equivalent, which ASCII text never is.
-        if lhs.isASCII && rhs.isASCII { return false }
+        // Different bytes: equal only if neither is ASCII and they are canonically equivalent (see the type).
+        if lhs.isASCII || rhs.isASCII { return false }
         return lhs.string == rhs.string
     }
 
@@ -206,7 +211,12 @@ extension CompactString: Comparable {
                 return order != 0 ? order < 0 : a.count < b.count
             }
         }
-        return bytewise ?? (lhs.string < rhs.string)
+        if let bytewise { return bytewise }
+        let (a, b) = (lhs.string, rhs.string)
+        if a != b { return a < b }
+        // Canonically equivalent, yet unequal here when one is ASCII (see the type): the ASCII one first, so
+        // that exactly one of <, == and > holds.
+        return lhs.isASCII && !rhs.isASCII
     }
 }
 

@@ -13,8 +13,9 @@
 /// each item at most once. A read right after opening finds a snapshot written in order and does nothing.
 ///
 /// The index maps a 32-bit hash of the article ID to a position. Article IDs are hashed by their bytes when
-/// they are ASCII, and through `String`'s hashing otherwise, so that canonically equivalent IDs find each
-/// other as they do as `String`s (see ``CompactString``).
+/// they are ASCII, and through `String`'s hashing otherwise, so that canonically equivalent IDs that are not
+/// ASCII find each other as they do as `String`s; an ASCII ID finds only its own bytes (see
+/// ``CompactString``).
 package struct HistoryTable: ItemTable {
     package typealias Item = ReadingHistoryItem
 
@@ -539,9 +540,10 @@ extension HistoryTable {
     /// The position of the item whose article ID is `utf8`: one of the few after `next`, as a snapshot
     /// written in the items' order has it, or else found through the index.
     ///
-    /// Near `next` only the same bytes count: the index finds an ASCII ID by its bytes and a non-ASCII one
-    /// through `String`, so a non-ASCII ID canonically equal to an ASCII one (the Kelvin sign and "K") is
-    /// another record to it, and an equality test here would hand that record's tag to the other's item.
+    /// Near `next` only the same bytes count (a snapshot this code wrote names each item by its own bytes);
+    /// another spelling of an ID, canonically equivalent, is found through the index. (Compared as `String`
+    /// compares, a tag named with U+212A KELVIN SIGN went to the item "K", which the index keeps apart from
+    /// it: see ``CompactString``.)
     private func locate(_ utf8: UnsafeRawBufferPointer, _ isASCII: Bool, near next: Int) -> Int? {
         for position in next..<min(next + 4, items.count)
         where items[position].compactArticleID.hasBytes(utf8) {

@@ -49,6 +49,33 @@ import Testing
         #expect(CompactString("é") == CompactString("e\u{301}"))
     }
 
+    /// ASCII text equals only its own bytes, also where `String` calls a non-ASCII spelling equal to it
+    /// (three characters have an ASCII canonical form): equality, hashing and order agree, and the history
+    /// and its change tags keep both as two records, each found by its own spelling.
+    @Test func asciiTextEqualsOnlyItsOwnBytes() {
+        for (ascii, other) in [("K", "\u{212A}"), ("a;b", "a\u{037E}b"), ("`x", "\u{1FEF}x")] {
+            #expect(ascii == other, "as Strings they are equal")
+            let (x, y) = (CompactString(ascii), CompactString(other))
+            #expect(x != y)
+            #expect((x < y) != (y < x), "exactly one comes first")
+            Array(other.utf8).withUnsafeBytes { #expect(!x.equals(utf8: $0, otherIsASCII: false)) }
+            Array(ascii.utf8).withUnsafeBytes { #expect(!y.equals(utf8: $0, otherIsASCII: true)) }
+            var table = HistoryTable()
+            table[ascii] = ReadingHistoryItem(articleID: ascii, readCount: 1)
+            table[other] = ReadingHistoryItem(articleID: other, readCount: 2)
+            #expect(table.count == 2)
+            #expect(table[ascii]?.readCount == 1 && table[other]?.readCount == 2)
+            table.setChangeTag(ChangeTag("t1"), of: "rh-" + ascii)
+            table.setChangeTag(ChangeTag("t2"), of: "rh-" + other)
+            #expect(table.changeTag(of: "rh-" + ascii) == ChangeTag("t1"))
+            #expect(table.changeTag(of: "rh-" + other) == ChangeTag("t2"))
+            var tags = ChangeTagTable()
+            tags["rl-" + ascii] = ChangeTag("t1")
+            tags["rl-" + other] = ChangeTag("t2")
+            #expect(tags.count == 2 && tags["rl-" + ascii] == ChangeTag("t1"))
+        }
+    }
+
     // MARK: - ReadingHistoryItem
 
     /// Items with every field at its extremes.
