@@ -19,8 +19,9 @@
 /// and equals only the same bytes; anything else goes through `String`. The one difference: text that is
 /// not ASCII never equals ASCII text here, although three characters are canonically equivalent to ASCII
 /// ones (U+212A KELVIN SIGN to "K", U+037E to ";", U+1FEF to "`") and `String` calls such strings equal.
-/// Hashing ASCII by its bytes needs it; equality and hashing then agree, as `Hashable` requires (they did
-/// not, and whether a lookup of one spelling found the other depended on a hash collision).
+/// The history's index and ``ChangeTagTable`` hash ASCII IDs by their bytes (``HistoryTable``), so such a
+/// pair hashes apart there; equal as well, whether a lookup of one spelling found the other depended on a
+/// hash collision.
 package struct CompactString: Sendable {
     /// The most UTF-8 bytes kept inline.
     package static let inlineCapacity = 22
@@ -164,7 +165,8 @@ extension CompactString: Hashable {
                 return true
             }
         case (.heap(let a), .heap(let b)):
-            return a == b
+            // By bytes first: `String`'s == would call an ASCII ID equal to a spelling with U+212A.
+            if a.utf8.elementsEqual(b.utf8) { return true }
         default:
             break
         }

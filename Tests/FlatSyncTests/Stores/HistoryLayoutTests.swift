@@ -53,7 +53,10 @@ import Testing
     /// (three characters have an ASCII canonical form): equality, hashing and order agree, and the history
     /// and its change tags keep both as two records, each found by its own spelling.
     @Test func asciiTextEqualsOnlyItsOwnBytes() {
-        for (ascii, other) in [("K", "\u{212A}"), ("a;b", "a\u{037E}b"), ("`x", "\u{1FEF}x")] {
+        // Short ones are inline, long ones (over 22 bytes) on the heap.
+        let long = String(repeating: "a", count: 22)
+        let pairs = [("K", "\u{212A}"), ("a;b", "a\u{037E}b"), ("`x", "\u{1FEF}x"), ("K" + long, "\u{212A}" + long)]
+        for (ascii, other) in pairs {
             #expect(ascii == other, "as Strings they are equal")
             let (x, y) = (CompactString(ascii), CompactString(other))
             #expect(x != y)

@@ -13,7 +13,8 @@ func result<Success: Sendable>(
     let (finished, finish) = AsyncStream<Result<Success, any Error>?>.makeStream()
     Task { finish.yield(await task.result) }
     let timer = Task {
-        try? await Task.sleep(for: limit)
+        // Cancelled once the task has finished: nothing more to say.
+        guard (try? await Task.sleep(for: limit)) != nil else { return }
         finish.yield(nil)
     }
     defer { timer.cancel() }
