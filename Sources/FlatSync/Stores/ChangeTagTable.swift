@@ -60,9 +60,7 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
     package subscript(name: String) -> ChangeTag? {
         get {
             var name = name
-            return name.withUTF8 { utf8 in
-                find(SplitName(UnsafeRawBufferPointer(utf8))).position.map { tags[$0] }
-            }
+            return name.withUTF8 { tag(nameUTF8: UnsafeRawBufferPointer($0)) }
         }
         set {
             var name = name

@@ -516,7 +516,7 @@ extension HistoryTable {
         defer { tagWords = words }
         let table = self
         try read { tag, name, isASCII in
-            guard let rest = Self.articleBytes(ofRecordName: name),
+            guard let rest = ReadingHistoryItem.articleBytes(ofRecordName: name),
                 let position = table.locate(rest, isASCII, near: next)
             else {
                 others.append(tag, nameUTF8: name, isASCII: isASCII)
@@ -552,18 +552,13 @@ extension HistoryTable {
         return find(utf8: utf8, isASCII: isASCII).position
     }
 
-    /// The article ID's bytes in a history record name (after `rh-`), nil for a name without the prefix.
-    private static func articleBytes(ofRecordName name: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        // "rh-", by bytes (see ``SyncedItem/articleID(fromRecordName:)``).
-        guard name.count >= 3, name[0] == 0x72, name[1] == 0x68, name[2] == 0x2D else { return nil }
-        return UnsafeRawBufferPointer(rebasing: name[3...])
-    }
-
     /// The position of the item the record named `name` is for, nil when there is none here.
     private func position(ofRecordName name: String) -> Int? {
         var name = name
         return name.withUTF8 { utf8 in
-            guard let rest = Self.articleBytes(ofRecordName: UnsafeRawBufferPointer(utf8)) else { return nil }
+            guard let rest = ReadingHistoryItem.articleBytes(ofRecordName: UnsafeRawBufferPointer(utf8)) else {
+                return nil
+            }
             return find(utf8: rest, isASCII: CompactString.isASCII(rest)).position
         }
     }
@@ -583,16 +578,12 @@ extension HistoryTable {
     }
 
     /// Gives the item just added at `position` the tag its record has in `otherTags`, if any. Looked up by
-    /// the name's bytes: a `String` of it (25 bytes, too long to be inline) cost an allocation for every
-    /// item added while any tag was kept apart, as one is from a local delete until the server confirms it.
+    /// the name's bytes: a `String` of it cost an allocation for every item added while any tag was kept
+    /// apart, as one is from a local delete until the server confirms it.
     private mutating func adoptTag(at position: Int) {
         guard !otherTags.isEmpty else { return }
         let tag = items[position].compactArticleID.withUTF8 { id in
-            withUnsafeTemporaryAllocation(byteCount: id.count + 3, alignment: 1) { name in
-                (name[0], name[1], name[2]) = (0x72, 0x68, 0x2D)  // "rh-"
-                UnsafeMutableRawBufferPointer(rebasing: name[3...]).copyMemory(from: id)
-                return otherTags.tag(nameUTF8: UnsafeRawBufferPointer(name))
-            }
+            ReadingHistoryItem.withRecordName(articleUTF8: id) { otherTags.tag(nameUTF8: $0) }
         }
         guard let tag else { return }
         if let word = ChangeTagTable.packedWord(tag) {

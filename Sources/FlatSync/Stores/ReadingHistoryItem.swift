@@ -4,14 +4,6 @@
     import Foundation
 #endif
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// What the user did with one article: visits, reads, likes, and the flags News keeps.
 public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConvertible {
     /// Whether the user liked or disliked the article.
@@ -369,11 +361,25 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     /// True when `name` is the record name of `articleID`, byte for byte.
     package static func isRecordName(_ name: String, of articleID: CompactString) -> Bool {
         var name = name
-        return name.withUTF8 { name in
-            articleID.withUTF8 { id in
-                name.count == id.count + 3 && name[0] == 0x72 && name[1] == 0x68 && name[2] == 0x2D  // "rh-"
-                    && (id.isEmpty || memcmp(name.baseAddress! + 3, id.baseAddress!, id.count) == 0)
-            }
+        return name.withUTF8 { articleBytes(ofRecordName: UnsafeRawBufferPointer($0)).map(articleID.hasBytes) ?? false }
+    }
+
+    /// The article ID's bytes in a record name (after `rh-`), nil for a name without the prefix. By bytes,
+    /// as ``SyncedItem/articleID(fromRecordName:)`` reads a name, without making a `String`.
+    package static func articleBytes(ofRecordName name: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard name.count >= 3, name[0] == 0x72, name[1] == 0x68, name[2] == 0x2D else { return nil }  // "rh-"
+        return UnsafeRawBufferPointer(rebasing: name[3...])
+    }
+
+    /// Calls `body` with the record name of the article whose ID is these bytes, made on the stack: a
+    /// `String` of it (25 bytes for a News ID, too long to be inline) would be an allocation.
+    package static func withRecordName<R>(articleUTF8 id: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> R)
+        -> R
+    {
+        withUnsafeTemporaryAllocation(byteCount: id.count + 3, alignment: 1) { name in
+            (name[0], name[1], name[2]) = (0x72, 0x68, 0x2D)  // "rh-"
+            UnsafeMutableRawBufferPointer(rebasing: name[3...]).copyMemory(from: id)
+            return body(UnsafeRawBufferPointer(name))
         }
     }
 
