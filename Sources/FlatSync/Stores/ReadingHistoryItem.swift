@@ -75,13 +75,25 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     /// Liked, disliked or neither.
     public var liking: Liking
 
-    /// The 8 bytes beside the inline fields: no device, a device shared by every item it visited, or — for
-    /// the rare item whose read count or flags do not fit inline — a box of its own with all three. An item
-    /// has one form only (see ``store(readCount:flags:device:)``), so that equal items are stored alike.
+    /// The 8 bytes beside the inline fields: no device, the number of a shared device name (see
+    /// ``DeviceName/sharedIndex``: copying the item retains nothing for it), a device name beyond the shared
+    /// ones, or — for the rare item whose read count or flags do not fit inline — a box of its own with all
+    /// three. An item has one form only (see ``store(readCount:flags:device:)``), so that equal items are
+    /// stored alike.
     private enum DeviceSlot: Sendable {
         case none
+        case shared(UInt32)
         case device(DeviceName)
         case wide(WideFields)
+
+        /// The slot of an item with inline counts whose device is `device`.
+        init(_ device: DeviceName?) {
+            guard let device else {
+                self = .none
+                return
+            }
+            self = device.sharedIndex.map(DeviceSlot.shared) ?? .device(device)
+        }
     }
 
     /// A read count, flags and device of an item whose read count or flags are too wide to be inline.
@@ -102,6 +114,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         get {
             switch deviceSlot {
             case .none: return nil
+            case .shared(let index): return DeviceName.shared(at: index)
             case .device(let device): return device
             case .wide(let wide): return wide.device
             }
@@ -110,7 +123,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
             if case .wide(let wide) = deviceSlot {
                 deviceSlot = .wide(WideFields(readCount: wide.readCount, flags: wide.flags, device: newValue))
             } else {
-                deviceSlot = newValue.map(DeviceSlot.device) ?? .none
+                deviceSlot = DeviceSlot(newValue)
             }
         }
     }
@@ -150,12 +163,37 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         if let count = UInt32(exactly: readCount), let bits = UInt16(exactly: flags.rawValue) {
             inlineReadCount = count
             inlineFlags = bits
-            deviceSlot = device.map(DeviceSlot.device) ?? .none
+            deviceSlot = DeviceSlot(device)
         } else {
             inlineReadCount = 0
             inlineFlags = 0
             deviceSlot = .wide(WideFields(readCount: readCount, flags: flags, device: device))
         }
+    }
+
+    /// True when the item has a device (without reaching the shared name).
+    package var hasDevice: Bool {
+        switch deviceSlot {
+        case .none: return false
+        case .shared, .device: return true
+        case .wide(let wide): return wide.device != nil
+        }
+    }
+
+    /// True when both items have the same device, or neither has one. Two shared names are compared by
+    /// their numbers, without reaching the names: this runs for every change a batch makes, on two threads.
+    package func hasSameDevice(as other: ReadingHistoryItem) -> Bool {
+        switch (deviceSlot, other.deviceSlot) {
+        case (.none, .none): return true
+        case (.shared(let mine), .shared(let theirs)): return mine == theirs
+        default: return DeviceName.same(device, other.device)
+        }
+    }
+
+    /// True when the item keeps its device as a shared name's number (tests check the layout).
+    package var hasSharedDevice: Bool {
+        if case .shared = deviceSlot { return true }
+        return false
     }
 
     /// True when the item keeps its read count and flags inline (tests check the layout).
@@ -322,7 +360,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         return maxVersionSeen == other.maxVersionSeen && readCount == other.readCount && liking == other.liking
             && flags.intersection(Flags.recorded) == other.flags.intersection(Flags.recorded)
             && same(lastVisitedTime, other.lastVisitedTime) && same(firstSeenTime, other.firstSeenTime)
-            && same(likingChangedAtTime, other.likingChangedAtTime) && DeviceName.same(device, other.device)
+            && same(likingChangedAtTime, other.likingChangedAtTime) && hasSameDevice(as: other)
             && compactArticleID == other.compactArticleID
     }
 
@@ -422,7 +460,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         return lhs.maxVersionSeen == rhs.maxVersionSeen && lhs.readCount == rhs.readCount
             && lhs.flags == rhs.flags && lhs.liking == rhs.liking && same(lhs.lastVisitedTime, rhs.lastVisitedTime)
             && same(lhs.firstSeenTime, rhs.firstSeenTime) && same(lhs.likingChangedAtTime, rhs.likingChangedAtTime)
-            && DeviceName.same(lhs.device, rhs.device) && lhs.compactArticleID == rhs.compactArticleID
+            && lhs.hasSameDevice(as: rhs) && lhs.compactArticleID == rhs.compactArticleID
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -107,7 +107,7 @@ extension ReadingHistoryItem: RecordDiffable {
             var mask = 0b1111
             if !lastVisitedTime.isNaN { mask |= 1 << 4 }
             if !firstSeenTime.isNaN { mask |= 1 << 5 }
-            if device != nil { mask |= 1 << 6 }
+            if hasDevice { mask |= 1 << 6 }
             if !likingChangedAtTime.isNaN { mask |= 1 << 7 }
             for (index, (flag, _)) in Flags.fields.enumerated() where flags.contains(flag) { mask |= 1 << (8 + index) }
             return mask
@@ -120,7 +120,7 @@ extension ReadingHistoryItem: RecordDiffable {
         // Optional fields are written only when set, so nil on both sides is no change.
         if lastVisited != old.lastVisited { mask |= 1 << 4 }
         if firstSeen != old.firstSeen { mask |= 1 << 5 }
-        if !DeviceName.same(device, old.device) { mask |= 1 << 6 }
+        if !hasSameDevice(as: old) { mask |= 1 << 6 }
         if likingChangedAt != old.likingChangedAt { mask |= 1 << 7 }
         for (index, (flag, _)) in Flags.fields.enumerated() where flags.contains(flag) != old.flags.contains(flag) {
             mask |= 1 << (8 + index)

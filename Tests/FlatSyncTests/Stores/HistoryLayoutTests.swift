@@ -176,6 +176,61 @@ import Testing
         #expect(merged.readCount == .max && merged.flags == [.read, .init(rawValue: 1 << 20)])
     }
 
+    /// A device name among the first 64 a process sees is kept in an item as its number, so that copying the
+    /// item retains nothing; the number reads back as the very same name, and compares as the name does.
+    @Test func sharedDeviceNamesAreKeptAsNumbers() {
+        let name = DeviceName.named("layout-phone")
+        let item = ReadingHistoryItem(articleID: "a", deviceID: "layout-phone")
+        // The table is the process's: other tests may have filled it, in which case the name is not shared.
+        #expect(item.hasSharedDevice == (name.sharedIndex != nil))
+        #expect(item.device === name && item.deviceID == "layout-phone" && item.hasDevice)
+        if let index = name.sharedIndex { #expect(DeviceName.shared(at: index) === name) }
+        var other = ReadingHistoryItem(articleID: "a", deviceID: "layout-tablet")
+        #expect(!other.hasSameDevice(as: item) && other != item)
+        other.deviceID = "layout-phone"
+        #expect(other.hasSameDevice(as: item) && other == item && other.hashValue == item.hashValue)
+        other.deviceID = nil
+        #expect(!other.hasDevice && !other.hasSameDevice(as: item) && other != item)
+        #expect(other.hasSameDevice(as: ReadingHistoryItem(articleID: "b")))
+        // In a box with a wide read count, the device is the name itself and still compares by value.
+        var wide = item
+        wide.readCount = .max
+        #expect(!wide.hasSharedDevice && wide.hasDevice && wide.hasSameDevice(as: item))
+        wide.readCount = item.readCount
+        #expect(wide.hasSharedDevice == item.hasSharedDevice && wide == item)
+    }
+
+    /// Beyond 64 distinct device IDs, a name is made each time and held by reference: equal to the same ID,
+    /// different from another, and every shared name got its own number (names made from many tasks at once).
+    @Test func deviceNamesBeyondTheSharedOnesAreHeldByReference() async {
+        let names = await withTaskGroup(of: [DeviceName].self) { group in
+            for task in 0..<4 {
+                group.addTask { (0..<40).map { DeviceName.named("layout-device-\(task)-\($0)") } }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        let shared = names.compactMap(\.sharedIndex)
+        #expect(Set(shared).count == shared.count, "one number per shared name")
+        for name in names {
+            if let index = name.sharedIndex { #expect(DeviceName.shared(at: index) === name, "\(name.value)") }
+        }
+        // 160 distinct IDs: at most 64 of the process's can be shared.
+        #expect(shared.count <= 64)
+        guard let unshared = names.first(where: { $0.sharedIndex == nil }) else {
+            Issue.record("160 distinct device IDs all shared")
+            return
+        }
+        let again = DeviceName.named(unshared.value)
+        #expect(again !== unshared && again.sharedIndex == nil, "made again, not kept")
+        let first = ReadingHistoryItem(articleID: "a", deviceID: unshared.value)
+        let second = ReadingHistoryItem(articleID: "a", deviceID: unshared.value)
+        #expect(!first.hasSharedDevice && first.deviceID == unshared.value)
+        #expect(first.hasSameDevice(as: second) && first == second && first.hashValue == second.hashValue)
+        let another = ReadingHistoryItem(articleID: "a", deviceID: names.last { $0.value != unshared.value }!.value)
+        #expect(!first.hasSameDevice(as: another) && first != another)
+        #expect(MemoryLayout<ReadingHistoryItem>.stride <= 72)
+    }
+
     // MARK: - HistoryTable
 
     @Test func theTableBehavesLikeADictionaryAndReadsNewestFirst() {
