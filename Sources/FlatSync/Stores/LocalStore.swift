@@ -528,10 +528,11 @@ public actor LocalStore {
         let sequence = nextSequence
         // At the precision the server keeps, so the version that comes back equals the one written here.
         let now = options.currentDate().roundedToMilliseconds
-        var changes: [RecordChange] = []
-        changes.reserveCapacity(itemChanges.count)
+        // The changes as drafts (see `ChangeDraft`): a large batch makes them on two threads after the loop.
+        var drafts: [ChangeDraft<Item>] = []
+        drafts.reserveCapacity(itemChanges.count)
         // A batch may name an article more than once: its changes to one record become one. The index of
-        // the batch's articles is built only once a change finds an item, from the changes made so far: an
+        // the batch's articles is built only once a change finds an item, from the changes drafted so far: an
         // article named again either has an item by then (its first change made one) or found one the first
         // time (it removed it), so the index exists for every repeat, and a batch of new articles (a first
         // import, a burst of visits) never hashes its IDs twice.
@@ -548,7 +549,7 @@ public actor LocalStore {
         for (position, itemChange) in itemChanges.enumerated() {
             let articleID = itemChange.articleID
             var hadItem = false
-            let appended = state.appendChange(articleID, sequence: sequence, to: &changes) { old in
+            let appended = state.appendChange(articleID, to: &drafts) { old in
                 // Matched, not compared with nil, which would copy the item.
                 if case .some = old { hadItem = true }
                 return itemChange.applied(to: old, now: now, device: device)
@@ -557,17 +558,21 @@ public actor LocalStore {
             if hadItem, indexByArticle == nil, itemChanges.count > 1 {
                 // From the changes before this one.
                 indexByArticle = BatchIndex(
-                    articlesOf: changes.prefix(changes.count - (appended ? 1 : 0)), capacity: itemChanges.count,
-                    Item.self)
+                    articles: drafts.prefix(drafts.count - (appended ? 1 : 0)).lazy.map(\.articleID),
+                    capacity: itemChanges.count)
             }
             guard appended else { continue }
-            if indexByArticle != nil, let index = indexByArticle!.insert(articleID, index: changes.count - 1) {
+            if indexByArticle != nil, let index = indexByArticle!.insert(articleID, index: drafts.count - 1) {
                 // The article's earlier change takes this one in: the batch keeps one change per record.
-                let later = changes.removeLast()
-                changes[index] = changes[index].coalesced(with: later)
+                let later = drafts.removeLast().change(sequence: sequence)
+                drafts[index] = .made(drafts[index].change(sequence: sequence).coalesced(with: later))
             }
         }
         swap(&state, &zones[keyPath: zone])
+        let changes = ChangeDraft.makeChanges(
+            drafts, sequence: sequence, onTwoThreads: drafts.count >= options.parallelBatchMinimum)
+        // Freed before the log and the queue take the changes (the items they hold are the table's too).
+        drafts = []
         let changeCount = changes.count
         guard changeCount > 0 else { return (0, nil) }
         _ = takeSequence()
@@ -885,17 +890,11 @@ private struct BatchIndex {
         keys.reserveCapacity(capacity)
     }
 
-    /// An index of the articles of `changes`, at their positions, with room for `capacity` articles.
-    init<Item: SyncedItem>(articlesOf changes: ArraySlice<RecordChange>, capacity: Int, _: Item.Type) {
+    /// An index of `articles` (those of a batch's changes so far), at their positions, with room for
+    /// `capacity` articles.
+    init(articles: some Sequence<String>, capacity: Int) {
         self.init(capacity: capacity)
-        for (position, change) in changes.enumerated() {
-            // Every change of a batch is of an item of the zone, so its name starts with the zone's prefix
-            // (as bytes: see `articleID(fromRecordName:)`). Skipping one would shift every later position.
-            guard let articleID = Item.articleID(fromRecordName: change.recordID.name) else {
-                preconditionFailure("a batch's change \(change.recordID) is not of an item of its zone")
-            }
-            _ = insert(articleID, index: position)
-        }
+        for (position, articleID) in articles.enumerated() { _ = insert(articleID, index: position) }
     }
 
     /// Records that `articleID`'s change is at `index` (the number of articles inserted so far), or returns

@@ -67,20 +67,16 @@ extension ZoneState where Item: RecordDiffable {
     /// Replaces an item (or removes it when `item` is nil) and returns the record change that describes
     /// the difference, or nil when nothing changed.
     package mutating func replace(_ articleID: String, with item: Item?, sequence: UInt64) -> RecordChange? {
-        var changes: [RecordChange] = []
-        guard appendChange(articleID, sequence: sequence, to: &changes, { _ in item }) else { return nil }
-        return changes.removeLast()
+        var drafts: [ChangeDraft<Item>] = []
+        guard appendChange(articleID, to: &drafts, { _ in item }) else { return nil }
+        return drafts.removeLast().change(sequence: sequence)
     }
 
     /// Replaces an article's item with what `transform` makes of it (removing it for nil), finding the
-    /// article once, and appends the record change that describes the difference to `changes`; returns
-    /// false, appending nothing, when nothing changed.
-    ///
-    /// The change is made where it goes, at the end of a batch's changes: returned through the table's
-    /// closure and an optional, it was copied and destroyed once more (its strings retained and released),
-    /// for every change of a batch.
+    /// article once, and appends the draft of the record change that describes the difference to `drafts`
+    /// (see ``ChangeDraft``); returns false, appending nothing, when nothing changed.
     package mutating func appendChange(
-        _ articleID: String, sequence: UInt64, to changes: inout [RecordChange], _ transform: (Item?) -> Item?
+        _ articleID: String, to drafts: inout [ChangeDraft<Item>], _ transform: (Item?) -> Item?
     ) -> Bool {
         items.modify(articleID) { stored -> Bool in
             // The old item is read where it is stored and the new one moved in last: copies of items (and the
@@ -89,17 +85,15 @@ extension ZoneState where Item: RecordDiffable {
             guard let new = transform(stored) else {
                 guard stored != nil else { return false }
                 stored = nil
-                changes.append(.delete(Item.recordID(for: articleID), sequence: sequence))
+                drafts.append(.delete(articleID: articleID))
                 return true
             }
             // An equal item stored over an equal one changes nothing. (Compared through the optional in
             // place: `stored.map { $0 == new }` copied the new item into the closure, for every change.)
             if stored?.isEqual(to: new) ?? false { return false }
-            // The change is made from the item where it is stored: made first and appended after the move,
-            // it was copied once more (retaining and releasing each of its strings).
             let old = stored.take()
-            stored = consume new
-            changes.append(stored!.saveChange(since: old, articleID: articleID, sequence: sequence))
+            stored = new
+            drafts.append(.save(articleID: articleID, old: consume old, new: consume new))
             return true
         }
     }
