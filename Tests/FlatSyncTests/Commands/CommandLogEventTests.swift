@@ -145,6 +145,108 @@ import Testing
         #expect(bytes < 1_000 * 160, "\(bytes / 1_000) bytes per record")
     }
 
+    /// A history save in the form earlier versions wrote (operation 3: the device ID spelled out in every
+    /// item), built byte by byte, still reads as that save: logs written before operation 4 open.
+    @Test func aHistorySaveWithItsDeviceIDSpelledOutStillReads() throws {
+        var bytes = BinaryWriter(capacity: 128)
+        bytes.write(UInt8(1))  // a mutation
+        bytes.write(varint: 1)  // its table: one string
+        bytes.write("ReadingHistory")
+        bytes.write(varint: 42)  // sequence
+        bytes.write(varint: 0)  // zone: string 0
+        bytes.write(varint: 2)  // two changes
+        for (article, device) in [("a-1", "old-phone" as String?), ("a-2", nil)] {
+            bytes.write(UInt8(3))
+            bytes.write(article)
+            bytes.write(nil as String?)  // no change tag
+            bytes.write(Self.date.timeIntervalSinceReferenceDate)  // lastVisited
+            bytes.write(Double.nan)  // firstSeen
+            bytes.write(Double.nan)  // likingChangedAt
+            bytes.write(signed: 7)  // maxVersionSeen
+            bytes.write(signed: 2)  // readCount
+            bytes.write(device)
+            bytes.write(UInt8(1))  // liked
+            bytes.write(signed: 1)  // flags: read
+            bytes.write(varint: 0b11)  // changed keys: the first two
+        }
+        guard case .mutation(let mutation) = try CommandLogEvent.decode(bytes.data) else {
+            Issue.record("not a mutation")
+            return
+        }
+        #expect(mutation.sequence == 42 && mutation.zone == .readingHistory && mutation.changes.count == 2)
+        for (change, (article, device)) in zip(mutation.changes, [("a-1", "old-phone" as String?), ("a-2", nil)]) {
+            let item = ReadingHistoryItem(
+                articleID: article, lastVisited: Self.date, maxVersionSeen: 7, readCount: 2, deviceID: device,
+                liking: .liked, flags: .read)
+            #expect(change.recordID == ReadingHistoryItem.recordID(for: article) && change.sequence == 42)
+            #expect(change.record.map { try? ReadingHistoryItem(record: $0) } == item)
+            #expect(change.historyKeyMask == 0b11)
+        }
+    }
+
+    /// Operation 4 numbers each entry's devices: an entry of items from 20 devices (more than an entry
+    /// numbers), with and without a device, one in a wide item's box, in any order, reads back whole; and it
+    /// is smaller than one spelling each device ID out.
+    @Test func historyItemsFromManyDevicesRoundTripWithTheirDevicesNumbered() throws {
+        let devices: [String?] = [nil] + (0..<20).map { "device-\($0)-3F2504E0-4F89-11D3-9A0C-0305E82C3301" }
+        var random = SystemRandomNumberGenerator()
+        let changes = (0..<400).map { index in
+            // Early devices come back after the later ones were first written.
+            let device = devices[index < 42 ? index % devices.count : Int.random(in: 0..<devices.count, using: &random)]
+            let item = ReadingHistoryItem(
+                articleID: "article-\(index)", lastVisited: Self.date, maxVersionSeen: Int64(index),
+                readCount: index % 9 == 0 ? .max : 1, deviceID: device)
+            return item.saveChange(since: nil, articleID: "article-\(index)", sequence: 3)
+        }
+        for event in [
+            CommandLogEvent.mutation(Mutation(sequence: 3, zone: .readingHistory, changes: changes)),
+            .applied(.readingHistory, changes),
+            .restored(Command(id: CommandID(2), zone: .readingHistory, kind: .modifyRecords, slots: changes)),
+        ] {
+            let decoded = try CommandLogEvent.decode(event.encoded())
+            #expect(decoded == event)
+            if case .mutation(let mutation) = decoded {
+                #expect(mutation.changes.map { $0.record?["deviceID"] } == changes.map { $0.record?["deviceID"] })
+            }
+        }
+        // One device for every item, as a burst has: its ID is written once.
+        let oneDevice = (0..<1_000).map { index in
+            ReadingHistoryItem(articleID: "article-\(index)", lastVisited: Self.date, deviceID: devices[1])
+                .saveChange(since: nil, articleID: "article-\(index)", sequence: 1)
+        }
+        let bytes = CommandLogEvent.mutation(Mutation(sequence: 1, zone: .readingHistory, changes: oneDevice)).encoded()
+        #expect(bytes.count < 1_000 * 50, "\(bytes.count / 1_000) bytes per record")
+    }
+
+    /// A device number the entry has not given, or a number given by the entry before, is damage.
+    @Test func aDeviceNumberTheEntryNeverGaveIsDamage() throws {
+        let item = ReadingHistoryItem(articleID: "a", deviceID: "phone")
+        let first = CommandLogEvent.mutation(
+            Mutation(
+                sequence: 1, zone: .readingHistory,
+                changes: [item.saveChange(since: nil, articleID: "a", sequence: 1)]))
+        let second = CommandLogEvent.mutation(
+            Mutation(
+                sequence: 2, zone: .readingHistory,
+                changes: ["b", "c"].map { id in
+                    // Another device, so that a number left over from the first entry would name the wrong one.
+                    ReadingHistoryItem(articleID: id, deviceID: "tablet").saveChange(
+                        since: nil, articleID: id, sequence: 2)
+                }))
+        var entry = second.encoded()
+        // The second item refers to number 0 (byte 2): make it refer to number 1, which no one gave.
+        guard let reference = entry.lastIndex(of: 2) else {
+            Issue.record("no device reference in \(Array(entry))")
+            return
+        }
+        entry[reference] = 3
+        expectError(.damagedFile) { try CommandLogEvent.decode(entry) }
+        // Entries decoded one after another, sharing their strings, still number their own devices.
+        var recent = LogStrings()
+        #expect(try CommandLogEvent.decode(first.encoded(), reusing: &recent) == first)
+        #expect(try CommandLogEvent.decode(second.encoded(), reusing: &recent) == second)
+    }
+
     @Test func anUnknownKindIsReportedAsNewerFormat() {
         expectError(.unsupportedFormatVersion) { try CommandLogEvent.decode(Data([200])) }
     }
