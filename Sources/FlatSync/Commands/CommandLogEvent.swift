@@ -438,15 +438,9 @@ package struct InternedReader {
         return Record(id: id, type: type, fields: fields, changeTag: tag)
     }
 
-    /// A record change; with `sequence` nil, its own sequence number is read from the bytes.
-    package func readRecordChange(_ reader: inout BinaryReader, sequence given: UInt64?) throws(FlatSyncError)
-        -> RecordChange
-    {
-        var recent = LogStrings()
-        return try readRecordChange(&reader, sequence: given, reusing: &recent)
-    }
-
-    /// A record change, sharing a history item's device ID through `recent`.
+    /// A record change; with `sequence` nil, its own sequence number is read from the bytes. `recent` shares
+    /// device IDs across entries and holds the devices the entry has numbered (see
+    /// ``LogStrings/startEntry()``): read an entry's changes through one.
     package func readRecordChange(
         _ reader: inout BinaryReader, sequence given: UInt64?, reusing recent: inout LogStrings
     ) throws(FlatSyncError) -> RecordChange {

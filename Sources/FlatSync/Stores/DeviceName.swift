@@ -39,6 +39,12 @@ package final class DeviceName: Sendable {
         }
     }
 
+    /// A name for `value` made as one beyond the shared ones is (no number, not kept): tests reach that form
+    /// without filling the process's table.
+    package static func unshared(_ value: String) -> DeviceName {
+        DeviceName(value, sharedIndex: nil)
+    }
+
     /// The shared name numbered `index` (a ``sharedIndex``), found without a lock.
     package static func shared(at index: UInt32) -> DeviceName {
         sharedNames.name(at: Int(index))

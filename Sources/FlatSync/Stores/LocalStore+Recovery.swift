@@ -34,6 +34,9 @@ extension LocalStore {
             let fileSystem = options.fileSystem
             deviceFile = try Self.loadDevice(
                 in: directory, wanted: options.deviceID, now: now, fileSystem: fileSystem, events: &events)
+            // Named before the snapshots and the log name theirs: the store's own device is then among the
+            // shared names (numbered in items: see `DeviceName`) however many other devices the history names.
+            _ = DeviceName.named(deviceFile.deviceID)
 
             zones.readingList = try Self.loadSnapshot(
                 ReadingListEntry.self, in: directory, now: now, fileSystem: fileSystem, events: &events)

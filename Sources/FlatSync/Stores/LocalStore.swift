@@ -53,9 +53,10 @@ public actor LocalStore {
         package var closeCompactionMaximumBytes = 4 << 20
         /// Where every file-system call goes: the real file system, or a test double.
         package var fileSystem = FileSystem.posix
-        /// A mutation of at least this many record changes writes its log entry and takes its changes into
-        /// the command queue at once, on two threads (see ``LocalStore/logAndQueueAtOnce(_:)``): below it,
-        /// the hand-off to a second thread costs more than it saves. With one core, never.
+        /// A mutation of at least this many record changes makes its changes on two threads (see
+        /// ``ChangeDraft``), then writes its log entry and takes its changes into the command queue at once,
+        /// on two threads (see ``LocalStore/logAndQueueAtOnce(_:)``): below it, the hand-off to a second
+        /// thread costs more than it saves. With one core, never.
         package var parallelBatchMinimum = ForkJoin.isWorthForking ? 1_024 : .max
 
         /// Options for opening a store; every default is what an app wants.

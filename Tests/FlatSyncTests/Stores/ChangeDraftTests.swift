@@ -1,3 +1,4 @@
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -33,12 +34,13 @@ import Testing
         }
     }
 
-    /// The changes as the pass made them before drafts: one by one, from the items.
+    /// The changes by the record-based definition: each save the new item's whole record with the keys
+    /// whose fields differ from the old record's (``SyncedItem/recordKeysChanged(since:)``).
     static func madeOneByOne(_ drafts: [ChangeDraft<ReadingHistoryItem>], sequence: UInt64) -> [RecordChange] {
         drafts.map { draft in
             switch draft {
-            case .save(let articleID, let old, let new):
-                return new.saveChange(since: old, articleID: articleID, sequence: sequence)
+            case .save(_, let old, let new):
+                return .save(new.record, changedKeys: new.recordKeysChanged(since: old), sequence: sequence)
             case .delete(let articleID):
                 return .delete(ReadingHistoryItem.recordID(for: articleID), sequence: sequence)
             case .made(let change):
@@ -66,6 +68,62 @@ import Testing
         for (draft, change) in zip(drafts, expected) {
             #expect(ReadingHistoryItem.recordID(for: draft.articleID) == change.recordID)
         }
+    }
+
+    /// A batch through the store — articles named again, removed and visited again, items there before —
+    /// logs the changes its changes make one by one, each record's coalesced into its first, in order.
+    @Test(arguments: [false, true])
+    func aBatchLogsItsChangesMadeOneByOneAndCoalesced(forking: Bool) async throws {
+        let now = Date(timeIntervalSinceReferenceDate: 800_000_000)
+        let disk = SimulatedDisk()
+        var options = testOptions()
+        options.currentDate = { now }
+        options.fileSystem = FileSystem(disk)
+        options.parallelBatchMinimum = forking ? 2 : .max
+        let store = try LocalStore(directory: LargeBatchTests.directory, options: options)
+        let before: [ReadingHistoryChange] = ["p", "q", "r"].map { .visit(articleID: $0) }
+        try await store.history.apply(before)
+        let batch: [ReadingHistoryChange] =
+            [
+                .visit(articleID: "a"), .visit(articleID: "p"), .markRead(articleID: "a"), .remove(articleID: "q"),
+                .visit(articleID: "q"), .remove(articleID: "r"), .visit(articleID: "b"), .remove(articleID: "b"),
+                .remove(articleID: "gone"), .markSeen(articleID: "c"), .visit(articleID: "p", version: 9),
+                // Keys of the earlier change that the later one does not touch: the coalesced change has both.
+                .setLiking(articleID: "p", .liked), .markOffensive(articleID: "c"), .markConsumed(articleID: "p"),
+            ] + (0..<40).map { .visit(articleID: "n\($0)") }
+        try await store.history.apply(batch)
+        await store.abandon()
+
+        // The model: the same changes, one by one, on the state the first batch left.
+        let device = DeviceName.named("test-device")
+        var model = ZoneState<ReadingHistoryItem>()
+        for change in before {
+            _ = model.replace(
+                change.articleID, with: change.applied(to: nil, now: now, device: device), sequence: 1)
+        }
+        var expected: [RecordChange] = []
+        var position: [RecordID: Int] = [:]
+        for change in batch {
+            let new = change.applied(to: model.items[change.articleID], now: now, device: device)
+            guard let made = model.replace(change.articleID, with: new, sequence: 2) else { continue }
+            if let earlier = position[made.recordID] {
+                expected[earlier] = expected[earlier].coalesced(with: made)
+            } else {
+                position[made.recordID] = expected.count
+                expected.append(made)
+            }
+        }
+        let logged = try LargeBatchTests.logEvents(on: disk).compactMap { event -> Mutation? in
+            if case .mutation(let mutation) = event, mutation.sequence == 2 { return mutation }
+            return nil
+        }
+        #expect(logged.count == 1)
+        let changes = logged.first?.changes ?? []
+        #expect(changes.map(\.recordID) == expected.map(\.recordID))
+        #expect(changes == expected)
+        #expect(changes.map(\.changedKeys) == expected.map(\.changedKeys))
+        #expect(changes.map(\.isDelete) == expected.map(\.isDelete))
+        #expect(expected.count == 46 && expected.filter(\.isDelete).count == 2, "r, and b made and removed")
     }
 
     /// Reading-list drafts (records of fields, keys as sets) come out the same on two threads.
