@@ -58,7 +58,7 @@ extension CommandLogEvent {
     /// a change interns anything else.
     private static func encodedInterningOnlyTheZone(_ mutation: Mutation) -> Data? {
         // A save of plain fields interns its record type and keys (a reading-list add): no use starting.
-        if mutation.changes.first?.savedRecord?.content.isFields ?? false { return nil }
+        if let first = mutation.changes.first, !first.isDelete, first.carriedRecord.content.isFields { return nil }
         let zone = mutation.zone.name
         var interned = InternedWriter(capacity: mutation.changes.count * 64 + 64, table: [zone])
         interned.writer.write(Tag.mutation.rawValue)
@@ -74,7 +74,7 @@ extension CommandLogEvent {
                 let change = changes.baseAddress! + index
                 // A save of plain fields interns its record type and keys: give up before writing it, or a
                 // reading-list add would be written here and then again by ``encode(to:)``.
-                if change.pointee.savedRecord?.content.isFields ?? false { return false }
+                if !change.pointee.isDelete, change.pointee.carriedRecord.content.isFields { return false }
                 interned.write(changeAt: change, sequence: false)
                 if interned.table.count > 1 { return false }
             }
@@ -351,12 +351,12 @@ extension InternedWriter {
     /// in every item: 37 of a burst's 93 bytes per change. Operation 4 numbers the devices of an entry (see
     /// ``writeDevice(of:)``).
     fileprivate mutating func writeHistoryItem(ofChangeAt change: UnsafePointer<RecordChange>) -> Bool {
-        // Read through the optional in place: no copy of the record.
-        guard let item = change.pointee.savedRecord?.content.historyItem,
-            change.pointee.savedRecord?.type == ReadingHistoryItem.recordType,
-            change.pointee.savedRecord?.id.zone == ReadingHistoryItem.zone,
-            let name = change.pointee.savedRecord?.id.name,
-            ReadingHistoryItem.isRecordName(name, of: item.compactArticleID),
+        // Read where it is stored: no copy of the record.
+        guard !change.pointee.isDelete,
+            let item = change.pointee.carriedRecord.content.historyItem,
+            change.pointee.carriedRecord.type == ReadingHistoryItem.recordType,
+            change.pointee.carriedRecord.id.zone == ReadingHistoryItem.zone,
+            ReadingHistoryItem.isRecordName(change.pointee.carriedRecord.id.name, of: item.compactArticleID),
             // The mask as the change holds it; the set of keys is built only for a change that has no mask.
             let mask = change.pointee.historyKeyMask ?? ReadingHistoryItem.keyMask(change.pointee.changedKeys)
         else { return false }
@@ -365,7 +365,7 @@ extension InternedWriter {
             writer.write(varint: UInt64(utf8.count))
             writer.write(raw: utf8)
         }
-        writer.write(change.pointee.savedRecord?.changeTag?.rawValue)
+        writer.write(change.pointee.carriedRecord.changeTag?.rawValue)
         writer.write(item.lastVisitedTime)
         writer.write(item.firstSeenTime)
         writer.write(item.likingChangedAtTime)

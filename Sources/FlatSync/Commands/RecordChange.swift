@@ -16,18 +16,33 @@ public struct RecordChange: Hashable, Sendable {
     public var recordID: RecordID
     /// Save or delete.
     public var operation: Operation {
-        get { savedRecord.map(Operation.save) ?? .delete }
+        get { isSave ? .save(carriedRecord) : .delete }
         set {
             switch newValue {
-            case .save(let record): savedRecord = record
-            case .delete: savedRecord = nil
+            case .save(let record):
+                carriedRecord = record
+                isSave = true
+            case .delete:
+                carriedRecord = Self.noRecord(recordID)
+                isSave = false
             }
         }
     }
-    /// The record a save carries, nil for a delete: ``operation`` as stored. Code that reads a record's
-    /// parts reaches them through this optional in place, where binding the enum's payload copied the
-    /// whole record (retaining each of its strings) for every change a batch wrote to the log.
-    package private(set) var savedRecord: Record?
+    /// The record a save carries, nil for a delete: ``operation`` as stored.
+    package var savedRecord: Record? {
+        isSave ? carriedRecord : nil
+    }
+    /// The record a save carries; for a delete, a record of its ID with no type and no fields. Code that
+    /// reads a save's parts reaches them here in place (after checking ``isDelete``): binding the
+    /// operation's payload, or going through ``savedRecord``, copies the whole record (retaining each of its
+    /// strings), for every change a batch writes to the log.
+    ///
+    /// Stored as a record and a flag rather than as an optional record: with the optional, the optimizer
+    /// copied every change it made (and its record) and destroyed the original where it could have moved
+    /// it, retaining and releasing their strings — about a third of making a batch's changes.
+    package private(set) var carriedRecord: Record
+    /// True for a save.
+    private var isSave: Bool
     /// The keys the user's mutations changed (empty for a delete).
     public var changedKeys: Set<String> {
         get {
@@ -53,11 +68,32 @@ public struct RecordChange: Hashable, Sendable {
         case historyMask(Int)
     }
 
+    /// A save of `record` (a delete when `record` is nil).
     private init(recordID: RecordID, savedRecord: consuming Record?, keys: consuming ChangedKeys, sequence: UInt64) {
         self.recordID = recordID
-        self.savedRecord = consume savedRecord
+        if let record = savedRecord {
+            self.carriedRecord = record
+            self.isSave = true
+        } else {
+            self.carriedRecord = Self.noRecord(recordID)
+            self.isSave = false
+        }
         self.keys = consume keys
         self.sequence = sequence
+    }
+
+    /// A save of `record`, built in place.
+    private init(recordID: RecordID, saving record: consuming Record, keys: consuming ChangedKeys, sequence: UInt64) {
+        self.recordID = recordID
+        self.carriedRecord = record
+        self.isSave = true
+        self.keys = consume keys
+        self.sequence = sequence
+    }
+
+    /// What a delete carries in place of a record.
+    private static func noRecord(_ id: RecordID) -> Record {
+        Record(id: id, type: "", content: .fields([:]))
     }
 
     /// The sequence number of the mutation that last changed this record; mutations are numbered in
@@ -69,7 +105,7 @@ public struct RecordChange: Hashable, Sendable {
         _ record: consuming Record, changedKeys: Set<String>, sequence: UInt64 = 0
     ) -> RecordChange {
         let id = record.id
-        return RecordChange(recordID: id, savedRecord: record, keys: .set(changedKeys), sequence: sequence)
+        return RecordChange(recordID: id, saving: record, keys: .set(changedKeys), sequence: sequence)
     }
 
     /// A save of the record of `item`, whose ID is `id`, with changed keys `mask` over
@@ -80,14 +116,14 @@ public struct RecordChange: Hashable, Sendable {
     ) -> RecordChange {
         RecordChange(
             recordID: id,
-            savedRecord: Record(id: id, type: ReadingHistoryItem.recordType, content: .historyItem(item)),
+            saving: Record(id: id, type: ReadingHistoryItem.recordType, content: .historyItem(item)),
             keys: .historyMask(mask), sequence: sequence)
     }
 
     /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
     package static func save(_ record: consuming Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
         let id = record.id
-        return RecordChange(recordID: id, savedRecord: consume record, keys: .historyMask(mask), sequence: sequence)
+        return RecordChange(recordID: id, saving: record, keys: .historyMask(mask), sequence: sequence)
     }
 
     /// A delete of the record with `id`.
@@ -102,10 +138,7 @@ public struct RecordChange: Hashable, Sendable {
 
     /// True for a delete.
     public var isDelete: Bool {
-        // Matched, not compared with `nil`: the comparison copied the whole record (retaining each of its
-        // strings) for every change the command queue took in, a third of its time in a burst.
-        if case .none = savedRecord { return true }
-        return false
+        !isSave
     }
 
     /// This change followed by `later`, by the coalescing table of DESIGN §4:

@@ -19,11 +19,30 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
         set { content = .fields(newValue) }
     }
     /// The server's version stamp; `nil` for a record the server has not seen yet.
-    public var changeTag: ChangeTag?
+    public var changeTag: ChangeTag? {
+        get { hasChangeTag ? ChangeTag(rawValue: changeTagValue) : nil }
+        set {
+            changeTagValue = newValue?.rawValue ?? ""
+            hasChangeTag = newValue != nil
+        }
+    }
     /// The device that wrote this version: a system field, like CloudKit's `modified.deviceID`, kept
     /// apart from ``fields``. A saving client sets it to its own device ID; the server keeps it with the
     /// version, so a client can tell its own writes from someone else's with the same content.
-    public var lastModifiedBy: String?
+    public var lastModifiedBy: String? {
+        get { hasLastModifiedBy ? lastModifiedByValue : nil }
+        set {
+            lastModifiedByValue = newValue ?? ""
+            hasLastModifiedBy = newValue != nil
+        }
+    }
+    // The two optionals as a value and a flag each: with an optional stored property, the optimizer copied a
+    // whole record (retaining and releasing each of its strings) and destroyed the original where it could
+    // have moved it, for every change a batch made (a `RecordChange`'s optional record did the same).
+    private var changeTagValue: String
+    private var hasChangeTag: Bool
+    private var lastModifiedByValue: String
+    private var hasLastModifiedBy: Bool
     /// The fields as a dictionary, or as the store item they describe until someone asks for the dictionary
     /// (see `Content`).
     package var content: Content
@@ -39,8 +58,10 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
         self.id = id
         self.type = type
         self.content = .fields(fields)
-        self.changeTag = changeTag
-        self.lastModifiedBy = lastModifiedBy
+        self.changeTagValue = changeTag?.rawValue ?? ""
+        self.hasChangeTag = changeTag != nil
+        self.lastModifiedByValue = lastModifiedBy ?? ""
+        self.hasLastModifiedBy = lastModifiedBy != nil
     }
 
     /// A record whose fields are those of `content`.
@@ -48,8 +69,10 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
         self.id = id
         self.type = type
         self.content = content
-        self.changeTag = changeTag
-        self.lastModifiedBy = nil
+        self.changeTagValue = changeTag?.rawValue ?? ""
+        self.hasChangeTag = changeTag != nil
+        self.lastModifiedByValue = ""
+        self.hasLastModifiedBy = false
     }
 
     /// The value of one field, or `nil` when the record lacks it.
@@ -97,8 +120,12 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
         id = try container.decode(RecordID.self, forKey: .id)
         type = try container.decode(String.self, forKey: .type)
         content = .fields(try container.decode([String: FieldValue].self, forKey: .fields))
-        changeTag = try container.decodeIfPresent(ChangeTag.self, forKey: .changeTag)
-        lastModifiedBy = try container.decodeIfPresent(String.self, forKey: .lastModifiedBy)
+        let changeTag = try container.decodeIfPresent(ChangeTag.self, forKey: .changeTag)
+        changeTagValue = changeTag?.rawValue ?? ""
+        hasChangeTag = changeTag != nil
+        let lastModifiedBy = try container.decodeIfPresent(String.self, forKey: .lastModifiedBy)
+        lastModifiedByValue = lastModifiedBy ?? ""
+        hasLastModifiedBy = lastModifiedBy != nil
     }
 
     public func encode(to encoder: any Encoder) throws {

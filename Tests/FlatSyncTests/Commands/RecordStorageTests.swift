@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// `Record` keeps its change tag and last writer as a value and a flag each, and `RecordChange` its record
+/// and whether it is a save (so that the optimizer moves them instead of copying): the public optionals
+/// must behave exactly as stored optionals did.
+@Suite struct RecordStorageTests {
+    static let id = RecordID(zone: .readingList, name: "rl-a")
+
+    @Test func aRecordsOptionalsReadBackAsSetIncludingEmptyStrings() throws {
+        var record = Record(id: Self.id, type: "ReadingListEntry", fields: ["n": .int(1)])
+        #expect(record.changeTag == nil && record.lastModifiedBy == nil)
+        // An empty tag or writer is a value, not their absence.
+        record.changeTag = ChangeTag("")
+        record.lastModifiedBy = ""
+        #expect(record.changeTag == ChangeTag("") && record.lastModifiedBy == "")
+        let none = Record(id: Self.id, type: "ReadingListEntry", fields: ["n": .int(1)])
+        #expect(record != none)
+        record.changeTag = ChangeTag("t-2")
+        record.lastModifiedBy = "phone"
+        #expect(record.changeTag == ChangeTag("t-2") && record.lastModifiedBy == "phone")
+        #expect(record.withChangeTag(nil).changeTag == nil && record.withChangeTag(nil).lastModifiedBy == "phone")
+        let built = Record(
+            id: Self.id, type: "ReadingListEntry", fields: ["n": .int(1)], changeTag: ChangeTag("t-2"),
+            lastModifiedBy: "phone")
+        #expect(record == built && record.hashValue == built.hashValue)
+        record.changeTag = nil
+        record.lastModifiedBy = nil
+        #expect(record == none && record.hashValue == none.hashValue)
+        // Through Codable, each of the three states of each comes back.
+        for tag in [nil, "", "t"] as [String?] {
+            for writer in [nil, "", "w"] as [String?] {
+                let original = Record(
+                    id: Self.id, type: "T", fields: [:], changeTag: tag.map(ChangeTag.init(rawValue:)),
+                    lastModifiedBy: writer)
+                let decoded = try PropertyListDecoder().decode(
+                    Record.self, from: try PropertyListEncoder().encode(original))
+                #expect(decoded == original && decoded.changeTag?.rawValue == tag && decoded.lastModifiedBy == writer)
+            }
+        }
+    }
+
+    @Test func aChangeIsASaveOrADeleteWhicheverWayItWasMade() {
+        let record = Record(id: Self.id, type: "ReadingListEntry", fields: ["n": .int(1)], changeTag: ChangeTag("t"))
+        var change = RecordChange.save(record, changedKeys: ["n"], sequence: 3)
+        #expect(!change.isDelete && change.record == record && change.operation == .save(record))
+        #expect(change.carriedRecord == record)
+        change.operation = .delete
+        let delete = RecordChange.delete(Self.id, sequence: 3)
+        #expect(change.isDelete && change.record == nil && change.operation == .delete)
+        #expect(change.recordID == Self.id)
+        change.changedKeys = []
+        #expect(change == delete && change.hashValue == delete.hashValue)
+        var saved = delete
+        saved.operation = .save(record)
+        #expect(!saved.isDelete && saved.record == record)
+        #expect(saved != delete)
+        // Coalescing by the table of DESIGN §4 sees the same kinds.
+        #expect(RecordChange.save(record, changedKeys: ["n"], sequence: 1).coalesced(with: delete).isDelete)
+        #expect(delete.coalesced(with: saved).record == record)
+    }
+}
