@@ -329,16 +329,16 @@ package struct InternedWriter {
     fileprivate mutating func write(changeAt change: UnsafePointer<RecordChange>, sequence: Bool) {
         if sequence { writer.write(varint: change.pointee.sequence) }
         if !change.pointee.isDelete, writeHistoryItem(ofChangeAt: change) { return }
-        switch change.pointee.operation {
-        case .save(let record):
-            writer.write(UInt8(1))
-            write(record)
-            writer.write(varint: UInt64(change.pointee.changedKeys.count))
-            for key in change.pointee.changedKeys { write(key) }
-        case .delete:
+        if change.pointee.isDelete {
             writer.write(UInt8(2))
             write(change.pointee.recordID)
+            return
         }
+        // The record read in place: binding the operation's payload copied it.
+        writer.write(UInt8(1))
+        write(change.pointee.carriedRecord)
+        writer.write(varint: UInt64(change.pointee.changedKeys.count))
+        for key in change.pointee.changedKeys { write(key) }
     }
 }
 

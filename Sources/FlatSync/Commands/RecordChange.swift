@@ -28,11 +28,12 @@ public struct RecordChange: Hashable, Sendable {
             }
         }
     }
-    /// The record a save carries, nil for a delete: ``operation`` as stored.
+    /// The record a save carries, nil for a delete (a copy: read ``carriedRecord`` in place).
     package var savedRecord: Record? {
         isSave ? carriedRecord : nil
     }
-    /// The record a save carries; for a delete, a record of its ID with no type and no fields. Code that
+    /// The record a save carries; for a delete, a record of the ID it was made with, no type and no fields,
+    /// which nothing reads (equality, hashing and the log go by ``isDelete`` and ``recordID``). Code that
     /// reads a save's parts reaches them here in place (after checking ``isDelete``): binding the
     /// operation's payload, or going through ``savedRecord``, copies the whole record (retaining each of its
     /// strings), for every change a batch writes to the log.
@@ -68,7 +69,7 @@ public struct RecordChange: Hashable, Sendable {
         case historyMask(Int)
     }
 
-    /// A save of `record` (a delete when `record` is nil).
+    /// A save of `savedRecord`, or a delete when it is nil.
     private init(recordID: RecordID, savedRecord: consuming Record?, keys: consuming ChangedKeys, sequence: UInt64) {
         self.recordID = recordID
         if let record = savedRecord {
@@ -166,7 +167,9 @@ public struct RecordChange: Hashable, Sendable {
     }
 
     public static func == (lhs: RecordChange, rhs: RecordChange) -> Bool {
-        lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.savedRecord == rhs.savedRecord
+        // The records compared in place (through `savedRecord`, both were copied).
+        lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.isSave == rhs.isSave
+            && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
             && (lhs.historyKeyMask != nil && lhs.historyKeyMask == rhs.historyKeyMask
                 || lhs.changedKeys == rhs.changedKeys)
     }

@@ -39,13 +39,14 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
     // The two optionals as a value and a flag each: with an optional stored property, the optimizer copied a
     // whole record (retaining and releasing each of its strings) and destroyed the original where it could
     // have moved it, for every change a batch made (a `RecordChange`'s optional record did the same).
+    // (The flags are declared after `content`, so that they take its tail instead of padding each string.)
     private var changeTagValue: String
-    private var hasChangeTag: Bool
     private var lastModifiedByValue: String
-    private var hasLastModifiedBy: Bool
     /// The fields as a dictionary, or as the store item they describe until someone asks for the dictionary
     /// (see `Content`).
     package var content: Content
+    private var hasChangeTag: Bool
+    private var hasLastModifiedBy: Bool
 
     /// Creates a record.
     public init(

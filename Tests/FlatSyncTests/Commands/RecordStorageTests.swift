@@ -57,6 +57,15 @@ import Testing
         saved.operation = .save(record)
         #expect(!saved.isDelete && saved.record == record)
         #expect(saved != delete)
+        // A delete whose ID is changed afterwards is the delete of the new ID (its placeholder record, made
+        // with the old ID, is never compared).
+        var moved = RecordChange.delete(Self.id, sequence: 3)
+        let other = RecordID(zone: .readingList, name: "rl-b")
+        moved.recordID = other
+        #expect(
+            moved == .delete(other, sequence: 3) && moved.hashValue == RecordChange.delete(other, sequence: 3).hashValue
+        )
+        #expect(moved != delete)
         // Coalescing by the table of DESIGN §4 sees the same kinds.
         #expect(RecordChange.save(record, changedKeys: ["n"], sequence: 1).coalesced(with: delete).isDelete)
         #expect(delete.coalesced(with: saved).record == record)
