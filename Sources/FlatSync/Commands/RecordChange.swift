@@ -69,17 +69,12 @@ public struct RecordChange: Hashable, Sendable {
         case historyMask(Int)
     }
 
-    /// A save of `savedRecord`, or a delete when it is nil.
-    private init(recordID: RecordID, savedRecord: consuming Record?, keys: consuming ChangedKeys, sequence: UInt64) {
+    /// A delete of the record with `recordID`.
+    private init(deleting recordID: RecordID, sequence: UInt64) {
         self.recordID = recordID
-        if let record = savedRecord {
-            self.carriedRecord = record
-            self.isSave = true
-        } else {
-            self.carriedRecord = Self.noRecord(recordID)
-            self.isSave = false
-        }
-        self.keys = consume keys
+        self.carriedRecord = Self.noRecord(recordID)
+        self.isSave = false
+        self.keys = .set([])
         self.sequence = sequence
     }
 
@@ -129,7 +124,7 @@ public struct RecordChange: Hashable, Sendable {
 
     /// A delete of the record with `id`.
     public static func delete(_ id: RecordID, sequence: UInt64 = 0) -> RecordChange {
-        RecordChange(recordID: id, savedRecord: nil, keys: .set([]), sequence: sequence)
+        RecordChange(deleting: id, sequence: sequence)
     }
 
     /// The record to save, or `nil` for a delete.

@@ -51,10 +51,11 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
 
     // The fields, laid out for memory: 72 bytes an item with no allocation of its own for an article ID of
     // up to 22 UTF-8 bytes (a `String` keeps only 15 inline), dates as plain seconds with NaN for none (a
-    // `Date?` takes 16 bytes), the device as the number of a name shared with every other item of the same
-    // device (a reference to it beyond the first 64 devices a process sees), in 8 bytes, the read count and flags in 6 bytes when they fit (a read count below 2³², flags in the low
-    // 16 bits: every item News makes). The history holds 100,000 of these in one array, and a read hands
-    // that array out without copying it.
+    // `Date?` takes 16 bytes), the device in 8 bytes as the number of a name shared with every other item
+    // of the same device (a reference to it beyond the first 64 devices a process sees), the read count and
+    // flags in 6 bytes when they fit (a read count below 2³², flags in the low 16 bits: every item News
+    // makes). The history holds 100,000 of these in one array, and a read hands that array out without
+    // copying it.
 
     /// The article ID, inline when it is short.
     package private(set) var compactArticleID: CompactString
