@@ -7,7 +7,7 @@ import Foundation
 ///
 /// With several writers on one `.fsync` store the log gathers their entries into shared flushes (see
 /// `AppendLog`), so kills land while a group is forming, while a writer that completed one flushes it, and
-/// while the gathering timer does.
+/// while a late writer or the gathering watcher does.
 func runConcurrentWritersChild(_ arguments: [String]) async -> Int32 {
     guard arguments.count == 3, let writers = Int(arguments[1]), writers > 0,
         let durability = Durability(rawValue: arguments[2])

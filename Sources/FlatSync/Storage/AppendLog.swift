@@ -52,8 +52,8 @@ import Dispatch
 /// buffers them in memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first
 /// waiter becomes the leader and writes and flushes everything buffered so far on its own thread, while
 /// waiters that arrive during that flush suspend and are covered by the next one. While several writers are
-/// in play, that next flush waits (briefly, at most as long as a flush) until each of them is waiting again,
-/// so that one fsync covers them all.
+/// in play, that next flush waits (briefly: about as long as a flush, 2 ms at most) until each of them is
+/// waiting again, so that one fsync covers them all.
 ///
 /// A failed write or flush is never retried. After a failed `fsync` the kernel may have dropped the dirty
 /// pages, so a second `fsync` could report success for lost data, and a later append that succeeds could
@@ -116,6 +116,11 @@ package final class AppendLog: Sendable {
     /// Held while frames are written and flushed, and while ``rewrite(_:)`` or ``close()`` swap or close the
     /// file, so that those never race a leader's flush. Lock order: `io`, then `state`.
     private let io = Mutex(())
+    /// Where ``watchGatherings()`` runs: a queue of its own, whose thread the watcher's sleeps may hold.
+    private let gatherWatchQueue = DispatchQueue(label: "FlatSync.AppendLog.gatherings", qos: .userInitiated)
+    /// How often the gathering watcher looks (see ``watchGatherings()``), unless a test sets another
+    /// interval (``setGatherWatchInterval(_:)``).
+    package static let gatherWatchInterval = Duration.milliseconds(1)
 
     /// A log appending to `descriptor`, a file whose frames end at `fileSize`, followed by zeros up to
     /// `allocatedSize`, all durable before `syncedThrough`.
@@ -315,7 +320,7 @@ package final class AppendLog: Sendable {
     }
 
     /// Writes and flushes everything buffered and resumes the waiters it covered. Only one leader runs at a
-    /// time (`State.flushing`). `forAWriter` is false when the gathering timer leads: no caller returns.
+    /// time (`State.flushing`). `forAWriter` is false when the gathering watcher leads: no caller returns.
     ///
     /// Who leads the next flush: when this flush resumed writers (its caller, or waiters it covered) and at
     /// least two writers are in play, the log gathers (`State.gather`): writers usually append again at
@@ -323,13 +328,15 @@ package final class AppendLog: Sendable {
     /// completes the group leads, on its own thread, which is running anyway. Flushing again at once split
     /// concurrent writers into two cohorts that alternated between flushes, each covering half of them (16
     /// writers: 8.7 adds per fsync, 15.5 gathering); handing the lead to a suspended waiter cost a thread
-    /// wakeup per flush. A group that does not fill (a writer stopped) is flushed by a timer after as long
-    /// as this flush took, at most 1 ms: the most a gathering adds to a write's latency. A lone writer never
-    /// gathers.
+    /// wakeup per flush. A group has a deadline, as long as this flush took (at most 1 ms): a writer that
+    /// arrives after it leads at once, with whoever is waiting. A group that does not fill because its other
+    /// writers stopped is flushed by the watcher (``watchGatherings()``) at its first look after the
+    /// deadline: a gathering adds at most the deadline and ``gatherWatchInterval`` (2 ms in all) to a
+    /// write's latency. A lone writer never gathers.
     private func flushAsLeader(forAWriter: Bool = true) throws(FlatSyncError) {
         let path = self.path
         let fileSystem = self.fileSystem
-        let (resumptions, failure, timer) = io.withLock { _ -> ([Resumption], FlatSyncError?, Duration?) in
+        let (resumptions, failure, watch) = io.withLock { _ -> ([Resumption], FlatSyncError?, Bool) in
             let job = state.withLock { (s: inout State) -> FlushJob? in
                 if s.failure != nil { return nil }
                 return s.takePendingForFlush()
@@ -347,44 +354,49 @@ package final class AppendLog: Sendable {
                     s.allocatedSize = max(s.allocatedSize, allocatedSize)
                     s.recordFlush(through: through, endingAt: job.end, failure: failure, fileSystem: fileSystem)
                     s.flushing = false
-                    let (resumptions, timer) = s.settleAfterFlush(took: took, leaderWrites: forAWriter)
-                    return (resumptions, s.failure, timer)
+                    let (resumptions, watch) = s.settleAfterFlush(took: took, leaderWrites: forAWriter)
+                    return (resumptions, s.failure, watch)
                 }
             }
             // Nothing was buffered (a rewrite or close covered it), or the log failed meanwhile.
             return state.withLock { (s: inout State) in
                 s.flushing = false
-                return (s.settleWaiters(), s.failure, nil)
+                return (s.settleWaiters(), s.failure, false)
             }
         }
         Self.resume(resumptions)
-        if let timer { armGatherTimer(after: timer) }
+        if watch { watchGatherings() }
         if let failure { throw failure }
     }
 
-    /// Sets the timer that ends gatherings to fire after `delay` (`State.gatherTimerFiresAt` says when).
-    /// When it fires it takes up the current gathering, whichever set it: it flushes the group if the
-    /// group's deadline passed, else sets itself again for that deadline unless an earlier timer is set.
-    private func armGatherTimer(after delay: Duration) {
-        let firesAt = ContinuousClock.now + delay
-        let nanoseconds = Int(delay / .nanoseconds(1))
-        DispatchQueue.global(qos: .userInitiated).asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) {
-            [self] in
-            let (lead, again) = state.withLock { (s: inout State) -> (Bool, Duration?) in
-                if let next = s.gatherTimerFiresAt, next <= firesAt { s.gatherTimerFiresAt = nil }
-                guard let gather = s.gather else { return (false, nil) }
-                let now = ContinuousClock.now
-                guard gather.deadline <= now else {
-                    if let next = s.gatherTimerFiresAt, next <= gather.deadline { return (false, nil) }
-                    s.gatherTimerFiresAt = gather.deadline
-                    return (false, gather.deadline - now)
+    /// Looks at the log every ``gatherWatchInterval`` while it gathers, and flushes a group whose deadline
+    /// has passed: one that no writer completes, and that no writer arriving late ends (see
+    /// `State.decide(_:)`), because the writers it waits for stopped. It stops after an interval in which no
+    /// gathering was begun, and when the log closes; the next gathering starts it again
+    /// (`State.watchingGatherings`).
+    ///
+    /// A look every millisecond, not a timer per gathering: with 16 writers a gathering begins after every
+    /// flush, several thousand times a second, and arming a Dispatch timer for each (a wakeup of Dispatch's
+    /// timer thread, and of a worker when it fired) cost more than a sixth of their adds (55k → 61–66k adds/s
+    /// without it, half the context switches).
+    private func watchGatherings() {
+        gatherWatchQueue.async { [weak self] in
+            var seen: UInt64?
+            while true {
+                guard let interval = self?.state.withLock({ $0.gatherWatchInterval }) else { return }
+                var pause = timespec(
+                    tv_sec: Int(interval.components.seconds),
+                    tv_nsec: Int(interval.components.attoseconds / 1_000_000_000))
+                nanosleep(&pause, nil)
+                guard let log = self else { return }
+                let action = log.state.withLock { $0.watchGatherings(now: .now, seen: &seen) }
+                switch action {
+                case .stop: return
+                case .keepWatching: continue
+                // Its waiters hear of a failure from the flush itself; there is no caller here to throw to.
+                case .flush: try? log.flushAsLeader(forAWriter: false)
                 }
-                s.gather = nil
-                return (true, nil)
             }
-            if let again { armGatherTimer(after: again) }
-            // Its waiters hear of a failure from the flush itself; there is no caller here to throw to.
-            if lead { try? flushAsLeader(forAWriter: false) }
         }
     }
 
@@ -493,11 +505,22 @@ package final class AppendLog: Sendable {
         state.withLock { $0.flushCount }
     }
 
-    /// Sets how long a gathering waits for its group before the timer flushes it (nil: as long as the last
+    /// Sets how long a gathering waits for its group before it is flushed (nil: as long as the last
     /// flush took, at most 1 ms), so that a test can make a gathering end only by its group filling, or end
     /// at once.
     package func setGatherDelay(_ delay: Duration?) {
         state.withLock { $0.gatherDelay = delay }
+    }
+
+    /// Sets how often the gathering watcher looks, from its next look on (see ``watchGatherings()``), so
+    /// that a test can keep it from flushing a gathering, or watch it stop.
+    package func setGatherWatchInterval(_ interval: Duration) {
+        state.withLock { $0.gatherWatchInterval = interval }
+    }
+
+    /// True while the gathering watcher runs (see ``watchGatherings()``).
+    package var isWatchingGatherings: Bool {
+        state.withLock { $0.watchingGatherings }
     }
 
     /// How many waiters wait for a flush: suspended callers of ``waitUntilDurable(_:)`` and callbacks
@@ -651,6 +674,16 @@ extension AppendLog {
 
     fileprivate typealias Resumption = (Resumer, Wakeup)
 
+    /// What the gathering watcher does after a look (see ``AppendLog/watchGatherings()``).
+    fileprivate enum GatherWatchAction {
+        /// Flush the gathering it ended.
+        case flush
+        /// Look again after an interval.
+        case keepWatching
+        /// Stop: no gathering began since the last look, or the log is closed.
+        case stop
+    }
+
     /// Bytes taken from the buffer by a leader (or ``AppendLog/close()``) to write and flush.
     fileprivate struct FlushJob: Sendable {
         var descriptor: Int32
@@ -686,14 +719,17 @@ extension AppendLog {
         /// Suspended waiters, in arrival order.
         var waiters: [Waiter] = []
         /// The group the next flush waits for, while `flushing` is set and no leader runs: the waiter that
-        /// makes `waiters` this large leads, or the timer does at `deadline` (see
-        /// ``AppendLog/flushAsLeader(forAWriter:)``).
+        /// makes `waiters` this large leads, or one that arrives after `deadline`, or the watcher when none
+        /// arrives (see ``AppendLog/flushAsLeader(forAWriter:)``).
         var gather: (size: Int, deadline: ContinuousClock.Instant)?
-        /// When the timer that ends gatherings fires next, nil when none is set. A new gathering whose
-        /// deadline comes earlier sets another; a timer that fires takes up whatever gathering is current.
-        var gatherTimerFiresAt: ContinuousClock.Instant?
+        /// How many gatherings have begun since open: the watcher stops after an interval without one.
+        var gatheringsBegun: UInt64 = 0
+        /// True while ``AppendLog/watchGatherings()`` runs (or is about to).
+        var watchingGatherings = false
         /// How long a gathering may wait, instead of the last flush's duration (tests).
         var gatherDelay: Duration?
+        /// How often the watcher looks: ``AppendLog/gatherWatchInterval`` except in tests.
+        var gatherWatchInterval = AppendLog.gatherWatchInterval
         var closed = false
         /// The I/O failure that poisoned the log.
         var failure: FlatSyncError?
@@ -726,12 +762,33 @@ extension AppendLog {
                 flushing = true
                 return .lead
             }
-            if let gather, waiters.count + 1 >= gather.size {
-                // This waiter completes the group being gathered: it flushes it.
+            if let gather, waiters.count + 1 >= gather.size || gather.deadline <= .now {
+                // This waiter completes the group being gathered, or the group had its time: it flushes it.
                 self.gather = nil
                 return .lead
             }
             return nil
+        }
+
+        /// The watcher's look (see ``AppendLog/watchGatherings()``): ends the gathering when its deadline has
+        /// passed, for the watcher to flush it; stops the watcher when no gathering has begun since its last
+        /// look (`seen` is how many had then), or once the log is closed.
+        mutating func watchGatherings(now: ContinuousClock.Instant, seen: inout UInt64?) -> GatherWatchAction {
+            if closed {
+                watchingGatherings = false
+                return .stop
+            }
+            if let gather, gather.deadline <= now {
+                self.gather = nil  // `flushing` stays set: the watcher leads.
+                seen = gatheringsBegun
+                return .flush
+            }
+            if gather == nil, seen == gatheringsBegun {
+                watchingGatherings = false
+                return .stop
+            }
+            seen = gatheringsBegun
+            return .keepWatching
         }
 
         /// Takes everything buffered for a flush; nil (and everything counts as durable) when nothing is.
@@ -778,21 +835,21 @@ extension AppendLog {
         /// ``AppendLog/flushAsLeader(forAWriter:)``); else the first waiter left that can lead does, or the
         /// next to arrive. Callbacks count as writers in play (each stands for a writer that handed its
         /// mutation to a combiner).
-        /// Returns the resumptions and the delay of the gathering's timer, when one must be set.
+        /// Returns the resumptions, and true when the watcher must be started (it was not running).
         mutating func settleAfterFlush(took: Duration, leaderWrites: Bool) -> (
-            resumptions: [Resumption], timer: Duration?
+            resumptions: [Resumption], startWatcher: Bool
         ) {
             let returning = waiters.count { $0.sequence <= durable } + (leaderWrites ? 1 : 0)
             let size = waiters.count + (leaderWrites ? 1 : 0)
-            guard failure == nil, returning > 0, size > 1 else { return (settleWaiters(), nil) }
-            flushing = true  // No one leads until the group is in, or the timer fires.
+            guard failure == nil, returning > 0, size > 1 else { return (settleWaiters(), false) }
+            flushing = true  // No one leads until the group is in, or its deadline passed.
             let resumptions = settleWaiters()
             let delay = gatherDelay ?? min(took, .milliseconds(1))
-            let deadline = ContinuousClock.now + delay
-            gather = (size, deadline)
-            if let firesAt = gatherTimerFiresAt, firesAt <= deadline { return (resumptions, nil) }
-            gatherTimerFiresAt = deadline
-            return (resumptions, delay)
+            gather = (size, ContinuousClock.now + delay)
+            gatheringsBegun += 1
+            if watchingGatherings { return (resumptions, false) }
+            watchingGatherings = true
+            return (resumptions, true)
         }
 
         /// Returns the waiters to resume now: all of them with the failure if the log is poisoned, else the
@@ -826,8 +883,8 @@ extension AppendLog {
         }
 
         /// Ends the gathering, if one waits, when a rewrite or close has made everything appended durable:
-        /// no leader runs during a gathering, so the next waiter may lead at once. A timer still set then
-        /// finds no gathering and does nothing.
+        /// no leader runs during a gathering, so the next waiter may lead at once. The watcher then finds no
+        /// gathering to flush.
         mutating func endGathering() {
             guard gather != nil else { return }
             gather = nil

@@ -99,25 +99,34 @@ import Testing
 
     // MARK: - Gathering
 
-    /// Starts a flush of entry 0 and holds it in `sync` while writers of entries 1...`queued` queue behind
-    /// it, then lets it finish. The log is then gathering: the next flush waits for the queued writers and
-    /// the one the flush resumed. Returns the queued writers' tasks, suspended.
+    /// Starts a flush of entry `firstPayload` and holds it in `sync` while writers of the next `queued`
+    /// entries queue behind it (and `alsoWaitingForTheLeader` more wait for the held entry itself), then
+    /// lets it finish. The log is then gathering: the next flush waits for the queued writers and the ones
+    /// the flush resumed. Returns the queued writers' tasks, suspended.
     private func gatherBehindAHeldFlush(
-        _ log: AppendLog, _ disk: FaultyFileSystem, queued: Int
+        _ log: AppendLog, _ disk: FaultyFileSystem, queued: Int, alsoWaitingForTheLeader: Int = 0,
+        firstPayload: Int = 0
     ) async throws -> [Task<Void, any Error>] {
         disk.holdNextSync()
         // The held flush blocks its thread: one of a private queue's, not of the pool the tests share.
         let leader = Task(executorPreference: HeldFlushExecutor()) {
-            try await log.waitUntilDurable(log.append([logPayload(0)]))
+            try await log.waitUntilDurable(log.append([logPayload(firstPayload)]))
         }
         var tasks: [Task<Void, any Error>] = []
+        var covered: [Task<Void, any Error>] = []
         do {
             try await yieldUntil { disk.isHoldingSync }
+            // Every entry of these tests is one payload, appended in order: payload n has sequence n + 1.
+            let held = AppendLog.Ticket(sequence: UInt64(firstPayload + 1))
+            for _ in 0..<alsoWaitingForTheLeader {
+                covered.append(Task { try await log.waitUntilDurable(held) })
+            }
+            try await yieldUntil { log.waiterCount == alsoWaitingForTheLeader }
             for index in 1...queued {
-                let ticket = try log.append([logPayload(index)])
+                let ticket = try log.append([logPayload(firstPayload + index)])
                 tasks.append(Task { try await log.waitUntilDurable(ticket) })
             }
-            try await yieldUntil { log.waiterCount == queued }
+            try await yieldUntil { log.waiterCount == alsoWaitingForTheLeader + queued }
         } catch {
             // A failing test must not leave the flush held: the log's close would wait for it forever.
             disk.releaseHeldSync()
@@ -125,6 +134,7 @@ import Testing
         }
         disk.releaseHeldSync()
         try await leader.value
+        for task in covered { try await task.value }
         return tasks
     }
 
@@ -165,7 +175,7 @@ import Testing
     /// one too, and the writer that completes the group flushes it.
     @Test(.timeLimit(.minutes(1)))
     func writersQueuedBehindAFlushWaitForTheOneItResumed() async throws {
-        // Only a full group ends the gathering here: the timer would flush it after an hour.
+        // Only a full group ends the gathering here: its deadline is an hour away.
         try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
             #expect(log.flushCount == 1)
             #expect(log.isGathering)
@@ -180,15 +190,60 @@ import Testing
         }
     }
 
-    /// A group that does not fill, because a writer stopped, is flushed by the timer.
+    /// A group that does not fill, because a writer stopped, is flushed by the watcher.
     @Test(.timeLimit(.minutes(1)))
-    func aGroupThatDoesNotFillIsFlushedByTheTimer() async throws {
+    func aGroupThatDoesNotFillIsFlushedByTheWatcher() async throws {
         try await withGatheringLog(delay: .milliseconds(1), queued: 2) { log, _, _, queued in
             for task in queued { try await task.value }
             #expect(log.flushCount == 2)
             // A writer that comes later is flushed too, whether a gathering still waits for the others or not.
             try await log.waitUntilDurable(log.append([logPayload(3)]))
             #expect(log.flushCount == 3)
+        }
+    }
+
+    /// A writer that arrives after the group's deadline leads the flush with the writers waiting then, even
+    /// though the group is not full: the watcher, which would flush it otherwise, looks only every
+    /// millisecond (here: every hour).
+    @Test(.timeLimit(.minutes(1)))
+    func aWriterArrivingAfterTheDeadlineFlushesTheGroupAsItIs() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            defer { log.close() }
+            log.setGatherDelay(.zero)
+            log.setGatherWatchInterval(.seconds(3600))
+            // The held flush covers a second waiter besides its leader: both return, so the group it gathers
+            // is of four (those two and the two queued), and one more writer does not complete it.
+            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 2, alsoWaitingForTheLeader: 1)
+            #expect(log.isGathering)
+            #expect(log.waiterCount == 2)
+
+            try await log.waitUntilDurable(log.append([logPayload(3)]))
+            for task in queued { try await task.value }
+            #expect(log.flushCount == 2, "the late writer flushed the two queued ones with its own")
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...3).map { logPayload($0) })
+        }
+    }
+
+    /// The watcher runs only while gatherings begin: it stops after an interval without one, and the next
+    /// gathering starts it again (its group, which does not fill, is flushed).
+    @Test(.timeLimit(.minutes(1)))
+    func theWatcherStopsWhenTheLogStopsGatheringAndStartsWithTheNextGathering() async throws {
+        try await withGatheringLog(delay: .zero, queued: 2) { log, disk, url, queued in
+            for task in queued { try await task.value }
+            #expect(log.flushCount == 2)
+            try await yieldUntil { !log.isWatchingGatherings }
+
+            let next = try await gatherBehindAHeldFlush(log, disk, queued: 2, firstPayload: 3)
+            #expect(log.isWatchingGatherings)
+            for task in next { try await task.value }
+            #expect(log.flushCount == 4, "the watcher flushed the second group too")
+            log.close()
+            try await yieldUntil { !log.isWatchingGatherings }
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...5).map { logPayload($0) })
         }
     }
 
@@ -294,7 +349,7 @@ import Testing
         }
     }
 
-    /// While a group gathers, the next flush belongs to the writer that completes it (or the timer): a
+    /// While a group gathers, the next flush belongs to the writer that completes it (or the watcher): a
     /// flush in between would split the group.
     @Test(.timeLimit(.minutes(1)))
     func flushIfIdleLeavesAGatheringAlone() async throws {
