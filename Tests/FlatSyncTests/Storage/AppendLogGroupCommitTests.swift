@@ -237,8 +237,8 @@ import Testing
             #expect(log.flushCount == 2)
             try await yieldUntil { !log.isWatchingGatherings }
 
+            // Only a watcher started again flushes this group (its writers never come back).
             let next = try await gatherBehindAHeldFlush(log, disk, queued: 2, firstPayload: 3)
-            #expect(log.isWatchingGatherings)
             for task in next { try await task.value }
             #expect(log.flushCount == 4, "the watcher flushed the second group too")
             log.close()
