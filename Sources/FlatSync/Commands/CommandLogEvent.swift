@@ -57,8 +57,10 @@ extension CommandLogEvent {
     /// changes straight after it: no second buffer to copy a 10,000-change batch's megabyte from. Nil when
     /// a change interns anything else.
     private static func encodedInterningOnlyTheZone(_ mutation: Mutation) -> Data? {
-        // A save of plain fields interns its record type and keys (a reading-list add): no use starting.
-        if let first = mutation.changes.first, !first.isDelete, first.carriedRecord.content.isFields { return nil }
+        // Any other save interns its record type and keys (a reading-list add): no use starting.
+        if let first = mutation.changes.first, !first.isDelete, !first.carriedRecord.content.isHistoryItem {
+            return nil
+        }
         let zone = mutation.zone.name
         var interned = InternedWriter(capacity: mutation.changes.count * 64 + 64, table: [zone])
         interned.writer.write(Tag.mutation.rawValue)
@@ -72,9 +74,9 @@ extension CommandLogEvent {
                 // Read where it is stored: passed as a value from the array or from its buffer, each change was
                 // copied before it was written, and destroyed after.
                 let change = changes.baseAddress! + index
-                // A save of plain fields interns its record type and keys: give up before writing it, or a
+                // Any other save interns its record type and keys: give up before writing it, or a
                 // reading-list add would be written here and then again by ``encode(to:)``.
-                if !change.pointee.isDelete, change.pointee.carriedRecord.content.isFields { return false }
+                if !change.pointee.isDelete, !change.pointee.carriedRecord.content.isHistoryItem { return false }
                 interned.write(changeAt: change, sequence: false)
                 if interned.table.count > 1 { return false }
             }
@@ -311,6 +313,15 @@ package struct InternedWriter {
         write(record.id)
         write(record.type)
         writer.write(record.changeTag?.rawValue)
+        if case .readingListEntry(let entry) = record.content {
+            // Its fields as `fields` holds them, without building the dictionary; read back, they are one.
+            writer.write(varint: entry.title == nil ? 3 : 4)
+            entry.forEachRecordField { key, value in
+                write(key)
+                writer.write(value, tags: .commandLog)
+            }
+            return
+        }
         writer.write(varint: UInt64(record.fields.count))
         for (key, value) in record.fields {
             write(key)

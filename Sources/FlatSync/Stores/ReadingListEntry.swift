@@ -31,15 +31,58 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
     public static let recordNamePrefix = "rl-"
 
     /// The entry as a `ReadingListEntry` record: `articleID`, `dateAdded`, `origin`, and `title` when set.
+    ///
+    /// The record keeps the entry and builds its field dictionary only when asked (see `Record.Content`).
     public var record: Record {
-        var fields: [String: FieldValue] = [
-            "articleID": .string(articleID), "dateAdded": .date(dateAdded), "origin": .int(origin),
-        ]
-        if let title { fields["title"] = .string(title) }
-        return Record(id: recordID, type: Self.recordType, fields: fields)
+        Record(id: recordID, type: Self.recordType, content: .readingListEntry(self))
+    }
+
+    /// The fields of ``record``.
+    package var recordFields: [String: FieldValue] {
+        var fields = [String: FieldValue](minimumCapacity: 4)
+        forEachRecordField { fields[$0] = $1 }
+        return fields
+    }
+
+    /// Calls `body` with each field of ``record``, in a fixed order: what ``recordFields`` holds.
+    package func forEachRecordField(_ body: (String, FieldValue) -> Void) {
+        body("articleID", .string(articleID))
+        body("dateAdded", .date(dateAdded))
+        body("origin", .int(origin))
+        if let title { body("title", .string(title)) }
+    }
+
+    /// The value of one field of ``record``, without building the others.
+    package func recordField(_ key: String) -> FieldValue? {
+        switch key {
+        case "articleID": return .string(articleID)
+        case "dateAdded": return .date(dateAdded)
+        case "origin": return .int(origin)
+        case "title": return title.map { .string($0) }
+        default: return nil
+        }
+    }
+
+    /// True when the records of both hold equal fields (as ``FieldValue`` compares them).
+    package func hasSameRecordFields(as other: ReadingListEntry) -> Bool {
+        articleID == other.articleID && FieldValue.date(dateAdded) == .date(other.dateAdded)
+            && origin == other.origin && title == other.title
     }
 
     public init(record: Record) throws(FlatSyncError) {
+        // A record made by ``record`` holds the entry: take it after the same checks as the fields' path.
+        if case .readingListEntry(let entry) = record.content, record.type == Self.recordType,
+            record.id == entry.recordID
+        {
+            do throws(FlatSyncError) {
+                try ArticleID.validate(entry.articleID)
+            } catch {
+                throw FlatSyncError(
+                    .malformedRecord, "The record \(record.id) holds an invalid article ID: \(error.message)")
+            }
+            self = entry
+            return
+        }
         articleID = try record.checkedArticleID(for: Self.self)
         dateAdded = try record.requiredDate("dateAdded")
         origin = try record.int("origin")

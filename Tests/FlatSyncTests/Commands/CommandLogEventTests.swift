@@ -28,6 +28,20 @@ import Testing
                 ]
             )
         ),
+        // Reading-list records hold their entries (`Record.Content`): written field by field, read back as
+        // fields, equal.
+        .mutation(
+            Mutation(
+                sequence: 9,
+                zone: .readingList,
+                changes: [
+                    .save(
+                        ReadingListEntry(articleID: "a ✓ ü", dateAdded: date, origin: 3, title: "Tides").record,
+                        changedKeys: ["articleID", "dateAdded", "origin", "title"]),
+                    .save(ReadingListEntry(articleID: "b", dateAdded: date).record, changedKeys: ["dateAdded"]),
+                ]
+            )
+        ),
         .sealed(.readingList), .unsealed(.readingHistory),
         .acknowledged(CommandID(12), [F.id("a"), F.id("b")]),
         .clearedZone(.readingHistory, sequence: 8), .clearedAll(sequence: 300),

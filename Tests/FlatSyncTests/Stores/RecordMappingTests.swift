@@ -18,6 +18,58 @@ import Testing
         #expect(try ReadingListEntry(record: record) == entry)
     }
 
+    /// A reading-list entry's record holds the entry, not a dictionary (`Record.Content`); it stands for the
+    /// same fields, so it equals, hashes and maps back as the record of those fields does.
+    @Test(arguments: [
+        ReadingListEntry(articleID: "A1", dateAdded: date, origin: 2, title: "Tides"),
+        ReadingListEntry(articleID: "a ✓ ü \u{212A}", dateAdded: .distantPast, origin: .min),
+        ReadingListEntry(
+            articleID: String(repeating: "é", count: 128), dateAdded: .distantFuture, origin: .max, title: ""),
+        ReadingListEntry(articleID: "K", dateAdded: Date(timeIntervalSinceReferenceDate: -0.0), title: "née"),
+    ])
+    func aReadingListRecordHoldsItsEntryAndStandsForItsFields(entry: ReadingListEntry) throws {
+        let record = entry.record
+        guard case .readingListEntry(let held) = record.content else {
+            Issue.record("the record holds \(record.content), not the entry")
+            return
+        }
+        #expect(held == entry)
+        var expected: [String: FieldValue] = [
+            "articleID": .string(entry.articleID), "dateAdded": .date(entry.dateAdded), "origin": .int(entry.origin),
+        ]
+        if let title = entry.title { expected["title"] = .string(title) }
+        #expect(record.fields == expected)
+        for key in ["articleID", "dateAdded", "origin", "title", "other"] { #expect(record[key] == expected[key]) }
+
+        let plain = Record(id: record.id, type: record.type, fields: expected)
+        #expect(record == plain && plain == record)
+        #expect(record.hasSameContent(as: plain))
+        #expect(Set([record, plain]).count == 1, "equal records hash alike")
+        #expect(try ReadingListEntry(record: record) == entry)
+        #expect(try ReadingListEntry(record: plain) == entry)
+
+        // One field different: unequal in either form.
+        var other = entry
+        other.origin = entry.origin == 0 ? 1 : 0
+        #expect(other.record != record && other.record != plain)
+        other = entry
+        other.title = entry.title == nil ? "t" : nil
+        #expect(other.record != record && other.record != plain)
+    }
+
+    /// The checks of the fields' path hold for a record that holds its entry too.
+    @Test func aRecordHoldingAnEntryIsCheckedLikeItsFields() {
+        let entry = ReadingListEntry(articleID: "A1", dateAdded: Self.date)
+        let renamed = Record(
+            id: RecordID(zone: .readingList, name: "rl-other"), type: ReadingListEntry.recordType,
+            content: .readingListEntry(entry))
+        let retyped = Record(id: entry.recordID, type: "Something", content: .readingListEntry(entry))
+        let invalid = ReadingListEntry(articleID: "tab\there", dateAdded: Self.date).record
+        for record in [renamed, retyped, invalid] {
+            expectError(.malformedRecord) { try ReadingListEntry(record: record) }
+        }
+    }
+
     @Test func historyItemMapsToTheDesignedRecordWithFlagsOnlyWhenSet() throws {
         let item = ReadingHistoryItem(
             articleID: "A2", lastVisited: Self.date, firstSeen: Self.date.addingTimeInterval(-60), maxVersionSeen: 4,
