@@ -52,7 +52,7 @@ import Dispatch
 /// buffers them in memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first
 /// waiter becomes the leader and writes and flushes everything buffered so far on its own thread, while
 /// waiters that arrive during that flush suspend and are covered by the next one. While several writers are
-/// in play, that next flush waits (briefly: about as long as a flush, 2 ms at most) until each of them is
+/// in play, that next flush waits (briefly: about as long as a flush, about 2 ms at most) until each of them is
 /// waiting again, so that one fsync covers them all.
 ///
 /// A failed write or flush is never retried. After a failed `fsync` the kernel may have dropped the dirty
@@ -208,7 +208,8 @@ package final class AppendLog: Sendable {
     /// If no flush is running the caller becomes the leader and writes and flushes everything buffered so
     /// far on its own thread; otherwise it suspends until a flush covers its ticket. While the log gathers a
     /// group for the next flush (see ``flushAsLeader(forAWriter:)``) it suspends too, unless it is the
-    /// writer that completes the group: then it leads. It runs on the global
+    /// writer that completes the group, or it arrives after the group's deadline: then it leads. It runs on
+    /// the global
     /// executor, never on the caller's actor, and is not cancellable (the entries are appended already).
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` (cause: the `POSIXError`) when the flush that
@@ -331,8 +332,8 @@ package final class AppendLog: Sendable {
     /// wakeup per flush. A group has a deadline, as long as this flush took (at most 1 ms): a writer that
     /// arrives after it leads at once, with whoever is waiting. A group that does not fill because its other
     /// writers stopped is flushed by the watcher (``watchGatherings()``) at its first look after the
-    /// deadline: a gathering adds at most the deadline and ``gatherWatchInterval`` (2 ms in all) to a
-    /// write's latency. A lone writer never gathers.
+    /// deadline: a gathering adds at most the deadline and ``gatherWatchInterval`` (about 2 ms in all, as
+    /// the watcher's sleep may run late) to a write's latency. A lone writer never gathers.
     private func flushAsLeader(forAWriter: Bool = true) throws(FlatSyncError) {
         let path = self.path
         let fileSystem = self.fileSystem
@@ -515,6 +516,7 @@ package final class AppendLog: Sendable {
     /// Sets how often the gathering watcher looks, from its next look on (see ``watchGatherings()``), so
     /// that a test can keep it from flushing a gathering, or watch it stop.
     package func setGatherWatchInterval(_ interval: Duration) {
+        precondition(interval > .zero, "the watcher would look without pause")
         state.withLock { $0.gatherWatchInterval = interval }
     }
 
@@ -714,7 +716,7 @@ extension AppendLog {
         /// Every ticket up to this sequence is durable.
         var durable: UInt64 = 0
         /// A leader is flushing or has been chosen, or a group is being gathered (`gather`); new waiters
-        /// suspend instead of leading, except the one that completes the group.
+        /// suspend instead of leading, except the one that completes the group or comes after its deadline.
         var flushing = false
         /// Suspended waiters, in arrival order.
         var waiters: [Waiter] = []

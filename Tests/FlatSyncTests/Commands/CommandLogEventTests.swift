@@ -39,6 +39,7 @@ import Testing
                         ReadingListEntry(articleID: "a ✓ ü", dateAdded: date, origin: 3, title: "Tides").record,
                         changedKeys: ["articleID", "dateAdded", "origin", "title"]),
                     .save(ReadingListEntry(articleID: "b", dateAdded: date).record, changedKeys: ["dateAdded"]),
+                    .save(ReadingListEntry(articleID: "c", dateAdded: date, title: "").record, changedKeys: ["title"]),
                 ]
             )
         ),
@@ -67,6 +68,10 @@ import Testing
             )
         ),
         .applied(.readingList, [F.delete("y").withSequence(9), F.save("z", ["n": .int(Int64.min)]).withSequence(10)]),
+        .applied(
+            .readingList,
+            [.save(ReadingListEntry(articleID: "d", dateAdded: date, origin: -1).record, changedKeys: [], sequence: 11)]
+        ),
         .counters(nextSequence: 1 << 40, nextCommandID: 5),
     ]
 

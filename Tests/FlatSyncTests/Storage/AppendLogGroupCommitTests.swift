@@ -242,7 +242,6 @@ import Testing
             for task in next { try await task.value }
             #expect(log.flushCount == 4, "the watcher flushed the second group too")
             log.close()
-            try await yieldUntil { !log.isWatchingGatherings }
             #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...5).map { logPayload($0) })
         }
     }

@@ -57,6 +57,17 @@ import Testing
         #expect(other.record != record && other.record != plain)
     }
 
+    /// Both forms compare article IDs as `String` does, canonically equivalent ones alike (U+212A KELVIN SIGN
+    /// and "K"): a record holding an entry equals the fields of the other spelling, as the fields did.
+    @Test func bothFormsCompareArticleIDsAsStringDoes() {
+        let kelvin = ReadingListEntry(articleID: "\u{212A}", dateAdded: Self.date)
+        let latin = ReadingListEntry(articleID: "K", dateAdded: Self.date)
+        let latinFields = Record(id: latin.record.id, type: latin.record.type, fields: latin.record.fields)
+        #expect(kelvin.record == latin.record)
+        #expect(kelvin.record == latinFields)
+        #expect(Set([kelvin.record, latinFields]).count == 1)
+    }
+
     /// The checks of the fields' path hold for a record that holds its entry too.
     @Test func aRecordHoldingAnEntryIsCheckedLikeItsFields() {
         let entry = ReadingListEntry(articleID: "A1", dateAdded: Self.date)
