@@ -52,8 +52,8 @@ import Dispatch
 /// buffers them in memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first
 /// waiter becomes the leader and writes and flushes everything buffered so far on its own thread, while
 /// waiters that arrive during that flush suspend and are covered by the next one. While several writers are
-/// in play, that next flush waits (briefly: about as long as a flush, about 2 ms at most) until each of them is
-/// waiting again, so that one fsync covers them all.
+/// in play, that next flush waits (briefly: about as long as a flush takes, some 2 ms at the most) until each
+/// of them is waiting again, so that one fsync covers them all.
 ///
 /// A failed write or flush is never retried. After a failed `fsync` the kernel may have dropped the dirty
 /// pages, so a second `fsync` could report success for lost data, and a later append that succeeds could
@@ -209,8 +209,8 @@ package final class AppendLog: Sendable {
     /// far on its own thread; otherwise it suspends until a flush covers its ticket. While the log gathers a
     /// group for the next flush (see ``flushAsLeader(forAWriter:)``) it suspends too, unless it is the
     /// writer that completes the group, or it arrives after the group's deadline: then it leads. It runs on
-    /// the global
-    /// executor, never on the caller's actor, and is not cancellable (the entries are appended already).
+    /// the global executor, never on the caller's actor, and is not cancellable (the entries are appended
+    /// already).
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` (cause: the `POSIXError`) when the flush that
     ///   would cover the ticket failed, or failed earlier.
