@@ -29,7 +29,12 @@ package enum ChangeDraft<Item: RecordDiffable>: Sendable {
     /// The change, as the mutation numbered `sequence` makes it: the save of the new item's record with the
     /// keys that differ from the old one's, or the delete of the record.
     func change(sequence: UInt64) -> RecordChange {
-        switch self {
+        (copy self).takeChange(sequence: sequence)
+    }
+
+    /// ``change(sequence:)``, made from the draft's own item and article ID rather than from copies of them.
+    consuming func takeChange(sequence: UInt64) -> RecordChange {
+        switch consume self {
         case .save(let articleID, let old, let new):
             return new.saveChange(since: old, articleID: articleID, sequence: sequence)
         case .delete(let articleID):
@@ -39,21 +44,45 @@ package enum ChangeDraft<Item: RecordDiffable>: Sendable {
         }
     }
 
+    /// What a draft is left as once its change was taken from it: a delete of no article, which holds no
+    /// storage, so that emptying the drafts afterwards releases nothing.
+    static var taken: ChangeDraft { .delete(articleID: "") }
+
     /// The changes of `drafts`, in their order; made half on this thread and half on another when
-    /// `onTwoThreads` (see ``ForkJoin``).
-    static func makeChanges(_ drafts: [ChangeDraft], sequence: UInt64, onTwoThreads: Bool) -> [RecordChange] {
-        guard onTwoThreads, drafts.count > 1 else { return drafts.map { $0.change(sequence: sequence) } }
+    /// `onTwoThreads` (see ``ForkJoin``). Each is made from its draft's own values, and `drafts` are left as
+    /// ``taken``: copying an item retained and released its strings, and taking the values instead made a
+    /// 10,000-visit burst 2–5 % faster (four interleaved runs of 60 bursts, medians and minimums).
+    static func makeChanges(_ drafts: inout [ChangeDraft], sequence: UInt64, onTwoThreads: Bool) -> [RecordChange] {
         let count = drafts.count
-        return [RecordChange](unsafeUninitializedCapacity: count) { buffer, initializedCount in
-            let changes = UninitializedChanges(start: buffer.baseAddress!)
-            let middle = count / 2
-            _ = ForkJoin.run(
-                { changes.make(from: drafts, in: 0..<middle, sequence: sequence) },
-                { changes.make(from: drafts, in: middle..<count, sequence: sequence) }
-            )
-            initializedCount = count
+        guard count > 0 else { return [] }
+        return drafts.withUnsafeMutableBufferPointer { drafts in
+            [RecordChange](unsafeUninitializedCapacity: count) { buffer, initializedCount in
+                let changes = UninitializedChanges(start: buffer.baseAddress!)
+                guard onTwoThreads, count > 1 else {
+                    changes.make(from: drafts, in: 0..<count, sequence: sequence)
+                    initializedCount = count
+                    return
+                }
+                let middle = count / 2
+                let halves = TakenDrafts(drafts)
+                _ = ForkJoin.run(
+                    { changes.make(from: halves.drafts, in: 0..<middle, sequence: sequence) },
+                    { changes.make(from: halves.drafts, in: middle..<count, sequence: sequence) }
+                )
+                initializedCount = count
+            }
         }
     }
+}
+
+/// A batch's drafts while two threads take the changes out of them.
+///
+/// `@unchecked Sendable`: each thread takes from and writes back to its own range of the drafts only, and
+/// the caller, which holds the buffer, reads it again only after both are done.
+private struct TakenDrafts<Item: RecordDiffable>: @unchecked Sendable {
+    let drafts: UnsafeMutableBufferPointer<ChangeDraft<Item>>
+
+    init(_ drafts: UnsafeMutableBufferPointer<ChangeDraft<Item>>) { self.drafts = drafts }
 }
 
 /// The memory of a batch's changes while two threads make them.
@@ -63,12 +92,15 @@ package enum ChangeDraft<Item: RecordDiffable>: Sendable {
 private struct UninitializedChanges: @unchecked Sendable {
     let start: UnsafeMutablePointer<RecordChange>
 
-    /// Makes the changes of `drafts[range]` at the same positions.
-    func make<Item>(from drafts: [ChangeDraft<Item>], in range: Range<Int>, sequence: UInt64) {
-        drafts.withUnsafeBufferPointer { drafts in
-            for position in range {
-                (start + position).initialize(to: drafts[position].change(sequence: sequence))
-            }
+    /// Makes the changes of `drafts[range]` at the same positions, taking them out of the drafts (each left
+    /// as ``ChangeDraft/taken``).
+    func make<Item>(from drafts: UnsafeMutableBufferPointer<ChangeDraft<Item>>, in range: Range<Int>, sequence: UInt64)
+    {
+        let base = drafts.baseAddress!
+        for position in range {
+            let draft = (base + position).move()
+            (base + position).initialize(to: .taken)
+            (start + position).initialize(to: draft.takeChange(sequence: sequence))
         }
     }
 }

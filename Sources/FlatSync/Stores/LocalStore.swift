@@ -565,13 +565,13 @@ public actor LocalStore {
             guard appended else { continue }
             if indexByArticle != nil, let index = indexByArticle!.insert(articleID, index: drafts.count - 1) {
                 // The article's earlier change takes this one in: the batch keeps one change per record.
-                let later = drafts.removeLast().change(sequence: sequence)
+                let later = drafts.removeLast().takeChange(sequence: sequence)
                 drafts[index] = .made(drafts[index].change(sequence: sequence).coalesced(with: later))
             }
         }
         swap(&state, &zones[keyPath: zone])
         let changes = ChangeDraft.makeChanges(
-            drafts, sequence: sequence, onTwoThreads: drafts.count >= options.parallelBatchMinimum)
+            &drafts, sequence: sequence, onTwoThreads: drafts.count >= options.parallelBatchMinimum)
         // Freed before the log and the queue take the changes (the items they hold are the table's too).
         drafts = []
         let changeCount = changes.count

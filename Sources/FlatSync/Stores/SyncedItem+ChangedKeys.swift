@@ -13,11 +13,11 @@ package protocol RecordDiffable: TableItem {
     func changedRecordKeys(since old: Self?) -> Set<String>
 
     /// The save of this item's record, changed from `old`'s; `articleID` is the item's.
-    func saveChange(since old: Self?, articleID: String, sequence: UInt64) -> RecordChange
+    consuming func saveChange(since old: Self?, articleID: String, sequence: UInt64) -> RecordChange
 }
 
 extension RecordDiffable {
-    package func saveChange(since old: Self?, articleID: String, sequence: UInt64) -> RecordChange {
+    package consuming func saveChange(since old: Self?, articleID: String, sequence: UInt64) -> RecordChange {
         .save(record, changedKeys: changedRecordKeys(since: old), sequence: sequence)
     }
 }
@@ -87,9 +87,12 @@ extension ReadingHistoryItem: RecordDiffable {
 
     /// The save of this item's record with its changed keys as a mask (which the log writes as is), and
     /// its record ID made from the caller's article ID rather than from the compact one.
-    package func saveChange(since old: ReadingHistoryItem?, articleID: String, sequence: UInt64) -> RecordChange {
+    package consuming func saveChange(
+        since old: ReadingHistoryItem?, articleID: String, sequence: UInt64
+    ) -> RecordChange {
         let mask = changedRecordKeyMask(since: old)
-        var canonical = self
+        // Taken over from the caller (a draft of a batch hands its item over): no copy of its strings.
+        var canonical = consume self
         canonical.flags.formIntersection(Flags.recorded)
         // Moved along (`consume`), not copied: each copy of the item or the record retained and released
         // their strings, for every change of a batch.

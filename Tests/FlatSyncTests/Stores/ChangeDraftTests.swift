@@ -53,9 +53,19 @@ import Testing
     func changesMadeOnTwoThreadsAreTheChangesMadeInOrder(count: Int) {
         let drafts = Self.historyDrafts(count: count)
         let expected = Self.madeOneByOne(drafts, sequence: 9)
-        let onOne = ChangeDraft.makeChanges(drafts, sequence: 9, onTwoThreads: false)
-        let onTwo = ChangeDraft.makeChanges(drafts, sequence: 9, onTwoThreads: true)
+        // Each call takes the changes out of its own copy of the drafts, and leaves them as `taken`.
+        var forOne = drafts
+        var forTwo = drafts
+        let onOne = ChangeDraft.makeChanges(&forOne, sequence: 9, onTwoThreads: false)
+        let onTwo = ChangeDraft.makeChanges(&forTwo, sequence: 9, onTwoThreads: true)
         #expect(onOne.count == count && onTwo.count == count)
+        for taken in forOne + forTwo {
+            guard case .delete(let articleID) = taken, articleID.isEmpty else {
+                Issue.record("a draft was left as \(taken), not taken")
+                break
+            }
+        }
+        #expect(forOne.count == count && forTwo.count == count)
         #expect(onOne == expected)
         #expect(onTwo == expected)
         // Field by field too, where `==` compares records by their fields: the changed keys and the names.
@@ -133,8 +143,10 @@ import Testing
             if index % 3 == 2 { return .delete(articleID: "r\(index)") }
             return .save(articleID: "r\(index)", old: index % 3 == 1 ? entry : nil, new: entry)
         }
-        let onOne = ChangeDraft.makeChanges(drafts, sequence: 4, onTwoThreads: false)
-        let onTwo = ChangeDraft.makeChanges(drafts, sequence: 4, onTwoThreads: true)
+        var forOne = drafts
+        var forTwo = drafts
+        let onOne = ChangeDraft.makeChanges(&forOne, sequence: 4, onTwoThreads: false)
+        let onTwo = ChangeDraft.makeChanges(&forTwo, sequence: 4, onTwoThreads: true)
         #expect(onOne == onTwo)
         #expect(onOne.map(\.changedKeys) == onTwo.map(\.changedKeys))
         #expect(onTwo.filter(\.isDelete).count == 21)
