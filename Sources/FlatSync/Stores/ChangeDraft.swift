@@ -29,12 +29,7 @@ package enum ChangeDraft<Item: RecordDiffable>: Sendable {
     /// The change, as the mutation numbered `sequence` makes it: the save of the new item's record with the
     /// keys that differ from the old one's, or the delete of the record.
     func change(sequence: UInt64) -> RecordChange {
-        (copy self).takeChange(sequence: sequence)
-    }
-
-    /// ``change(sequence:)``, made from the draft's own item and article ID rather than from copies of them.
-    consuming func takeChange(sequence: UInt64) -> RecordChange {
-        switch consume self {
+        switch self {
         case .save(let articleID, let old, let new):
             return new.saveChange(since: old, articleID: articleID, sequence: sequence)
         case .delete(let articleID):
@@ -98,9 +93,20 @@ private struct UninitializedChanges: @unchecked Sendable {
     {
         let base = drafts.baseAddress!
         for position in range {
-            let draft = (base + position).move()
+            // ``ChangeDraft/change(sequence:)`` on the draft moved out: switched over in place, a moved value's
+            // items go on into the change; as a `consuming` method's `switch consume self`, the draft was
+            // copied first (retaining its strings) and the copy taken apart.
+            let change: RecordChange
+            switch (base + position).move() {
+            case .save(let articleID, let old, let new):
+                change = new.saveChange(since: old, articleID: articleID, sequence: sequence)
+            case .delete(let articleID):
+                change = .delete(Item.recordID(for: articleID), sequence: sequence)
+            case .made(let made):
+                change = made
+            }
             (base + position).initialize(to: .taken)
-            (start + position).initialize(to: draft.takeChange(sequence: sequence))
+            (start + position).initialize(to: change)
         }
     }
 }

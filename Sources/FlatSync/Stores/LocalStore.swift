@@ -565,7 +565,7 @@ public actor LocalStore {
             guard appended else { continue }
             if indexByArticle != nil, let index = indexByArticle!.insert(articleID, index: drafts.count - 1) {
                 // The article's earlier change takes this one in: the batch keeps one change per record.
-                let later = drafts.removeLast().takeChange(sequence: sequence)
+                let later = drafts.removeLast().change(sequence: sequence)
                 drafts[index] = .made(drafts[index].change(sequence: sequence).coalesced(with: later))
             }
         }

@@ -69,7 +69,7 @@ extension ZoneState where Item: RecordDiffable {
     package mutating func replace(_ articleID: String, with item: Item?, sequence: UInt64) -> RecordChange? {
         var drafts: [ChangeDraft<Item>] = []
         guard appendChange(articleID, to: &drafts, { _ in item }) else { return nil }
-        return drafts.removeLast().takeChange(sequence: sequence)
+        return drafts.removeLast().change(sequence: sequence)
     }
 
     /// Replaces an article's item with what `transform` makes of it (removing it for nil), finding the
