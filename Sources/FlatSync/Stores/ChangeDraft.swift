@@ -3,8 +3,9 @@
 ///
 /// Making a change — its record name, its record, the box that holds a history item — cost most of the pass
 /// (a burst of 10,000 new visits: ~3.6 of its ~5.5 ms). The pass keeps drafts instead, and a large batch's
-/// changes are made from them afterwards on two threads (``makeChanges(_:sequence:onTwoThreads:)``): the
-/// drafts are only read there, and each thread writes its own half of the changes.
+/// changes are made from them afterwards on two threads (``makeChanges(_:sequence:onTwoThreads:)``): each
+/// thread takes its own half of the drafts apart (leaving each as ``taken``) and writes its half of the
+/// changes.
 package enum ChangeDraft<Item: RecordDiffable>: Sendable {
     /// A save of the article's item `new`, which was `old` before the batch.
     case save(articleID: String, old: Item?, new: Item)
@@ -80,7 +81,7 @@ private struct TakenDrafts<Item: RecordDiffable>: @unchecked Sendable {
     init(_ drafts: UnsafeMutableBufferPointer<ChangeDraft<Item>>) { self.drafts = drafts }
 }
 
-/// The memory of a batch's changes while two threads make them.
+/// The memory of a batch's changes while they are made (by two threads, or by the caller alone).
 ///
 /// `@unchecked Sendable`: the two threads initialize disjoint ranges of it, and the caller reads it only
 /// after both are done (``ForkJoin/run(_:_:)`` returns once both pieces ran).
@@ -93,9 +94,9 @@ private struct UninitializedChanges: @unchecked Sendable {
     {
         let base = drafts.baseAddress!
         for position in range {
-            // ``ChangeDraft/change(sequence:)`` on the draft moved out: switched over in place, a moved value's
-            // items go on into the change; as a `consuming` method's `switch consume self`, the draft was
-            // copied first (retaining its strings) and the copy taken apart.
+            // ``ChangeDraft/change(sequence:)``, on the draft moved out and switched over in place: its items go
+            // on into the change uncopied. (Written as a `consuming` method that switched over `consume self`,
+            // it copied the draft first, retaining its strings, and took the copy apart.)
             let change: RecordChange
             switch (base + position).move() {
             case .save(let articleID, let old, let new):

@@ -572,7 +572,7 @@ public actor LocalStore {
         swap(&state, &zones[keyPath: zone])
         let changes = ChangeDraft.makeChanges(
             &drafts, sequence: sequence, onTwoThreads: drafts.count >= options.parallelBatchMinimum)
-        // Freed before the log and the queue take the changes (the items they hold are the table's too).
+        // The drafts were taken apart into the changes (each left holding nothing): only their buffer is freed.
         drafts = []
         let changeCount = changes.count
         guard changeCount > 0 else { return (0, nil) }

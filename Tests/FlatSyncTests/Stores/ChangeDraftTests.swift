@@ -148,6 +148,7 @@ import Testing
         let onOne = ChangeDraft.makeChanges(&forOne, sequence: 4, onTwoThreads: false)
         let onTwo = ChangeDraft.makeChanges(&forTwo, sequence: 4, onTwoThreads: true)
         #expect(onOne == onTwo)
+        #expect((forOne + forTwo).allSatisfy { if case .delete("") = $0 { true } else { false } }, "all taken")
         #expect(onOne.map(\.changedKeys) == onTwo.map(\.changedKeys))
         #expect(onTwo.filter(\.isDelete).count == 21)
     }
