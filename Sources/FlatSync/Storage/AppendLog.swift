@@ -378,7 +378,7 @@ package final class AppendLog: Sendable {
     ///
     /// A look every millisecond, not a timer per gathering: with 16 writers a gathering begins after every
     /// flush, several thousand times a second, and arming a Dispatch timer for each (a wakeup of Dispatch's
-    /// timer thread, and of a worker when it fired) cost more than a sixth of their adds (55k → 61–66k adds/s
+    /// timer thread, and of a worker when it fired) cost a tenth to a sixth of their adds (55k → 61–66k adds/s
     /// without it, half the context switches).
     private func watchGatherings() {
         gatherWatchQueue.async { [weak self] in
