@@ -370,12 +370,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         if case .historyItem(let item) = record.content, record.type == Self.recordType,
             record.id.zone == Self.zone, Self.isRecordName(record.id.name, of: item.compactArticleID)
         {
-            do throws(FlatSyncError) {
-                try ArticleID.validate(item.articleID)
-            } catch {
-                throw FlatSyncError(
-                    .malformedRecord, "The record \(record.id) holds an invalid article ID: \(error.message)")
-            }
+            try record.checkArticleID(item.articleID)
             self = item
             return
         }

@@ -74,12 +74,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
         if case .readingListEntry(let entry) = record.content, record.type == Self.recordType,
             record.id == entry.recordID
         {
-            do throws(FlatSyncError) {
-                try ArticleID.validate(entry.articleID)
-            } catch {
-                throw FlatSyncError(
-                    .malformedRecord, "The record \(record.id) holds an invalid article ID: \(error.message)")
-            }
+            try record.checkArticleID(entry.articleID)
             self = entry
             return
         }

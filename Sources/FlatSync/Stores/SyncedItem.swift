@@ -114,12 +114,18 @@ extension Record {
             throw FlatSyncError(
                 .malformedRecord, "The record \(id) holds the article ID \(articleID), which does not match its name.")
         }
+        try checkArticleID(articleID)
+        return articleID
+    }
+
+    /// Checks that `articleID`, which the record holds, is a valid one (``ArticleID/validate(_:)``); the
+    /// error is the record's (`malformedRecord`).
+    func checkArticleID(_ articleID: String) throws(FlatSyncError) {
         do throws(FlatSyncError) {
             try ArticleID.validate(articleID)
         } catch {
             throw FlatSyncError(.malformedRecord, "The record \(id) holds an invalid article ID: \(error.message)")
         }
-        return articleID
     }
 
     private func missing(_ key: String, _ type: String) -> FlatSyncError {
