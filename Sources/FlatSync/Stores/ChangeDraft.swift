@@ -30,14 +30,25 @@ package enum ChangeDraft<Item: RecordDiffable>: Sendable {
     /// The change, as the mutation numbered `sequence` makes it: the save of the new item's record with the
     /// keys that differ from the old one's, or the delete of the record.
     func change(sequence: UInt64) -> RecordChange {
-        switch self {
+        var draft = self
+        return Self.takeChange(from: &draft, sequence: sequence)
+    }
+
+    /// ``change(sequence:)``, taken out of the draft at `draft` (left as ``taken``): its items go on into
+    /// the change uncopied. Switched over as the moved value; written as a `consuming` method that switched
+    /// over `consume self`, it copied the draft first (retaining its strings) and took the copy apart.
+    static func takeChange(from draft: UnsafeMutablePointer<ChangeDraft>, sequence: UInt64) -> RecordChange {
+        let change: RecordChange
+        switch draft.move() {
         case .save(let articleID, let old, let new):
-            return new.saveChange(since: old, articleID: articleID, sequence: sequence)
+            change = new.saveChange(since: old, articleID: articleID, sequence: sequence)
         case .delete(let articleID):
-            return .delete(Item.recordID(for: articleID), sequence: sequence)
-        case .made(let change):
-            return change
+            change = .delete(Item.recordID(for: articleID), sequence: sequence)
+        case .made(let made):
+            change = made
         }
+        draft.initialize(to: .taken)
+        return change
     }
 
     /// What a draft is left as once its change was taken from it: a delete of no article, which holds no
@@ -94,20 +105,7 @@ private struct UninitializedChanges: @unchecked Sendable {
     {
         let base = drafts.baseAddress!
         for position in range {
-            // ``ChangeDraft/change(sequence:)``, on the draft moved out and switched over in place: its items go
-            // on into the change uncopied. (Written as a `consuming` method that switched over `consume self`,
-            // it copied the draft first, retaining its strings, and took the copy apart.)
-            let change: RecordChange
-            switch (base + position).move() {
-            case .save(let articleID, let old, let new):
-                change = new.saveChange(since: old, articleID: articleID, sequence: sequence)
-            case .delete(let articleID):
-                change = .delete(Item.recordID(for: articleID), sequence: sequence)
-            case .made(let made):
-                change = made
-            }
-            (base + position).initialize(to: .taken)
-            (start + position).initialize(to: change)
+            (start + position).initialize(to: ChangeDraft.takeChange(from: base + position, sequence: sequence))
         }
     }
 }
