@@ -313,17 +313,9 @@ package struct InternedWriter {
         write(record.id)
         write(record.type)
         writer.write(record.changeTag?.rawValue)
-        if case .readingListEntry(let entry) = record.content {
-            // Its fields as `fields` holds them, without building the dictionary; read back, they are one.
-            writer.write(varint: entry.title == nil ? 3 : 4)
-            entry.forEachRecordField { key, value in
-                write(key)
-                writer.write(value, tags: .commandLog)
-            }
-            return
-        }
-        writer.write(varint: UInt64(record.fields.count))
-        for (key, value) in record.fields {
+        // Through the content, so that a reading-list entry's fields are written without their dictionary.
+        writer.write(varint: UInt64(record.content.fieldCount))
+        record.content.forEachField { key, value in
             write(key)
             writer.write(value, tags: .commandLog)
         }

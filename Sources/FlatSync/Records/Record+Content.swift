@@ -29,6 +29,25 @@ extension Record {
             }
         }
 
+        /// How many fields ``fields`` holds.
+        package var fieldCount: Int {
+            switch self {
+            case .fields(let fields): return fields.count
+            case .historyItem(let item): return item.recordFields.count
+            case .readingListEntry(let entry): return entry.title == nil ? 3 : 4
+            }
+        }
+
+        /// Calls `body` with each field of ``fields``, in no set order; a reading-list entry's without building
+        /// the dictionary.
+        package func forEachField(_ body: (String, FieldValue) -> Void) {
+            switch self {
+            case .fields(let fields): for (key, value) in fields { body(key, value) }
+            case .historyItem(let item): for (key, value) in item.recordFields { body(key, value) }
+            case .readingListEntry(let entry): entry.forEachRecordField(body)
+            }
+        }
+
         /// True for a history item (see ``historyItem``).
         package var isHistoryItem: Bool {
             if case .historyItem = self { return true }
