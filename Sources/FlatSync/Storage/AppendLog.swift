@@ -244,14 +244,17 @@ package final class AppendLog: Sendable {
     /// Calls `body` once every entry up to `ticket` is durable (with nil), or once the flush that would
     /// cover it failed (with the error); at once when that is known already. It never leads a flush: the
     /// caller must make sure one runs, by waiting on a ticket at least as late itself
-    /// (``waitUntilDurable(_:)``). It counts as a waiter for the gathering of a group.
-    package func whenDurable(_ ticket: Ticket, _ body: @escaping @Sendable (FlatSyncError?) -> Void) {
+    /// (``waitUntilDurable(_:)``). It counts as `writers` waiters for the gathering of a group: a combiner
+    /// registers one callback for all the writers whose changes went into one entry.
+    package func whenDurable(
+        _ ticket: Ticket, writers: Int = 1, _ body: @escaping @Sendable (FlatSyncError?) -> Void
+    ) {
         guard durability == .fsync else { return body(nil) }
         let sequence = ticket.sequence
         let now = state.withLock { (s: inout State) -> Wakeup? in
             if sequence <= s.durable { return .durable }
             if let failure = s.failure { return .failed(failure) }
-            s.waiters.append(Waiter(sequence: sequence, resumer: .callback(body)))
+            s.waiters.append(Waiter(sequence: sequence, resumer: .callback(body), writers: writers))
             return nil
         }
         if let now { Resumer.callback(body).resume(now) }
@@ -306,7 +309,7 @@ package final class AppendLog: Sendable {
                 wakeup = await withCheckedContinuation { (continuation: CheckedContinuation<Wakeup, Never>) in
                     let now = state.withLock { (s: inout State) -> Wakeup? in
                         if let now = s.decide(sequence) { return now }
-                        s.waiters.append(Waiter(sequence: sequence, resumer: .continuation(continuation)))
+                        s.waiters.append(Waiter(sequence: sequence, resumer: .continuation(continuation), writers: 1))
                         return nil
                     }
                     if let now { continuation.resume(returning: now) }
@@ -525,10 +528,10 @@ package final class AppendLog: Sendable {
         state.withLock { $0.watchingGatherings }
     }
 
-    /// How many waiters wait for a flush: suspended callers of ``waitUntilDurable(_:)`` and callbacks
-    /// registered with ``whenDurable(_:_:)``.
+    /// How many writers wait for a flush: suspended callers of ``waitUntilDurable(_:)``, and the writers
+    /// callbacks registered with ``whenDurable(_:writers:_:)`` stand for.
     package var waiterCount: Int {
-        state.withLock { $0.waiters.count }
+        state.withLock { $0.writersWaiting }
     }
 
     /// True while a gathering waits for its group (see ``flushAsLeader(forAWriter:)``).
@@ -651,6 +654,8 @@ extension AppendLog {
     fileprivate struct Waiter: Sendable {
         var sequence: UInt64
         var resumer: Resumer
+        /// How many writers it stands for in a gathering (see ``AppendLog/whenDurable(_:writers:_:)``).
+        var writers: Int
     }
 
     /// How a waiter hears its wakeup: a suspended ``AppendLog/waitUntilDurable(_:)``, which may be told to
@@ -720,8 +725,10 @@ extension AppendLog {
         var flushing = false
         /// Suspended waiters, in arrival order.
         var waiters: [Waiter] = []
-        /// The group the next flush waits for, while `flushing` is set and no leader runs: the waiter that
-        /// makes `waiters` this large leads, or one that arrives after `deadline`, or the watcher when none
+        /// How many writers `waiters` stand for.
+        var writersWaiting: Int { waiters.reduce(0) { $0 + $1.writers } }
+        /// The group the next flush waits for, in writers, while `flushing` is set and no leader runs: the
+        /// waiter that makes `writersWaiting` this large leads, or one that arrives after `deadline`, or the watcher when none
         /// arrives (see ``AppendLog/flushAsLeader(forAWriter:)``).
         var gather: (size: Int, deadline: ContinuousClock.Instant)?
         /// How many gatherings have begun since open: the watcher stops after an interval without one.
@@ -764,7 +771,7 @@ extension AppendLog {
                 flushing = true
                 return .lead
             }
-            if let gather, waiters.count + 1 >= gather.size || gather.deadline <= .now {
+            if let gather, writersWaiting + 1 >= gather.size || gather.deadline <= .now {
                 // This waiter completes the group being gathered, or the group had its time: it flushes it.
                 self.gather = nil
                 return .lead
@@ -835,14 +842,15 @@ extension AppendLog {
         /// After a leader's flush (`flushing` cleared): resumes the waiters it covered, and starts gathering
         /// the next group when the flush resumed a writer and at least two are in play (see
         /// ``AppendLog/flushAsLeader(forAWriter:)``); else the first waiter left that can lead does, or the
-        /// next to arrive. Callbacks count as writers in play (each stands for a writer that handed its
-        /// mutation to a combiner).
+        /// next to arrive. Callbacks count as writers in play: each stands for the writers that handed their
+        /// changes to a combiner and went into its entry (``AppendLog/whenDurable(_:writers:_:)``).
         /// Returns the resumptions, and true when the watcher must be started (it was not running).
         mutating func settleAfterFlush(took: Duration, leaderWrites: Bool) -> (
             resumptions: [Resumption], startWatcher: Bool
         ) {
-            let returning = waiters.count { $0.sequence <= durable } + (leaderWrites ? 1 : 0)
-            let size = waiters.count + (leaderWrites ? 1 : 0)
+            let returning =
+                waiters.reduce(0) { $0 + ($1.sequence <= durable ? $1.writers : 0) } + (leaderWrites ? 1 : 0)
+            let size = writersWaiting + (leaderWrites ? 1 : 0)
             guard failure == nil, returning > 0, size > 1 else { return (settleWaiters(), false) }
             flushing = true  // No one leads until the group is in, or its deadline passed.
             let resumptions = settleWaiters()

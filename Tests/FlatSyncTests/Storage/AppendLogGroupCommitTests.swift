@@ -480,6 +480,65 @@ import Testing
         }
     }
 
+    /// A callback standing for several writers (a combiner's, for the writers whose changes went into one
+    /// entry) counts as that many in a gathering: in the size of the group its flush sets, and among the
+    /// waiters that complete a group.
+    @Test(.timeLimit(.minutes(1)))
+    func aCallbackCountsAsTheWritersItStandsFor() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            defer { log.close() }
+            // Only a full group ends a gathering here.
+            log.setGatherDelay(.seconds(3600))
+            let heard = Heard()
+            disk.holdNextSync()
+            let leader = Task(executorPreference: HeldFlushExecutor()) {
+                try await log.waitUntilDurable(log.append([logPayload(0)]))
+            }
+            let queued: Task<Void, any Error>
+            do {
+                try await yieldUntil { disk.isHoldingSync }
+                // Four writers whose changes are in the held entry, and one queued behind it.
+                log.whenDurable(AppendLog.Ticket(sequence: 1), writers: 4, heard.record)
+                let ticket = try log.append([logPayload(1)])
+                queued = Task { try await log.waitUntilDurable(ticket) }
+                try await yieldUntil { log.waiterCount == 5 }
+            } catch {
+                disk.releaseHeldSync()
+                throw error
+            }
+            disk.releaseHeldSync()
+            try await leader.value
+            #expect(heard.all.count == 1, "the held flush covered the callback's writers")
+            #expect(log.isGathering, "a group of six: the leader, the callback's four, the queued writer")
+
+            // Two more writers make three waiting: not six, so the group waits on.
+            var writers: [Task<Void, any Error>] = []
+            for payload in 2...3 {
+                let ticket = try log.append([logPayload(payload)])
+                writers.append(Task { try await log.waitUntilDurable(ticket) })
+            }
+            try await yieldUntil { log.waiterCount == 3 || log.flushCount > 1 }
+            try #require(log.flushCount == 1, "a group counted without the callback's writers was flushed early")
+            #expect(log.isGathering)
+
+            // A callback for two more makes five; the writer after it completes the group and flushes it.
+            log.whenDurable(try log.append([logPayload(4)]), writers: 2, heard.record)
+            #expect(log.waiterCount == 5)
+            #expect(log.flushCount == 1, "a callback never leads")
+            try await log.waitUntilDurable(log.append([logPayload(5)]))
+            try await queued.value
+            for writer in writers { try await writer.value }
+            #expect(log.flushCount == 2)
+            #expect(heard.all.count == 2)
+            #expect(heard.all.allSatisfy { $0 == nil })
+            log.close()
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...5).map { logPayload($0) })
+        }
+    }
+
     // MARK: - I/O failures
 
     @Test func aFailedFsyncPoisonsTheLogAndIsNeverRetried() async throws {
