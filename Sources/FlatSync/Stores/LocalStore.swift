@@ -294,12 +294,29 @@ public actor LocalStore {
         case history(ReadingHistoryChange)
     }
 
+    /// A mutation for a combiner's trip: one change, which the combiner may apply in one batch with the
+    /// single changes of the same zone next to it, or any other mutation, applied alone.
+    ///
+    /// A single change is carried as a value, not wrapped in a closure: with 16 writers that was a heap
+    /// allocation per add, on the path every writer takes before it can hand its change in.
+    package enum Request: Sendable {
+        case single(SingleChange)
+        case mutation(@Sendable (isolated LocalStore) throws -> Applied)
+
+        /// The single change, if the request is one.
+        var single: SingleChange? {
+            if case .single(let change) = self { return change }
+            return nil
+        }
+    }
+
     /// A mutation handed to the combiner, and the writer waiting to hear how it went.
     package struct HandedIn: Sendable {
-        let apply: @Sendable (isolated LocalStore) throws -> Applied
-        /// The mutation's one change, when it was handed in as one (`apply` applies it alone).
-        let single: SingleChange?
-        let continuation: CheckedContinuation<Outcome, Never>
+        let request: Request
+        /// Unchecked: the combiner tells every writer handed in exactly once (``applyInOrder(_:)`` checks that
+        /// each request got a result, and the log calls each callback once), and a checked continuation
+        /// allocated a box on every writer's path.
+        let continuation: UnsafeContinuation<Outcome, Never>
 
         /// What the writer hears.
         enum Outcome: Sendable {
@@ -325,24 +342,21 @@ public actor LocalStore {
     nonisolated package func applyDurably(
         _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
     ) async throws -> Int {
-        try await applyDurably(apply, single: nil)
+        try await applyDurably(request: .mutation(apply))
     }
 
-    /// Applies a mutation of one change as the overload above does; if it is handed in, the combiner
-    /// applies it in one batch mutation with the single changes of the same zone next to it in its inbox
-    /// (see ``combine(_:)``), and the writer still hears whether its own change changed its record.
+    /// Applies a mutation of one change as the overload above does; the combiner applies it in one batch
+    /// mutation with the single changes of the same zone next to it (see ``combine(_:)``), and the writer
+    /// still hears whether its own change changed its record.
     nonisolated package func applyDurably(_ single: SingleChange) async throws -> Int {
-        try await applyDurably({ try $0.apply(single) }, single: single)
+        try await applyDurably(request: .single(single))
     }
 
-    /// Both overloads: `apply` is the mutation, and `single` its one change when it has one.
-    nonisolated private func applyDurably(
-        _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied, single: SingleChange?
-    ) async throws -> Int {
+    /// Both overloads.
+    nonisolated private func applyDurably(request: Request) async throws -> Int {
         if !combiner.tryToCombine() {
-            let outcome = await withCheckedContinuation {
-                (continuation: CheckedContinuation<HandedIn.Outcome, Never>) in
-                if !combiner.handIn(HandedIn(apply: apply, single: single, continuation: continuation)) {
+            let outcome = await withUnsafeContinuation { (continuation: UnsafeContinuation<HandedIn.Outcome, Never>) in
+                if !combiner.handIn(HandedIn(request: request, continuation: continuation)) {
                     continuation.resume(returning: .combine)
                 }
             }
@@ -352,34 +366,47 @@ public actor LocalStore {
             case .combine: break
             }
         }
-        return try await combineAndWait(apply)
+        return try await combineAndWait(request)
+    }
+
+    /// The combiner's part of ``applyDurably(_:)`` for any mutation; call it only holding the combiner's role
+    /// (it gives the role up). See ``combineAndWait(_:)-(Request)``.
+    nonisolated package func combineAndWait(
+        _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
+    ) async throws -> Int {
+        try await combineAndWait(.mutation(apply))
     }
 
     /// The combiner's part of ``applyDurably(_:)``; call it only holding the combiner's role (it gives the
-    /// role up). Applies `apply` and everything handed in, tells each writer handed in how it went (the log
+    /// role up). Applies `request` and everything handed in, tells each writer handed in how it went (the log
     /// calls back when its entry is durable), and waits until its own mutation and theirs are durable.
     ///
     /// The log's callbacks never lead a flush, so the combiner always waits for the trip's latest entry,
     /// even when its own mutation changed nothing or failed; a failure of that flush is then the handed-in
     /// writers' to hear, not the combiner's.
-    nonisolated package func combineAndWait(
-        _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
-    ) async throws -> Int {
-        let (mine, handedIn) = await combine(apply)
+    nonisolated package func combineAndWait(_ request: Request) async throws -> Int {
+        let (mine, handedIn) = await combine(request)
         var latest: Durable?
-        for (request, result) in handedIn {
+        // The writers whose changes went into `latest`'s entry: one callback tells them all, registered once
+        // the trip's results move on to another entry (a callback per writer was a lock, an allocation and
+        // a waiter each, on the path between the trip and the next flush).
+        var sharing: [(UnsafeContinuation<HandedIn.Outcome, Never>, Int)] = []
+        for (handed, result) in handedIn {
             switch result {
             case .failure(let error):
-                request.continuation.resume(returning: .failed(error))
+                handed.continuation.resume(returning: .failed(error))
             case .success((let changed, nil)):
-                request.continuation.resume(returning: .done(changed))
+                handed.continuation.resume(returning: .done(changed))
             case .success((let changed, let durability?)):
-                latest = durability
-                durability.log.whenDurable(durability.ticket) { error in
-                    request.continuation.resume(returning: error.map { .failed($0) } ?? .done(changed))
+                if let latest, latest.ticket != durability.ticket {
+                    latest.tellWhenDurable(sharing)
+                    sharing = []
                 }
+                latest = durability
+                sharing.append((handed.continuation, changed))
             }
         }
+        latest?.tellWhenDurable(sharing)
         switch mine {
         case .failure(let error):
             try? await latest?.wait()
@@ -394,24 +421,39 @@ public actor LocalStore {
         }
     }
 
-    /// A mutation to apply in a combiner's trip: see ``HandedIn``.
-    private typealias Request = (apply: @Sendable (isolated LocalStore) throws -> Applied, single: SingleChange?)
-
     /// Applies the combiner's own mutation, then every one handed in, until none is left; then the
     /// combiner's role is free again.
     ///
     /// Single changes of one zone that follow each other in an inbox (see ``applyDurably(_:)``) are
     /// applied as one batch mutation: one log entry, one trip through the command queue, instead of one per
-    /// writer. The combiner's own mutation goes first and alone: the writers hand theirs in while it runs.
+    /// writer. The combiner's own single change joins what was handed in while it came onto the actor;
+    /// when nothing was, it goes alone, and the writers hand theirs in while it runs.
     private func combine(
-        _ apply: @Sendable (isolated LocalStore) throws -> Applied
+        _ request: Request
     ) -> (mine: Result<Applied, any Error>, handedIn: [(HandedIn, Result<Applied, any Error>)]) {
-        let mine = Result { try apply(self) }
         var handedIn: [(HandedIn, Result<Applied, any Error>)] = []
+        let mine: Result<Applied, any Error>
+        let first = request.single == nil ? [] : combiner.takeInboxKeepingRole()
+        if first.isEmpty {
+            mine = Result { try perform(request) }
+        } else {
+            var results = applyInOrder([request] + first.lazy.map(\.request))
+            mine = results.removeFirst()
+            handedIn += zip(first, results)
+        }
         while let inbox = combiner.takeInbox() {
-            handedIn += zip(inbox, applyInOrder(inbox.map { ($0.apply, $0.single) }))
+            handedIn += zip(inbox, applyInOrder(inbox.map(\.request)))
         }
         return (mine, handedIn)
+    }
+
+    /// Applies one request alone.
+    private func perform(_ request: Request) throws -> Applied {
+        switch request {
+        case .single(.readingList(let change)): return try applyMutation(\.readingList, [change])
+        case .single(.history(let change)): return try applyMutation(\.history, [change])
+        case .mutation(let apply): return try apply(self)
+        }
     }
 
     /// Applies `requests` in order, running neighbouring single changes of one zone as one batch; returns
@@ -424,7 +466,7 @@ public actor LocalStore {
             var end = start + 1
             while end < requests.count, Self.sameZone(requests[start].single, requests[end].single) { end += 1 }
             if end - start == 1 {
-                results.append(Result { try requests[start].apply(self) })
+                results.append(Result { try perform(requests[start]) })
             } else {
                 // `sameZone` holds only for single changes.
                 results += applySingles(requests[start..<end].map { $0.single! })
@@ -434,14 +476,6 @@ public actor LocalStore {
         // One result per request: a writer left without one would wait for ever.
         precondition(results.count == requests.count, "a request of a combiner's trip got no result")
         return results
-    }
-
-    /// Applies a single change as a mutation of its own.
-    private func apply(_ single: SingleChange) throws -> Applied {
-        switch single {
-        case .readingList(let change): return try applyMutation(\.readingList, [change])
-        case .history(let change): return try applyMutation(\.history, [change])
-        }
     }
 
     /// True when both are single changes of the same zone.
@@ -506,6 +540,18 @@ public actor LocalStore {
         /// ``AppendLog/waitUntilDurable(_:)``.
         package func wait() async throws(FlatSyncError) {
             try await log.waitUntilDurable(ticket)
+        }
+
+        /// Tells `writers` (each with how many records its change changed) once the entry is durable, or
+        /// that its flush failed: with one callback, which counts as that many writers for the log's group
+        /// commit (``AppendLog/whenDurable(_:writers:_:)``).
+        fileprivate func tellWhenDurable(_ writers: [(UnsafeContinuation<HandedIn.Outcome, Never>, Int)]) {
+            guard !writers.isEmpty else { return }
+            log.whenDurable(ticket, writers: writers.count) { error in
+                for (continuation, changed) in writers {
+                    continuation.resume(returning: error.map { .failed($0) } ?? .done(changed))
+                }
+            }
         }
     }
 

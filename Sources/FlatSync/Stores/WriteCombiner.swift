@@ -57,6 +57,17 @@ package final class WriteCombiner<Work: Sendable>: Sendable {
         }
     }
 
+    /// Everything handed in since the last call, oldest first (empty when nothing was); the caller keeps
+    /// the role either way. A combiner calls it when it comes onto the actor, so that its own work can join
+    /// what was handed in while it came.
+    package func takeInboxKeepingRole() -> [Work] {
+        state.withLock { s in
+            if s.inbox.isEmpty { return [] }
+            defer { s.inbox = [] }
+            return s.inbox
+        }
+    }
+
     /// How much work waits in the inbox.
     package var inboxCount: Int {
         state.withLock { $0.inbox.count }

@@ -34,6 +34,20 @@ import Testing
         #expect(combiner.takeInbox() == nil)
     }
 
+    @Test func aCombinerComingOntoTheActorTakesWhatWasHandedInAndKeepsTheRole() {
+        let combiner = WriteCombiner<Int>()
+        #expect(combiner.tryToCombine())
+        #expect(combiner.takeInboxKeepingRole().isEmpty, "nothing handed in yet")
+        #expect(combiner.handIn(1), "the role is still held")
+        #expect(combiner.handIn(2))
+        #expect(combiner.takeInboxKeepingRole() == [1, 2], "oldest first")
+        #expect(combiner.inboxCount == 0)
+        #expect(combiner.handIn(3), "still held after taking")
+        #expect(combiner.takeInbox() == [3])
+        #expect(combiner.takeInbox() == nil)
+        #expect(combiner.tryToCombine())
+    }
+
     // MARK: - Through the store
 
     struct Refused: Error, Equatable {}
@@ -49,7 +63,7 @@ import Testing
     private func combine(
         _ store: LocalStore,
         writers: [@Sendable () async throws -> Int],
-        own: @escaping @Sendable (isolated LocalStore) throws -> LocalStore.Applied
+        own: LocalStore.Request
     ) async throws -> (own: Result<Int, any Error>, writers: [Result<Returned, any Error>]) {
         #expect(store.combiner.tryToCombine())
         var tasks: [Task<Returned, any Error>] = []
@@ -85,7 +99,7 @@ import Testing
                     { try await store.applyDurably { _ in throw Refused() } },
                     { try await store.history.apply([.visit(articleID: "b", version: 1), .markRead(articleID: "c")]) },
                 ],
-                own: {
+                own: .mutation {
                     try $0.applyMutation(
                         \.readingList, [ReadingListChange.add(articleID: "own")])
                 }
@@ -138,7 +152,7 @@ import Testing
             let flushesBefore = store.logFlushCount
             let (own, writers) = try await combine(
                 store, writers: script.map { step in { try await step(store) } },
-                own: { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: "own")]) })
+                own: .mutation { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: "own")]) })
             #expect(try own.get() == 1)
             let changed = writers.map { try? $0.get().changed }
             #expect(changed == [1, 0, 0, 1, 1, 1, 1, 0, nil, 1])
@@ -171,6 +185,41 @@ import Testing
             #expect(
                 await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "c", "own"])
             #expect(await reopened.history.item("v")?.isRead == true)
+            try await reopened.close()
+        }
+    }
+
+    /// A combiner whose own mutation is a single change applies it in one batch with the single changes of
+    /// its zone handed in while it came onto the actor: one mutation for all of them, each writer hearing
+    /// its own result, the combiner its own.
+    @Test(.timeLimit(.minutes(1)), arguments: ["own", "already-there"])
+    func aCombinersOwnSingleChangeJoinsTheChangesHandedIn(ownArticle: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            let list = store.readingList
+            try await list.add("already-there")
+            let sequenceBefore = await store.nextMutationSequence
+            let flushesBefore = store.logFlushCount
+            let (own, writers) = try await combine(
+                store,
+                writers: [
+                    { try await list.add("a") ? 1 : 0 }, { try await list.add(ownArticle) ? 1 : 0 },
+                    { try await store.history.visit("v") ? 1 : 0 },
+                ],
+                own: .single(.readingList(.add(articleID: ownArticle))))
+            #expect(try own.get() == (ownArticle == "own" ? 1 : 0))
+            #expect(writers.map { try? $0.get().changed } == [1, 0, 1], "the same article again changes nothing")
+            #expect(
+                await store.nextMutationSequence - sequenceBefore == 2,
+                "the combiner's own change and the list's two in one mutation, the history's in another")
+            #expect(store.logFlushCount == flushesBefore + 1)
+            try await store.close()
+
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            #expect(
+                await reopened.readingList.entries().map(\.articleID).sorted()
+                    == (ownArticle == "own" ? ["a", "already-there", "own"] : ["a", "already-there"]))
+            #expect(await reopened.history.item("v") != nil)
             try await reopened.close()
         }
     }
@@ -213,7 +262,7 @@ import Testing
             faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
             let (own, writers) = try await combine(
                 store, writers: Self.failingBatchScript.map { step in { try await step(store) } },
-                own: { _ in throw Refused() })
+                own: .mutation { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
             #expect(faulty.injections.count == 1, "the batch's entry failed")
             #expect(writers.map { try? $0.get().changed } == [0, nil, 1, 1])
@@ -243,7 +292,7 @@ import Testing
             faulty.failNext(.rename, with: .ioError)
             let (own, writers) = try await combine(
                 store, writers: Self.failingBatchScript.map { step in { try await step(store) } },
-                own: { _ in throw Refused() })
+                own: .mutation { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
             #expect(faulty.injections.map(\.call) == [.write, .rename])
             for index in 0..<3 {
@@ -261,7 +310,7 @@ import Testing
             let store = try LocalStore(directory: directory, options: testOptions())
             let list = store.readingList
             let (own, writers) = try await combine(
-                store, writers: [{ try await list.add("a") ? 1 : 0 }], own: { _ in throw Refused() })
+                store, writers: [{ try await list.add("a") ? 1 : 0 }], own: .mutation { _ in throw Refused() })
             #expect(throws: Refused.self) { try own.get() }
             #expect(try writers[0].get().changed == 1)
             #expect(try writers[0].get().flushesSeen == 1)
@@ -282,7 +331,9 @@ import Testing
             let list = store.readingList
             let (own, writers) = try await combine(
                 store, writers: [{ try await list.add("a") ? 1 : 0 }],
-                own: { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: "already-there")]) })
+                own: .mutation {
+                    try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: "already-there")])
+                })
             #expect(try own.get() == 0)
             #expect(try writers[0].get().changed == 1)
             #expect(try writers[0].get().flushesSeen == 2)
@@ -306,7 +357,7 @@ import Testing
             let (own, writers) = try await combine(
                 store,
                 writers: [{ try await list.add("a") ? 1 : 0 }, { try await list.add("b") ? 1 : 0 }],
-                own: { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: ownArticle)]) }
+                own: .mutation { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: ownArticle)]) }
             )
             for result in writers {
                 #expect((result.error as? FlatSyncError)?.code == .ioFailed)
