@@ -301,7 +301,10 @@ package struct InternedWriter {
 
     private func index(of string: String) -> Int? {
         if table.count > Self.linearSearchLimit { return indices[string] }
-        return table.firstIndex(of: string)
+        // Lengths first: they are stored in a string, and most of a record's strings differ in length, where
+        // comparing them read both strings' bytes.
+        let length = string.utf8.count
+        return table.firstIndex { $0.utf8.count == length && $0 == string }
     }
 
     package mutating func write(_ id: RecordID) {
