@@ -20,9 +20,9 @@ public struct PendingCommands: Sendable {
     /// Each zone's commands, oldest first.
     private var order: [ZoneID: [CommandID]] = [:]
     /// Where the change of each record that is not being sent lives.
-    private var location = RecordIndex<Location>()
+    private var location = HashedTable<RecordID, Location>()
     /// Where the change of each record that is being sent lives.
-    private var sealedLocation = RecordIndex<Location>()
+    private var sealedLocation = HashedTable<RecordID, Location>()
     /// The commands being sent, per zone.
     private var sealed: [ZoneID: Set<CommandID>] = [:]
     /// The ID the next new command gets.

@@ -71,9 +71,9 @@ package protocol TableItem: SyncedItem {
     associatedtype Table: ItemTable<Self>
 }
 
-/// Items in a `[String: Item]`: the reading list's table.
+/// Items by article ID in a ``HashedTable``: the reading list's table.
 package struct ItemDictionary<Item: SyncedItem>: ItemTable {
-    private var items: [String: Item] = [:]
+    private var items = HashedTable<String, Item>()
     private var changeTags = ChangeTagTable()
 
     package init() {}
@@ -96,12 +96,12 @@ package struct ItemDictionary<Item: SyncedItem>: ItemTable {
     }
 
     package mutating func modify<R>(_ articleID: String, _ body: (inout Item?) -> R) -> R {
-        body(&items[articleID])
+        items.modify(articleID, body)
     }
 
-    package var keys: [String] { Array(items.keys) }
+    package var keys: [String] { items.allKeys }
 
-    package var values: [Item] { Array(items.values) }
+    package var values: [Item] { items.values }
 
     package mutating func reserveCapacity(_ capacity: Int) {
         items.reserveCapacity(capacity)
