@@ -371,6 +371,18 @@ import Testing
         }
     }
 
+    /// A lone writer is never kept waiting for company: its log never gathers a group.
+    @Test func aLoneWriterNeverYieldsBeforeItsTrip() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            for index in 0..<20 { try await store.readingList.add("alone-\(index)") }
+            try await store.history.visit("v")
+            #expect(store.combinerYieldCount == 0)
+            #expect(store.logFlushCount == 21)
+            try await store.close()
+        }
+    }
+
     /// Many writers at once, whoever combines: every add is applied once, none is lost or applied twice.
     @Test(.timeLimit(.minutes(1)))
     func concurrentWritersAreAllAppliedOnce() async throws {
@@ -390,6 +402,9 @@ import Testing
                 return try await group.reduce(0, +)
             }
             #expect(added == writers * adds)
+            // A flush that resumed several writers gathers the next group, and the first of them back takes
+            // the free role while it does.
+            #expect(store.combinerYieldCount > 0, "a combiner let the other writers in first")
             try await store.close()
             let reopened = try LocalStore(directory: directory, options: testOptions())
             #expect(await reopened.readingList.count() == writers * adds)
