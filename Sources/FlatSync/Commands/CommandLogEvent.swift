@@ -301,10 +301,12 @@ package struct InternedWriter {
 
     private func index(of string: String) -> Int? {
         if table.count > Self.linearSearchLimit { return indices[string] }
-        // Lengths first: they are stored in a string, and most of a record's strings differ in length, where
-        // comparing them read both strings' bytes.
+        // Strings of its length first: a length is stored in the string, most of a record's strings differ in
+        // length, and comparing two that do read both strings' bytes. Only then all of them, for a string
+        // canonically equivalent to one of another length ("é" and "e\u{301}" are one string to `==`, as
+        // to `indices` once the table outgrows this search). Most lookups are of a string found at once.
         let length = string.utf8.count
-        return table.firstIndex { $0.utf8.count == length && $0 == string }
+        return table.firstIndex { $0.utf8.count == length && $0 == string } ?? table.firstIndex(of: string)
     }
 
     package mutating func write(_ id: RecordID) {

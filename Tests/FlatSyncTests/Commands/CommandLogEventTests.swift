@@ -147,6 +147,26 @@ import Testing
         }
     }
 
+    /// Strings spelled in canonically equivalent ways ("é" as one scalar or as "e" and a combining accent:
+    /// one string to `==`, of two lengths) are one string of an entry's table, whether it is searched (up to
+    /// 16 strings) or hashed (past them): here both spellings go in while it is searched, then twenty more
+    /// keys make it hashed. The entry encodes and reads back equal.
+    @Test func canonicallyEquivalentStringsAreOneStringOfAnEntrysTable() throws {
+        let first = Record(
+            id: F.id("rh-a", in: .readingHistory), type: "caf\u{E9}",
+            fields: ["cafe\u{301}": .int(1), "\u{212A}": .int(2)])
+        var fields: [String: FieldValue] = ["K": .int(3)]
+        for index in 0..<20 { fields["key-\(index)"] = .int(Int64(index)) }
+        let second = Record(id: F.id("rh-b", in: .readingHistory), type: "cafe\u{301}", fields: fields)
+        let event = CommandLogEvent.applied(
+            .readingHistory,
+            [
+                RecordChange.save(first, changedKeys: ["caf\u{E9}"], sequence: 3),
+                RecordChange.save(second, changedKeys: ["\u{212A}", "key-1"], sequence: 4),
+            ])
+        #expect(try CommandLogEvent.decode(event.encoded()) == event)
+    }
+
     /// Strings the records of an entry repeat (zone, type, field keys, changed keys) are stored once per
     /// entry: a batch of history records takes well under half of what spelling them out took.
     @Test func repeatedStringsAreStoredOncePerEntry() {
