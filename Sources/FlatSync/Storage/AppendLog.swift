@@ -659,7 +659,7 @@ extension AppendLog {
     }
 
     /// How a waiter hears its wakeup: a suspended ``AppendLog/waitUntilDurable(_:)``, which may be told to
-    /// lead, or a callback registered with ``AppendLog/whenDurable(_:_:)``, which never leads.
+    /// lead, or a callback registered with ``AppendLog/whenDurable(_:writers:_:)``, which never leads.
     fileprivate enum Resumer: Sendable {
         case continuation(CheckedContinuation<Wakeup, Never>)
         case callback(@Sendable (FlatSyncError?) -> Void)
@@ -728,8 +728,8 @@ extension AppendLog {
         /// How many writers `waiters` stand for.
         var writersWaiting: Int { waiters.reduce(0) { $0 + $1.writers } }
         /// The group the next flush waits for, in writers, while `flushing` is set and no leader runs: the
-        /// waiter that makes `writersWaiting` this large leads, or one that arrives after `deadline`, or the watcher when none
-        /// arrives (see ``AppendLog/flushAsLeader(forAWriter:)``).
+        /// waiter that makes `writersWaiting` this large leads, or one that arrives after `deadline`, or the
+        /// watcher when none arrives (see ``AppendLog/flushAsLeader(forAWriter:)``).
         var gather: (size: Int, deadline: ContinuousClock.Instant)?
         /// How many gatherings have begun since open: the watcher stops after an interval without one.
         var gatheringsBegun: UInt64 = 0

@@ -97,6 +97,8 @@ package struct HashedTable<Key: Hashable, Value> {
             }
             return result
         }
+        // A copy, written back: moving the value out would leave a hole that a removal could not give back
+        // to the array. The reading list, which keeps its items here, is small and seldom modifies an item.
         var current: Value? = storedValues[position]
         let result = body(&current)
         if let current {

@@ -92,7 +92,7 @@ public actor LocalStore {
     package nonisolated let eventHub = EventHub()
     /// Shares trips into the actor among concurrent writers (see ``applyDurably(_:)``).
     package nonisolated let combiner = WriteCombiner<HandedIn>()
-    /// How many times a combiner let other writers run before its trip (see ``combineAndWait(_:)-(Request)``);
+    /// How many times a combiner let other writers run before its trip (see ``combineAndWait(_:)``);
     /// tests check that a lone writer never does.
     private nonisolated let combinerYields = Atomic<Int>(0)
     package nonisolated var combinerYieldCount: Int { combinerYields.load(ordering: .relaxed) }
@@ -371,14 +371,6 @@ public actor LocalStore {
             }
         }
         return try await combineAndWait(request)
-    }
-
-    /// The combiner's part of ``applyDurably(_:)`` for any mutation; call it only holding the combiner's role
-    /// (it gives the role up). See ``combineAndWait(_:)-(Request)``.
-    nonisolated package func combineAndWait(
-        _ apply: @escaping @Sendable (isolated LocalStore) throws -> Applied
-    ) async throws -> Int {
-        try await combineAndWait(.mutation(apply))
     }
 
     /// The combiner's part of ``applyDurably(_:)``; call it only holding the combiner's role (it gives the

@@ -1,6 +1,7 @@
 /// An open-addressing hash index over positions in an array that the owner keeps: the part of a hash
-/// table that finds things, without the things. ``HistoryTable`` and ``ChangeTagTable`` keep their entries
-/// densely in arrays (no per-entry allocation, no buckets of empty entries) and find them through this.
+/// table that finds things, without the things. ``HistoryTable``, ``ChangeTagTable`` and ``HashedTable`` keep
+/// their entries densely in arrays (no per-entry allocation, no buckets of empty entries) and find them
+/// through this.
 ///
 /// Each slot is one `UInt64`: the entry's 32-bit hash in the high half, its position + 1 in the low half,
 /// 0 for an empty slot. Linear probing, at most 80 % full, so a lookup compares a handful of hashes and

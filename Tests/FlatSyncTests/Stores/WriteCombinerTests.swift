@@ -281,6 +281,38 @@ import Testing
         }
     }
 
+    /// The combiner's own single change, joined to the batch whose entry cannot be written, is the first to
+    /// change its record: it hears the failure, and the writers what they would have after it one by one.
+    @Test(.timeLimit(.minutes(1)))
+    func aCombinersOwnChangeInABatchThatCannotBeWrittenHearsTheFailure() async throws {
+        try await withTemporaryDirectory { directory in
+            let (store, faulty) = try await storeOnFaultyDisk(directory)
+            faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+            let (own, writers) = try await combine(
+                store, writers: Self.failingBatchScript.map { step in { try await step(store) } },
+                own: .single(.readingList(.add(articleID: "own"))))
+            #expect((own.error as? FlatSyncError)?.code == .ioFailed)
+            #expect(faulty.injections.count == 1, "the batch's entry failed")
+            #expect(writers.map { try? $0.get().changed } == [0, 1, 1, 1])
+
+            try await withTemporaryDirectory { alone in
+                let (sequential, faultyAlone) = try await storeOnFaultyDisk(alone)
+                faultyAlone.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+                await #expect(throws: FlatSyncError.self) { try await sequential.readingList.add("own") }
+                var results: [Int?] = []
+                for step in Self.failingBatchScript { results.append(try? await step(sequential)) }
+                #expect(results == writers.map { try? $0.get().changed })
+                try await sequential.close()
+            }
+            await store.abandon()
+            let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
+            #expect(
+                await reopened.readingList.entries().map(\.articleID).sorted() == ["a", "already-there", "b", "own"],
+                "the repair wrote what memory held, the failed entry's changes too")
+            try await reopened.close()
+        }
+    }
+
     /// When the repair fails too, each writer of the batch hears the failure — also one whose change changed
     /// nothing — and no one else: the next batch of the trip repairs the log and is applied, and that repair
     /// writes what memory holds, the failed batch's changes too.
@@ -343,8 +375,8 @@ import Testing
 
     /// When the flush that covers a trip fails, the combiner and every writer it applied get the error; a
     /// combiner whose own mutation changed nothing has nothing to lose and returns.
-    @Test(.timeLimit(.minutes(1)), arguments: [true, false])
-    func aFailedFlushFailsEveryWriterOfTheTrip(combinerChanges: Bool) async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: [true, false], [true, false])
+    func aFailedFlushFailsEveryWriterOfTheTrip(combinerChanges: Bool, ownIsASingleChange: Bool) async throws {
         try await withTemporaryDirectory { directory in
             let faulty = FaultyFileSystem()
             var options = testOptions()
@@ -354,10 +386,13 @@ import Testing
             faulty.failNext(.sync, with: .ioError)
             let list = store.readingList
             let ownArticle = combinerChanges ? "own" : "already-there"
+            // A single change joins the writers' batch; a mutation goes alone.
             let (own, writers) = try await combine(
                 store,
                 writers: [{ try await list.add("a") ? 1 : 0 }, { try await list.add("b") ? 1 : 0 }],
-                own: .mutation { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: ownArticle)]) }
+                own: ownIsASingleChange
+                    ? .single(.readingList(.add(articleID: ownArticle)))
+                    : .mutation { try $0.applyMutation(\.readingList, [ReadingListChange.add(articleID: ownArticle)]) }
             )
             for result in writers {
                 #expect((result.error as? FlatSyncError)?.code == .ioFailed)
