@@ -61,13 +61,12 @@ package struct HashedTable<Key: Hashable, Value> {
         let hash = Self.hash(key)
         guard let position = index.findOrInsert(hash: hash, position: keys.count, matches: { keys[$0] == key })
         else {
-            keys.append(key)
-            storedValues.append(value)
-            hashes.append(hash)
+            append(key, value, hash: hash)
             return nil
         }
-        defer { storedValues[position] = value }
-        return storedValues[position]
+        var replaced = value
+        swap(&replaced, &storedValues[position])
+        return replaced
     }
 
     /// Removes a key's entry, returning its value.
@@ -75,9 +74,7 @@ package struct HashedTable<Key: Hashable, Value> {
     package mutating func removeValue(forKey key: Key) -> Value? {
         let (position, slot) = find(key, hash: Self.hash(key))
         guard let position, let slot else { return nil }
-        let value = storedValues[position]
-        remove(at: position, slot: slot)
-        return value
+        return remove(at: position, slot: slot)
     }
 
     /// Runs `body` with the value of a key (nil for none) and stores what it leaves (nil removes it),
@@ -91,9 +88,7 @@ package struct HashedTable<Key: Hashable, Value> {
             if let added {
                 index.grow(toHold: keys.count + 1)
                 index.insert(hash: hash, position: keys.count)
-                keys.append(key)
-                storedValues.append(added)
-                hashes.append(hash)
+                append(key, added, hash: hash)
             }
             return result
         }
@@ -117,8 +112,17 @@ package struct HashedTable<Key: Hashable, Value> {
         index.grow(toHold: capacity)
     }
 
-    /// Removes the entry at `position`, whose index slot is `slot`; the last entry takes its place.
-    private mutating func remove(at position: Int, slot: Int) {
+    /// Adds an entry at the end of the arrays; the index already holds its position.
+    private mutating func append(_ key: Key, _ value: Value, hash: UInt32) {
+        keys.append(key)
+        storedValues.append(value)
+        hashes.append(hash)
+    }
+
+    /// Removes the entry at `position`, whose index slot is `slot`, and returns its value; the last entry
+    /// takes its place.
+    @discardableResult
+    private mutating func remove(at position: Int, slot: Int) -> Value {
         index.remove(slot: slot)
         let last = keys.count - 1
         if position != last {
@@ -128,8 +132,8 @@ package struct HashedTable<Key: Hashable, Value> {
             hashes.swapAt(position, last)
         }
         keys.removeLast()
-        storedValues.removeLast()
         hashes.removeLast()
+        return storedValues.removeLast()
     }
 }
 

@@ -100,12 +100,13 @@ import Testing
     // MARK: - Gathering
 
     /// Starts a flush of entry `firstPayload` and holds it in `sync` while writers of the next `queued`
-    /// entries queue behind it (and `alsoWaitingForTheLeader` more wait for the held entry itself), then
-    /// lets it finish. The log is then gathering: the next flush waits for the queued writers and the ones
-    /// the flush resumed. Returns the queued writers' tasks, suspended.
+    /// entries queue behind it (and `alsoWaitingForTheLeader` more wait for the held entry itself, and
+    /// `callbackForTheLeader`, standing for its writers, is registered for it), then lets it finish. The log
+    /// is then gathering: the next flush waits for the queued writers and the ones the flush resumed. Returns
+    /// the queued writers' tasks, suspended.
     private func gatherBehindAHeldFlush(
         _ log: AppendLog, _ disk: FaultyFileSystem, queued: Int, alsoWaitingForTheLeader: Int = 0,
-        firstPayload: Int = 0
+        callbackForTheLeader: (writers: Int, body: @Sendable (FlatSyncError?) -> Void)? = nil, firstPayload: Int = 0
     ) async throws -> [Task<Void, any Error>] {
         disk.holdNextSync()
         // The held flush blocks its thread: one of a private queue's, not of the pool the tests share.
@@ -122,11 +123,13 @@ import Testing
                 covered.append(Task { try await log.waitUntilDurable(held) })
             }
             try await yieldUntil { log.waiterCount == alsoWaitingForTheLeader }
+            if let (writers, body) = callbackForTheLeader { log.whenDurable(held, writers: writers, body) }
+            let waitingForTheLeader = alsoWaitingForTheLeader + (callbackForTheLeader?.writers ?? 0)
             for index in 1...queued {
                 let ticket = try log.append([logPayload(firstPayload + index)])
                 tasks.append(Task { try await log.waitUntilDurable(ticket) })
             }
-            try await yieldUntil { log.waiterCount == alsoWaitingForTheLeader + queued }
+            try await yieldUntil { log.waiterCount == waitingForTheLeader + queued }
         } catch {
             // A failing test must not leave the flush held: the log's close would wait for it forever.
             disk.releaseHeldSync()
@@ -157,6 +160,7 @@ import Testing
     /// runs `body` and closes the log.
     private func withGatheringLog(
         delay: Duration, queued: Int,
+        callbackForTheLeader: (writers: Int, body: @Sendable (FlatSyncError?) -> Void)? = nil,
         _ body: (AppendLog, FaultyFileSystem, URL, [Task<Void, any Error>]) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
@@ -165,7 +169,9 @@ import Testing
             let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
             defer { log.close() }
             log.setGatherDelay(delay)
-            try await body(log, disk, url, try await gatherBehindAHeldFlush(log, disk, queued: queued))
+            let queued = try await gatherBehindAHeldFlush(
+                log, disk, queued: queued, callbackForTheLeader: callbackForTheLeader)
+            try await body(log, disk, url, queued)
         }
     }
 
@@ -485,32 +491,12 @@ import Testing
     /// waiters that complete a group.
     @Test(.timeLimit(.minutes(1)))
     func aCallbackCountsAsTheWritersItStandsFor() async throws {
-        try await withTemporaryDirectory { directory in
-            let url = directory.appendingPathComponent("commands.log")
-            let disk = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
-            defer { log.close() }
-            // Only a full group ends a gathering here.
-            log.setGatherDelay(.seconds(3600))
-            let heard = Heard()
-            disk.holdNextSync()
-            let leader = Task(executorPreference: HeldFlushExecutor()) {
-                try await log.waitUntilDurable(log.append([logPayload(0)]))
-            }
-            let queued: Task<Void, any Error>
-            do {
-                try await yieldUntil { disk.isHoldingSync }
-                // Four writers whose changes are in the held entry, and one queued behind it.
-                log.whenDurable(AppendLog.Ticket(sequence: 1), writers: 4, heard.record)
-                let ticket = try log.append([logPayload(1)])
-                queued = Task { try await log.waitUntilDurable(ticket) }
-                try await yieldUntil { log.waiterCount == 5 }
-            } catch {
-                disk.releaseHeldSync()
-                throw error
-            }
-            disk.releaseHeldSync()
-            try await leader.value
+        let heard = Heard()
+        // Four writers whose changes are in the held entry, and one queued behind it. Only a full group ends a
+        // gathering here.
+        try await withGatheringLog(
+            delay: .seconds(3600), queued: 1, callbackForTheLeader: (4, heard.record)
+        ) { log, _, url, queued in
             #expect(heard.all.count == 1, "the held flush covered the callback's writers")
             #expect(log.isGathering, "a group of six: the leader, the callback's four, the queued writer")
 
@@ -529,8 +515,7 @@ import Testing
             #expect(log.waiterCount == 5)
             #expect(log.flushCount == 1, "a callback never leads")
             try await log.waitUntilDurable(log.append([logPayload(5)]))
-            try await queued.value
-            for writer in writers { try await writer.value }
+            for writer in queued + writers { try await writer.value }
             #expect(log.flushCount == 2)
             #expect(heard.all.count == 2)
             #expect(heard.all.allSatisfy { $0 == nil })

@@ -241,6 +241,23 @@ import Testing
         return (store, faulty)
     }
 
+    /// What one writer hears applying `steps` in turn, on a store of its own (``storeOnFaultyDisk(_:)``) whose
+    /// next write to its log fails: what a batch's writers should hear too.
+    private func oneByOneWithTheNextWriteFailing(
+        _ steps: [@Sendable (LocalStore) async throws -> Int]
+    ) async throws -> [Result<Int, any Error>] {
+        try await withTemporaryDirectory { directory in
+            let (store, faulty) = try await storeOnFaultyDisk(directory)
+            faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+            var results: [Result<Int, any Error>] = []
+            for step in steps {
+                do { results.append(.success(try await step(store))) } catch { results.append(.failure(error)) }
+            }
+            try await store.close()
+            return results
+        }
+    }
+
     /// Every change of the failing-batch script is there after the store was given up without a close, as a
     /// killed process leaves it.
     private func expectTheScriptsChangesKept(_ store: LocalStore, _ directory: URL) async throws {
@@ -269,14 +286,8 @@ import Testing
             #expect((writers[1].error as? FlatSyncError)?.code == .ioFailed, "the first change that changed")
 
             // One writer applying the same changes in turn, with the same write failing, hears the same.
-            try await withTemporaryDirectory { alone in
-                let (sequential, faultyAlone) = try await storeOnFaultyDisk(alone)
-                faultyAlone.failNext(.write, with: .ioError, pathSuffix: "commands.log")
-                var results: [Int?] = []
-                for step in Self.failingBatchScript { results.append(try? await step(sequential)) }
-                #expect(results == writers.map { try? $0.get().changed })
-                try await sequential.close()
-            }
+            let alone = try await oneByOneWithTheNextWriteFailing(Self.failingBatchScript)
+            #expect(alone.map { try? $0.get() } == writers.map { try? $0.get().changed })
             try await expectTheScriptsChangesKept(store, directory)
         }
     }
@@ -295,15 +306,10 @@ import Testing
             #expect(faulty.injections.count == 1, "the batch's entry failed")
             #expect(writers.map { try? $0.get().changed } == [0, 1, 1, 1])
 
-            try await withTemporaryDirectory { alone in
-                let (sequential, faultyAlone) = try await storeOnFaultyDisk(alone)
-                faultyAlone.failNext(.write, with: .ioError, pathSuffix: "commands.log")
-                await #expect(throws: FlatSyncError.self) { try await sequential.readingList.add("own") }
-                var results: [Int?] = []
-                for step in Self.failingBatchScript { results.append(try? await step(sequential)) }
-                #expect(results == writers.map { try? $0.get().changed })
-                try await sequential.close()
-            }
+            let alone = try await oneByOneWithTheNextWriteFailing(
+                [{ try await $0.readingList.add("own") ? 1 : 0 }] + Self.failingBatchScript)
+            #expect(alone.first?.error is FlatSyncError, "alone, its own add is the one whose entry failed")
+            #expect(alone.dropFirst().map { try? $0.get() } == writers.map { try? $0.get().changed })
             await store.abandon()
             let reopened = try LocalStore(directory: directory, options: testOptions(durability: .buffered))
             #expect(
