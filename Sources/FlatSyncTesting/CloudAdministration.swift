@@ -33,6 +33,13 @@ public protocol CloudAdministration: Sendable {
     /// What the server has served since it was created or the counters were reset.
     func counters() async throws -> CloudCounters
 
+    /// Makes the server a production environment deployed with `schema` (`nil`: a development one, which
+    /// takes any record); see ``CloudDatabase/setProductionSchema(_:)``.
+    func setProductionSchema(_ schema: CloudSchema?) async throws
+
+    /// The production schema the server enforces, or `nil` in development.
+    func productionSchema() async throws -> CloudSchema?
+
     /// Sets every counter back to zero.
     func resetCounters() async throws
 

@@ -135,6 +135,9 @@ extension CloudDatabase {
     private func saveFailure(_ save: RecordSave) -> CloudError? {
         let id = save.record.id
         guard zones[id.zone.name]?.exists == true else { return Self.missingZoneError(id.zone, zones[id.zone.name]) }
+        if let problem = productionSchema?.problem(saving: save.record) {
+            return CloudError(.invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
+        }
         guard save.policy == .ifServerRecordUnchanged else { return nil }
         if let existing = currentRecord(id) {
             return save.record.changeTag == existing.changeTag

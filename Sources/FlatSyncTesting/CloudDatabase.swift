@@ -57,6 +57,9 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     var databaseEpoch: UInt64 = 0
     /// The number of change tags handed out.
     var tagCounter: UInt64 = 0
+    /// The schema of a production environment, whose saves must keep to it; `nil` (the default) accepts any
+    /// record, as a development environment does, which adds record types and fields as records arrive.
+    public private(set) var productionSchema: CloudSchema?
 
     /// Creates an empty database.
     ///
@@ -140,6 +143,17 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     public mutating func setFaultPlan(_ plan: FaultPlan) {
         faultPlan = plan
         faultGenerator = plan.random.map { SeededRandomNumberGenerator(seed: $0.seed) }
+    }
+
+    /// Makes the database a production environment deployed with `schema` (`nil`: a development one).
+    ///
+    /// In production, CloudKit refuses, record by record, a save whose record type or field the deployed
+    /// schema lacks, or whose value is of another type: `BAD_REQUEST` "Cannot create or modify field 'X' in
+    /// record 'Y' in production schema" (observed live: caiyue1993/IceCream#164, yattee/yattee#979; "Cannot
+    /// create new type …" for a type, TableProApp/TablePro#2226). Such a save fails with
+    /// ``CloudError/Code-swift.struct/invalidArguments`` and that text, and the rest of the request goes on.
+    public mutating func setProductionSchema(_ schema: CloudSchema?) {
+        productionSchema = schema
     }
 
     /// Changes how many record changes each zone keeps, compacting at once if the limit shrank.

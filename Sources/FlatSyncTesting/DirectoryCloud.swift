@@ -146,6 +146,14 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
         try await administer { $0.setChangeHistoryLimit(limit) }
     }
 
+    public func setProductionSchema(_ schema: CloudSchema?) async throws {
+        try await administer { $0.setProductionSchema(schema) }
+    }
+
+    public func productionSchema() async throws -> CloudSchema? {
+        try await administer { $0.productionSchema }
+    }
+
     public func counters() async throws -> CloudCounters {
         try await administer { $0.counters }
     }

@@ -137,6 +137,14 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         database.setChangeHistoryLimit(limit)
     }
 
+    public func setProductionSchema(_ schema: CloudSchema?) {
+        database.setProductionSchema(schema)
+    }
+
+    public func productionSchema() -> CloudSchema? {
+        database.productionSchema
+    }
+
     public func counters() -> CloudCounters {
         database.counters
     }

@@ -15,6 +15,16 @@ extension CloudKitEmulator {
         var limit: Int?
     }
 
+    /// `{"schema": CloudSchema}` or `{"schema": null}`.
+    private struct SchemaBody: Codable {
+        var schema: CloudSchema?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(schema, forKey: .schema)  // `null` rather than leaving the key out
+        }
+    }
+
     /// Serves one administration call.
     ///
     /// | request | answer |
@@ -26,10 +36,12 @@ extension CloudKitEmulator {
     /// | `POST expire-tokens` with `{}` or `{"zone":"X"}` | `{}` |
     /// | `POST delete-zone` with `{"zone":"X"}` | `{}`, or 404 `ZONE_NOT_FOUND` |
     /// | `POST history-limit` with `{"limit":N}` or `{"limit":null}` | `{}` |
+    /// | `GET schema` | `{"schema": CloudSchema or null}` |
+    /// | `POST schema` with `{"schema": CloudSchema}` or `{"schema": null}` | `{}` |
     /// | `GET records?zone=X` | `[Record]` |
     func admin(_ request: HTTPServerRequest, _ action: String) async -> HTTPServerReply {
-        let getters = ["counters", "faults", "records"]
-        let posters = ["reset-counters", "faults", "expire-tokens", "delete-zone", "history-limit"]
+        let getters = ["counters", "faults", "records", "schema"]
+        let posters = ["reset-counters", "faults", "expire-tokens", "delete-zone", "history-limit", "schema"]
         guard getters.contains(action) || posters.contains(action) else {
             return .response(Self.errorResponse(404, "NOT_FOUND", "There is no administration call \(action)."))
         }
@@ -59,6 +71,10 @@ extension CloudKitEmulator {
                 }
                 try await backing.deleteZoneAsUser(ZoneID(zone))
                 push.notify([zone])
+            case ("GET", "schema"):
+                return try Self.encoded(SchemaBody(schema: try await backing.productionSchema()))
+            case ("POST", "schema"):
+                try await backing.setProductionSchema(try Self.decode(SchemaBody.self, request.body).schema)
             case ("POST", "history-limit"):
                 let limit = try Self.decode(LimitBody.self, request.body).limit
                 guard (limit ?? 0) >= 0 else {

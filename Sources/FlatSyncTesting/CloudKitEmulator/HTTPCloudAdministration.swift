@@ -43,6 +43,23 @@ public struct HTTPCloudAdministration: CloudAdministration {
         _ = try await send("POST", "delete-zone", body: ["zone": zone.name])
     }
 
+    private struct SchemaBody: Codable {
+        var schema: CloudSchema?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(schema, forKey: .schema)  // `null` rather than leaving the key out
+        }
+    }
+
+    public func setProductionSchema(_ schema: CloudSchema?) async throws {
+        _ = try await send("POST", "schema", body: SchemaBody(schema: schema))
+    }
+
+    public func productionSchema() async throws -> CloudSchema? {
+        try decode(SchemaBody.self, try await send("GET", "schema")).schema
+    }
+
     public func setFaultPlan(_ plan: FaultPlan) async throws {
         _ = try await send("POST", "faults", body: plan)
     }

@@ -227,6 +227,8 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
     func setFaultPlan(_ plan: FaultPlan) async throws { try await backing.setFaultPlan(plan) }
     func faultPlan() async throws -> FaultPlan { try await backing.faultPlan() }
     func setChangeHistoryLimit(_ limit: Int?) async throws { try await backing.setChangeHistoryLimit(limit) }
+    func setProductionSchema(_ schema: CloudSchema?) async throws { try await backing.setProductionSchema(schema) }
+    func productionSchema() async throws -> CloudSchema? { try await backing.productionSchema() }
     func counters() async throws -> CloudCounters { try await backing.counters() }
     func resetCounters() async throws { try await backing.resetCounters() }
     func records(in zone: ZoneID) async throws -> [Record] { try await backing.records(in: zone) }

@@ -1,0 +1,177 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The CloudKit schema an engine writes: each record type and the type of each of its fields.
+///
+/// In a container's development environment CloudKit adds record types and fields as records are saved;
+/// the production environment accepts only what was deployed to it, and refuses a record with any other
+/// field (`BAD_REQUEST` "Cannot create or modify field … in production schema"). Deploy this schema before
+/// an app goes to production: ``ckdbText`` is the text Apple's `cktool import-schema` takes, and
+/// `flatsync-demo cloud schema` prints it. The engine never writes a field outside it, and the CloudKit
+/// Web Services transport sends each list field with the list type declared here, also when it is empty.
+///
+/// ```swift
+/// print(CloudSchema.flatSync.ckdbText)                      // DEFINE SCHEMA … RECORD TYPE ReadingListEntry (…)
+/// let fields = CloudSchema.flatSync.recordTypes["ReadingListEntry"]   // ["articleID": .string, …]
+/// ```
+public struct CloudSchema: Hashable, Sendable, Codable {
+    /// The fields of each record type, by record type name, then by field name.
+    public var recordTypes: [String: [String: FieldType]]
+
+    /// A schema of `recordTypes`.
+    public init(recordTypes: [String: [String: FieldType]]) {
+        self.recordTypes = recordTypes
+    }
+
+    /// The field a CloudKit Web Services client writes beside a record's own fields to say which device
+    /// wrote the version (``Record/lastModifiedBy``): every record type FlatSync syncs declares it.
+    public static let lastModifiedByField = "fsLastModifiedBy"
+
+    /// The schema of FlatSync's own stores: `ReadingListEntry` and `ReadingHistoryItem`, each with
+    /// ``lastModifiedByField``.
+    public static let flatSync = CloudSchema(recordTypes: [
+        ReadingListEntry.recordType: [
+            "articleID": .string, "dateAdded": .timestamp, "origin": .int64, "title": .string,
+            lastModifiedByField: .string,
+        ],
+        ReadingHistoryItem.recordType: [
+            "articleID": .string, "lastVisited": .timestamp, "firstSeen": .timestamp, "maxVersionSeen": .int64,
+            "readCount": .int64, "deviceID": .string, "likingStatus": .int64, "likingChangedAt": .timestamp,
+            "articleRead": .int64, "articleSeen": .int64, "offensive": .int64, "articleConsumed": .int64,
+            "pruningDisabled": .int64, lastModifiedByField: .string,
+        ],
+    ])
+
+    /// The declared type of a field, or nil when the record type or the field is not declared.
+    public func type(of field: String, in recordType: String) -> FieldType? {
+        recordTypes[recordType]?[field]
+    }
+
+    /// Why a production container holding this schema would refuse to save `record`, in the words
+    /// CloudKit uses, or nil when it would take it: an undeclared record type ("Cannot create new type …
+    /// in production schema"), an undeclared field (also ``lastModifiedByField`` when the record says who
+    /// wrote it), or a value of another type.
+    public func problem(saving record: Record) -> String? {
+        guard let fields = recordTypes[record.type] else {
+            return "Cannot create new type \(record.type) in production schema"
+        }
+        if record.lastModifiedBy != nil, fields[Self.lastModifiedByField] == nil {
+            return "Cannot create or modify field '\(Self.lastModifiedByField)' in record '\(record.type)' in "
+                + "production schema"
+        }
+        for key in record.fields.keys.sorted() {
+            guard let type = fields[key] else {
+                return "Cannot create or modify field '\(key)' in record '\(record.type)' in production schema"
+            }
+            if !type.accepts(record.fields[key]!) {
+                return "Invalid value for field '\(key)' in record '\(record.type)', expected type \(type.wireName)."
+            }
+        }
+        return nil
+    }
+}
+
+extension CloudSchema {
+    /// A field's type, as CloudKit names it.
+    public indirect enum FieldType: Hashable, Sendable, CustomStringConvertible {
+        /// `STRING`.
+        case string
+        /// `INT64` (FlatSync keeps booleans, counts and enumerations this way).
+        case int64
+        /// `DOUBLE`.
+        case double
+        /// `TIMESTAMP`: milliseconds since 1970.
+        case timestamp
+        /// `BYTES`.
+        case bytes
+        /// `REFERENCE`: a reference to another record.
+        case reference
+        /// `ASSET`: a file stored beside the record.
+        case asset
+        /// `LOCATION`: a geographic coordinate.
+        case location
+        /// A list of one element type (`STRING_LIST` on the wire, `LIST<STRING>` in a schema file).
+        case list(FieldType)
+
+        /// The name CloudKit Web Services gives the type in a field's `type`: `STRING`, `INT64_LIST`.
+        public var wireName: String {
+            switch self {
+            case .string: return "STRING"
+            case .int64: return "INT64"
+            case .double: return "DOUBLE"
+            case .timestamp: return "TIMESTAMP"
+            case .bytes: return "BYTES"
+            case .reference: return "REFERENCE"
+            case .asset: return "ASSET"
+            case .location: return "LOCATION"
+            case .list(let element): return element.wireName + "_LIST"
+            }
+        }
+
+        /// The name in CloudKit's schema language (`cktool`'s `.ckdb` files): `STRING`, `LIST<INT64>`.
+        public var schemaName: String {
+            if case .list(let element) = self { return "LIST<\(element.schemaName)>" }
+            return wireName
+        }
+
+        /// The type a wire name stands for (`STRING`, `TIMESTAMP_LIST`), or nil for one FlatSync does not
+        /// know.
+        public init?(wireName: String) {
+            if wireName.hasSuffix("_LIST") {
+                guard let element = FieldType(wireName: String(wireName.dropLast("_LIST".count))),
+                    !element.isList
+                else { return nil }
+                self = .list(element)
+                return
+            }
+            let scalars: [String: FieldType] = [
+                "STRING": .string, "INT64": .int64, "DOUBLE": .double, "TIMESTAMP": .timestamp, "BYTES": .bytes,
+                "REFERENCE": .reference, "ASSET": .asset, "LOCATION": .location,
+            ]
+            guard let type = scalars[wireName] else { return nil }
+            self = type
+        }
+
+        /// True for a list type.
+        public var isList: Bool {
+            if case .list = self { return true }
+            return false
+        }
+
+        /// True when a field of this type can hold `value`: its kind matches (every element's, for a list;
+        /// an empty list fits any list type).
+        public func accepts(_ value: FieldValue) -> Bool {
+            switch (self, value) {
+            case (.string, .string), (.int64, .int(_)), (.double, .double), (.timestamp, .date), (.bytes, .bytes):
+                return true
+            case (.list(let element), .list(let values)):
+                return values.allSatisfy { element.accepts($0) }
+            default:
+                return false
+            }
+        }
+
+        public var description: String { wireName }
+    }
+}
+
+extension CloudSchema.FieldType: Codable {
+    /// Decodes a wire name (`"STRING"`, `"INT64_LIST"`).
+    public init(from decoder: any Decoder) throws {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        guard let type = Self(wireName: name) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "unknown CloudKit field type \(name)"))
+        }
+        self = type
+    }
+
+    /// Encodes the wire name.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(wireName)
+    }
+}
