@@ -14,6 +14,7 @@ enum DemoCommand: Equatable, Sendable {
     case history
     case pending
     case sync
+    case discardRefused(recordName: String?)
     case status
     case cloudStats
     case cloudExpireTokens

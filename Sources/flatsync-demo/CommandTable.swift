@@ -178,10 +178,13 @@ enum CommandTable {
         ),
         CommandSpec(
             words: ["pending"], operands: [],
-            summary: "print what waits to be sent",
+            summary: "print what waits to be sent, and which changes the server refused",
             details: """
-                \(offline)
-                JSON: {"commands": Int, "records": Int}
+                \(offline) A change the server refused (a production schema without one of its fields, say)
+                stays pending on the device: `sync` sends it again, `discard-refused` drops it.
+                JSON: {"commands": Int, "records": Int, "refused": [{"zone": String, "recordName": String,
+                "operation": "save"|"delete", "code": String, "serverErrorCode": String?, "reason": String}]}
+                ("records" counts the refused ones too)
                 """,
             make: { _ in .pending }
         ),
@@ -197,8 +200,12 @@ enum CommandTable {
                 fetched and standard error is a terminal.
                 Exit 0 when everything was sent and fetched. When the sync could not finish (no network, the
                 server busy, injected faults), it prints its summary, then one line on standard error saying
-                what is left, and exits 1: nothing is lost, run sync again.
-                JSON: {"sent": Int, "fetched": Int, "deleted": Int, "resets": [String]}
+                what is left, and exits 1: nothing is lost, run sync again. When the server refused changes
+                (a field its production schema lacks, say), they stay on the device, pending; sync exits 1 with
+                a line saying what was refused, and every later sync sends them again; `discard-refused` drops
+                them.
+                JSON: {"sent": Int, "fetched": Int, "deleted": Int, "resets": [String], "refused": [{"zone",
+                "recordName", "operation", "code", "serverErrorCode", "reason"}]}
                 "sent" counts records the server confirmed saved or deleted; "fetched" the records fetched and
                 applied that changed this device (its own changes coming back do not count); "deleted" the
                 local records removed because another device deleted them; "resets" holds entries such as
@@ -207,12 +214,30 @@ enum CommandTable {
             make: { _ in .sync }
         ),
         CommandSpec(
+            words: ["discard-refused"], operands: [],
+            options: [
+                OptionSpec(
+                    name: "record", placeholder: "NAME",
+                    help: "only the change to this record (as `pending` names it, such as rh-ecb-holds-rates)")
+            ],
+            sharedOptions: online,
+            summary: "drop the changes the server refused, and take the server's version back",
+            details: """
+                Reaches the cloud: looks up the server's version of each record whose change was refused, puts
+                it back on this device (or removes the record where the server has none) and drops the change,
+                which is then never sent. Without --record, every refused change goes.
+                JSON: [{"zone", "recordName", "operation", "code", "serverErrorCode", "reason"}] (the changes
+                dropped)
+                """,
+            make: { values throws(ArgumentProblem) in .discardRefused(recordName: values.options["record"]) }
+        ),
+        CommandSpec(
             words: ["status"], operands: [],
             summary: "print the device's ID, counts and pending changes",
             details: """
                 \(offline)
                 JSON: {"deviceID": String, "readingList": Int, "history": Int, "pendingCommands": Int,
-                "pendingRecords": Int}
+                "pendingRecords": Int, "refusedRecords": Int}
                 """,
             make: { _ in .status }
         ),

@@ -133,6 +133,7 @@ extension DemoCommand {
         case .history: return "history"
         case .pending: return "pending"
         case .sync: return "sync"
+        case .discardRefused: return "discard-refused"
         case .status: return "status"
         case .cloudStats: return "cloud stats"
         case .cloudExpireTokens: return "cloud expire-tokens"

@@ -48,13 +48,9 @@ struct DeviceCommands {
         case .pending:
             try await withStore { store in
                 let report = PendingReport(
-                    commands: await store.pendingCommands().count, records: await store.pendingRecordCount())
-                try output.emit(report) {
-                    report.records == 0
-                        ? "nothing waits to be sent"
-                        : "\(Output.count(report.records, "record change")) in \(Output.count(report.commands, "command")) "
-                            + "\(report.records == 1 ? "waits" : "wait") to be sent; run `flatsync-demo sync`"
-                }
+                    commands: await store.pendingCommands().count, records: await store.pendingRecordCount(),
+                    refused: await store.refusedChanges().map(RefusedRow.init))
+                try output.emit(report) { Self.describe(report) }
             }
         case .status:
             try await withStore { store in
@@ -63,7 +59,8 @@ struct DeviceCommands {
                     readingList: await store.readingList.count(),
                     history: await store.history.count(),
                     pendingCommands: await store.pendingCommands().count,
-                    pendingRecords: await store.pendingRecordCount()
+                    pendingRecords: await store.pendingRecordCount(),
+                    refusedRecords: await store.refusals.count
                 )
                 try output.emit(report) {
                     """
@@ -72,12 +69,14 @@ struct DeviceCommands {
                     cloud         \(cloud.location) (not contacted; `sync` does that)
                     reading list  \(Output.count(report.readingList, "article"))
                     history       \(Output.count(report.history, "item"))
-                    pending       \(Output.count(report.pendingRecords, "record change")) in \(Output.count(report.pendingCommands, "command"))
+                    pending       \(Output.count(report.pendingRecords, "record change")) in \(Output.count(report.pendingCommands, "command"))\(report.refusedRecords > 0 ? ", \(report.refusedRecords) refused by the server (see `pending`)" : "")
                     """
                 }
             }
         case .sync:
             return try await sync(cloud: cloud)
+        case .discardRefused(let recordName):
+            try await discardRefused(recordName, cloud: cloud)
         default:
             preconditionFailure("\(command.name) is not a device command")
         }
@@ -179,6 +178,17 @@ struct DeviceCommands {
 
         let report = tally.report
         try output.emit(report) { tally.description(cloud: cloud.location.description) }
+        if !tally.refused.isEmpty {
+            let first = RefusedRow(tally.refused[0])
+            let others =
+                tally.refused.count > 1 ? " and \(Output.count(tally.refused.count - 1, "other")) (see `pending`)" : ""
+            console.error(
+                "flatsync-demo: the server refused \(Output.count(tally.refused.count, "change")) (\(first.line))\(others); "
+                    + "they stay on this device and every `flatsync-demo sync` sends them again: fix what the server "
+                    + "objects to (a production container needs the schema `flatsync-demo cloud schema` prints), or "
+                    + "drop them with `flatsync-demo discard-refused`")
+            return .failure
+        }
         guard summary.isComplete else {
             var left: [String] = []
             if summary.pendingRecords > 0 {
@@ -193,7 +203,48 @@ struct DeviceCommands {
         return .success
     }
 
+    /// `discard-refused`: drops the refused changes (one, with `--record`) and takes the server's versions back.
+    private func discardRefused(_ recordName: String?, cloud: CloudConnection) async throws {
+        let account = try await cloud.account(device: directory)
+        let context = try await DeviceDirectory.open { () async throws -> SyncContext in
+            try await SyncContext.open(directory: directory, account: account)
+        }
+        do {
+            let refused = await context.localStore.refusedChanges()
+            let chosen = refused.filter { recordName == nil || $0.recordID.name == recordName }
+            if let recordName, chosen.isEmpty {
+                throw DemoFailure(
+                    "no refused change to \(recordName) on this device; `flatsync-demo pending` lists the refused ones")
+            }
+            let dropped = Set(try await context.discardRefusedChanges(chosen.map(\.recordID)))
+            try await context.close()
+            let rows = chosen.filter { dropped.contains($0.recordID) }.map(RefusedRow.init)
+            try output.emit(rows) {
+                rows.isEmpty
+                    ? "no change was refused; nothing to drop"
+                    : "dropped \(Output.count(rows.count, "refused change")); the server's versions are back on this "
+                        + "device:\n" + rows.map { "  \($0.line)" }.joined(separator: "\n")
+            }
+        } catch {
+            try? await context.close()
+            throw error
+        }
+    }
+
     // MARK: - For people
+
+    static func describe(_ report: PendingReport) -> String {
+        guard report.records > 0 else { return "nothing waits to be sent" }
+        var text =
+            "\(Output.count(report.records, "record change")) in \(Output.count(report.commands, "command")) "
+            + "\(report.records == 1 ? "waits" : "wait") to be sent; run `flatsync-demo sync`"
+        if !report.refused.isEmpty {
+            text +=
+                "\n\(report.refused.count) of them the server refused; `sync` sends them again, `discard-refused` "
+                + "drops them:\n" + report.refused.map { "  \($0.line)" }.joined(separator: "\n")
+        }
+        return text
+    }
 
     static func describe(_ entries: [ReadingListEntry]) -> String {
         guard !entries.isEmpty else { return "the reading list is empty" }

@@ -101,6 +101,33 @@ struct HistoryRow: Codable, Equatable {
 struct PendingReport: Codable, Equatable {
     var commands: Int
     var records: Int
+    /// The pending changes the server refused, which `sync` sends again (they count in ``records``).
+    var refused: [RefusedRow]
+}
+
+/// A change the server refused, in `pending --json` and `discard-refused --json`.
+struct RefusedRow: Codable, Equatable {
+    var zone: String
+    var recordName: String
+    /// `save` or `delete`.
+    var operation: String
+    /// FlatSync's code, such as `invalidArguments`.
+    var code: String
+    /// The server's code, such as `BAD_REQUEST`, when it gave one.
+    var serverErrorCode: String?
+    var reason: String
+
+    init(_ refusal: RefusedChange) {
+        zone = refusal.recordID.zone.name
+        recordName = refusal.recordID.name
+        operation = refusal.isDelete ? "delete" : "save"
+        code = refusal.code.name
+        serverErrorCode = refusal.serverErrorCode
+        reason = refusal.reason
+    }
+
+    /// `rh-x (save): BAD_REQUEST: reason`, for people.
+    var line: String { "\(recordName) (\(operation)): \(serverErrorCode ?? code): \(reason)" }
 }
 
 /// `sync`.
@@ -113,6 +140,8 @@ struct SyncReport: Codable, Equatable {
     var deleted: Int
     /// Zone resets, as "ReadingList: tokenExpired".
     var resets: [String]
+    /// Changes the server refused during this run; they stay pending on the device.
+    var refused: [RefusedRow]
 }
 
 /// `cloud stats`.
@@ -136,6 +165,7 @@ struct StatusReport: Codable, Equatable {
     var history: Int
     var pendingCommands: Int
     var pendingRecords: Int
+    var refusedRecords: Int
 }
 
 /// `cloud expire-tokens`, `cloud delete-zone`, `cloud faults`: what was done.

@@ -10,7 +10,8 @@ struct SyncTally: Equatable, Sendable {
     var sent = 0
     var fetched = 0
     var deleted = 0
-    var dropped = 0
+    /// Changes the server refused during the run (the last refusal of each record).
+    var refused: [RefusedChange] = []
     var resets: [Reset] = []
 
     struct Reset: Equatable, Sendable, CustomStringConvertible {
@@ -27,14 +28,18 @@ struct SyncTally: Equatable, Sendable {
             fetched += changed
             self.deleted += deleted
         case .zoneReset(let zone, let reason): resets.append(Reset(zone: zone, reason: reason))
-        case .error(let error) where error.droppedRecord != nil: dropped += 1
+        case .changeRefused(let refusal):
+            refused.removeAll { $0.recordID == refusal.recordID }
+            refused.append(refusal)
         default: break
         }
     }
 
     /// The `--json` shape of DESIGN §9.
     var report: SyncReport {
-        SyncReport(sent: sent, fetched: fetched, deleted: deleted, resets: resets.map(\.description))
+        SyncReport(
+            sent: sent, fetched: fetched, deleted: deleted, resets: resets.map(\.description),
+            refused: refused.map(RefusedRow.init))
     }
 
     /// Lines for people.
@@ -51,10 +56,8 @@ struct SyncTally: Equatable, Sendable {
                     "  \(reset.zone) was deleted by the user: its data and pending changes on this device were wiped")
             }
         }
-        if dropped > 0 {
-            lines.append(
-                "  \(Output.count(dropped, "change")) dropped: the server refused \(dropped == 1 ? "it" : "them") for good"
-            )
+        for refusal in refused {
+            lines.append("  refused: \(RefusedRow(refusal).line)")
         }
         return lines.joined(separator: "\n")
     }

@@ -176,7 +176,8 @@ import Testing
         let names = Set(CommandTable.commands.map(\.name))
         let commands: [DemoCommand] = [
             .tour, .save(articleID: "x", title: nil), .unsave(articleID: "x"), .visit(articleID: "x", version: nil),
-            .like(articleID: "x"), .dislike(articleID: "x"), .list, .history, .pending, .sync, .status, .cloudStats,
+            .like(articleID: "x"), .dislike(articleID: "x"), .list, .history, .pending, .sync,
+            .discardRefused(recordName: nil), .status, .cloudStats,
             .cloudExpireTokens, .cloudDeleteZone(.readingList), .cloudFaults(rate: 0, seed: nil),
             .cloudServe(port: nil, options: ServeOptions()), .cloudLogin(callbackPort: nil), .watch,
         ]

@@ -29,13 +29,15 @@ import Testing
             }
 
             let pending = try await world.run("A", "pending", "--json")
-            #expect(shape(of: try pending.json() as? [String: Any] ?? [:]) == ["commands": .int, "records": .int])
+            #expect(
+                shape(of: try pending.json() as? [String: Any] ?? [:])
+                    == ["commands": .int, "records": .int, "refused": .array])
 
             let sync = try await world.run("A", "sync", "--json")
             #expect(sync.status == 0)
             #expect(
                 shape(of: try sync.json() as? [String: Any] ?? [:]) == [
-                    "sent": .int, "fetched": .int, "deleted": .int, "resets": .array,
+                    "sent": .int, "fetched": .int, "deleted": .int, "resets": .array, "refused": .array,
                 ])
             #expect((try sync.json() as? [String: Any])?["sent"] as? Int == 3)
 
@@ -52,7 +54,7 @@ import Testing
                 shape(of: try status.json() as? [String: Any] ?? [:])
                     == [
                         "deviceID": .string, "readingList": .int, "history": .int, "pendingCommands": .int,
-                        "pendingRecords": .int,
+                        "pendingRecords": .int, "refusedRecords": .int,
                     ])
             for command in [
                 ["expire-tokens"], ["delete-zone", "ReadingHistory"], ["faults", "--rate", "0.5", "--seed", "3"],

@@ -1,11 +1,12 @@
 import FlatSync
+import Foundation
 import Testing
 
 @testable import flatsync_demo
 
 /// The `sync` command's tally of events and its progress lines.
 @Suite struct SyncProgressTests {
-    @Test func theTallyAddsUpSendsFetchesResetsAndDrops() {
+    @Test func theTallyAddsUpSendsFetchesResetsAndRefusals() {
         var tally = SyncTally()
         let events: [SyncEvent] = [
             .willSend(zone: .readingList, saves: 3, deletes: 1),
@@ -16,9 +17,9 @@ import Testing
             .zoneReset(zone: .readingList, reason: .tokenExpired),
             .zoneReset(zone: .readingHistory, reason: .deletedByUser),
             .conflictResolved(RecordID(zone: .readingList, name: "rl-x")),
-            .error(
-                SyncEventError(
-                    code: "invalidArguments", message: "no", droppedRecord: RecordID(zone: .readingList, name: "rl-y"))),
+            .changeRefused(refusal(of: "rl-y", reason: "first")),
+            .changeRefused(refusal(of: "rl-z", reason: "other")),
+            .changeRefused(refusal(of: "rl-y", reason: "again")),
             .error(SyncEventError(code: "ioFailed", message: "snapshot")),
         ]
         for event in events { tally.record(event) }
@@ -26,8 +27,20 @@ import Testing
             tally.report
                 == SyncReport(
                     sent: 6, fetched: 5, deleted: 2,
-                    resets: ["ReadingList: tokenExpired", "ReadingHistory: deletedByUser"]))
-        #expect(tally.dropped == 1)
+                    resets: ["ReadingList: tokenExpired", "ReadingHistory: deletedByUser"],
+                    refused: [
+                        RefusedRow(refusal(of: "rl-z", reason: "other")),
+                        RefusedRow(refusal(of: "rl-y", reason: "again")),
+                    ]))
+        #expect(
+            tally.refused.map(\.reason) == ["other", "again"], "a record refused twice counts once, as last refused")
+        #expect(tally.description(cloud: "c").contains("refused: rl-y (save): BAD_REQUEST: again"))
+    }
+
+    private func refusal(of name: String, reason: String) -> RefusedChange {
+        RefusedChange(
+            recordID: RecordID(zone: .readingList, name: name), isDelete: false, code: .invalidArguments,
+            serverErrorCode: "BAD_REQUEST", reason: reason, refusedAt: Date(timeIntervalSince1970: 0))
     }
 
     @Test func progressIsSilentForAnEverydaySync() {

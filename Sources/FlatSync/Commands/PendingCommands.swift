@@ -93,6 +93,11 @@ public struct PendingCommands: Sendable {
         return nil
     }
 
+    /// The command holding the newest change of a record that is waiting or being sent.
+    package func commandID(of recordID: RecordID) -> CommandID? {
+        (location[recordID] ?? sealedLocation[recordID])?.command
+    }
+
     private func change(at location: Location) -> RecordChange? {
         commands[location.command]?.slots[location.slot]
     }

@@ -19,6 +19,8 @@ extension LocalStore {
         var pending = PendingCommands()
         var zones = ZoneStates()
         var deviceFile: DeviceFile
+        /// The refusals of `refused-changes.plist` whose changes are still pending.
+        var refusals: [RecordID: RefusedChange] = [:]
         var nextSequence: UInt64 = 1
         var snapshotSequenceOnDisk: [ZoneID: UInt64] = [:]
         var lastWipeSequence: [ZoneID: UInt64] = [:]
@@ -71,6 +73,8 @@ extension LocalStore {
                 _ = try log.append(unsealed)
                 entriesInLog += unsealed.count
             }
+            refusals = try Self.loadRefusals(
+                in: directory, pending: pending, now: now, fileSystem: fileSystem, events: &events)
         }
 
         func forwardEvents(to hub: EventHub) {
@@ -266,6 +270,31 @@ extension LocalStore {
                 try quarantine(url, because: error, now: now, fileSystem: fileSystem, into: &events)
                 return ZoneState()
             }
+        }
+
+        /// Reads `refused-changes.plist`, keeping the refusals of changes still pending (a change discarded or
+        /// sent just before a crash may still be named there); a damaged file is quarantined and its changes
+        /// are sent once more, as if never refused.
+        private static func loadRefusals(
+            in directory: URL, pending: PendingCommands, now: Date, fileSystem: FileSystem,
+            events: inout [SyncEvent]
+        ) throws -> [RecordID: RefusedChange] {
+            let url = directory.appendingPathComponent(RefusedChangesFile.fileName)
+            guard let data = try fileSystem.readFile(url.path) else { return [:] }
+            let refusals: [RefusedChange]
+            do throws(FlatSyncError) {
+                refusals = try RefusedChangesFile.decode(data, path: url.path)
+            } catch {
+                try quarantine(
+                    url, because: error, now: now, fileSystem: fileSystem, into: &events,
+                    consequence: "; the changes the server refused are sent again at the next sync")
+                return [:]
+            }
+            var kept: [RecordID: RefusedChange] = [:]
+            for refusal in refusals where pending.latestChange(for: refusal.recordID) != nil {
+                kept[refusal.recordID] = refusal
+            }
+            return kept
         }
 
         private static func quarantine(

@@ -114,6 +114,29 @@ extension LocalStore {
         adopt(server)
     }
 
+    /// Puts the server's version of a record back in place of the local one (`nil`: the server has none, so
+    /// the record goes), for a local change that is being discarded.
+    package func restoreServerVersion(of id: RecordID, server: Record?) {
+        setSkippedVersion(nil, for: id)
+        if let server {
+            adopt(server)
+            return
+        }
+        switch id.zone {
+        case .readingList:
+            if let articleID = ReadingListEntry.articleID(fromRecordName: id.name) {
+                zones.readingList.items[articleID] = nil
+            }
+        case .readingHistory:
+            if let articleID = ReadingHistoryItem.articleID(fromRecordName: id.name) {
+                zones.history.items[articleID] = nil
+            }
+        default:
+            return
+        }
+        setChangeTag(nil, for: id)
+    }
+
     private func adopt(_ record: Record) {
         switch record.id.zone {
         case .readingList:

@@ -101,6 +101,9 @@ public actor LocalStore {
     package internal(set) var pending: PendingCommands
     package internal(set) var zones: ZoneStates
     package private(set) var deviceFile: DeviceFile
+    /// The pending changes the server refused, by record (see ``RefusedChange``); kept in
+    /// `refused-changes.plist`.
+    package internal(set) var refusals: [RecordID: RefusedChange]
     /// The sequence number the next mutation gets.
     private var nextSequence: UInt64
     /// The sequence the next mutation takes: how many mutations there were, for tests.
@@ -154,6 +157,7 @@ public actor LocalStore {
         self.pending = recovered.pending
         self.zones = recovered.zones
         self.deviceFile = recovered.deviceFile
+        self.refusals = recovered.refusals
         self.deviceID = recovered.deviceFile.deviceID
         self.deviceName = DeviceName.named(recovered.deviceFile.deviceID)
         self.nextSequence = recovered.nextSequence
@@ -880,6 +884,7 @@ public actor LocalStore {
         if !newer.isEmpty { acknowledgedSinceSnapshot[zone, default: []].append(contentsOf: newer) }
         pending.acknowledge(present, in: commandID)
         try await record([.acknowledged(commandID, present)])
+        try forgetRefusals(of: present)
     }
 
     // MARK: - Wiping
@@ -893,6 +898,7 @@ public actor LocalStore {
         pending.clear(zone: zone)
         zones.wipe(zone, at: sequence)
         try await record([.clearedZone(zone, sequence: sequence)])
+        try forgetRefusals(in: zone)
         stateVersion[zone, default: 0] += 1
         try await persistSnapshot(of: zone)
     }
@@ -906,6 +912,7 @@ public actor LocalStore {
         pending.clearAll()
         for zone in ZoneID.all { zones.wipe(zone, at: sequence) }
         try await record([.clearedAll(sequence: sequence)])
+        try forgetRefusals(in: nil)
         var file = DeviceFile(deviceID: deviceID)
         file.account = newAccount
         try saveDeviceFile(file)

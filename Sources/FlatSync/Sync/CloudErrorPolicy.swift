@@ -4,7 +4,7 @@
 /// |---|---|
 /// | network unavailable / failure | keep; retry when the network returns or after backoff |
 /// | service unavailable, rate limited, zone busy, batch failed, unexpected server response | keep; wait `retryAfter`, else back off |
-/// | limit exceeded | split the batch in half (a single record: drop it) |
+/// | limit exceeded | split the batch in half (a single record: park it as refused) |
 /// | server record changed | merge local over the server record, resend with the server's tag |
 /// | zone not found | create the zone, resend |
 /// | user deleted zone | wipe the zone and its commands, do not resend |
@@ -12,14 +12,14 @@
 /// | not authenticated | stop; wait for an account change |
 /// | quota exceeded | keep, pause sending |
 /// | unknown item | a save is resent as a create; a delete is done |
-/// | anything else | drop that record's change with an error event |
+/// | anything else (bad request, reference or unique-field validation, a per-record internal error, unknown codes) | park the change as refused: kept applied and pending, reported, retried only when asked (see `RefusedChange`); a request refused as a whole is split until the culprit stands alone |
 package enum CloudErrorPolicy {
     package enum Action: Equatable, Sendable {
         /// Keep the change; try again after the delay (or backoff when nil).
         case retryLater(after: Duration?)
         /// Keep the change; try again when the network is back (or after backoff).
         case waitForNetwork
-        /// Split the request in half and send each half (one record: drop it).
+        /// Split the request in half and send each half (one record: park it as refused).
         case split
         /// Merge the local record over the server's and resend with its tag.
         case mergeWithServerRecord
@@ -33,8 +33,9 @@ package enum CloudErrorPolicy {
         case pause(PauseReason)
         /// The record is gone on the server: resend a save as a create, count a delete as done.
         case recordMissing
-        /// Drop this record's change and report it.
-        case drop
+        /// Park this record's change as refused: keep it pending and applied, report it, and send it again
+        /// only when asked.
+        case refuse
     }
 
     /// The action for an error.
@@ -62,7 +63,7 @@ package enum CloudErrorPolicy {
             return .recordMissing
         default:
             // invalidArguments, internalError, partialFailure without detail, and codes added later.
-            return .drop
+            return .refuse
         }
     }
 }

@@ -64,7 +64,8 @@ extension SyncContext {
     struct PushOutcome: Sendable {
         var saved = 0
         var deleted = 0
-        var dropped = 0
+        /// Changes the server refused in this push, now parked.
+        var refused: [RefusedChange] = []
         var resets: [SyncSummary.ZoneReset] = []
         var stop: Stop?
     }
@@ -75,11 +76,16 @@ extension SyncContext {
     /// Sends the zone's pending commands, round after round, until none are left or something stops it.
     ///
     /// A round seals every pending command of the zone and sends their records in batches. Each record is
-    /// acknowledged (and leaves its command) only when the server confirmed it, or when it was dropped for
-    /// good. Changes made during a round are new commands, sent by the next round.
+    /// acknowledged (and leaves its command) only when the server confirmed it. A change the server refused
+    /// (see ``RefusedChange``) is parked instead: it stays pending, and is left out of later rounds — and
+    /// of later pushes, unless ``start()`` or ``syncNow()`` asked to retry the zone's refused changes once.
+    /// Changes made during a round are new commands, sent by the next round.
     func push(_ zone: ZoneID, epoch: Int) async -> PushOutcome {
         var outcome = PushOutcome()
         var conflicts: [RecordID: Int] = [:]
+        // Parked changes go out once per request to retry them; one refused again in this push waits for the next.
+        let retryingRefused = retryRefusedZones.remove(zone) != nil
+        var refusedInThisPush = Set<RecordID>()
         rounds: while true {
             guard epoch == accountEpoch, !Task.isCancelled, let transport = account?.transport else {
                 outcome.stop = .cancelled
@@ -97,13 +103,27 @@ extension SyncContext {
                 break
             }
             if commands.isEmpty { break }
+            let parked = await localStore.refusedRecordIDs(in: zone)
             var commandOf: [RecordID: CommandID] = [:]
             var changes: [RecordChange] = []
             for command in commands {
                 for change in command.orderedChanges {
-                    commandOf[change.recordID] = command.id
+                    let id = change.recordID
+                    if !parked.isEmpty, parked.contains(id), !retryingRefused || refusedInThisPush.contains(id) {
+                        continue
+                    }
+                    commandOf[id] = command.id
                     changes.append(change)
                 }
+            }
+            if changes.isEmpty {
+                // Only parked changes are left: nothing to send until someone asks to retry them.
+                do {
+                    try await localStore.unsealPendingCommands(in: zone)
+                } catch {
+                    outcome.stop = .from(error)
+                }
+                break
             }
             let batchSize = max(1, min(configuration.batchSize, transport.maximumOperationsPerRequest))
             var work = stride(from: 0, to: changes.count, by: batchSize).map {
@@ -118,9 +138,20 @@ extension SyncContext {
                 let result = await send(batch, in: zone, via: transport, epoch: epoch, conflicts: &conflicts)
                 outcome.saved += result.saved
                 outcome.deleted += result.deleted
-                outcome.dropped += result.dropped
                 if !result.acknowledged.isEmpty { progressed = true }
                 acknowledged += result.acknowledged
+                if !result.refused.isEmpty {
+                    progressed = true
+                    refusedInThisPush.formUnion(result.refused.map(\.recordID))
+                    outcome.refused += result.refused
+                    do {
+                        try await localStore.park(result.refused)
+                    } catch {
+                        // The changes are still pending in the log; only their refusal is not on disk.
+                        outcome.stop = outcome.stop ?? .from(error)
+                    }
+                    for refusal in result.refused { emit(.changeRefused(refusal)) }
+                }
                 switch result.next {
                 case .continue:
                     if !result.resend.isEmpty { work.append(result.resend) }
@@ -176,8 +207,9 @@ extension SyncContext {
         enum Next { case `continue`, split, createZone, stop(Stop) }
         var saved = 0
         var deleted = 0
-        var dropped = 0
         var acknowledged: [RecordID] = []
+        /// Changes the server refused, to be parked.
+        var refused: [RefusedChange] = []
         var resend: [RecordChange] = []
         var next = Next.continue
     }
@@ -205,13 +237,11 @@ extension SyncContext {
                 return result
             }
             switch CloudErrorPolicy.action(for: cloudError) {
-            case .split where batch.count > 1, .drop where batch.count > 1:
-                // Too large, or rejected as malformed: halve until the culprit stands alone.
+            case .split where batch.count > 1, .refuse where batch.count > 1:
+                // Too large, or refused as a whole: halve until the culprit stands alone.
                 result.next = .split
-            case .split, .drop:
-                drop(batch[0], because: cloudError)
-                result.acknowledged = [batch[0].recordID]
-                result.dropped = 1
+            case .split, .refuse:
+                result.refused = [refusal(of: batch[0], because: cloudError)]
             case .createZone:
                 result.next = .createZone
             case .wipeZone:
@@ -305,10 +335,8 @@ extension SyncContext {
                 result.next = .stop(.waitForNetwork)
             case .pause(let reason):
                 result.next = .stop(.paused(reason))
-            case .split, .drop, .resetZone:
-                drop(change, because: error)
-                result.acknowledged.append(id)
-                result.dropped += 1
+            case .split, .refuse, .resetZone:
+                result.refused.append(refusal(of: change, because: error))
             }
         }
         if case .createZone = result.next {
@@ -325,8 +353,10 @@ extension SyncContext {
         return sent.hasSameContent(as: server)
     }
 
-    private func drop(_ change: RecordChange, because error: CloudError) {
-        emit(.error(SyncEventError(code: error.code.name, message: error.message, droppedRecord: change.recordID)))
+    private func refusal(of change: RecordChange, because error: CloudError) -> RefusedChange {
+        unconfirmedSaves[change.recordID] = nil
+        return RefusedChange(
+            recordID: change.recordID, isDelete: change.isDelete, error: error, at: configuration.currentDate())
     }
 
     /// Lets the server-confirmed records go from their commands, command by command. A failure to log

@@ -107,6 +107,9 @@ public actor SyncContext: LocalChangeObserver {
     /// resend writes once more, which changes nothing but the version.
     var unconfirmedSaves: [RecordID: Record] = [:]
     var paused: PauseReason?
+    /// Zones whose parked (refused) changes the next push sends once more: set by ``start()`` and
+    /// ``syncNow()``, taken by the push.
+    var retryRefusedZones: Set<ZoneID> = []
     var isStarted = false
     var isClosed = false
     private var random: SeededRandomNumberGenerator
@@ -217,12 +220,15 @@ public actor SyncContext: LocalChangeObserver {
             throw stop.error
         }
         isStarted = true
+        retryRefusedZones.formUnion(ZoneID.all)
         for zone in ZoneID.all { requestPush(zone) }
         requestFetch(full: true)
     }
 
     /// Pull to refresh: sends every pending command (history too, without waiting for its debounce),
-    /// then fetches every zone's changes. Clears a pause and any retry wait first, since the user asked.
+    /// then fetches every zone's changes. Clears a pause and any retry wait first, since the user asked,
+    /// and sends the changes the server refused once more (see ``RefusedChange``), in case what it
+    /// objected to was fixed.
     ///
     /// Sync work already queued (by ``start()``, a local change, a notification) runs first; the summary
     /// counts it too, so it describes everything that happened from this call until it returns.
@@ -237,6 +243,7 @@ public actor SyncContext: LocalChangeObserver {
     package func syncNow(whenCounting: @Sendable () -> Void) async throws -> SyncSummary {
         try await checkUsable()
         paused = nil
+        retryRefusedZones.formUnion(ZoneID.all)
         for key in Array(timers.keys) { cancelTimer(key) }
         let epoch = accountEpoch
         let id = nextSummaryID
@@ -298,6 +305,7 @@ public actor SyncContext: LocalChangeObserver {
         try await localStore.wipeAll(newAccount: newAccount?.id)
         preparedZones = []
         unconfirmedSaves = [:]
+        retryRefusedZones = []
         paused = nil
         pushFailures = [:]
         fetchFailures = 0
@@ -308,6 +316,34 @@ public actor SyncContext: LocalChangeObserver {
             for zone in ZoneID.all { requestPush(zone) }
             requestFetch(full: true)
         }
+    }
+
+    /// Drops parked changes the server refused (see ``RefusedChange``) and puts the server's version of each
+    /// record back on this device (or removes the record, where the server has none): the only way a
+    /// refused change leaves without being sent.
+    ///
+    /// - Parameter ids: the records whose refused changes to drop; `nil` drops every refused change. IDs
+    ///   without a refused change are ignored.
+    /// - Returns: the records whose changes were dropped.
+    /// - Throws: the ``CloudError`` of looking the records up on the server (nothing changed then), or
+    ///   ``FlatSyncError`` when the store cannot be written.
+    @discardableResult
+    public func discardRefusedChanges(_ ids: [RecordID]? = nil) async throws -> [RecordID] {
+        try await checkUsable()
+        let epoch = accountEpoch
+        // In the serial queue: never while a push has these changes on the wire.
+        return try await queue.perform { try await self.discardRefused(ids, epoch: epoch) }
+    }
+
+    private func discardRefused(_ ids: [RecordID]?, epoch: Int) async throws -> [RecordID] {
+        guard epoch == accountEpoch, let transport = account?.transport else { throw CancellationError() }
+        let refused = Set(await localStore.refusedChanges().map(\.recordID))
+        let targets = (ids.map { Set($0) } ?? refused).intersection(refused).sorted()
+        guard !targets.isEmpty else { return [] }
+        let servers = try await transport.lookupRecords(targets)
+        guard epoch == accountEpoch else { throw CancellationError() }
+        for id in targets { unconfirmedSaves[id] = nil }
+        return try await localStore.discardRefusedChanges(targets, serverVersions: servers)
     }
 
     /// Returns once no sync work is queued or running and no timer (debounce, retry) is due. A timer still
@@ -358,6 +394,7 @@ public actor SyncContext: LocalChangeObserver {
             account: account?.id,
             pendingCommands: await localStore.pendingCommands().count,
             pendingRecords: await localStore.pendingRecordCount(),
+            refusedRecords: await localStore.refusals.count,
             paused: paused,
             retrying: ZoneID.all.filter { timers[.pushRetry($0)] != nil },
             preparedZones: ZoneID.all.filter { preparedZones.contains($0) },
@@ -573,8 +610,9 @@ public struct SyncSummary: Sendable, Hashable {
     public var fetched = 0
     /// Local records deleted because the server deleted them.
     public var deleted = 0
-    /// Record changes dropped after a permanent error.
-    public var dropped = 0
+    /// Changes the server refused during the sync, now parked on the device (see ``RefusedChange``); they
+    /// count in ``pendingRecords`` too.
+    public var refused: [RefusedChange] = []
     /// Zones reset, with why.
     public var resets: [ZoneReset] = []
     /// Why sending or fetching stopped early, if it did.
@@ -599,7 +637,7 @@ public struct SyncSummary: Sendable, Hashable {
 
     mutating func add(_ outcome: SyncContext.PushOutcome) {
         sent += outcome.saved + outcome.deleted
-        dropped += outcome.dropped
+        refused += outcome.refused
         resets += outcome.resets
         if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
     }
@@ -618,8 +656,11 @@ public struct SyncStatus: Sendable, Hashable {
     public var account: String?
     /// Commands waiting to be sent.
     public var pendingCommands: Int
-    /// Record changes waiting to be sent.
+    /// Record changes waiting to be sent, refused ones included.
     public var pendingRecords: Int
+    /// Pending record changes the server refused, parked until retried or discarded (see
+    /// ``RefusedChange``).
+    public var refusedRecords: Int
     /// Why sending is paused, if it is.
     public var paused: PauseReason?
     /// Zones waiting to retry a failed send.

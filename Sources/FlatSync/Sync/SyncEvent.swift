@@ -17,6 +17,9 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     case didSend(zone: ZoneID, saved: Int, deleted: Int, failed: Int)
     /// A local change met a newer server version; the two were merged by the merge rules.
     case conflictResolved(RecordID)
+    /// The server refused a local change in a way the engine cannot repair; the change is parked on the
+    /// device, still applied and pending (see ``RefusedChange``).
+    case changeRefused(RefusedChange)
     /// The zone's local data was rebuilt or wiped.
     case zoneReset(zone: ZoneID, reason: ZoneResetReason)
     /// The account changed; the old account's local data is gone.
@@ -25,7 +28,7 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     case fileQuarantined(original: String, movedTo: String, reason: String)
     /// Sending stopped until something changes: the iCloud storage is full, or nobody is signed in.
     case paused(reason: PauseReason)
-    /// Something failed; the event says what and whether a record's change was dropped.
+    /// Something failed (a file could not be written, a fetch could not finish); the event says what.
     case error(SyncEventError)
 
     public var description: String {
@@ -37,6 +40,7 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
         case .didSend(let zone, let saved, let deleted, let failed):
             return "sent \(zone): \(saved) saved, \(deleted) deleted, \(failed) failed"
         case .conflictResolved(let id): return "conflict resolved for \(id)"
+        case .changeRefused(let refusal): return "\(refusal)"
         case .zoneReset(let zone, let reason): return "zone \(zone) reset (\(reason))"
         case .accountChanged(let from, let to): return "account changed from \(from ?? "none") to \(to ?? "none")"
         case .fileQuarantined(let original, let movedTo, let reason):
@@ -73,17 +77,12 @@ public struct SyncEventError: Sendable, Hashable, CustomStringConvertible {
     public var code: String
     /// What failed, in a sentence.
     public var message: String
-    /// The record whose change was dropped, when one was.
-    public var droppedRecord: RecordID?
 
     /// Creates an error report.
-    public init(code: String, message: String, droppedRecord: RecordID? = nil) {
+    public init(code: String, message: String) {
         self.code = code
         self.message = message
-        self.droppedRecord = droppedRecord
     }
 
-    public var description: String {
-        "\(code): \(message)\(droppedRecord.map { " (dropped change to \($0))" } ?? "")"
-    }
+    public var description: String { "\(code): \(message)" }
 }

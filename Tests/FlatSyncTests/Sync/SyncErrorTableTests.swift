@@ -118,7 +118,7 @@ import Testing
     }
 
     @Test(arguments: Self.routes)
-    func aRecordTooLargeOnItsOwnIsDroppedAndTheRestGetThrough(route: SyncHarness.Route) async throws {
+    func aRecordTooLargeOnItsOwnIsParkedAndTheRestGetThrough(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let events = a.events()
@@ -129,14 +129,19 @@ import Testing
             ])
             await a.waitUntilIdle()
             #expect(await serverNames(harness.cloud) == ["rl-a1", "rl-a2", "rl-a3"])
-            #expect(await a.localStore.pendingRecordCount() == 0, "dropped, not retried forever")
+            #expect(await a.localStore.pendingRecordCount() == 1, "kept, not dropped")
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [ReadingListEntry.recordID(for: "big")])
             #expect(await a.readingList.contains("big"), "the local entry stays")
+            let requests = await harness.cloud.counters().modifyRequests
+            try await a.readingList.add("a4")
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == requests + 1, "the parked change is not resent")
             try await a.close()
-            let dropped = await collect(events).compactMap { event -> RecordID? in
-                if case .error(let error) = event { return error.droppedRecord }
+            let refused = await collect(events).compactMap { event -> RecordID? in
+                if case .changeRefused(let refusal) = event { return refusal.recordID }
                 return nil
             }
-            #expect(dropped == [ReadingListEntry.recordID(for: "big")])
+            #expect(refused == [ReadingListEntry.recordID(for: "big")])
         }
     }
 
@@ -254,16 +259,21 @@ import Testing
     // MARK: Anything else
 
     @Test(arguments: Self.routes)
-    func aPermanentErrorDropsOnlyTheRecordItIsAbout(route: SyncHarness.Route) async throws {
+    func aPermanentErrorParksOnlyTheRecordItIsAbout(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             await harness.cloud.setFaultPlan(.failNext(3, .modifyRecords, with: .internalError))
             try await a.readingList.apply((1...4).map { .add(articleID: "a\($0)") })
             await a.waitUntilIdle()
-            // [4] fails, [2] fails, [1] fails and is dropped; then [1] and [2] succeed.
+            // [4] fails, [2] fails, [1] fails and is parked; then [1] and [2] succeed.
             #expect(await harness.cloud.counters().modifyRequests == 5)
             #expect(await serverNames(harness.cloud).count == 3)
-            #expect(await a.localStore.pendingRecordCount() == 0, "no endless loop")
+            #expect(await a.localStore.pendingRecordCount() == 1, "parked, not dropped; no endless loop")
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [ReadingListEntry.recordID(for: "a1")])
+            #expect(await a.localStore.refusedChanges().first?.code == .internalError)
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete, "sent again when asked, and taken")
+            #expect(await serverNames(harness.cloud).count == 4)
             try await a.close()
         }
     }

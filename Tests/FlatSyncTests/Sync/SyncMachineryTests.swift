@@ -126,8 +126,8 @@ import Testing
             (CloudError(.notAuthenticated), .pause(.notAuthenticated)),
             (CloudError(.quotaExceeded), .pause(.quotaExceeded)),
             (CloudError(.unknownItem), .recordMissing),
-            (CloudError(.invalidArguments), .drop),
-            (CloudError(.internalError), .drop),
+            (CloudError(.invalidArguments), .refuse),
+            (CloudError(.internalError), .refuse),
         ]
         for (error, action) in expected {
             #expect(CloudErrorPolicy.action(for: error) == action, "\(error.code)")

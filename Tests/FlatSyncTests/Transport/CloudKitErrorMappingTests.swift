@@ -175,7 +175,7 @@ struct CloudKitErrorMappingTests {
         #expect(error?.code == expected)
         #expect(error?.retryAfter == .seconds(7), "the HTTP Retry-After header is used when the body has none")
         if expected != .notAuthenticated {
-            #expect(CloudErrorPolicy.action(for: try #require(error)) != .drop, "a change is never dropped for this")
+            #expect(CloudErrorPolicy.action(for: try #require(error)) != .refuse, "a change is never parked for this")
         }
     }
 

@@ -1,0 +1,56 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A local change the server refused and the engine cannot repair by itself, parked on the device.
+///
+/// A production CloudKit container refuses, record by record, a field its deployed schema lacks
+/// (`BAD_REQUEST`), a reference to a missing record (`VALIDATING_REFERENCE_ERROR`), a duplicate of a unique
+/// field, and answers some records with `INTERNAL_ERROR` or codes nobody documented. Sending such a change
+/// again at once would be refused again, and dropping it would lose what the user did. So the engine keeps
+/// it: the change stays applied locally and pending in the command log (it survives restarts, `kill -9` and
+/// power loss like any pending change), is announced by ``SyncEvent/changeRefused(_:)``, and is sent again
+/// only when asked — by the next ``SyncContext/start()`` and by every ``SyncContext/syncNow()`` — once
+/// whatever the server objected to may have been fixed (a schema deployed, say). It leaves only when the
+/// server takes it, or when the host discards it with ``SyncContext/discardRefusedChanges(_:)``.
+public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The record whose change was refused.
+    public var recordID: RecordID
+    /// True when the refused change was a delete.
+    public var isDelete: Bool
+    /// The error's code as FlatSync maps it (``CloudError/Code-swift.struct/invalidArguments`` for
+    /// `BAD_REQUEST`, say).
+    public var code: CloudError.Code
+    /// The server's own name for the error, such as `BAD_REQUEST`, when it gave one.
+    public var serverErrorCode: String?
+    /// The server's reason, as it gave it.
+    public var reason: String
+    /// When the server refused it (the device's clock).
+    public var refusedAt: Date
+
+    /// A refusal of the change to `recordID`.
+    public init(
+        recordID: RecordID, isDelete: Bool, code: CloudError.Code, serverErrorCode: String? = nil, reason: String,
+        refusedAt: Date
+    ) {
+        self.recordID = recordID
+        self.isDelete = isDelete
+        self.code = code
+        self.serverErrorCode = serverErrorCode
+        self.reason = reason
+        self.refusedAt = refusedAt
+    }
+
+    /// The refusal of `recordID`'s change by `error`.
+    init(recordID: RecordID, isDelete: Bool, error: CloudError, at date: Date) {
+        self.init(
+            recordID: recordID, isDelete: isDelete, code: error.code, serverErrorCode: error.serverErrorCode,
+            reason: error.message, refusedAt: date)
+    }
+
+    public var description: String {
+        "the \(isDelete ? "delete" : "save") of \(recordID) was refused (\(serverErrorCode ?? code.name)): \(reason)"
+    }
+}

@@ -1,0 +1,245 @@
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// A change the server refuses for good is parked on the device, never dropped: still applied and pending,
+/// reported, sent again only when asked, and dropped only by an explicit discard.
+///
+/// The refusal is the one production CloudKit gives a field its deployed schema lacks (`BAD_REQUEST`,
+/// "Cannot create or modify field … in production schema"), made by a production schema without
+/// `likingChangedAt` (a field history records carry only once liked or disliked); every test runs against the in-memory cloud directly and through CloudKit Web Services.
+@Suite struct SyncRefusalTests {
+    static let routes: [SyncHarness.Route] = [.direct, .http]
+
+    /// FlatSync's schema without the history's `likingChangedAt`: a like is refused, a visit is not.
+    static let schemaWithoutLiking: CloudSchema = {
+        var schema = CloudSchema.flatSync
+        schema.recordTypes[ReadingHistoryItem.recordType]!["likingChangedAt"] = nil
+        return schema
+    }()
+
+    private let liked = ReadingHistoryItem.recordID(for: "liked")
+
+    private func serverItem(_ cloud: InMemoryCloud, _ id: String) async throws -> ReadingHistoryItem? {
+        try await DeviceView(server: cloud).history[id]
+    }
+
+    @Test(arguments: Self.routes)
+    func aRefusedChangeIsParkedStillAppliedAndPending(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            let events = a.events()
+            try await a.history.setLiking("liked", .liked)
+            try await a.readingList.add("saved")
+            let summary = try await a.syncNow()
+
+            let refusal = try #require(summary.refused.first)
+            #expect(summary.refused.count == 1)
+            #expect(refusal.recordID == liked && !refusal.isDelete)
+            #expect(refusal.code == .invalidArguments && refusal.serverErrorCode == "BAD_REQUEST")
+            #expect(refusal.reason.contains("Cannot create or modify field 'likingChangedAt'"), "\(refusal.reason)")
+            #expect(!summary.isComplete)
+            #expect(await a.localStore.refusedChanges() == [refusal])
+            #expect(await a.history.item("liked")?.liking == .liked, "still applied locally")
+            #expect(await a.localStore.pendingRecordCount() == 1, "still pending")
+            #expect(await a.status().refusedRecords == 1)
+            #expect(try await serverItem(harness.cloud, "liked") == nil)
+            #expect(
+                await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-saved"], "the rest got through")
+            try await a.close()
+            #expect(await collect(events).contains(.changeRefused(refusal)))
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func aParkedChangeIsNotSentAgainUntilSomeoneAsks(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            let before = await harness.cloud.counters()
+
+            // Time passes and other history changes are sent: the parked one stays out of every request.
+            try await a.history.visit("visited")
+            harness.clock.advance(by: .seconds(3_600))
+            await a.waitUntilIdle()
+            let after = await harness.cloud.counters()
+            #expect(after.modifyRequests == before.modifyRequests + 1)
+            #expect(after.recordsSaved == before.recordsSaved + 1, "only the visit")
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [liked])
+            #expect(await a.status().retrying.isEmpty, "no retry loop is scheduled")
+            try await a.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func syncNowSendsItOnceEachTimeAndItGoesThroughOnceTheSchemaIsFixed(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            let before = await harness.cloud.counters().modifyRequests
+
+            let again = try await a.syncNow()
+            #expect(await harness.cloud.counters().modifyRequests == before + 1, "one try, not a loop")
+            #expect(again.refused.map(\.recordID) == [liked])
+            #expect(await a.localStore.pendingRecordCount() == 1)
+
+            await harness.cloud.setProductionSchema(.flatSync)
+            let fixed = try await a.syncNow()
+            #expect(fixed.isComplete && fixed.refused.isEmpty)
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(try await serverItem(harness.cloud, "liked")?.liking == .liked)
+            try await a.close()
+        }
+    }
+
+    @Test(arguments: Self.routes, [false, true])
+    func aParkedChangeSurvivesARestartOrAKillAndStartSendsIt(route: SyncHarness.Route, killed: Bool) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            let refusal = try #require(try await a.syncNow().refused.first)
+            if killed { await a.abandon() } else { try await a.close() }
+
+            let reopened = try await harness.device("A", start: false)
+            #expect(await reopened.localStore.refusedChanges() == [refusal], "the refusal and its reason are kept")
+            #expect(await reopened.localStore.pendingRecordCount() == 1)
+            #expect(await reopened.history.item("liked")?.liking == .liked)
+            await harness.cloud.setProductionSchema(nil)
+            try await reopened.start()
+            await reopened.waitUntilIdle()
+            #expect(await reopened.localStore.pendingRecordCount() == 0)
+            #expect(await reopened.localStore.refusedChanges().isEmpty)
+            #expect(try await serverItem(harness.cloud, "liked")?.liking == .liked)
+            try await reopened.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func anExpiredTokenResetKeepsAParkedChange(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            await harness.cloud.expireAllChangeTokens()
+            let summary = try await a.syncNow()
+            #expect(summary.resets.contains(SyncSummary.ZoneReset(zone: .readingHistory, reason: .tokenExpired)))
+            #expect(await a.history.item("liked")?.liking == .liked, "the reset keeps the refused local change")
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [liked])
+            try await a.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func discardingPutsTheServersVersionBackAndForgetsTheChange(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.history.visit("liked", version: 3)
+            _ = try await a.syncNow()
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            try await a.history.setLiking("new", .liked)  // never on the server
+            let refused = try await a.syncNow().refused.map(\.recordID).sorted()
+            #expect(refused == [liked, ReadingHistoryItem.recordID(for: "new")])
+
+            let dropped = try await a.discardRefusedChanges([liked, ReadingListEntry.recordID(for: "unrelated")])
+            #expect(dropped == [liked], "only refused changes are dropped")
+            #expect(await a.history.item("liked")?.liking == ReadingHistoryItem.Liking.none, "the server's version")
+            #expect(await a.history.item("liked")?.maxVersionSeen == 3)
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [ReadingHistoryItem.recordID(for: "new")])
+            #expect(try await a.discardRefusedChanges() == [ReadingHistoryItem.recordID(for: "new")])
+            #expect(await a.history.item("new") == nil, "the server has none, so the record goes")
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+
+            let reopened = try await harness.device("A", start: false)
+            #expect(await reopened.localStore.pendingRecordCount() == 0)
+            #expect(await reopened.localStore.refusedChanges().isEmpty)
+            #expect(await reopened.history.item("liked")?.liking == ReadingHistoryItem.Liking.none)
+            #expect(await reopened.history.item("new") == nil)
+            try await reopened.close()
+        }
+    }
+
+    @Test func discardingChangesNothingWhenTheServerCannotBeAsked() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            await harness.cloud.setFaultPlan(.failNext(1, .lookupRecords, with: .networkUnavailable))
+            await #expect(throws: CloudError.self) { try await a.discardRefusedChanges() }
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [liked])
+            #expect(await a.history.item("liked")?.liking == .liked)
+            #expect(await a.localStore.pendingRecordCount() == 1)
+            try await a.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func aRequestRefusedAsAWholeIsHalvedAndNothingGoodIsParked(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .invalidArguments))
+            try await a.readingList.apply((0..<4).map { .add(articleID: "a\($0)") })
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == 3, "refused whole, then two halves")
+            #expect(await harness.cloud.records(in: .readingList).count == 4)
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+        }
+    }
+
+    @Test func aZoneTheUserDeletedTakesItsParkedChangesWithIt() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            try await harness.cloud.deleteZoneAsUser(.readingHistory)
+            _ = try await a.syncNow()
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+        }
+    }
+
+    @Test func aDamagedRefusalFileIsQuarantinedAndItsChangesAreSentAgain() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            try await a.close()
+            let file = harness.directory.appendingPathComponent("A").appendingPathComponent(
+                RefusedChangesFile.fileName)
+            var bytes = try Data(contentsOf: file)
+            bytes[bytes.count / 2] ^= 0xFF
+            try bytes.write(to: file)
+
+            let reopened = try await harness.device("A", start: false)
+            let events = reopened.events()
+            #expect(await reopened.localStore.refusedChanges().isEmpty)
+            #expect(await reopened.localStore.pendingRecordCount() == 1, "the change itself is in the log")
+            await harness.cloud.setProductionSchema(nil)
+            try await reopened.start()
+            await reopened.waitUntilIdle()
+            #expect(try await serverItem(harness.cloud, "liked")?.liking == .liked)
+            try await reopened.close()
+            let quarantined = await collect(events).contains { event in
+                if case .fileQuarantined(let original, _, _) = event { return original == file.path }
+                return false
+            }
+            #expect(quarantined)
+        }
+    }
+}
