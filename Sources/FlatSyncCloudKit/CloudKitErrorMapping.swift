@@ -18,8 +18,8 @@ import Foundation
 /// | `ZONE_NOT_FOUND` | 404 | `zoneNotFound` | documented |
 /// | `ATOMIC_ERROR` | 400 | `batchRequestFailed` | documented |
 /// | `QUOTA_EXCEEDED` | 413 | `quotaExceeded` | documented |
-/// | `AUTHENTICATION_REQUIRED` | 421 | `notAuthenticated` (+ `redirectURL`; the token is forgotten) | documented |
-/// | `AUTHENTICATION_FAILED` | 401 | `notAuthenticated` (the token is forgotten) | documented |
+/// | `AUTHENTICATION_REQUIRED` | 421 | `notAuthenticated` (+ `redirectURL`; the web auth token is forgotten) | documented |
+/// | `AUTHENTICATION_FAILED` | 401 | `notAuthenticated` (the web auth token is kept: a wrong API token gets this too) | documented |
 /// | `ACCESS_DENIED` | 403 | `notAuthenticated` | documented code; the action is a choice |
 /// | `BAD_REQUEST`, `VALIDATING_REFERENCE_ERROR`, `UNIQUE_FIELD_ERROR` | 400, 412 | `invalidArguments` | documented |
 /// | `INTERNAL_ERROR` | 500 | `internalError` | documented |

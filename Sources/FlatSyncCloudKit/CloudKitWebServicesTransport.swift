@@ -211,10 +211,16 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         } catch {
             throw CloudKitErrorMapping.error(forTransportFailure: error, operation: operation)
         }
-        if response.status == 401 || response.status == 421 {
-            // The token is no good: forget it, so the host asks the user to sign in again.
+        switch response.status {
+        case 421:
+            // AUTHENTICATION_REQUIRED: the user's token is no good; forget it, so the host asks the user to
+            // sign in again.
             await forgetToken()
-        } else {
+        case 401:
+            // AUTHENTICATION_FAILED: something about the request was refused — a wrong API token, say — not
+            // necessarily the user's token. Keep it, and do not adopt whatever token came with the refusal.
+            break
+        default:
             await adoptRotatedToken(from: response)
         }
         guard response.status == 200 else {

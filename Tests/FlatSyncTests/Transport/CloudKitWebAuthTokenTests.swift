@@ -49,13 +49,12 @@ struct CloudKitWebAuthTokenTests {
         #expect(store.loadToken() == "c")
     }
 
-    @Test(arguments: [421, 401])
-    func aRefusedTokenIsForgottenAndTheErrorNamesWhereToSignIn(status: Int) async throws {
+    @Test func aRefusedTokenIsForgottenAndTheErrorNamesWhereToSignIn() async throws {
         let store = InMemoryWebAuthTokenStore(token: "stale")
         let exchange = ScriptedExchange([
             .json(
                 #"{"uuid":"1","serverErrorCode":"AUTHENTICATION_REQUIRED","reason":"sign in","redirectURL":"https://example.com/signin?x=1"}"#,
-                status: status, token: "ignored"),
+                status: 421, token: "ignored"),
             .json(#"{"zones":[]}"#),
         ])
         let transport = makeTransport(exchange, tokens: store)
@@ -65,6 +64,24 @@ struct CloudKitWebAuthTokenTests {
         #expect(store.loadToken() == nil)
         _ = try await transport.listZones()
         #expect(exchange.requests.last?.query("ckWebAuthToken") == nil)
+    }
+
+    /// 401 `AUTHENTICATION_FAILED` also answers a wrong API token: the user's token stays, and the token
+    /// the refusal carries is not adopted.
+    @Test func aFailedAuthenticationKeepsTheWebAuthToken() async throws {
+        let store = InMemoryWebAuthTokenStore(token: "good")
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"uuid":"1","serverErrorCode":"AUTHENTICATION_FAILED","reason":"bad API token"}"#, status: 401,
+                token: "belongs-to-nobody"),
+            .json(#"{"zones":[]}"#),
+        ])
+        let transport = makeTransport(exchange, tokens: store)
+        let error = await #expect(throws: CloudError.self) { _ = try await transport.listZones() }
+        #expect(error?.code == .notAuthenticated)
+        #expect(store.loadToken() == "good")
+        _ = try await transport.listZones()
+        #expect(exchange.requests.last?.query("ckWebAuthToken") == "good")
     }
 
     @Test func signingInAndOutGoThroughTheStore() async throws {
