@@ -118,7 +118,7 @@ extension CloudKitWebServicesTransport {
 
         var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordOperation)] = []
         for save in saves {
-            operations.append((save.record.id, false, try Self.operation(for: save)))
+            operations.append((save.record.id, false, try Self.operation(for: save, schema: configuration.schema)))
         }
         for deletion in deletes where !resolved.contains(deletion.id) {
             operations.append((deletion.id, true, Self.operation(for: deletion)))
@@ -220,26 +220,29 @@ extension CloudKitWebServicesTransport {
     ///
     /// | policy | tag | operation |
     /// |---|---|---|
-    /// | `SavePolicy.ifServerRecordUnchanged` | set | `replace` with the tag (sent fields replace the record's) |
-    /// | `SavePolicy.ifServerRecordUnchanged` | none | `create` (fails if the record exists) |
+    /// | `SavePolicy.ifServerRecordUnchanged` | set | `update` with the tag (only the sent fields change) |
+    /// | `SavePolicy.replaceIfServerRecordUnchanged` | set | `replace` with the tag (fields not sent are removed) |
+    /// | either of those | none | `create` (fails if the record exists) |
     /// | `SavePolicy.changedKeys` | any | `forceUpdate` (only the sent fields change; creates if missing) |
     /// | `SavePolicy.allKeys` | any | `forceReplace` (creates if missing) |
     ///
-    /// CKWS's `update` (sent fields only, with a tag check) matches no `SavePolicy` and is never sent.
-    static func operation(for save: RecordSave) throws -> CloudKitWire.RecordOperation {
+    /// (Apple's `records/modify` reference: `update` "Only the fields you specify are changed", `replace`
+    /// "The fields whose values you do not specify are set to null"; both need the `recordChangeTag`.)
+    static func operation(for save: RecordSave, schema: CloudSchema?) throws -> CloudKitWire.RecordOperation {
         let type: String
         var tag: ChangeTag?
         switch save.policy {
-        case .ifServerRecordUnchanged:
+        case .ifServerRecordUnchanged, .replaceIfServerRecordUnchanged:
             tag = save.record.changeTag
-            type = tag == nil ? "create" : "replace"
+            type = tag == nil ? "create" : save.policy == .ifServerRecordUnchanged ? "update" : "replace"
         case .changedKeys: type = "forceUpdate"
         case .allKeys: type = "forceReplace"
         }
         do {
+            let (fields, types) = try CloudKitWire.outgoingFields(of: save.record, schema: schema)
             return CloudKitWire.RecordOperation(
                 operationType: type, recordName: save.record.id.name, recordType: save.record.type,
-                recordChangeTag: tag?.rawValue, fields: try CloudKitWire.outgoingFields(of: save.record))
+                recordChangeTag: tag?.rawValue, fields: fields, types: types)
         } catch {
             throw CloudError(
                 .invalidArguments,

@@ -69,6 +69,12 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         public var requestTimeout: Duration
         /// The HTTP client.
         public var http: any HTTPExchange
+        /// The schema the transport writes within: a save of a record type or field it does not declare,
+        /// or of a value of another type, fails with `CloudError.Code.invalidArguments` before anything is
+        /// sent, and list fields go out with their declared type also when empty. `nil` writes any record
+        /// (an empty list then goes out as a `STRING_LIST`). The default, `CloudSchema.flatSync`, is what
+        /// FlatSync's own stores write.
+        public var schema: CloudSchema?
 
         /// Apple's CloudKit Web Services host.
         public static let appleBaseURL = URL(string: "https://api.apple-cloudkit.com")!
@@ -81,8 +87,10 @@ public actor CloudKitWebServicesTransport: CloudTransport {
             tokenStore: any WebAuthTokenStore,
             baseURL: URL = Configuration.appleBaseURL,
             requestTimeout: Duration = .seconds(30),
-            http: any HTTPExchange = URLSessionExchange.shared
+            http: any HTTPExchange = URLSessionExchange.shared,
+            schema: CloudSchema? = .flatSync
         ) {
+            self.schema = schema
             self.baseURL = baseURL
             self.containerID = containerID
             self.environment = environment

@@ -6,38 +6,83 @@ extension CloudKitWire {
     ///
     /// FlatSync always sends `type` (the server guesses from the JSON shape otherwise, and a timestamp
     /// sent as a bare number is refused). TIMESTAMP is an integer count of milliseconds since 1970, BYTES a
-    /// base64 string, lists `<TYPE>_LIST` arrays. Reading, a missing `type` is inferred from the JSON
-    /// (a string is always STRING, never BYTES); a type FlatSync cannot hold (REFERENCE, ASSET,
-    /// LOCATION, …) is skipped.
+    /// base64 string, REFERENCE `{"recordName", "zoneID"?, "action"}`, lists `<TYPE>_LIST` arrays. A list
+    /// goes out with the type its record type declares (see `CloudSchema`), also when it is empty; an
+    /// undeclared empty list goes out as a `STRING_LIST`, the type the server reports empty lists with.
+    ///
+    /// Reading, a missing `type` is inferred from the JSON (a string is always STRING, never BYTES); a type
+    /// FlatSync does not interpret (LOCATION, ASSET, ASSETID, a type added later, and lists of them) is
+    /// kept as `FieldValue.opaque`, the value's JSON as sent, so nothing another client wrote is lost.
     enum Field {
-        /// CKWS's type name for a value.
-        static func typeName(of value: FieldValue) throws(FieldProblem) -> String {
+        /// CKWS's type name for a value going out as a field of type `declared` (nil: undeclared), or why it
+        /// cannot go out.
+        static func typeName(of value: FieldValue, declared: CloudSchema.FieldType? = nil) throws(FieldProblem)
+            -> String
+        {
+            if let declared {
+                guard declared.accepts(value) else {
+                    throw FieldProblem(
+                        "it holds \(inferredTypeName(value)), not the \(declared.wireName) its schema declares")
+                }
+                return declared.wireName
+            }
+            return inferredTypeName(value)
+        }
+
+        /// The type name a value's own kind gives it: an empty list is a `STRING_LIST`; a list that mixes
+        /// kinds or nests takes its first element's kind (``check(_:)`` refuses it).
+        private static func inferredTypeName(_ value: FieldValue) -> String {
             switch value {
             case .string: return "STRING"
             case .int: return "INT64"
             case .double: return "DOUBLE"
             case .date: return "TIMESTAMP"
             case .bytes: return "BYTES"
+            case .reference: return "REFERENCE"
+            case .opaque(let value): return value.type
+            case .list(let elements): return (elements.first.map(inferredTypeName) ?? "STRING") + "_LIST"
+            }
+        }
+
+        /// Refuses what CKWS cannot carry: a number JSON has no form for, a date outside TIMESTAMP's range,
+        /// a list that nests or mixes types, a reference without a name, an opaque value that is not JSON.
+        static func check(_ value: FieldValue) throws(FieldProblem) {
+            switch value {
+            case .double(let double) where !double.isFinite:
+                throw FieldProblem("\(double) is a number JSON cannot carry")
+            case .date(let date): _ = try milliseconds(date)
+            case .reference(let reference) where reference.recordName.isEmpty:
+                throw FieldProblem("a reference names no record")
+            case .opaque(let opaque):
+                guard (try? JSONValue.parse(Data(opaque.json.utf8))) != nil else {
+                    throw FieldProblem("a kept \(opaque.type) value is not JSON")
+                }
             case .list(let elements):
-                // CKWS lists hold one type; an empty one is sent as a STRING_LIST (its type is not kept).
-                guard let first = elements.first else { return "STRING_LIST" }
-                let element = try typeName(of: first)
-                guard !element.hasSuffix("_LIST") else {
-                    throw FieldProblem("a list field holds a list; CloudKit lists do not nest")
-                }
-                for other in elements.dropFirst() {
-                    let otherType = try typeName(of: other)
+                guard let first = elements.first else { return }
+                let element = inferredTypeName(first)
+                for other in elements {
+                    if other.listValue != nil {
+                        throw FieldProblem("a list field holds a list; CloudKit lists do not nest")
+                    }
+                    if case .opaque = other {
+                        throw FieldProblem("a list holds a kept value; keep the whole list instead")
+                    }
+                    let otherType = inferredTypeName(other)
                     if otherType != element { throw FieldProblem("a list field mixes \(element) with \(otherType)") }
+                    try check(other)
                 }
-                return element + "_LIST"
+            default: break
             }
         }
 
         // MARK: Writing
 
-        /// Writes `{"type": …, "value": …}`.
-        static func write(_ value: FieldValue, to writer: inout JSONValue.Writer) throws(FieldProblem) {
-            let type = try typeName(of: value)
+        /// Writes `{"type": …, "value": …}`, `type` as ``typeName(of:declared:)`` gives it.
+        static func write(
+            _ value: FieldValue, declared: CloudSchema.FieldType? = nil, to writer: inout JSONValue.Writer
+        ) throws(FieldProblem) {
+            try check(value)
+            let type = try typeName(of: value, declared: declared)
             var problem: FieldProblem?
             writer.object { field in
                 field.member("type") { $0.string(type) }
@@ -62,6 +107,19 @@ extension CloudKitWire {
                 writer.double(double)
             case .date(let date): writer.int(try milliseconds(date))
             case .bytes(let data): writer.string(data.base64EncodedString())
+            case .reference(let reference):
+                writer.object { object in
+                    object.member("action") { $0.string(reference.action.rawValue) }
+                    object.member("recordName") { $0.string(reference.recordName) }
+                    if let zoneName = reference.zoneName {
+                        object.member("zoneID") { ZoneID(FlatSync.ZoneID(zoneName)).write(to: &$0) }
+                    }
+                }
+            case .opaque(let opaque):
+                guard let json = try? JSONValue.parse(Data(opaque.json.utf8)) else {
+                    throw FieldProblem("a kept \(opaque.type) value is not JSON")
+                }
+                writer.value(json)
             case .list(let elements):
                 var problem: FieldProblem?
                 writer.array(elements) { writer, element in
@@ -94,9 +152,9 @@ extension CloudKitWire {
 
         // MARK: Reading
 
-        /// Reads a field entry and decodes its value: nil for a field FlatSync cannot hold (or with a null
-        /// value, or one that is no object), a ``FieldProblem`` for a value its type does not allow. Its
-        /// `value` is taken whole, as its `type` may come after it. Throws what the reader throws.
+        /// Reads a field entry and decodes its value: nil for a field with a null value or one that is no
+        /// object, a ``FieldProblem`` for a value its type does not allow. Its `value` is taken whole, as
+        /// its `type` may come after it. Throws what the reader throws.
         static func read(from reader: inout JSONValue.Reader) throws -> Result<FieldValue?, FieldProblem> {
             var value: JSONValue?
             var type: String?
@@ -114,17 +172,14 @@ extension CloudKitWire {
             }
         }
 
-        private static func decode(_ value: JSONValue, type: String) throws(FieldProblem) -> FieldValue? {
+        private static func decode(_ value: JSONValue, type: String) throws(FieldProblem) -> FieldValue {
             if type.hasSuffix("_LIST") {
                 let elementType = String(type.dropLast("_LIST".count))
-                guard isSupported(elementType) else { return nil }
+                guard interpreted.contains(elementType) else { return opaque(value, type: type) }
                 guard let elements = value.arrayValue else { throw FieldProblem("a \(type) holds no list") }
                 var result: [FieldValue] = []
                 result.reserveCapacity(elements.count)
-                for element in elements {
-                    guard let decoded = try decode(element, type: elementType) else { return nil }
-                    result.append(decoded)
-                }
+                for element in elements { result.append(try decode(element, type: elementType)) }
                 return .list(result)
             }
             switch type {
@@ -149,16 +204,48 @@ extension CloudKitWire {
                     throw FieldProblem("a BYTES field holds text that is not base64")
                 }
                 return .bytes(data)
+            case "REFERENCE":
+                return .reference(try reference(value))
             default:
-                return nil
+                return opaque(value, type: type)
             }
         }
 
-        private static func isSupported(_ type: String) -> Bool {
-            ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES"].contains(type)
+        /// The types read into their own `FieldValue` cases; any other is kept opaque.
+        private static let interpreted: Set<String> = ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES", "REFERENCE"]
+
+        /// A REFERENCE value: `{"recordName", "zoneID"?, "action"?}`; a missing action is `NONE`, an action
+        /// FlatSync does not know is refused (it would change what the server does with the record).
+        private static func reference(_ value: JSONValue) throws(FieldProblem) -> RecordReference {
+            guard let name = value["recordName"]?.stringValue, !name.isEmpty else {
+                throw FieldProblem("a REFERENCE holds no recordName")
+            }
+            var zoneName: String?
+            if let zone = value["zoneID"], zone != .null {
+                guard let zoneNameValue = zone["zoneName"]?.stringValue else {
+                    throw FieldProblem("a REFERENCE's zoneID has no zoneName")
+                }
+                zoneName = zoneNameValue
+            }
+            var action = RecordReference.Action.none
+            if let text = value["action"]?.stringValue {
+                guard let known = RecordReference.Action(rawValue: text) else {
+                    throw FieldProblem("a REFERENCE has the unknown action \(text)")
+                }
+                action = known
+            }
+            return RecordReference(recordName: name, zoneName: zoneName, action: action)
         }
 
-        /// A value sent without `type`: inferred from its JSON shape, never as BYTES or TIMESTAMP.
+        /// A value kept as it came: its JSON written back compactly, members in the order sent.
+        private static func opaque(_ value: JSONValue, type: String) -> FieldValue {
+            var writer = JSONValue.Writer(capacity: 64)
+            writer.value(value)
+            return .opaque(OpaqueFieldValue(type: type, json: String(decoding: writer.bytes, as: UTF8.self)))
+        }
+
+        /// A value sent without `type`: inferred from its JSON shape, never as BYTES or TIMESTAMP; an object
+        /// (a reference, a location: there is no telling) is kept opaque with an empty type.
         private static func infer(_ value: JSONValue) -> FieldValue? {
             switch value {
             case .string(let string): return .string(string)
@@ -168,10 +255,13 @@ extension CloudKitWire {
             case .array(let elements):
                 var result: [FieldValue] = []
                 for element in elements {
-                    guard let inferred = infer(element), inferred.listValue == nil else { return nil }
+                    guard let inferred = infer(element), inferred.listValue == nil, inferred.opaqueValue == nil
+                    else { return opaque(value, type: "") }
                     result.append(inferred)
                 }
                 return .list(result)
+            case .object:
+                return opaque(value, type: "")
             default:
                 return nil
             }

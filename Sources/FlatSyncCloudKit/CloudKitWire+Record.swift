@@ -7,36 +7,46 @@ extension CloudKitWire {
     /// CKWS reports the writer of a version as `modified.deviceID`, but a web client cannot say what to
     /// put there (who sets it for a web client is not documented), so FlatSync sends its device ID as
     /// an ordinary STRING field under this name and reads it back from there first, then from
-    /// `modified.deviceID`. In a production container it must be part of each record type's schema.
-    static let lastModifiedByField = "fsLastModifiedBy"
+    /// `modified.deviceID`. It is part of every record type of `CloudSchema.flatSync`: a production
+    /// container needs it deployed.
+    static let lastModifiedByField = CloudSchema.lastModifiedByField
 
-    /// The fields to send for `record`, with `lastModifiedBy` as the reserved field; refuses what CKWS
-    /// cannot carry.
-    static func outgoingFields(of record: Record) throws(FieldProblem) -> [String: FieldValue] {
+    /// The fields to send for `record`, with `lastModifiedBy` as the reserved field, and the type each is
+    /// declared with in `schema`. Refuses what CKWS cannot carry and, with a schema, any record type or
+    /// field it does not declare or a value of another type: the engine never writes outside its schema.
+    static func outgoingFields(of record: Record, schema: CloudSchema?) throws(FieldProblem)
+        -> (fields: [String: FieldValue], types: [String: CloudSchema.FieldType])
+    {
         var fields = record.fields
-        for (key, value) in fields {
-            guard key != lastModifiedByField else {
-                throw FieldProblem("the field name \(lastModifiedByField) is reserved for the writer's device ID")
+        if fields[lastModifiedByField] != nil {
+            throw FieldProblem("the field name \(lastModifiedByField) is reserved for the writer's device ID")
+        }
+        if let writer = record.lastModifiedBy { fields[lastModifiedByField] = .string(writer) }
+        var types: [String: CloudSchema.FieldType] = [:]
+        let declared: [String: CloudSchema.FieldType]?
+        if let schema {
+            guard let recordFields = schema.recordTypes[record.type] else {
+                throw FieldProblem("the record type \(record.type) is not in the transport's schema")
             }
-            do {
-                try check(value)
+            declared = recordFields
+        } else {
+            declared = nil
+        }
+        for (key, value) in fields {
+            do throws(FieldProblem) {
+                try Field.check(value)
+                if let declared {
+                    guard let type = declared[key] else {
+                        throw FieldProblem("it is not in the transport's schema for \(record.type)")
+                    }
+                    _ = try Field.typeName(of: value, declared: type)
+                    types[key] = type
+                }
             } catch {
                 throw FieldProblem("field \(key) of \(record.id): \(error.description)")
             }
         }
-        if let writer = record.lastModifiedBy { fields[lastModifiedByField] = .string(writer) }
-        return fields
-    }
-
-    private static func check(_ value: FieldValue) throws(FieldProblem) {
-        _ = try Field.typeName(of: value)
-        switch value {
-        case .double(let double) where !double.isFinite:
-            throw FieldProblem("\(double) is a number JSON cannot carry")
-        case .date(let date): _ = try Field.milliseconds(date)
-        case .list(let elements): for element in elements { try check(element) }
-        default: break
-        }
+        return (fields, types)
     }
 
     /// The record in a response entry, in `zone`. Throws ``FieldProblem`` when the entry lacks the name

@@ -406,6 +406,8 @@ enum CloudKitWire {
         var recordType: String?
         var recordChangeTag: String?
         var fields: [String: FieldValue]?
+        /// The declared type of each field, where the transport has a schema (lists go out with it).
+        var types: [String: CloudSchema.FieldType] = [:]
     }
 
     struct RecordsModifyRequest: JSONWritable {
@@ -435,7 +437,8 @@ enum CloudKitWire {
                                             for (key, value) in fields {
                                                 object.member(key) {
                                                     do throws(FieldProblem) {
-                                                        try Field.write(value, to: &$0)
+                                                        try Field.write(
+                                                            value, declared: operation.types[key], to: &$0)
                                                     } catch {
                                                         problem =
                                                             problem

@@ -138,7 +138,9 @@ extension CloudDatabase {
         if let problem = productionSchema?.problem(saving: save.record) {
             return CloudError(.invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
         }
-        guard save.policy == .ifServerRecordUnchanged else { return nil }
+        guard save.policy == .ifServerRecordUnchanged || save.policy == .replaceIfServerRecordUnchanged else {
+            return nil
+        }
         if let existing = currentRecord(id) {
             return save.record.changeTag == existing.changeTag
                 ? nil : Self.changedError(existing, sent: save.record.changeTag)
@@ -164,9 +166,9 @@ extension CloudDatabase {
         let id = save.record.id
         let fields: [String: FieldValue]
         switch save.policy {
-        case .changedKeys:
+        case .changedKeys, .ifServerRecordUnchanged:
             fields = currentRecord(id)?.fields.merging(save.record.fields) { $1 } ?? save.record.fields
-        case .ifServerRecordUnchanged, .allKeys:
+        case .replaceIfServerRecordUnchanged, .allKeys:
             fields = save.record.fields
         }
         let saved = Record(

@@ -100,14 +100,35 @@ struct CloudConformanceTests {
     }
 
     @Test(arguments: CloudUnderTest.allCases)
-    func ifUnchangedWithTheCurrentTagReplacesEveryField(_ kind: CloudUnderTest) async throws {
+    func ifUnchangedWithTheCurrentTagChangesOnlyTheFieldsSent(_ kind: CloudUnderTest) async throws {
+        try await kind.withCloud { cloud in
+            try await cloud.createZones([.notes])
+            let first = try await cloud.saveOne(makeRecord("a", ["change": .int(1), "other": .int(2)]))
+            let update = makeRecord("a", ["change": .int(10), "new": .string("n")], tag: first.changeTag)
+            let saved = try await cloud.saveOne(update)
+            #expect(
+                saved.fields == ["change": .int(10), "other": .int(2), "new": .string("n")],
+                "a field not sent keeps its value (another client's, say)")
+            #expect(saved.changeTag != first.changeTag)
+            #expect(try await cloud.records(in: .notes).first?.fields == saved.fields)
+        }
+    }
+
+    @Test(arguments: CloudUnderTest.allCases)
+    func replaceIfUnchangedWithTheCurrentTagReplacesEveryField(_ kind: CloudUnderTest) async throws {
         try await kind.withCloud { cloud in
             try await cloud.createZones([.notes])
             let first = try await cloud.saveOne(makeRecord("a", ["keep": .int(1), "drop": .int(2)]))
             let replacement = makeRecord("a", ["keep": .int(10)], tag: first.changeTag)
-            let saved = try await cloud.saveOne(replacement)
+            let result = try await cloud.modifyRecords(
+                saving: [RecordSave(replacement, policy: .replaceIfServerRecordUnchanged)], deleting: [],
+                atomically: true)
+            let saved = try #require(result.saved[replacement.id])
             #expect(saved.fields == ["keep": .int(10)], "fields not sent are gone")
-            #expect(saved.changeTag != first.changeTag)
+            let stale = try await cloud.modifyRecords(
+                saving: [RecordSave(replacement, policy: .replaceIfServerRecordUnchanged)], deleting: [],
+                atomically: true)
+            #expect(stale.failed[replacement.id]?.code == .serverRecordChanged, "the tag is checked")
         }
     }
 

@@ -149,8 +149,8 @@ struct CloudKitEmulatorRecordTests {
             #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"a","recordType":"N","fields":{"b":{"value":"*","type":"BYTES"}}}}]}"#
         ),
         (
-            "reference",
-            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"a","recordType":"N","fields":{"r":{"value":{"recordName":"b"},"type":"REFERENCE"}}}}]}"#
+            "unknown type",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"a","recordType":"N","fields":{"r":{"value":{"recordName":"b"},"type":"POINTER"}}}}]}"#
         ),
     ])
     func malformedModifyRequestsAreCountedBadRequests(_ problem: String, _ body: String) async throws {

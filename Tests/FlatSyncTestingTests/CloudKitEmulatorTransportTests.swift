@@ -14,7 +14,8 @@ struct CloudKitEmulatorTransportTests {
         CloudKitWebServicesTransport(
             configuration: .init(
                 containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "any",
-                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL, requestTimeout: .seconds(20)))
+                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL, requestTimeout: .seconds(20),
+                schema: nil))
     }
 
     @Test func recordsOfEveryFieldTypeRoundTripThroughBothSides() async throws {
@@ -26,6 +27,10 @@ struct CloudKitEmulatorTransportTests {
             let fields: [String: FieldValue] = [
                 "s": .string("héllo"), "i": .int(.min), "d": .double(-0.1), "b": .bytes(Data([0, 255])),
                 "t": .date(Date(timeIntervalSince1970: 1_700_000_000.123)), "l": .list([.int(1), .int(2)]),
+                "r": .reference(RecordReference(recordName: "b", action: .deleteSelf)),
+                "rl": .list([.reference(RecordReference(recordName: "c", zoneName: "Notes"))]),
+                "loc": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":48.8,"longitude":2.35}"#)),
+                "assets": .opaque(OpaqueFieldValue(type: "ASSETID_LIST", json: #"[{"fileChecksum":"abc","size":3}]"#)),
             ]
             let record = Record(
                 id: RecordID(zone: zone, name: "a"), type: "Note", fields: fields, lastModifiedBy: "dev")

@@ -97,6 +97,11 @@ public struct Command: Hashable, Sendable, Identifiable {
         slots[slot] = consume change
     }
 
+    /// Marks the save at `slot` as replacing its record (see ``RecordChange/replacesRecord``).
+    mutating func markReplacing(at slot: Int) {
+        slots[slot]!.replacesRecord = true
+    }
+
     /// Takes the change at `slot` out, leaving nil.
     mutating func remove(at slot: Int) {
         precondition(Self.isFilled(slots[slot]), "removing a change that left its command")

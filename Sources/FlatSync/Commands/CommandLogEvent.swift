@@ -342,8 +342,9 @@ package struct InternedWriter {
             write(change.pointee.recordID)
             return
         }
-        // The record read in place: binding the operation's payload copied it.
-        writer.write(UInt8(1))
+        // The record read in place: binding the operation's payload copied it. A save that replaces its
+        // record is operation 5, the same layout (older versions wrote 1 only, and read no 5).
+        writer.write(UInt8(change.pointee.replacesRecord ? 5 : 1))
         write(change.pointee.carriedRecord)
         writer.write(varint: UInt64(change.pointee.changedKeys.count))
         for key in change.pointee.changedKeys { write(key) }
@@ -382,9 +383,13 @@ extension InternedWriter {
         writeDevice(of: item)
         writer.write(UInt8(item.liking.rawValue))
         writer.write(signed: item.flags.rawValue)
-        writer.write(varint: UInt64(mask))
+        // A save that replaces its record sets a bit above the keys' (older versions never set it).
+        writer.write(varint: UInt64(mask) | (change.pointee.replacesRecord ? Self.replacesRecordBit : 0))
         return true
     }
+
+    /// The bit of a history save's key mask that says the save replaces its record: above any key's.
+    static let replacesRecordBit: UInt64 = 1 << 15
 
     /// Writes an item's device as operation 4 holds it: 0 for none; 2 + n for the entry's device number n;
     /// or 1 followed by the device ID, which then takes the next number. An entry numbers its first 16
@@ -455,12 +460,14 @@ package struct InternedReader {
         let sequence: UInt64
         if let given { sequence = given } else { sequence = try reader.readVarint() }
         switch try reader.readByte() {
-        case 1:
+        case let operation where operation == 1 || operation == 5:
             let record = try readRecord(&reader)
             let count = try reader.readCount()
             var keys = Set<String>(minimumCapacity: count)
             for _ in 0..<count { keys.insert(try readString(&reader)) }
-            return .save(record, changedKeys: keys, sequence: sequence)
+            var change = RecordChange.save(record, changedKeys: keys, sequence: sequence)
+            change.replacesRecord = operation == 5
+            return change
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
         case 3:
@@ -495,7 +502,8 @@ package struct InternedReader {
             throw FlatSyncError(.damagedFile, "A history record has an unknown liking status.")
         }
         let flags = ReadingHistoryItem.Flags(rawValue: try reader.readSigned())
-        let mask = try reader.readVarint()
+        let written = try reader.readVarint()
+        let mask = written & ~InternedWriter.replacesRecordBit
         guard mask < 1 << ReadingHistoryItem.recordKeys.count else {
             throw FlatSyncError(.damagedFile, "A history record names changed keys that do not exist.")
         }
@@ -507,7 +515,9 @@ package struct InternedReader {
         let record = Record(
             id: RecordID(zone: ReadingHistoryItem.zone, name: name), type: ReadingHistoryItem.recordType,
             content: .historyItem(item), changeTag: tag)
-        return .save(record, historyKeyMask: Int(mask), sequence: sequence)
+        var change = RecordChange.save(record, historyKeyMask: Int(mask), sequence: sequence)
+        change.replacesRecord = written & InternedWriter.replacesRecordBit != 0
+        return change
     }
 }
 

@@ -345,7 +345,8 @@ public struct PendingCommands: Sendable {
     }
 
     /// Ends a round of `zone`: what was not acknowledged goes back to pending. A record changed again
-    /// while the round was out keeps only its newer change, which already holds the older one.
+    /// while the round was out keeps only its newer change, which already holds the older one (a newer
+    /// save over a delete that did not go through replaces the record, as coalescing the two would).
     public mutating func unseal(_ zone: ZoneID) {
         guard let ids = sealed[zone] else { return }
         sealed[zone] = nil
@@ -355,7 +356,12 @@ public struct PendingCommands: Sendable {
                 guard let recordID = change?.recordID else { continue }
                 let here = Location(command: id, slot: slot)
                 sealedLocation[recordID] = nil
-                if location[recordID] != nil {
+                if let newer = location[recordID] {
+                    if change!.isDelete, let newerChange = self.change(at: newer), !newerChange.isDelete,
+                        !newerChange.replacesRecord
+                    {
+                        commands[newer.command]!.markReplacing(at: newer.slot)
+                    }
                     // Not compacted while its slots are walked here: that would move the ones still to come.
                     removeChange(at: here, compacting: false)
                 } else {

@@ -44,6 +44,10 @@ public struct RecordChange: Hashable, Sendable {
     package private(set) var carriedRecord: Record
     /// True for a save.
     private var isSave: Bool
+    /// True for a save that stands for a delete of the record followed by a new one (a delete coalesced
+    /// with a later save): sent, it replaces the server's record whole, where another save changes only the
+    /// keys it changed (see ``SavePolicy/replaceIfServerRecordUnchanged``).
+    public internal(set) var replacesRecord = false
     /// The keys the user's mutations changed (empty for a delete).
     public var changedKeys: Set<String> {
         get {
@@ -143,20 +147,25 @@ public struct RecordChange: Hashable, Sendable {
     /// |---|---|---|
     /// | save | save | one save: the later record (which already holds the earlier change), keys united |
     /// | save | delete | the delete |
-    /// | delete | save | the save, with the whole record |
+    /// | delete | save | the save, with the whole record, replacing the server's (``replacesRecord``) |
     /// | delete | delete | one delete |
     public func coalesced(with later: RecordChange) -> RecordChange {
         precondition(recordID == later.recordID, "coalescing changes of different records")
-        switch (operation, later.operation) {
-        case (.save, .save):
+        switch (isSave, later.isSave) {
+        case (true, true):
             var result = later
             if let mine = historyKeyMask, let theirs = later.historyKeyMask {
                 result.keys = .historyMask(mine | theirs)
             } else {
                 result.changedKeys.formUnion(changedKeys)
             }
+            result.replacesRecord = replacesRecord || later.replacesRecord
             return result
-        case (_, .delete), (.delete, .save):
+        case (false, true):
+            var result = later
+            result.replacesRecord = true
+            return result
+        case (_, false):
             return later
         }
     }
@@ -164,7 +173,7 @@ public struct RecordChange: Hashable, Sendable {
     public static func == (lhs: RecordChange, rhs: RecordChange) -> Bool {
         // The records compared in place (through `savedRecord`, both were copied).
         lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.isSave == rhs.isSave
-            && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
+            && lhs.replacesRecord == rhs.replacesRecord && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
             && (lhs.historyKeyMask != nil && lhs.historyKeyMask == rhs.historyKeyMask
                 || lhs.changedKeys == rhs.changedKeys)
     }

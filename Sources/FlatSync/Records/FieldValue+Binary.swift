@@ -15,16 +15,18 @@ package struct FieldValueTags: Sendable {
     var double: UInt8
     var bytes: UInt8
     var list: UInt8
+    var reference: UInt8
+    var opaque: UInt8
     /// Dates as plain doubles, keeping every bit pattern (a server keeps whatever it was sent), rather
     /// than as dates that must be finite.
     var rawDates: Bool
 
     /// The command log's numbering.
     package static let commandLog = FieldValueTags(
-        string: 1, int: 2, date: 3, double: 4, bytes: 5, list: 6, rawDates: false)
+        string: 1, int: 2, date: 3, double: 4, bytes: 5, list: 6, reference: 7, opaque: 8, rawDates: false)
     /// The `DirectoryCloud` state file's numbering.
     package static let cloudState = FieldValueTags(
-        string: 0, int: 1, date: 2, double: 3, bytes: 4, list: 5, rawDates: true)
+        string: 0, int: 1, date: 2, double: 3, bytes: 4, list: 5, reference: 6, opaque: 7, rawDates: true)
 }
 
 extension BinaryWriter {
@@ -50,6 +52,15 @@ extension BinaryWriter {
             write(tags.list)
             write(varint: UInt64(values.count))
             for element in values { write(element, tags: tags) }
+        case .reference(let value):
+            write(tags.reference)
+            write(value.recordName)
+            write(value.zoneName)
+            write(value.action.rawValue)
+        case .opaque(let value):
+            write(tags.opaque)
+            write(value.type)
+            write(value.json)
         }
     }
 }
@@ -81,6 +92,16 @@ extension BinaryReader {
             values.reserveCapacity(min(count, remaining))
             for _ in 0..<count { values.append(try readFieldValue(tags: tags, depth: depth + 1)) }
             return .list(values)
+        case tags.reference:
+            let name = try readString()
+            let zone = try readOptionalString()
+            let actionName = try readString()
+            guard let action = RecordReference.Action(rawValue: actionName) else {
+                throw FlatSyncError(.damagedFile, "A record reference has the unknown action \(actionName).")
+            }
+            return .reference(RecordReference(recordName: name, zoneName: zone, action: action))
+        case tags.opaque:
+            return .opaque(OpaqueFieldValue(type: try readString(), json: try readString()))
         case let other:
             throw FlatSyncError(.damagedFile, "A record field has the unknown type \(other).")
         }

@@ -6,9 +6,10 @@
 
 /// A typed value stored in one field of a ``Record``.
 ///
-/// The cases are CloudKit's field types that FlatSync can carry: FlatSync's own stores use strings,
-/// integers and dates; doubles, bytes and lists exist so that records written by other clients (or a
-/// later version of the app) come back from the server whole.
+/// The cases are CloudKit's field types: FlatSync's own stores use strings, integers and dates; doubles,
+/// bytes, references and lists are for a host's records and for records other clients write; a type
+/// FlatSync does not interpret (a location, an asset) is kept as ``opaque(_:)``, so that a record written by
+/// another client (or a later version of the app) comes back from the server whole.
 public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
     /// A string.
     case string(String)
@@ -23,6 +24,11 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
     case bytes(Data)
     /// A list of values of one type (CloudKit's `STRING_LIST`, `INT64_LIST`, …). Lists do not nest.
     case list([FieldValue])
+    /// A reference to another record (CloudKit's `REFERENCE`).
+    case reference(RecordReference)
+    /// A value of a type FlatSync keeps without interpreting it, as CloudKit sent it (`LOCATION`, `ASSET`,
+    /// …).
+    case opaque(OpaqueFieldValue)
 
     /// The string, if this is a string field.
     public var stringValue: String? {
@@ -60,6 +66,18 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
         return nil
     }
 
+    /// The reference, if this is a reference field.
+    public var referenceValue: RecordReference? {
+        if case .reference(let value) = self { return value }
+        return nil
+    }
+
+    /// The kept value, if this is a field of a type FlatSync does not interpret.
+    public var opaqueValue: OpaqueFieldValue? {
+        if case .opaque(let value) = self { return value }
+        return nil
+    }
+
     public var description: String {
         switch self {
         case .string(let value): return "\"\(value)\""
@@ -68,6 +86,8 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
         case .double(let value): return String(value)
         case .bytes(let value): return "<\(value.count) bytes>"
         case .list(let values): return "[" + values.map(\.description).joined(separator: ", ") + "]"
+        case .reference(let value): return value.description
+        case .opaque(let value): return value.description
         }
     }
 
@@ -78,6 +98,8 @@ public enum FieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
         case .int, .date, .double: return 8
         case .bytes(let value): return value.count
         case .list(let values): return values.reduce(0) { $0 + $1.approximateSize }
+        case .reference(let value): return value.recordName.utf8.count + (value.zoneName?.utf8.count ?? 0) + 1
+        case .opaque(let value): return value.json.utf8.count
         }
     }
 }
@@ -96,6 +118,8 @@ extension FieldValue {
         case (.double(let a), .double(let b)): return a.isSameStoredValue(as: b)
         case (.bytes(let a), .bytes(let b)): return a == b
         case (.list(let a), .list(let b)): return a == b
+        case (.reference(let a), .reference(let b)): return a == b
+        case (.opaque(let a), .opaque(let b)): return a == b
         default: return false
         }
     }
@@ -121,6 +145,12 @@ extension FieldValue {
         case .list(let values):
             hasher.combine(5)
             hasher.combine(values)
+        case .reference(let value):
+            hasher.combine(6)
+            hasher.combine(value)
+        case .opaque(let value):
+            hasher.combine(7)
+            hasher.combine(value)
         }
     }
 }

@@ -37,6 +37,10 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     /// Versions skipped for a pending delete (see ``ZoneState/skippedVersions``), as name and tag pairs;
     /// absent when none.
     package var skippedVersions: Data?
+    /// Fields of the records that the items do not use (see ``ZoneState/unknownFields``): per record its
+    /// name, the number of fields, and each field's name and value in the command log's field codec;
+    /// absent when none (and in files written before FlatSync kept them).
+    package var unknownFields: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
@@ -72,6 +76,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             }
             skippedVersions = skipped.data
         }
+        if !state.unknownFields.isEmpty {
+            unknownFields = Self.encode(unknownFields: state.unknownFields)
+        }
         checksum = 0
         checksum = computedChecksum()
     }
@@ -94,7 +101,41 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         crc = CRC32.checksum(changeTagValues, continuing: crc)
         if let createdSinceFetch { crc = CRC32.checksum(createdSinceFetch, continuing: crc) }
         if let skippedVersions { crc = CRC32.checksum(skippedVersions, continuing: crc) }
+        if let unknownFields { crc = CRC32.checksum(unknownFields, continuing: crc) }
         return crc
+    }
+
+    /// The bytes of ``unknownFields``, records and fields in name order.
+    static func encode(unknownFields: [String: [String: FieldValue]]) -> Data {
+        var writer = BinaryWriter()
+        for name in unknownFields.keys.sorted() {
+            let fields = unknownFields[name]!
+            writer.write(name)
+            writer.write(varint: UInt64(fields.count))
+            for key in fields.keys.sorted() {
+                writer.write(key)
+                writer.write(fields[key]!, tags: .commandLog)
+            }
+        }
+        return writer.data
+    }
+
+    /// Reads what ``encode(unknownFields:)`` wrote.
+    static func decode(unknownFields data: Data) throws(FlatSyncError) -> [String: [String: FieldValue]] {
+        try data.withBinaryReader { (reader) throws(FlatSyncError) in
+            var result: [String: [String: FieldValue]] = [:]
+            while !reader.isAtEnd {
+                let name = try reader.readString()
+                let count = try reader.readCount()
+                var fields: [String: FieldValue] = [:]
+                for _ in 0..<count {
+                    let key = try reader.readString()
+                    fields[key] = try reader.readFieldValue(tags: .commandLog)
+                }
+                result[name] = fields
+            }
+            return result
+        }
     }
 
     /// The CRC-32 of the fields before the columns, the first piece of ``checksum``.

@@ -545,6 +545,7 @@ extension SnapshotFile {
         let tagValues = try range("changeTagValues", required: true)!
         let created = try range("createdSinceFetch", required: false)
         let skipped = try range("skippedVersions", required: false)
+        let unknown = try range("unknownFields", required: false)
         let token = try tokenRange.map { (range) throws(FlatSyncError) -> Data in
             Data(try source.bytes(at: range.lowerBound, count: range.count))
         }
@@ -598,6 +599,12 @@ extension SnapshotFile {
                     state.skippedVersions[try cursor.readString()] = ChangeTag(try cursor.readString())
                 }
                 crc = CRC32.combine(crc, cursor.checksum, length: skipped.count)
+            }
+            if let unknown {
+                // Rare and small (fields other clients wrote): read whole, with the log's field codec.
+                let bytes = Data(try source.bytes(at: unknown.lowerBound, count: unknown.count))
+                crc = CRC32.checksum(bytes, continuing: crc)
+                state.unknownFields = try decode(unknownFields: bytes)
             }
         } catch  where error.code == .damagedFile {
             throw FlatSyncError(

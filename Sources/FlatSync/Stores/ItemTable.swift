@@ -69,6 +69,17 @@ extension ItemTable {
 package protocol TableItem: SyncedItem {
     /// The table a zone of these items keeps.
     associatedtype Table: ItemTable<Self>
+    /// The fields of the items' records: any other field of a fetched record was written by another client
+    /// (see ``ZoneState/unknownFields``).
+    static var knownRecordKeys: Set<String> { get }
+}
+
+extension ReadingListEntry {
+    package static let knownRecordKeys: Set<String> = ["articleID", "dateAdded", "origin", "title"]
+}
+
+extension ReadingHistoryItem {
+    package static let knownRecordKeys = Set(recordKeys)
 }
 
 /// Items by article ID in a ``HashedTable``: the reading list's table.

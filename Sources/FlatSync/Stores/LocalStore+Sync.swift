@@ -11,25 +11,50 @@ extension LocalStore {
         zone == .readingList ? zones.readingList.changeToken : zones.history.changeToken
     }
 
-    /// The request for a batch of changes: each save carries the store's current record (which holds the
+    /// The request for a batch of changes: each save carries the store's current values (which hold the
     /// change and anything merged in since) and each delete the change tag last seen, so the server
     /// refuses either if someone else changed the record meanwhile.
+    ///
+    /// A save of a record the server has (a change tag is known) sends only the keys this device changed,
+    /// so the server keeps every other field — those another client wrote included
+    /// (``SavePolicy/ifServerRecordUnchanged``). It sends the whole record, replacing the server's, only
+    /// when the change stands for a delete followed by a new record, or removes a field (which only a
+    /// replace can do). A record the server does not have yet is created whole.
     package func request(for changes: [RecordChange]) -> (saves: [RecordSave], deletes: [RecordDeletion]) {
         var saves: [RecordSave] = []
         var deletes: [RecordDeletion] = []
         for change in changes {
             let tag = changeTag(for: change.recordID)
-            switch change.operation {
-            case .save(let record):
-                var current = zones.record(for: change.recordID) ?? record
-                current.changeTag = tag
-                current.lastModifiedBy = deviceID
-                // A transport reads the fields, often more than once: build the dictionary once here.
-                current.fields = current.fields
-                saves.append(RecordSave(current, policy: .ifServerRecordUnchanged))
-            case .delete:
+            guard !change.isDelete else {
                 deletes.append(RecordDeletion(change.recordID, changeTag: tag, policy: .ifServerRecordUnchanged))
+                continue
             }
+            var current = zones.record(for: change.recordID) ?? change.carriedRecord
+            current.changeTag = tag
+            current.lastModifiedBy = deviceID
+            var policy = SavePolicy.ifServerRecordUnchanged
+            if tag != nil, change.replacesRecord {
+                policy = .replaceIfServerRecordUnchanged
+            } else if tag != nil {
+                let keys = change.changedKeys
+                var changed = [String: FieldValue](minimumCapacity: keys.count)
+                for key in keys {
+                    guard let value = current.content.field(key) else {
+                        // The change removed this field: only a replace removes one.
+                        policy = .replaceIfServerRecordUnchanged
+                        break
+                    }
+                    changed[key] = value
+                }
+                if policy == .ifServerRecordUnchanged, !changed.isEmpty {
+                    current.fields = changed
+                    saves.append(RecordSave(current, policy: policy))
+                    continue
+                }
+            }
+            // A transport reads the fields, often more than once: build the dictionary once here.
+            current.fields = current.fields
+            saves.append(RecordSave(current, policy: policy))
         }
         return (saves, deletes)
     }
@@ -53,7 +78,17 @@ extension LocalStore {
     /// so it may have created the record after this device's change token.
     package func serverSaved(_ record: Record, created: Bool) {
         setChangeTag(record.changeTag, for: record.id)
+        keepUnknownFields(of: record)
         if created { noteCreated(record.id) }
+    }
+
+    /// Keeps the fields of a record the server returned that the zone's items do not use.
+    private func keepUnknownFields(of record: Record) {
+        if record.id.zone == .readingList {
+            zones.readingList.keepUnknownFields(of: record)
+        } else if record.id.zone == .readingHistory {
+            zones.history.keepUnknownFields(of: record)
+        }
     }
 
     private func noteCreated(_ id: RecordID) {
@@ -68,6 +103,11 @@ extension LocalStore {
     package func serverDeleted(_ id: RecordID) {
         setChangeTag(nil, for: id)
         setSkippedVersion(nil, for: id)
+        if id.zone == .readingList {
+            zones.readingList.unknownFields[id.name] = nil
+        } else {
+            zones.history.unknownFields[id.name] = nil
+        }
     }
 
     private func setSkippedVersion(_ tag: ChangeTag?, for id: RecordID) {
@@ -99,8 +139,11 @@ extension LocalStore {
         let local = zones.record(for: server.id)
         let merged = local.flatMap { RecordMerge.merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
+        keepUnknownFields(of: server)
         if sentWithoutTag { noteCreated(server.id) }
-        return merged.hasSameContent(as: server)
+        // Compared as the zone's items: fields the server holds that the items do not use are not this
+        // device's to send.
+        return merged.hasSameContent(as: RecordMerge.known(server) ?? server)
     }
 
     /// A delete met a newer server version: the other device's edit wins, so the record comes back.
@@ -112,6 +155,7 @@ extension LocalStore {
         if skippedVersion(for: server.id) != server.changeTag { noteCreated(server.id) }
         setSkippedVersion(nil, for: server.id)
         adopt(server)
+        keepUnknownFields(of: server)
     }
 
     /// Puts the server's version of a record back in place of the local one (`nil`: the server has none, so
@@ -120,8 +164,10 @@ extension LocalStore {
         setSkippedVersion(nil, for: id)
         if let server {
             adopt(server)
+            keepUnknownFields(of: server)
             return
         }
+        serverDeleted(id)
         switch id.zone {
         case .readingList:
             if let articleID = ReadingListEntry.articleID(fromRecordName: id.name) {
@@ -203,16 +249,18 @@ extension LocalStore {
                 events.append(.error(SyncEventError(code: error.code.description, message: error.message)))
                 continue
             }
-            switch pending.latestChange(for: record.id)?.operation {
+            switch pending.latestChange(for: record.id).map({ $0.isDelete }) {
             case nil:
+                state.keepUnknownFields(of: record)
                 // This device's own save coming back changes nothing and is not counted.
                 if state.changeTag(of: record.id.name) == record.changeTag, state.items[articleID] == item { continue }
                 state.items[articleID] = item
-            case .save:
+            case false:
+                state.keepUnknownFields(of: record)
                 // Nothing new if the server still holds the version this device last saw.
                 if state.changeTag(of: record.id.name) == record.changeTag { continue }
                 state.items[articleID] = state.items[articleID].map { $0.merged(with: item) } ?? item
-            case .delete:
+            case true:
                 state.skippedVersions[record.id.name] = record.changeTag
                 continue
             }
@@ -231,6 +279,7 @@ extension LocalStore {
             guard let articleID = Item.articleID(fromRecordName: name) else { continue }
             state.setChangeTag(nil, of: name)
             state.skippedVersions[name] = nil
+            state.unknownFields[name] = nil
             if pending.latestChange(for: RecordID(zone: Item.zone, name: name)) == nil,
                 state.items.removeValue(forKey: articleID) != nil
             {

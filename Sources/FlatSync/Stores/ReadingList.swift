@@ -54,6 +54,12 @@ public struct ReadingList: Sendable {
         await store.zones.readingList.items[articleID]
     }
 
+    /// The entry's record as the server knows it: the entry's fields, any field another client wrote that
+    /// FlatSync does not use (kept as it came, never sent back), and the change tag last seen.
+    public func record(_ articleID: String) async -> Record? {
+        await store.zones.readingList.fullRecord(forArticle: articleID)
+    }
+
     /// Every entry, most recently saved first.
     public func entries() async -> [ReadingListEntry] {
         await store.zones.readingList.items.values.sorted {
@@ -153,6 +159,12 @@ public struct ReadingHistory: Sendable {
     /// The item for an article, if there is one.
     public func item(_ articleID: String) async -> ReadingHistoryItem? {
         await store.zones.history.items[articleID]
+    }
+
+    /// The item's record as the server knows it: the item's fields, any field another client wrote that
+    /// FlatSync does not use (kept as it came, never sent back), and the change tag last seen.
+    public func record(_ articleID: String) async -> Record? {
+        await store.zones.history.fullRecord(forArticle: articleID)
     }
 
     /// Every item, most recently visited (or seen) first; ties in that time go by article ID, descending.

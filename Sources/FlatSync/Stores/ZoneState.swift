@@ -18,8 +18,38 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// name. They are covered by the change token, so if the delete loses to one of them later, the next
     /// fetch will not return it again.
     package var skippedVersions: [String: ChangeTag] = [:]
+    /// Fields of the zone's records that the items do not use, by record name: written by another client (a
+    /// native app on the same container, a later version of this one), of any type. They are kept, so that
+    /// ``fullRecord(forArticle:)`` shows the record whole, but never sent: a save sends only the fields
+    /// this device changed, and the server keeps the rest.
+    package var unknownFields: [String: [String: FieldValue]] = [:]
 
     package init() {}
+
+    /// Keeps the fields of `record`, as the server holds it, that the items do not use (forgetting those of
+    /// an earlier version). A record whose content is an item has none to tell.
+    package mutating func keepUnknownFields(of record: Record) {
+        guard case .fields(let fields) = record.content else { return }
+        var unknown: [String: FieldValue] = [:]
+        for (key, value) in fields where !Item.knownRecordKeys.contains(key) { unknown[key] = value }
+        if unknown.isEmpty {
+            if !unknownFields.isEmpty { unknownFields[record.id.name] = nil }
+        } else {
+            unknownFields[record.id.name] = unknown
+        }
+    }
+
+    /// The record of an article as the server knows it: the item's fields, the fields other clients wrote
+    /// (``unknownFields``) and the change tag last seen.
+    package func fullRecord(forArticle articleID: String) -> Record? {
+        guard var record = record(forArticle: articleID) else { return nil }
+        if let unknown = unknownFields[record.id.name] {
+            var fields = record.fields
+            for (key, value) in unknown where fields[key] == nil { fields[key] = value }
+            record.fields = fields
+        }
+        return record
+    }
 
     /// The last change tag seen from the server for the record named `name`. A record deleted locally keeps
     /// its tag until the server confirms the delete, because the delete is sent with it. The item table

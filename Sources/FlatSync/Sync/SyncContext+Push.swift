@@ -347,10 +347,14 @@ extension SyncContext {
     }
 
     /// True when the server's version is this device's own save whose response never arrived: written by
-    /// this device, with exactly the content it sent.
+    /// this device, holding every field it sent with the value sent (a save sends only the fields it
+    /// changes, so the server's version may hold others).
     private func isOwnUnconfirmedWrite(_ server: Record) -> Bool {
-        guard server.lastModifiedBy == localStore.deviceID, let sent = unconfirmedSaves[server.id] else { return false }
-        return sent.hasSameContent(as: server)
+        guard server.lastModifiedBy == localStore.deviceID, let sent = unconfirmedSaves[server.id],
+            sent.type == server.type
+        else { return false }
+        let serverFields = server.fields
+        return sent.fields.allSatisfy { serverFields[$0.key] == $0.value }
     }
 
     private func refusal(of change: RecordChange, because error: CloudError) -> RefusedChange {

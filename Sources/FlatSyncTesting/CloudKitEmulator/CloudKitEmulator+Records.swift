@@ -14,6 +14,8 @@ extension CloudKitEmulator {
         var kind: Kind
         /// The record sent (for a delete: only its name and tag matter).
         var record: Record
+        /// The `type` each field was sent with.
+        var wireTypes: [String: String] = [:]
 
         var isDelete: Bool { kind == .delete || kind == .forceDelete }
     }
@@ -28,13 +30,18 @@ extension CloudKitEmulator {
     /// `records/modify` → 200 `{"records":[…]}`, one entry per operation in order: the saved record, a
     /// tombstone for a delete, or the record's error.
     ///
-    /// Operation types (the wire contract's mapping onto ``CloudDatabase``):
-    /// - `create`: save if the record does not exist (exists → CONFLICT).
-    /// - `replace` + tag: save if the tag is current (stale → CONFLICT, missing → NOT_FOUND).
-    /// - `update` + tag: the same check, then only the sent fields change.
+    /// Operation types, as Apple's `records/modify` reference describes them, onto ``CloudDatabase``:
+    /// - `create`: save if the record does not exist (exists → CONFLICT, as observed live).
+    /// - `update` + tag: save if the tag is current (stale → CONFLICT, missing → NOT_FOUND); only the sent
+    ///   fields change ("Only the fields you specify are changed").
+    /// - `replace` + tag: the same check; fields not sent are removed ("set to null").
     /// - `forceUpdate` / `forceReplace`: save without a check, sent fields only / all fields.
     /// - `delete` + tag: delete if the tag is current (missing → success); `forceDelete`: delete.
-    /// - `replace`, `update` or `delete` without a tag: BAD_REQUEST for that record.
+    /// - `replace`, `update` or `delete` without a tag: BAD_REQUEST for that record (the tag "is required").
+    ///
+    /// With a production schema (``CloudDatabase/productionSchema``), a save whose record type or field the
+    /// schema lacks, or whose field was sent with another type (an empty list as `STRING_LIST` for an
+    /// `INT64_LIST` field, say), fails for that record with BAD_REQUEST in CloudKit's words.
     ///
     /// `atomic` (default true): one failure fails every record (the others with ATOMIC_ERROR) and
     /// nothing is applied. The request fails as a whole, counted but with nothing applied, for more than
@@ -62,9 +69,10 @@ extension CloudKitEmulator {
                         id: RecordID(zone: zone, name: name), type: "", changeTag: tag.map { ChangeTag($0) })
                     operations.append(RecordOperation(kind: kind, record: deleted))
                 } else {
+                    var wireTypes: [String: String] = [:]
                     let record = try CloudKitRecordJSON.record(
-                        from: operation["record"], in: zone, "\(what()).record")
-                    operations.append(RecordOperation(kind: kind, record: record))
+                        from: operation["record"], in: zone, wireTypes: &wireTypes, "\(what()).record")
+                    operations.append(RecordOperation(kind: kind, record: record, wireTypes: wireTypes))
                 }
             }
             return (operations, atomic)
@@ -104,7 +112,9 @@ extension CloudKitEmulator {
                 saves.append(RecordSave(record.withChangeTag(nil), policy: .ifServerRecordUnchanged))
             case .replace, .update:
                 saves.append(
-                    RecordSave(record, policy: operation.kind == .update ? .changedKeys : .ifServerRecordUnchanged))
+                    RecordSave(
+                        record,
+                        policy: operation.kind == .update ? .ifServerRecordUnchanged : .replaceIfServerRecordUnchanged))
                 if record.changeTag == nil {
                     failed[record.id] = CloudError(
                         .invalidArguments, "\(operation.kind.rawValue) needs the record's recordChangeTag.")
@@ -125,26 +135,12 @@ extension CloudKitEmulator {
         // Whole-request refusals first (sizes, names, types), with CKWS's own limit checked above.
         try CloudDatabase.validateModify(saves, deletes)
 
-        // `update` checks the tag itself, then saves the sent fields without a check: CloudDatabase has
-        // no policy for both at once, and both happen within this one request.
-        for operation in operations where operation.kind == .update && failed[operation.record.id] == nil {
-            let id = operation.record.id
-            do throws(CloudError) {
-                try database.requireZone(id.zone)
-            } catch {
-                failed[id] = error
-                continue
-            }
-            guard let current = database.currentRecord(id) else {
-                failed[id] = CloudError(
-                    .unknownItem, "The record \(id) does not exist; update needs an existing record.")
-                continue
-            }
-            if current.changeTag != operation.record.changeTag {
-                failed[id] = CloudError(
-                    .serverRecordChanged,
-                    "The record \(id) is at tag \(current.changeTag?.rawValue ?? "nil") on the server, not "
-                        + "\(operation.record.changeTag?.rawValue ?? "nil") as sent.")
+        if let schema = database.productionSchema {
+            for operation in operations where !operation.isDelete && failed[operation.record.id] == nil {
+                if let problem = Self.wireTypeProblem(operation, schema) {
+                    failed[operation.record.id] = CloudError(
+                        .invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
+                }
             }
         }
 
@@ -180,6 +176,19 @@ extension CloudKitEmulator {
             return .failed(id.name, CloudError(.internalError, "The server lost the result of \(id)."))
         }
         return (outcomes, changed)
+    }
+
+    /// Why a production container would refuse a field for the `type` it was sent with: a declared field
+    /// sent as another type (the record type, undeclared fields and the values' kinds are
+    /// ``CloudDatabase``'s to check). The reserved writer field counts as declared where the schema has it.
+    private static func wireTypeProblem(_ operation: RecordOperation, _ schema: CloudSchema) -> String? {
+        let record = operation.record
+        guard let declared = schema.recordTypes[record.type] else { return nil }
+        for (key, sent) in operation.wireTypes.sorted(by: { $0.key < $1.key }) {
+            guard let type = declared[key], type.wireName != sent else { continue }
+            return "Invalid value for field '\(key)' in record '\(record.type)', expected type \(type.wireName)."
+        }
+        return nil
     }
 
     /// `records/lookup` `{"records":[{"recordName"}],"zoneID"}` → `{"records":[…]}`, one entry per name in

@@ -6,8 +6,10 @@ import Foundation
 ///
 /// Fields are `{"value": V, "type": "T"}`: STRING a string, INT64 an integer, DOUBLE a number, TIMESTAMP
 /// an integer count of milliseconds since 1970 (a floating count is accepted too), BYTES a base64 string,
-/// and `<TYPE>_LIST` a JSON array of those (an empty list goes out as `STRING_LIST`: a stored empty list
-/// has no element type). The writer's device ID (``Record/lastModifiedBy``) travels as the reserved
+/// REFERENCE `{"recordName", "zoneID"?, "action"}`, and `<TYPE>_LIST` a JSON array of those (an empty list
+/// goes out as `STRING_LIST`, as the live server sends an empty list: a stored empty list has no element
+/// type). LOCATION, ASSET and ASSETID values (and lists of them) are stored as they came and sent back the
+/// same (`FieldValue.opaque`); any other type is refused, as CloudKit refuses a type it does not have. The writer's device ID (``Record/lastModifiedBy``) travels as the reserved
 /// STRING field `fsLastModifiedBy`, which the emulator stores apart from the fields and sends back both
 /// as that field and as `modified.deviceID`.
 enum CloudKitRecordJSON {
@@ -73,6 +75,8 @@ enum CloudKitRecordJSON {
         case .double: return "DOUBLE"
         case .date: return "TIMESTAMP"
         case .bytes: return "BYTES"
+        case .reference: return "REFERENCE"
+        case .opaque(let value): return value.type
         case .list(let elements): return (elements.first.map(typeName) ?? "STRING") + "_LIST"
         }
     }
@@ -86,6 +90,17 @@ enum CloudKitRecordJSON {
         case .date(let date): writer.int(milliseconds(date))
         case .bytes(let data): writer.string(data.base64EncodedString())
         case .list(let elements): writer.array(elements) { writeValue($1, to: &$0) }
+        case .reference(let reference):
+            writer.object { object in
+                object.member("action") { $0.string(reference.action.rawValue) }
+                object.member("recordName") { $0.string(reference.recordName) }
+                if let zoneName = reference.zoneName {
+                    object.member("zoneID") { CloudKitJSON.write(zoneID: ZoneID(zoneName), to: &$0) }
+                }
+            }
+        case .opaque(let value):
+            // Stored from JSON the emulator parsed, so it parses again; `null` if it somehow does not.
+            if let json = try? JSONValue.parse(Data(value.json.utf8)) { writer.value(json) } else { writer.null() }
         }
     }
 
@@ -106,6 +121,15 @@ enum CloudKitRecordJSON {
     static func record(
         from value: JSONValue?, in zone: ZoneID, _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> Record {
+        var types: [String: String] = [:]
+        return try record(from: value, in: zone, wireTypes: &types, what())
+    }
+
+    /// ``record(from:in:_:)``, also giving the `type` each field was sent with (a production schema checks
+    /// it: an empty list has no element type of its own).
+    static func record(
+        from value: JSONValue?, in zone: ZoneID, wireTypes: inout [String: String], _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> Record {
         let object = try CloudKitJSON.object(value, what())
         let name = try CloudKitJSON.optionalString(object["recordName"], "\(what()).recordName") ?? UUID().uuidString
         let type = try CloudKitJSON.optionalString(object["recordType"], "\(what()).recordType") ?? ""
@@ -114,7 +138,8 @@ enum CloudKitRecordJSON {
         var writer: String?
         if let rawFields = object["fields"], rawFields != .null {
             for (key, rawField) in try CloudKitJSON.object(rawFields, "\(what()).fields") {
-                let value = try field(from: rawField, "field \(key) of record \(name)")
+                let (value, wireType) = try typedField(from: rawField, "field \(key) of record \(name)")
+                if let wireType { wireTypes[key] = wireType }
                 if key == lastModifiedByField {
                     guard case .string(let string) = value else {
                         throw CloudKitJSON.Problem("The field \(lastModifiedByField) must be a STRING.")
@@ -131,13 +156,21 @@ enum CloudKitRecordJSON {
         )
     }
 
-    /// One field a client sent. Without `type`, the type is guessed from the JSON as CKWS does (a string
-    /// is a STRING, an integer an INT64, another number a DOUBLE, an array a list of those); a type the
-    /// emulator cannot store (REFERENCE, ASSET, LOCATION, …) or a `null` value is refused. `what` names the
-    /// field in an error and is built only then: a push of 10,000 records made 130,000 such names.
+    /// One field a client sent; see ``typedField(from:_:)``.
     static func field(
         from value: JSONValue, _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> FieldValue {
+        try typedField(from: value, what()).value
+    }
+
+    /// One field a client sent, and the `type` it was sent with. Without `type`, the type is guessed from
+    /// the JSON as CKWS does (a string is a STRING, an integer an INT64, another number a DOUBLE, an array
+    /// a list of those). LOCATION, ASSET and ASSETID values are kept as sent; a type CloudKit does not have,
+    /// or a `null` value, is refused. `what` names the field in an error and is built only then: a push of
+    /// 10,000 records made 130,000 such names.
+    static func typedField(
+        from value: JSONValue, _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> (value: FieldValue, type: String?) {
         // The two members read straight from the object's list (the later of a repeated key, as a dictionary
         // of them would keep): a dictionary per field was most of the time the emulator spent on a push.
         var typeMember: JSONValue?
@@ -154,27 +187,49 @@ enum CloudKitRecordJSON {
             throw CloudKitJSON.Problem(
                 "The \(what()) has no value (removing a field is not supported by the emulator).")
         }
-        guard let type else { return try inferredValue(raw, what()) }
+        guard let type else { return (try inferredValue(raw, what()), nil) }
         if type.hasSuffix("_LIST") {
             let elementType = String(type.dropLast("_LIST".count))
-            guard scalarTypes.contains(elementType) else {
-                throw CloudKitJSON.Problem("The \(what()) has the type \(type), which the emulator does not store.")
-            }
             let elements = try CloudKitJSON.array(raw, "The value of the \(what())")
+            if keptTypes.contains(elementType) {
+                return (try kept(raw, type: type, what()), type)
+            }
+            guard scalarTypes.contains(elementType) || elementType == "REFERENCE" else {
+                throw CloudKitJSON.Problem("The \(what()) has the type \(type), which CloudKit does not have.")
+            }
             var values: [FieldValue] = []
             values.reserveCapacity(elements.count)
             for element in elements {
                 values.append(try scalar(element, type: elementType, "an element of the \(what())"))
             }
-            return .list(values)
+            return (.list(values), type)
         }
-        guard scalarTypes.contains(type) else {
-            throw CloudKitJSON.Problem("The \(what()) has the type \(type), which the emulator does not store.")
+        if keptTypes.contains(type) { return (try kept(raw, type: type, what()), type) }
+        guard scalarTypes.contains(type) || type == "REFERENCE" else {
+            throw CloudKitJSON.Problem("The \(what()) has the type \(type), which CloudKit does not have.")
         }
-        return try scalar(raw, type: type, "the \(what())")
+        return (try scalar(raw, type: type, "the \(what())"), type)
     }
 
     private static let scalarTypes: Set<String> = ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES"]
+    /// CloudKit's types the emulator stores without interpreting them.
+    private static let keptTypes: Set<String> = ["LOCATION", "ASSET", "ASSETID"]
+
+    /// A LOCATION, ASSET or ASSETID value (or a list of them), kept as its JSON; it must be an object (an
+    /// array of objects, for a list).
+    private static func kept(
+        _ raw: JSONValue, type: String, _ what: @autoclosure () -> String
+    ) throws(CloudKitJSON.Problem) -> FieldValue {
+        let elements: [JSONValue] = type.hasSuffix("_LIST") ? (raw.arrayValue ?? []) : [raw]
+        for element in elements {
+            guard case .object = element else {
+                throw CloudKitJSON.Problem("The value of the \(what()) (\(type)) is not a dictionary.")
+            }
+        }
+        var writer = JSONValue.Writer(capacity: 64)
+        writer.value(raw)
+        return .opaque(OpaqueFieldValue(type: type, json: String(decoding: writer.bytes, as: UTF8.self)))
+    }
 
     private static func scalar(
         _ raw: JSONValue, type: String, _ what: @autoclosure () -> String
@@ -194,6 +249,20 @@ enum CloudKitRecordJSON {
                 milliseconds = try CloudKitJSON.double(raw, "The value of \(what()) (TIMESTAMP)")
             }
             return .date(Date(timeIntervalSince1970: milliseconds / 1_000))
+        case "REFERENCE":
+            let object = try CloudKitJSON.object(raw, "The value of \(what()) (REFERENCE)")
+            let name = try CloudKitJSON.string(object["recordName"], "The recordName of \(what())")
+            guard !name.isEmpty else { throw CloudKitJSON.Problem("The reference in \(what()) names no record.") }
+            var zoneName: String?
+            if let zone = object["zoneID"], zone != .null {
+                zoneName = try CloudKitJSON.zoneID(from: zone, "The zoneID of \(what())").name
+            }
+            let actionName = try CloudKitJSON.optionalString(object["action"], "The action of \(what())") ?? "NONE"
+            guard let action = RecordReference.Action(rawValue: actionName) else {
+                throw CloudKitJSON.Problem(
+                    "The action \(actionName) of \(what()) is not NONE, DELETE_SELF or VALIDATE.")
+            }
+            return .reference(RecordReference(recordName: name, zoneName: zoneName, action: action))
         default:  // BYTES
             let text = try CloudKitJSON.string(raw, "The value of \(what()) (BYTES, base64)")
             guard let data = Data(base64Encoded: text) else {

@@ -194,7 +194,7 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
         let transport = CloudKitWebServicesTransport(
             configuration: .init(
                 containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "conformance",
-                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
+                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL, schema: nil))
         do {
             try await body(HTTPTestCloud(transport: transport, backing: backing))
         } catch {

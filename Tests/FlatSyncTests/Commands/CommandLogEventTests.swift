@@ -73,7 +73,45 @@ import Testing
             [.save(ReadingListEntry(articleID: "d", dateAdded: date, origin: -1).record, changedKeys: [], sequence: 11)]
         ),
         .counters(nextSequence: 1 << 40, nextCommandID: 5),
+        // References and kept values of types FlatSync does not interpret; saves that replace their records.
+        .restored(
+            Command(
+                id: CommandID(6),
+                zone: .readingList,
+                kind: .modifyRecords,
+                slots: [
+                    replacing(
+                        F.save(
+                            "kinds",
+                            [
+                                "r": .reference(RecordReference(recordName: "p", zoneName: "Z", action: .deleteSelf)),
+                                "rl": .list([.reference(RecordReference(recordName: "q"))]),
+                                "loc": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":1}"#)),
+                            ]
+                        ).withSequence(12))
+                ]
+            )
+        ),
+        .restored(
+            Command(
+                id: CommandID(7),
+                zone: .readingHistory,
+                kind: .modifyRecords,
+                slots: [
+                    replacing(
+                        .save(
+                            historyItem: ReadingHistoryItem(articleID: "h"), id: ReadingHistoryItem.recordID(for: "h"),
+                            historyKeyMask: 3, sequence: 13))
+                ]
+            )
+        ),
     ]
+
+    private static func replacing(_ change: RecordChange) -> RecordChange {
+        var change = change
+        change.replacesRecord = true
+        return change
+    }
 
     @Test(arguments: events)
     func everyEventRoundTrips(event: CommandLogEvent) throws {

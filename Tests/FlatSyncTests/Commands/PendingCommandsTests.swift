@@ -8,11 +8,7 @@ import Testing
     private typealias F = Fixtures
 
     private func queue(_ mutations: [[RecordChange]], zone: ZoneID = .readingList) -> PendingCommands {
-        var queue = PendingCommands()
-        for (index, changes) in mutations.enumerated() {
-            queue.enqueue(Mutation(sequence: UInt64(index + 1), zone: zone, changes: changes))
-        }
-        return queue
+        PendingCommands().enqueuing(mutations, zone: zone)
     }
 
     // MARK: - The coalescing table, pair by pair
@@ -42,6 +38,26 @@ import Testing
         #expect(queue.allCommands.first?.kind == .modifyRecords)
         let change = try #require(queue.latestChange(for: F.id("a")))
         #expect(change.record?.fields == ["n": .int(1), "m": .int(2)])
+        #expect(change.replacesRecord, "sent, it replaces the record the delete was for, not updates it")
+        let later = queue.enqueuing([F.save("a", ["n": .int(5), "m": .int(2)], keys: ["n"])], sequence: 3)
+        #expect(try #require(later.latestChange(for: F.id("a"))).replacesRecord, "a later save keeps that")
+    }
+
+    @Test func aSaveOnItsOwnOrAfterASaveUpdatesTheRecord() throws {
+        let queue = queue([[F.save("a", ["n": .int(1)])], [F.save("a", ["n": .int(2)])]])
+        #expect(try #require(queue.latestChange(for: F.id("a"))).replacesRecord == false)
+    }
+
+    @Test func aSaveThatOutlivesADeleteOfTheSameRoundReplacesTheRecord() throws {
+        var queue = queue([[F.save("a", ["n": .int(1)])]])
+        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.delete("a")]))
+        _ = queue.seal(.readingList)
+        queue.enqueue(Mutation(sequence: 3, zone: .readingList, changes: [F.save("a", ["n": .int(3)])]))
+        #expect(try #require(queue.latestChange(for: F.id("a"))).replacesRecord == false, "not while the delete is out")
+        queue.unseal(.readingList)  // the delete did not go through
+        let change = try #require(queue.latestChange(for: F.id("a")))
+        #expect(!change.isDelete && change.replacesRecord)
+        #expect(queue.inconsistencies().isEmpty)
     }
 
     @Test func removeThenRemoveLeavesOneRemove() {
@@ -392,5 +408,23 @@ import Testing
         #expect(queue.isEmpty, "every restored change can be acknowledged")
         queue.restore(Command(id: CommandID(9), zone: .readingList, kind: .modifyRecords, slots: [nil]))
         #expect(queue.isEmpty && queue.nextCommandID == 10, "an empty command is not kept")
+    }
+}
+
+extension PendingCommands {
+    /// A copy with each of `mutations` enqueued, numbered from `sequence`.
+    fileprivate func enqueuing(_ mutations: [[RecordChange]], zone: ZoneID = .readingList, sequence: UInt64 = 1)
+        -> PendingCommands
+    {
+        var queue = self
+        for (index, changes) in mutations.enumerated() {
+            queue.enqueue(Mutation(sequence: sequence + UInt64(index), zone: zone, changes: changes))
+        }
+        return queue
+    }
+
+    /// A copy with `changes` enqueued as one mutation numbered `sequence`.
+    fileprivate func enqueuing(_ changes: [RecordChange], sequence: UInt64) -> PendingCommands {
+        enqueuing([changes], sequence: sequence)
     }
 }

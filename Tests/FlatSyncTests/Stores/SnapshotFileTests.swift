@@ -21,6 +21,14 @@ import Testing
         state.appliedThroughSequence = 42
         state.createdSinceFetch = ["rh-article-1", "rh-article-2"]
         state.skippedVersions = ["rh-article-3": ChangeTag("t-9")]
+        state.unknownFields = [
+            "rh-article-4": [
+                "summary": .string("another app's"), "scores": .list([.int(1)]),
+                "source": .reference(RecordReference(recordName: "rl-x", zoneName: "ReadingList", action: .validate)),
+                "place": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":1}"#)),
+            ],
+            "rh-article-5": ["empty": .list([])],
+        ]
         return state
     }
 
@@ -34,6 +42,7 @@ import Testing
         #expect(decoded.appliedThroughSequence == 42)
         #expect(decoded.createdSinceFetch == state.createdSinceFetch)
         #expect(decoded.skippedVersions == state.skippedVersions)
+        #expect(decoded.unknownFields == state.unknownFields)
     }
 
     /// Device IDs are read sharing equal strings (a few recent ones); any mix must still come back exactly.

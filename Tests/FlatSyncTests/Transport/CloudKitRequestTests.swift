@@ -42,6 +42,9 @@ struct CloudKitRequestTests {
                 "s": .string("héllo"), "i": .int(.max), "d": .double(0.5), "t": .date(Self.when),
                 "b": .bytes(Data([0, 1, 2, 255])), "l": .list([.int(1), .int(2)]), "e": .list([]),
                 "tl": .list([.date(Self.when)]),
+                "r": .reference(RecordReference(recordName: "b", zoneName: "Notes", action: .deleteSelf)),
+                "rl": .list([.reference(RecordReference(recordName: "c"))]),
+                "loc": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":1.5,"longitude":-2}"#)),
             ], lastModifiedBy: "device-A")
         full.changeTag = ChangeTag("tag-1")
         let plain = Record(id: id("b"), type: "Note", fields: ["s": .string("x")])
@@ -49,6 +52,8 @@ struct CloudKitRequestTests {
             saving: [
                 RecordSave(full), RecordSave(plain), RecordSave(plain.withID(id("c")), policy: .changedKeys),
                 RecordSave(plain.withID(id("d")).withChangeTag(ChangeTag("old")), policy: .allKeys),
+                RecordSave(
+                    plain.withID(id("g")).withChangeTag(ChangeTag("tag-g")), policy: .replaceIfServerRecordUnchanged),
             ],
             deleting: [
                 RecordDeletion(id("e"), changeTag: ChangeTag("tag-e")), RecordDeletion(id("f"), policy: .force),
@@ -62,7 +67,7 @@ struct CloudKitRequestTests {
         let expected = json(
             #"""
             {"atomic": false, "zoneID": {"zoneName": "Notes"}, "operations": [
-              {"operationType": "replace", "record": {"recordName": "a", "recordType": "Note", "recordChangeTag": "tag-1",
+              {"operationType": "update", "record": {"recordName": "a", "recordType": "Note", "recordChangeTag": "tag-1",
                 "fields": {
                   "s": {"type": "STRING", "value": "héllo"},
                   "i": {"type": "INT64", "value": 9223372036854775807},
@@ -72,12 +77,17 @@ struct CloudKitRequestTests {
                   "l": {"type": "INT64_LIST", "value": [1, 2]},
                   "e": {"type": "STRING_LIST", "value": []},
                   "tl": {"type": "TIMESTAMP_LIST", "value": [1700000000123]},
+                  "r": {"type": "REFERENCE", "value": {"action": "DELETE_SELF", "recordName": "b", "zoneID": {"zoneName": "Notes"}}},
+                  "rl": {"type": "REFERENCE_LIST", "value": [{"action": "NONE", "recordName": "c"}]},
+                  "loc": {"type": "LOCATION", "value": {"latitude": 1.5, "longitude": -2}},
                   "fsLastModifiedBy": {"type": "STRING", "value": "device-A"}}}},
               {"operationType": "create", "record": {"recordName": "b", "recordType": "Note",
                 "fields": {"s": {"type": "STRING", "value": "x"}}}},
               {"operationType": "forceUpdate", "record": {"recordName": "c", "recordType": "Note",
                 "fields": {"s": {"type": "STRING", "value": "x"}}}},
               {"operationType": "forceReplace", "record": {"recordName": "d", "recordType": "Note",
+                "fields": {"s": {"type": "STRING", "value": "x"}}}},
+              {"operationType": "replace", "record": {"recordName": "g", "recordType": "Note", "recordChangeTag": "tag-g",
                 "fields": {"s": {"type": "STRING", "value": "x"}}}},
               {"operationType": "delete", "record": {"recordName": "e", "recordChangeTag": "tag-e"}},
               {"operationType": "forceDelete", "record": {"recordName": "f"}}
@@ -86,6 +96,40 @@ struct CloudKitRequestTests {
         #expect(request.jsonBody == expected, "\(String(decoding: request.body ?? Data(), as: UTF8.self))")
         // The exact text of INT64.max, which a Double would round.
         #expect(String(decoding: request.body ?? Data(), as: UTF8.self).contains("9223372036854775807"))
+    }
+
+    /// With a schema, every list goes out with its declared type, empty or not, and nothing outside the
+    /// schema goes out at all.
+    @Test func aSchemaTypesEmptyListsAndKeepsEverythingElseHome() async throws {
+        let schema = CloudSchema(recordTypes: [
+            "Note": [
+                "tags": .list(.int64), "names": .list(.string), "s": .string, CloudSchema.lastModifiedByField: .string,
+            ]
+        ])
+        let exchange = ScriptedExchange([.json(#"{"records":[]}"#)])
+        let transport = makeTransport(exchange, schema: schema)
+        let note = Record(
+            id: RecordID(zone: Self.zone, name: "a"), type: "Note",
+            fields: ["tags": .list([]), "names": .list([]), "s": .string("x")], lastModifiedBy: "device-A")
+        _ = try await transport.modifyRecords(saving: [RecordSave(note)], deleting: [], atomically: false)
+        let body = try #require(exchange.requests.first?.jsonBody as? [String: Any])
+        let operation = try #require((body["operations"] as? [[String: Any]])?.first)
+        let fields = try #require((operation["record"] as? [String: Any])?["fields"] as? [String: Any])
+        #expect((fields["tags"] as? [String: Any])?["type"] as? String == "INT64_LIST")
+        #expect((fields["names"] as? [String: Any])?["type"] as? String == "STRING_LIST")
+
+        for outside in [
+            Record(id: note.id, type: "Note", fields: ["undeclared": .string("x")]),
+            Record(id: note.id, type: "Other", fields: ["s": .string("x")]),
+            Record(id: note.id, type: "Note", fields: ["tags": .list([.string("not a number")])]),
+            Record(id: note.id, type: "Note", fields: ["s": .int(1)]),
+        ] {
+            let error = await #expect(throws: CloudError.self) {
+                _ = try await transport.modifyRecords(saving: [RecordSave(outside)], deleting: [], atomically: false)
+            }
+            #expect(error?.code == .invalidArguments, "\(outside)")
+        }
+        #expect(exchange.requests.count == 1, "nothing outside the schema was sent")
     }
 
     @Test func aCallSpanningZonesSendsOneModifyPerZone() async throws {

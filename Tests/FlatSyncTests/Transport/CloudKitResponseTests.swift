@@ -60,8 +60,9 @@ struct CloudKitResponseTests {
                 "s": .string("héllo"), "i": .int(.min), "n": .int(9_007_199_254_740_993), "d": .double(2.5),
                 "t": .date(when), "tf": .date(when), "b": .bytes(Data([0, 1, 2, 255])),
                 "sl": .list([.string("x"), .string("y")]), "el": .list([]), "untyped": .string("Chen"),
-                "untypedNumber": .int(42),
-            ], "REFERENCE and LOCATION have no FieldValue and are skipped; an untyped string is never BYTES")
+                "untypedNumber": .int(42), "ref": .reference(RecordReference(recordName: "b", action: .none)),
+                "loc": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":1,"longitude":2}"#)),
+            ], "a REFERENCE is read, a LOCATION kept as sent; an untyped string is never BYTES")
         #expect(when.roundedToMilliseconds == when, "a date stamped by a store comes back equal")
     }
 

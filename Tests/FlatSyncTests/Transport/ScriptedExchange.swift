@@ -74,13 +74,14 @@ func json(_ text: String) -> NSObject {
     try! JSONSerialization.jsonObject(with: Data(text.utf8)) as! NSObject
 }
 
-/// A transport to a fictional container, answering through `exchange`, with tokens in memory.
+/// A transport to a fictional container, answering through `exchange`, with tokens in memory; records of
+/// any type (no schema) unless `schema` says.
 func makeTransport(
     _ exchange: ScriptedExchange, tokens: any WebAuthTokenStore = InMemoryWebAuthTokenStore(token: "web+token/1="),
-    timeout: Duration = .seconds(30)
+    timeout: Duration = .seconds(30), schema: CloudSchema? = nil
 ) -> CloudKitWebServicesTransport {
     CloudKitWebServicesTransport(
         configuration: .init(
             containerID: "iCloud.com.example.news", environment: .development, apiToken: "api+key/0=",
-            tokenStore: tokens, requestTimeout: timeout, http: exchange))
+            tokenStore: tokens, requestTimeout: timeout, http: exchange, schema: schema))
 }

@@ -1,0 +1,117 @@
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// Fields another client wrote — a native app on the same container, a newer version of this one — survive
+/// this device: it keeps them with the record, and its saves send only the fields it changed, so the
+/// server keeps them too. Every test runs against the in-memory cloud and through CloudKit Web Services.
+@Suite struct SyncForeignFieldsTests {
+    static let routes: [SyncHarness.Route] = [.direct, .http]
+
+    /// Fields of every kind FlatSync does not use.
+    static let foreign: [String: FieldValue] = [
+        "summary": .string("A summary another app wrote"),
+        "scores": .list([.int(3), .int(5)]),
+        "source": .reference(RecordReference(recordName: "rl-h", action: .none)),
+        "place": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":48.85,"longitude":2.35}"#)),
+        "cover": .opaque(OpaqueFieldValue(type: "ASSETID", json: #"{"fileChecksum":"AbC","size":12}"#)),
+    ]
+
+    /// Writes the history record of `articleID` as another client would: the server's current record (or a
+    /// fresh item's) plus `fields`, without a tag check.
+    private func writeAsAnotherClient(
+        _ cloud: InMemoryCloud, _ articleID: String, _ fields: [String: FieldValue]
+    ) async throws {
+        let id = ReadingHistoryItem.recordID(for: articleID)
+        var record =
+            try await cloud.lookupRecords([id])[id]
+            ?? ReadingHistoryItem(articleID: articleID).record
+        var all = record.fields
+        for (key, value) in fields { all[key] = value }
+        record.fields = all
+        record.lastModifiedBy = "native-app"
+        let result = try await cloud.modifyRecords(
+            saving: [RecordSave(record, policy: .allKeys)], deleting: [], atomically: true)
+        #expect(result.failed.isEmpty)
+    }
+
+    private func serverRecord(_ cloud: InMemoryCloud, _ articleID: String) async -> Record? {
+        await cloud.records(in: .readingHistory).first { $0.id == ReadingHistoryItem.recordID(for: articleID) }
+    }
+
+    @Test(arguments: Self.routes)
+    func fieldsAnotherClientWroteAreKeptHereAndOnTheServer(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.history.visit("h", version: 1)
+            _ = try await a.syncNow()
+            try await writeAsAnotherClient(harness.cloud, "h", Self.foreign)
+            _ = try await a.syncNow()
+            let kept = try #require(await a.history.record("h"))
+            for (key, value) in Self.foreign { #expect(kept[key] == value, "\(key) is kept on the device") }
+
+            // A's own edit goes out as an update of the fields it changed: the other client's stay.
+            try await a.history.setLiking("h", .liked)
+            try await a.history.visit("h", version: 4)
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete)
+            let server = try #require(await serverRecord(harness.cloud, "h"))
+            for (key, value) in Self.foreign { #expect(server[key] == value, "\(key) survives A's save") }
+            #expect(try ReadingHistoryItem(record: server).liking == .liked)
+            #expect(try ReadingHistoryItem(record: server).maxVersionSeen == 4)
+            #expect(try await DeviceView(server: harness.cloud) == DeviceView(a))
+            try await a.close()
+
+            // Through a restart the device still shows them (the snapshot keeps them).
+            let reopened = try await harness.device("A", start: false)
+            let again = try #require(await reopened.history.record("h"))
+            for (key, value) in Self.foreign { #expect(again[key] == value, "\(key) survives a restart") }
+            try await reopened.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func aConflictWithAnotherClientsEditKeepsBothEdits(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.history.visit("h", version: 1)
+            _ = try await a.syncNow()
+            // Another client writes after A last fetched; A's edit meets it as a conflict.
+            try await writeAsAnotherClient(harness.cloud, "h", ["summary": .string("fresh")])
+            try await a.history.markOffensive("h")
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete)
+            let server = try #require(await serverRecord(harness.cloud, "h"))
+            #expect(server["summary"] == .string("fresh"))
+            #expect(try ReadingHistoryItem(record: server).flags.contains(.offensive))
+            #expect(await a.history.record("h")?["summary"] == .string("fresh"))
+            try await a.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func aDeleteThenANewItemReplacesTheRecordWhole(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.history.visit("h", version: 1)
+            try await a.history.markRead("h")
+            _ = try await a.syncNow()
+            try await writeAsAnotherClient(harness.cloud, "h", Self.foreign)
+            _ = try await a.syncNow()
+            // Removed and visited again before a sync: one save that stands for the delete and the new item.
+            try await a.history.remove("h")
+            try await a.history.visit("h", version: 2)
+            _ = try await a.syncNow()
+            let server = try #require(await serverRecord(harness.cloud, "h"))
+            let item = try ReadingHistoryItem(record: server)
+            #expect(item.maxVersionSeen == 2)
+            #expect(item.readCount == 1, "the new item's count, not the deleted one's")
+            for key in Self.foreign.keys { #expect(server[key] == nil, "\(key) went with the deleted record") }
+            #expect(await a.history.record("h")?["summary"] == nil)
+            #expect(try await DeviceView(server: harness.cloud) == DeviceView(a))
+            try await a.close()
+        }
+    }
+}
