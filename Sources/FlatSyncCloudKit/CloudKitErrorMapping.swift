@@ -21,12 +21,12 @@ import Foundation
 /// | `AUTHENTICATION_REQUIRED` | 421 | `notAuthenticated` (+ `redirectURL`; the web auth token is forgotten) | documented |
 /// | `AUTHENTICATION_FAILED` | 401 | `notAuthenticated` (the web auth token is kept: a wrong API token gets this too) | documented |
 /// | `ACCESS_DENIED` | 403 | `notAuthenticated` | documented code; the action is a choice |
-/// | `BAD_REQUEST`, `VALIDATING_REFERENCE_ERROR`, `UNIQUE_FIELD_ERROR` | 400, 412 | `invalidArguments` | documented |
-/// | `INTERNAL_ERROR` | 500 | `internalError` | documented |
-/// | `ZONE_BUSY` | 503 | `zoneBusy` | **assumed**: not documented; the emulator sends it |
-/// | `LIMIT_EXCEEDED` | 400 | `limitExceeded` | **assumed**: not documented; the emulator sends it |
-/// | `CHANGE_TOKEN_EXPIRED` | 400 | `changeTokenExpired` | **assumed**: no documented code exists |
-/// | `USER_DELETED_ZONE` | 404 | `userDeletedZone` | **assumed**: not documented |
+/// | `BAD_REQUEST`, `VALIDATING_REFERENCE_ERROR`, `UNIQUE_FIELD_ERROR` | 400, 412 | `invalidArguments` (the engine parks the change: see `RefusedChange`) | documented (`UNIQUE_FIELD_ERROR` by CloudKit JS only); a production schema's refusal of a field comes back this way, per record, observed live |
+/// | `INTERNAL_ERROR` | 500 | `internalError` (per record: parked too) | documented |
+/// | `ZONE_BUSY` | 503 | `zoneBusy` | **guessed**, never documented nor seen: kept in case; see below |
+/// | `LIMIT_EXCEEDED` | 400 | `limitExceeded` | **guessed**: see below |
+/// | `CHANGE_TOKEN_EXPIRED` | 400 | `changeTokenExpired` | **guessed**: see below |
+/// | `USER_DELETED_ZONE` | 404 | `userDeletedZone` | **guessed**: see below |
 /// | any other code | by status: 429 → `requestRateLimited`; 502–504 → `serviceUnavailable`; other 5xx → `internalError`; 401/421 → `notAuthenticated`; other 4xx → `invalidArguments` | the raw code is kept in `CloudError.serverErrorCode` |
 /// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401/421 → `notAuthenticated`; else `unexpectedServerResponse` | a proxy's page, a server restarting |
 /// | a 200 whose body lacks the keys the operation needs | `unexpectedServerResponse` | |
@@ -34,10 +34,27 @@ import Foundation
 /// `retryAfter` comes from the body's `retryAfter` (seconds; the unit is not documented), else from an
 /// HTTP `Retry-After` header of whole seconds.
 ///
-/// **An expired change token has no documented code.** On `changes/database` and `changes/zone` sent with
-/// a token, any error that is not about signing in, throttling, or a missing zone is taken as
-/// `changeTokenExpired` (keeping the raw code), so the engine fetches once more from no token; sent
-/// without a token, the same error keeps its own meaning, so a reset never loops.
+/// **What the engine does without the four guessed codes.** The emulator used to send them; it now sends
+/// only documented codes unless told to guess (`CloudKitWebServicesServer.Options.guessedErrorCodes`), and
+/// each behaviour that was keyed to one has a documented trigger or is an assumption written down here:
+/// - *A busy zone*: CloudKit's documented "retry later" answers are `TRY_AGAIN_LATER` (503) and `THROTTLED`
+///   (429), with `retryAfter`; the engine waits and retries on those. `ZONE_BUSY` would do the same.
+/// - *A request over a limit*: the transport never sends more than the documented 200 operations, nor a
+///   record it can tell is over 1 MB. **Assumed**: a request CloudKit still finds too large is refused as a
+///   whole with `BAD_REQUEST` (no code is documented; the native API's is `limitExceeded`). The engine halves
+///   any request refused as a whole until the culprit stands alone, and parks that record
+///   (`RefusedChange`), so this needs no code of its own.
+/// - *An expired change token*: no documented code. On `changes/database` and `changes/zone` sent with a
+///   token, any error that is not about signing in, throttling, or a missing zone is taken as
+///   `changeTokenExpired` (keeping the raw code), so the engine fetches once more from no token; sent
+///   without a token, the same error keeps its own meaning, so a reset never loops. **Assumed** from the
+///   native equivalent ("client knowledge differs from server knowledge", paulw11/Seam3#35); no capture.
+/// - *A zone the user deleted*: no code and no `purged` flag are documented or observed. Such a zone is
+///   not found (`ZONE_NOT_FOUND`) and `changes/database` lists it with `"deleted": true` (observed on
+///   `zones/changes`, MistKit #444), read as `ZoneDeletion.Reason.unknown`. The engine wipes a zone the
+///   database reports deleted, and before it creates a zone it was told is not found, it asks the
+///   database's changes since its last fetch: reported deleted, the zone is wiped instead of uploaded again
+///   (`SyncContext.stopIfTheUserDeleted`). **Assumed**: that CloudKit reports the user's deletion there.
 ///
 /// Connection failures (`URLError`): no connection at all (not connected, cannot find or connect to the
 /// host, international roaming off, data not allowed) → `networkUnavailable`: the request was never

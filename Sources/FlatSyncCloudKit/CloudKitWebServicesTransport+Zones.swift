@@ -68,7 +68,7 @@ extension CloudKitWebServicesTransport {
             if entry.deleted == true {
                 // CloudKit documents no flag for a zone the user deleted; `purged` is the emulator's.
                 deleted.append(
-                    ZoneDeletion(zone: ZoneID(name), reason: entry.purged == true ? .deletedByUser : .deleted))
+                    ZoneDeletion(zone: ZoneID(name), reason: entry.purged == true ? .deletedByUser : .unknown))
             } else if !changed.contains(ZoneID(name)) {
                 changed.append(ZoneID(name))
             }

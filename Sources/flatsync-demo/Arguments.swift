@@ -21,6 +21,7 @@ enum DemoCommand: Equatable, Sendable {
     case cloudDeleteZone(ZoneID)
     case cloudFaults(rate: Double, seed: UInt64?)
     case cloudServe(port: UInt16?, options: ServeOptions)
+    case cloudSchema
     case cloudLogin(callbackPort: UInt16?)
     case watch
 }
@@ -29,12 +30,23 @@ enum DemoCommand: Equatable, Sendable {
 struct ServeOptions: Equatable, Sendable {
     /// `-v`: one line per request on standard error.
     var verbose = false
-    /// `--strict-wire`: the codes CloudKit does not document are sent as `BAD_REQUEST`.
-    var strictWire = false
+    /// `--guessed-error-codes`: also send the four error codes CloudKit does not document.
+    var guessedErrorCodes = false
+    /// `--production-schema`: refuse, as a production container does, what the schema does not declare.
+    var productionSchema: ProductionSchema?
     /// `--require-sign-in`: requests without a web auth token get 421 and a sign-in URL.
     var requireSignIn = false
     /// `--sign-in-callback URL`: where the sign-in page sends the token (else it shows it).
     var signInCallback: URL?
+}
+
+/// The schema `cloud serve --production-schema` enforces.
+enum ProductionSchema: Equatable, Sendable {
+    /// The schema FlatSync declares (`cloud schema`).
+    case declared
+    /// A schema in a JSON file, as `cloud schema --json` prints one (a relative path is taken from the
+    /// current directory).
+    case file(path: String)
 }
 
 /// Where the cloud is: a `DirectoryCloud` directory, or a CloudKit Web Services endpoint.

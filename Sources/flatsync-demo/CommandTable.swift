@@ -308,9 +308,14 @@ enum CommandTable {
                 OptionSpec(name: "port", placeholder: "P", help: "the port on 127.0.0.1 (default: a free one)"),
                 OptionSpec(name: "verbose", placeholder: nil, help: "-v: one line per request on standard error"),
                 OptionSpec(
-                    name: "strict-wire", placeholder: nil,
-                    help: "send BAD_REQUEST for the error codes CloudKit does not document (zone busy, limit "
-                        + "exceeded, token expired, zone deleted by the user), as the real server might"),
+                    name: "production-schema", placeholder: "SCHEMA",
+                    help: "act as a production container deployed with SCHEMA: `declared` (what `cloud schema` "
+                        + "prints) or a JSON file like `cloud schema --json` prints; a save outside it is refused "
+                        + "record by record, as CloudKit does (default: development, which takes any record)"),
+                OptionSpec(
+                    name: "guessed-error-codes", placeholder: nil,
+                    help: "also send four error codes CloudKit does not document (ZONE_BUSY, LIMIT_EXCEEDED, "
+                        + "CHANGE_TOKEN_EXPIRED, USER_DELETED_ZONE): guesses, to test a client against them"),
                 OptionSpec(
                     name: "require-sign-in", placeholder: nil,
                     help: "refuse requests without a web auth token (421 and a sign-in URL), for `cloud login`"),
@@ -325,16 +330,33 @@ enum CommandTable {
                 Runs in the foreground on 127.0.0.1 and prints its URL; devices then use --cloud URL. The
                 directory stays the cloud's state, so the server can be stopped and started again (Ctrl-C stops
                 it cleanly) and `cloud` commands work on the directory or the URL alike. Every response carries
-                a new web auth token; devices long-poll it for changes with `watch`.
+                a new web auth token; devices long-poll it for changes with `watch`. It sends only the error
+                codes Apple documents, unless --guessed-error-codes.
                 """,
             make: { values throws(ArgumentProblem) in
                 .cloudServe(
                     port: try values.number("port", in: 1...UInt16.max, meaning: "a port number from 1 to 65535"),
                     options: ServeOptions(
-                        verbose: values.flags.contains("verbose"), strictWire: values.flags.contains("strict-wire"),
+                        verbose: values.flags.contains("verbose"),
+                        guessedErrorCodes: values.flags.contains("guessed-error-codes"),
+                        productionSchema: values.options["production-schema"].map {
+                            $0 == "declared" ? .declared : .file(path: $0)
+                        },
                         requireSignIn: values.flags.contains("require-sign-in"),
                         signInCallback: try values.url("sign-in-callback")))
             }
+        ),
+        CommandSpec(
+            words: ["cloud", "schema"], operands: [], sharedOptions: ["json"],
+            summary: "print the CloudKit schema FlatSync writes, to deploy before going to production",
+            details: """
+                Prints the record types and fields FlatSync writes in CloudKit's schema language, the text
+                Apple's `cktool import-schema` takes (deploy it to the container's development environment,
+                then to production in CloudKit Console). A production container refuses any field it lacks.
+                JSON: {"recordTypes": {"ReadingListEntry": {"articleID": "STRING", …}, …}} with CloudKit Web
+                Services type names; `cloud serve --production-schema` reads a file of this shape.
+                """,
+            make: { _ in .cloudSchema }
         ),
         CommandSpec(
             words: ["cloud", "login"], operands: [],

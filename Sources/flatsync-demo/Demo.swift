@@ -46,6 +46,10 @@ enum Demo {
         case .tour:
             let sampleData = try SampleData.load(environment: environment)
             return try await Tour(sampleData: sampleData, console: console).run() ? .success : .failure
+        case .cloudSchema:
+            let schema = CloudSchema.flatSync
+            console.out(invocation.json ? String(decoding: schema.jsonData, as: UTF8.self) : schema.ckdbText)
+            return .success
         case .cloudStats, .cloudExpireTokens, .cloudDeleteZone, .cloudFaults:
             return try await CloudCommands(location: invocation.cloud, output: output).run(invocation.command)
         case .cloudServe(let port, let options):
@@ -140,6 +144,7 @@ extension DemoCommand {
         case .cloudDeleteZone: return "cloud delete-zone"
         case .cloudFaults: return "cloud faults"
         case .cloudServe: return "cloud serve"
+        case .cloudSchema: return "cloud schema"
         case .cloudLogin: return "cloud login"
         case .watch: return "watch"
         }

@@ -50,8 +50,9 @@ import Testing
         (["cloud", "faults", "--rate", "1"], .cloudFaults(rate: 1, seed: nil)),
         (["cloud", "serve"], .cloudServe(port: nil, options: ServeOptions())),
         (
-            ["cloud", "serve", "--port", "8080", "-v", "--strict-wire"],
-            .cloudServe(port: 8080, options: ServeOptions(verbose: true, strictWire: true))
+            ["cloud", "serve", "--port", "8080", "-v", "--guessed-error-codes", "--production-schema", "declared"],
+            .cloudServe(
+                port: 8080, options: ServeOptions(verbose: true, guessedErrorCodes: true, productionSchema: .declared))
         ),
         (["cloud", "serve", "--require-sign-in"], .cloudServe(port: nil, options: ServeOptions(requireSignIn: true))),
         (["cloud", "login", "--cloud", "http://127.0.0.1:1"], .cloudLogin(callbackPort: nil)),
@@ -179,7 +180,7 @@ import Testing
             .like(articleID: "x"), .dislike(articleID: "x"), .list, .history, .pending, .sync,
             .discardRefused(recordName: nil), .status, .cloudStats,
             .cloudExpireTokens, .cloudDeleteZone(.readingList), .cloudFaults(rate: 0, seed: nil),
-            .cloudServe(port: nil, options: ServeOptions()), .cloudLogin(callbackPort: nil), .watch,
+            .cloudServe(port: nil, options: ServeOptions()), .cloudSchema, .cloudLogin(callbackPort: nil), .watch,
         ]
         #expect(Set(commands.map(\.name)) == names)
     }

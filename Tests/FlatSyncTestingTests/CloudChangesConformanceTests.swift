@@ -315,8 +315,8 @@ struct CloudChangesConformanceTests {
             #expect(changes.changedZones.isEmpty)
             #expect(
                 changes.deletedZones == [
-                    ZoneDeletion(zone: .notes, reason: .deleted),
-                    ZoneDeletion(zone: .photos, reason: .deletedByUser),
+                    ZoneDeletion(zone: .notes, reason: kind.seen(.deleted)),
+                    ZoneDeletion(zone: .photos, reason: kind.seen(.deletedByUser)),
                 ])
             let fromNil = try await cloud.fetchDatabaseChanges(since: nil)
             #expect(fromNil.changedZones == [third])
@@ -340,8 +340,8 @@ struct CloudChangesConformanceTests {
             #expect(changes.changedZones == [.notes, .photos])
             #expect(
                 changes.deletedZones == [
-                    ZoneDeletion(zone: .notes, reason: .deletedByUser),
-                    ZoneDeletion(zone: .photos, reason: .deleted),
+                    ZoneDeletion(zone: .notes, reason: kind.seen(.deletedByUser)),
+                    ZoneDeletion(zone: .photos, reason: kind.seen(.deleted)),
                 ])
         }
     }
@@ -410,7 +410,7 @@ struct CloudChangesConformanceTests {
             await expectCloudError(.zoneNotFound) {
                 _ = try await cloud.fetchZoneChanges(in: .notes, since: notesToken, resultsLimit: 10)
             }
-            await expectCloudError(.userDeletedZone) {
+            await expectCloudError(kind.seen(.userDeletedZone)) {
                 _ = try await cloud.fetchZoneChanges(in: .photos, since: photosToken, resultsLimit: 10)
             }
 
@@ -522,7 +522,7 @@ struct CloudChangesConformanceTests {
             try await cloud.deleteZoneAsUser(.notes)
 
             #expect(try await cloud.listZones() == [.photos])
-            await expectCloudError(.userDeletedZone) {
+            await expectCloudError(kind.seen(.userDeletedZone)) {
                 _ = try await cloud.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10)
             }
             let result = try await cloud.modifyRecords(
@@ -530,15 +530,15 @@ struct CloudChangesConformanceTests {
                 deleting: [RecordDeletion(saved.id, policy: .force)],
                 atomically: false
             )
-            #expect(result.failed[recordID("b")]?.code == .userDeletedZone)
-            #expect(result.failed[saved.id]?.code == .userDeletedZone)
+            #expect(result.failed[recordID("b")]?.code == kind.seen(.userDeletedZone))
+            #expect(result.failed[saved.id]?.code == kind.seen(.userDeletedZone))
             #expect(Set(result.saved.keys) == [recordID("c", in: .photos)], "other zones still work")
             #expect(try await cloud.lookupRecords([saved.id]).isEmpty)
             #expect(try await cloud.records(in: .notes).isEmpty)
 
             // An app deleting it does not turn it into an ordinary missing zone.
             try await cloud.deleteZones([.notes])
-            await expectCloudError(.userDeletedZone) {
+            await expectCloudError(kind.seen(.userDeletedZone)) {
                 _ = try await cloud.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10)
             }
 

@@ -430,7 +430,9 @@ struct CloudConformanceTests {
 
             let (saves, deletes) = bad.request
             for atomically in [true, false] {
-                await expectCloudError(bad.expectedCode) {
+                await expectCloudError(
+                    bad.isRefusedBeforeSending(by: kind) ? bad.expectedCode : kind.seen(bad.expectedCode)
+                ) {
                     _ = try await cloud.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
                 }
             }

@@ -59,7 +59,7 @@ struct CloudFaultConformanceTests {
 
             _ = try await cloud.listZones()  // another kind: unaffected
             for attempt in 1...2 {
-                let error = await expectCloudError(.zoneBusy) { try await cloud.save([makeRecord("a")]) }
+                let error = await expectCloudError(kind.seen(.zoneBusy)) { try await cloud.save([makeRecord("a")]) }
                 #expect(error?.retryAfter == .seconds(2), "attempt \(attempt)")
                 #expect(error?.isTransient == true)
             }

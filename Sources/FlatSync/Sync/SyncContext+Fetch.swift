@@ -101,9 +101,15 @@ extension SyncContext {
                 case .resetZone where !isReset:
                     isReset = true
                 case .createZone where !recreated:
-                    // The server lost the zone: create it again, upload the local data, fetch from scratch.
+                    // The server lost the zone: unless the user deleted it, create it again, upload the local
+                    // data, fetch from scratch.
                     recreated = true
                     preparedZones.remove(zone)
+                    if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
+                        guard stop == .zoneWiped else { return stop }
+                        outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                        return nil
+                    }
                     if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
                 case .wipeZone:
                     await wipeZone(zone, epoch: epoch)

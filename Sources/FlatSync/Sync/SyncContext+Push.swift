@@ -163,6 +163,11 @@ extension SyncContext {
                     preparedZones.remove(zone)
                     if zoneCreations > 2 {
                         outcome.stop = .retryLater(nil)
+                    } else if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
+                        outcome.stop = stop
+                        if stop == .zoneWiped {
+                            outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                        }
                     } else if let stop = await ensurePrepared([zone], epoch: epoch) {
                         outcome.stop = stop
                     } else {
@@ -379,6 +384,39 @@ extension SyncContext {
     }
 
     // MARK: - Zones
+
+    /// Before a zone the server does not have is created again: wipes it instead, and stops with
+    /// ``Stop/zoneWiped``, when the database's changes since this device last fetched them say it was
+    /// deleted; ``Stop/retryLater(_:)`` when they cannot be fetched; nil to go on and create it.
+    ///
+    /// CloudKit Web Services has no error code for a zone the user deleted (the emulator's old
+    /// `USER_DELETED_ZONE` was invented): such a zone is simply not found (`ZONE_NOT_FOUND`), and
+    /// `changes/database` reports it `deleted: true` without saying who deleted it (observed live on
+    /// `zones/changes`, MistKit #444; ``ZoneDeletion/Reason/unknown``). Creating it again and uploading the
+    /// device's data would undo what the user did; so a missing zone is taken as deleted by the user unless
+    /// the server says an app deleted it (``ZoneDeletion/Reason/deleted``, which only the test clouds can
+    /// say). A device that has never fetched the database's changes cannot tell, and creates it.
+    func stopIfTheUserDeleted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop? {
+        guard let stored = await localStore.deviceFile.databaseChangeToken else { return nil }
+        var token = ChangeToken(data: stored)
+        while true {
+            let changes: DatabaseChanges
+            do {
+                changes = try await transport.fetchDatabaseChanges(since: token)
+            } catch let error as CloudError where error.code == .changeTokenExpired {
+                return nil  // Nothing to tell by: the zone is created again, as before this check.
+            } catch {
+                return .from(error)
+            }
+            guard epoch == accountEpoch else { return .cancelled }
+            if changes.deletedZones.contains(where: { $0.zone == zone && $0.reason != .deleted }) {
+                await wipeZone(zone, epoch: epoch)
+                return .zoneWiped
+            }
+            if !changes.moreComing { return nil }
+            token = changes.token
+        }
+    }
 
     /// Makes sure the zones exist on the server, creating missing ones and queueing the local data for a
     /// zone that was just created. Remembered in `device.plist`, so it happens once.

@@ -162,6 +162,9 @@ public struct ZoneDeletion: Hashable, Sendable, Codable {
         case deleted
         /// The user deleted it (from Settings, say), or it was purged; its data must not be re-uploaded.
         case deletedByUser
+        /// The server did not say who deleted it: CloudKit Web Services reports a deleted zone without a
+        /// reason (`"deleted": true`), where the native API says whether it was purged.
+        case unknown
     }
 
     /// The deleted zone.

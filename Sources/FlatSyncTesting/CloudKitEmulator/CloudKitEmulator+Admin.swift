@@ -89,7 +89,7 @@ extension CloudKitEmulator {
             }
             return Self.ok([:])
         } catch let error as CloudError {
-            let (status, code) = CloudKitWireError.wire(error.code, strictWire: false)
+            let (status, code) = CloudKitWireError.wire(error.code, guessedCodes: false)
             return .response(Self.errorResponse(status, code, error.message))
         } catch is DecodingError {
             return .response(Self.errorResponse(400, "BAD_REQUEST", "The body of \(action) is not the JSON it takes."))

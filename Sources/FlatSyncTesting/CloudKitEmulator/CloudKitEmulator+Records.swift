@@ -245,7 +245,7 @@ extension CloudKitEmulator {
                         case .deleted(let name):
                             CloudKitRecordJSON.writeTombstone(name, to: &writer)
                         case .failed(let name, let error):
-                            var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
+                            var entry = CloudKitWireError.itemBody(error, guessedCodes: options.guessedErrorCodes)
                             entry["recordName"] = .string(name)
                             writer.value(CloudKitJSON.value(entry), sortingKeys: true)
                         }

@@ -80,8 +80,9 @@ extension CloudKitEmulator {
     }
 
     /// `changes/database` `{"syncToken"?, "resultsLimit"?}` → `{"zones":[…],"syncToken","moreComing":false}`:
-    /// deleted zones first (`"deleted":true`, plus the invented `"purged":true` when the user deleted
-    /// them), then changed zones. An unusable token fails the request with CHANGE_TOKEN_EXPIRED.
+    /// deleted zones first (`"deleted":true`, as observed live on `zones/changes`, MistKit #444; with guessed
+    /// codes also the invented `"purged":true` when the user deleted them), then changed zones. An unusable
+    /// token fails the request with BAD_REQUEST (CHANGE_TOKEN_EXPIRED with guessed codes).
     func databaseChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
         let token = Result { () throws(CloudKitJSON.Problem) -> ChangeToken? in
             if let limit = body["resultsLimit"], limit != .null {
@@ -101,7 +102,7 @@ extension CloudKitEmulator {
             var zones: [JSONValue] = []
             for deletion in changes.deletedZones {
                 var entry: CloudKitJSON.Object = ["zoneID": CloudKitJSON.zoneID(deletion.zone), "deleted": true]
-                if deletion.reason == .deletedByUser { entry["purged"] = true }
+                if options.guessedErrorCodes, deletion.reason == .deletedByUser { entry["purged"] = true }
                 zones.append(CloudKitJSON.value(entry))
             }
             for zone in changes.changedZones {
@@ -196,7 +197,7 @@ extension CloudKitEmulator {
                                     $0.member("zoneID") { CloudKitJSON.write(zoneID: zone, to: &$0) }
                                 }
                             case .failed(let zone, let error):
-                                var entry = CloudKitWireError.itemBody(error, strictWire: options.strictWire)
+                                var entry = CloudKitWireError.itemBody(error, guessedCodes: options.guessedErrorCodes)
                                 entry["zoneID"] = CloudKitJSON.zoneID(zone)
                                 writer.value(CloudKitJSON.value(entry), sortingKeys: true)
                             }

@@ -314,7 +314,7 @@ final class CloudKitEmulator: Sendable {
         if CloudKitWireError.dropsConnection(error.code) {
             return .dropConnection(partialBytes: Self.partialResponse)
         }
-        let (status, code) = CloudKitWireError.wire(error.code, strictWire: options.strictWire)
+        let (status, code) = CloudKitWireError.wire(error.code, guessedCodes: options.guessedErrorCodes)
         return .response(
             Self.errorResponse(
                 status, code, error.message, retryAfter: error.retryAfter,

@@ -16,10 +16,13 @@ extension CloudKitWebServicesServer {
         /// one gets 401 `AUTHENTICATION_FAILED`. When false (the default), old tokens stay valid, as
         /// observed on the live server.
         public var strictTokens: Bool
-        /// When true, the error codes CloudKit does not document (`ZONE_BUSY`, `LIMIT_EXCEEDED`,
-        /// `CHANGE_TOKEN_EXPIRED`, `USER_DELETED_ZONE`) are sent as documented ones instead (400
-        /// `BAD_REQUEST`; 503 `TRY_AGAIN_LATER` for a busy zone), to exercise a client's fallbacks.
-        public var strictWire: Bool
+        /// When true, the emulator also sends four error codes that CloudKit does not document and no one has
+        /// seen it send — `ZONE_BUSY`, `LIMIT_EXCEEDED`, `CHANGE_TOKEN_EXPIRED`, `USER_DELETED_ZONE` — and a
+        /// `purged` flag on zones the user deleted. They are **guesses**, for testing a client against them
+        /// too. When false (the default), only documented codes go out: a busy zone as 503
+        /// `TRY_AGAIN_LATER`, a request over a limit and an unusable change token as 400 `BAD_REQUEST`, a zone
+        /// the user deleted as 404 `ZONE_NOT_FOUND`.
+        public var guessedErrorCodes: Bool
         /// The user every request acts as, as `users/current` names them (emulator behaviour: one user per
         /// server). The default is the same for every emulator, so a restarted server is the same account.
         public var userRecordName: String
@@ -39,7 +42,7 @@ extension CloudKitWebServicesServer {
             apiToken: String? = nil,
             requireWebAuthToken: Bool = false,
             strictTokens: Bool = false,
-            strictWire: Bool = false,
+            guessedErrorCodes: Bool = false,
             userRecordName: String = Options.defaultUserRecordName,
             signInCallbackURL: URL? = nil,
             requestLog: (@Sendable (String) -> Void)? = nil
@@ -48,7 +51,7 @@ extension CloudKitWebServicesServer {
             self.apiToken = apiToken
             self.requireWebAuthToken = requireWebAuthToken
             self.strictTokens = strictTokens
-            self.strictWire = strictWire
+            self.guessedErrorCodes = guessedErrorCodes
             self.userRecordName = userRecordName
             self.signInCallbackURL = signInCallbackURL
             self.requestLog = requestLog

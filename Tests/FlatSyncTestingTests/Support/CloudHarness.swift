@@ -27,6 +27,26 @@ enum CloudUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible
     /// The most operations one modify request may carry: CloudKit.framework's 400, CKWS's 200.
     var operationLimit: Int { isHTTP ? 200 : CloudDatabase.maximumOperationsPerRequest }
 
+    /// The code a client of this cloud sees for `code`. CloudKit documents no code for a busy zone, a request
+    /// over a limit or a zone the user deleted: through CloudKit Web Services the emulator sends the
+    /// documented one a real server most plausibly sends (see `CloudKitWireError`), which the transport
+    /// maps to a code of its own.
+    func seen(_ code: CloudError.Code) -> CloudError.Code {
+        guard isHTTP else { return code }
+        switch code {
+        case .zoneBusy: return .serviceUnavailable
+        case .limitExceeded: return .invalidArguments
+        case .userDeletedZone: return .zoneNotFound
+        default: return code
+        }
+    }
+
+    /// Who deleted a zone, as this cloud reports it: CloudKit Web Services reports a deletion without saying
+    /// who (no `purged` flag is documented or observed).
+    func seen(_ reason: ZoneDeletion.Reason) -> ZoneDeletion.Reason {
+        isHTTP ? .unknown : reason
+    }
+
     /// True when the client refuses a malformed request itself rather than sending it.
     var refusesMalformedRequests: Bool { isHTTP }
 

@@ -176,9 +176,10 @@ import Testing
 
     // MARK: Zone not found
 
-    @Test(arguments: Self.routes)
-    func aMissingZoneIsCreatedAgainSeededWithLocalDataAndTheChangeResent(route: SyncHarness.Route) async throws {
-        try await SyncHarness.run(via: route) { harness in
+    /// Only the in-memory cloud can say that an app, not the user, deleted a zone; through CloudKit Web
+    /// Services every deletion is the user's as far as a client can tell (the next test).
+    @Test func aZoneAnAppDeletedIsCreatedAgainSeededWithLocalDataAndTheChangeResent() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
             let a = try await harness.device("A")
             try await a.readingList.add("before")
             await a.waitUntilIdle()
@@ -187,6 +188,39 @@ import Testing
             await a.waitUntilIdle()
             #expect(await serverNames(harness.cloud) == ["rl-before", "rl-after"])
             #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+        }
+    }
+
+    /// CloudKit Web Services has no code for a zone the user deleted: it is not found, and `changes/database`
+    /// reports it deleted without saying who deleted it. A device that meets a missing zone asks the database
+    /// first, and wipes the zone rather than upload its data again.
+    @Test(arguments: [SyncHarness.Route.http, .httpGuessedCodes])
+    func overCloudKitAMissingZoneTheDatabaseReportsDeletedIsWipedNotRecreated(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.readingList.add("before")
+            await a.waitUntilIdle()
+            _ = try await a.syncNow()  // so that the device has a database change token from before
+            try await harness.cloud.deleteZones([.readingList])
+            let events = a.events()
+            try await a.readingList.add("after")
+            await a.waitUntilIdle()
+            #expect(await serverNames(harness.cloud).isEmpty, "nothing uploaded again")
+            #expect(await a.readingList.entries().isEmpty)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+            #expect(await collect(events).contains(.zoneReset(zone: .readingList, reason: .deletedByUser)))
+        }
+    }
+
+    @Test func aDeviceThatNeverFetchedCreatesAMissingZoneOverCloudKit() async throws {
+        try await SyncHarness.run(via: .http) { harness in
+            let a = try await harness.device("A", start: false)
+            try await a.readingList.add("first")
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete)
+            #expect(await serverNames(harness.cloud) == ["rl-first"])
             try await a.close()
         }
     }

@@ -22,10 +22,10 @@ final class SyncHarness: Sendable {
         /// Devices call the `InMemoryCloud` directly.
         case direct
         /// Devices use `CloudKitWebServicesTransport` over HTTP on 127.0.0.1 to a `CloudKitWebServicesServer`
-        /// serving the same `InMemoryCloud`.
+        /// serving the same `InMemoryCloud`, which sends only the error codes Apple documents.
         case http
-        /// As ``http``, with the emulator sending `BAD_REQUEST` for the codes CloudKit does not document.
-        case httpStrictWire
+        /// As ``http``, with the emulator also sending the four error codes CloudKit does not document.
+        case httpGuessedCodes
 
         var testDescription: String { rawValue }
     }
@@ -45,9 +45,9 @@ final class SyncHarness: Sendable {
         switch route {
         case .direct:
             server = nil
-        case .http, .httpStrictWire:
+        case .http, .httpGuessedCodes:
             server = try CloudKitWebServicesServer(
-                backing: cloud, options: .init(strictWire: route == .httpStrictWire))
+                backing: cloud, options: .init(guessedErrorCodes: route == .httpGuessedCodes))
         }
     }
 

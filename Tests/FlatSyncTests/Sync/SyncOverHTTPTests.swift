@@ -140,9 +140,10 @@ import Testing
         }
     }
 
-    @Test func withOnlyDocumentedCodesAnExpiredTokenStillResetsOnce() async throws {
-        // Strict wire: the emulator says BAD_REQUEST where it would say CHANGE_TOKEN_EXPIRED.
-        try await SyncHarness.run(via: .httpStrictWire) { harness in
+    @Test(arguments: [SyncHarness.Route.http, .httpGuessedCodes])
+    func anExpiredTokenResetsOnceWithOrWithoutTheGuessedCode(route: SyncHarness.Route) async throws {
+        // Documented codes only: BAD_REQUEST on a fetch with a token; guessed codes: CHANGE_TOKEN_EXPIRED.
+        try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let b = try await harness.device("B")
             try await a.readingList.add("x")

@@ -101,7 +101,7 @@ struct CloudKitResponseTests {
         #expect(changes.changedZones == [.readingList, .readingHistory])
         #expect(
             changes.deletedZones == [
-                ZoneDeletion(zone: ZoneID("Old"), reason: .deleted),
+                ZoneDeletion(zone: ZoneID("Old"), reason: .unknown),
                 ZoneDeletion(zone: .readingHistory, reason: .deletedByUser),
             ])
         #expect(changes.token == ChangeToken(data: Data("db-9".utf8)))
