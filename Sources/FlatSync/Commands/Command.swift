@@ -97,9 +97,9 @@ public struct Command: Hashable, Sendable, Identifiable {
         slots[slot] = consume change
     }
 
-    /// Marks the save at `slot` as replacing its record (see ``RecordChange/replacesRecord``).
-    mutating func markReplacing(at slot: Int) {
-        slots[slot]!.replacesRecord = true
+    /// Marks the save at `slot` as replacing its record, or not (see ``RecordChange/replacesRecord``).
+    mutating func markReplacing(at slot: Int, _ replaces: Bool = true) {
+        slots[slot]!.replacesRecord = replaces
     }
 
     /// Takes the change at `slot` out, leaving nil.

@@ -93,6 +93,18 @@ public struct PendingCommands: Sendable {
         return nil
     }
 
+    /// Makes the changes of `id` (waiting and being sent) update the record rather than replace it: the
+    /// server's newer version they were merged with wins over the delete they stood for. Not logged: after a
+    /// restart the log's changes replace again, and meet the server's version as a conflict again only if
+    /// it changed once more.
+    package mutating func stopReplacing(_ id: RecordID) {
+        for found in [location[id], sealedLocation[id]].compactMap({ $0 }) {
+            if commands[found.command]?.slots[found.slot]?.replacesRecord == true {
+                commands[found.command]!.markReplacing(at: found.slot, false)
+            }
+        }
+    }
+
     /// The command holding the newest change of a record that is waiting or being sent.
     package func commandID(of recordID: RecordID) -> CommandID? {
         (location[recordID] ?? sealedLocation[recordID])?.command

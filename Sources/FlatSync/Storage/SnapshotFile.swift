@@ -41,6 +41,8 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     /// name, the number of fields, and each field's name and value in the command log's field codec;
     /// absent when none (and in files written before FlatSync kept them).
     package var unknownFields: Data?
+    /// Names of records whose next save sends every field (see ``ZoneState/sendWhole``); absent when none.
+    package var sendWhole: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
@@ -79,6 +81,11 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if !state.unknownFields.isEmpty {
             unknownFields = Self.encode(unknownFields: state.unknownFields)
         }
+        if !state.sendWhole.isEmpty {
+            var names = BinaryWriter()
+            for name in state.sendWhole.sorted() { names.write(name) }
+            sendWhole = names.data
+        }
         checksum = 0
         checksum = computedChecksum()
     }
@@ -102,6 +109,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let createdSinceFetch { crc = CRC32.checksum(createdSinceFetch, continuing: crc) }
         if let skippedVersions { crc = CRC32.checksum(skippedVersions, continuing: crc) }
         if let unknownFields { crc = CRC32.checksum(unknownFields, continuing: crc) }
+        if let sendWhole { crc = CRC32.checksum(sendWhole, continuing: crc) }
         return crc
     }
 

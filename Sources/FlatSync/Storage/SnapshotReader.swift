@@ -546,6 +546,7 @@ extension SnapshotFile {
         let created = try range("createdSinceFetch", required: false)
         let skipped = try range("skippedVersions", required: false)
         let unknown = try range("unknownFields", required: false)
+        let whole = try range("sendWhole", required: false)
         let token = try tokenRange.map { (range) throws(FlatSyncError) -> Data in
             Data(try source.bytes(at: range.lowerBound, count: range.count))
         }
@@ -605,6 +606,11 @@ extension SnapshotFile {
                 let bytes = Data(try source.bytes(at: unknown.lowerBound, count: unknown.count))
                 crc = CRC32.checksum(bytes, continuing: crc)
                 state.unknownFields = try decode(unknownFields: bytes)
+            }
+            if let whole {
+                var cursor = ColumnCursor(source: source, range: whole, name: "sendWhole")
+                while !cursor.isAtEnd { state.sendWhole.insert(try cursor.readString()) }
+                crc = CRC32.combine(crc, cursor.checksum, length: whole.count)
             }
         } catch  where error.code == .damagedFile {
             throw FlatSyncError(

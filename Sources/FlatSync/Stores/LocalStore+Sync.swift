@@ -35,7 +35,7 @@ extension LocalStore {
             var policy = SavePolicy.ifServerRecordUnchanged
             if tag != nil, change.replacesRecord {
                 policy = .replaceIfServerRecordUnchanged
-            } else if tag != nil {
+            } else if tag != nil, !sendsWhole(change.recordID) {
                 let keys = change.changedKeys
                 var changed = [String: FieldValue](minimumCapacity: keys.count)
                 for key in keys {
@@ -59,6 +59,26 @@ extension LocalStore {
         return (saves, deletes)
     }
 
+    /// True when the record's next save sends every field (see ``ZoneState/sendWhole``).
+    private func sendsWhole(_ id: RecordID) -> Bool {
+        let names = id.zone == .readingList ? zones.readingList.sendWhole : zones.history.sendWhole
+        return !names.isEmpty && names.contains(id.name)
+    }
+
+    private func setSendWhole(_ sends: Bool, _ id: RecordID) {
+        if id.zone == .readingList {
+            if sends {
+                zones.readingList.sendWhole.insert(id.name)
+            } else if !zones.readingList.sendWhole.isEmpty {
+                zones.readingList.sendWhole.remove(id.name)
+            }
+        } else if sends {
+            zones.history.sendWhole.insert(id.name)
+        } else if !zones.history.sendWhole.isEmpty {
+            zones.history.sendWhole.remove(id.name)
+        }
+    }
+
     /// The change tag last seen for a record.
     package func changeTag(for id: RecordID) -> ChangeTag? {
         id.zone == .readingList ? zones.readingList.changeTag(of: id.name) : zones.history.changeTag(of: id.name)
@@ -79,6 +99,7 @@ extension LocalStore {
     package func serverSaved(_ record: Record, created: Bool) {
         setChangeTag(record.changeTag, for: record.id)
         keepUnknownFields(of: record)
+        setSendWhole(false, record.id)
         if created { noteCreated(record.id) }
     }
 
@@ -103,6 +124,7 @@ extension LocalStore {
     package func serverDeleted(_ id: RecordID) {
         setChangeTag(nil, for: id)
         setSkippedVersion(nil, for: id)
+        setSendWhole(false, id)
         if id.zone == .readingList {
             zones.readingList.unknownFields[id.name] = nil
         } else {
@@ -140,6 +162,10 @@ extension LocalStore {
         let merged = local.flatMap { RecordMerge.merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
         keepUnknownFields(of: server)
+        setSendWhole(true, server.id)
+        // A save that stood for a delete met a version the delete never saw: that edit beats the delete, so
+        // the merge goes out as an update, keeping whatever else the server's version holds.
+        pending.stopReplacing(server.id)
         if sentWithoutTag { noteCreated(server.id) }
         // Compared as the zone's items: fields the server holds that the items do not use are not this
         // device's to send.
@@ -280,6 +306,7 @@ extension LocalStore {
             state.setChangeTag(nil, of: name)
             state.skippedVersions[name] = nil
             state.unknownFields[name] = nil
+            if !state.sendWhole.isEmpty { state.sendWhole.remove(name) }
             if pending.latestChange(for: RecordID(zone: Item.zone, name: name)) == nil,
                 state.items.removeValue(forKey: articleID) != nil
             {

@@ -23,6 +23,11 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// ``fullRecord(forArticle:)`` shows the record whole, but never sent: a save sends only the fields
     /// this device changed, and the server keeps the rest.
     package var unknownFields: [String: [String: FieldValue]] = [:]
+    /// Records merged with a server version since this device last saved them, by name: their next save
+    /// sends every field the item has, not only the keys the user changed, since the merge may have
+    /// changed others the server's version lacks (a record deleted and created again by another device
+    /// holds none of this one's older fields). Kept in the snapshot beside the merged data and the tag.
+    package var sendWhole: Set<String> = []
 
     package init() {}
 

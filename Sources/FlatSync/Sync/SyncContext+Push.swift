@@ -314,8 +314,11 @@ extension SyncContext {
                     result.saved += 1
                 } else {
                     // Write the merge even when it equals the server's version: the new version is what
-                    // makes deletes by devices that never saw this edit conflict, so the edit wins.
-                    result.resend.append(change)
+                    // makes deletes by devices that never saw this edit conflict, so the edit wins. As an
+                    // update: a save that stood for a delete lost to the version the delete did not see.
+                    var merged = change
+                    merged.replacesRecord = false
+                    result.resend.append(merged)
                 }
             case .recordMissing:
                 if change.isDelete {

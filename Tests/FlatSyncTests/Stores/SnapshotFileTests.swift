@@ -29,6 +29,7 @@ import Testing
             ],
             "rh-article-5": ["empty": .list([])],
         ]
+        state.sendWhole = ["rh-article-6", "rh-article-7"]
         return state
     }
 
@@ -43,6 +44,7 @@ import Testing
         #expect(decoded.createdSinceFetch == state.createdSinceFetch)
         #expect(decoded.skippedVersions == state.skippedVersions)
         #expect(decoded.unknownFields == state.unknownFields)
+        #expect(decoded.sendWhole == state.sendWhole)
     }
 
     /// Device IDs are read sharing equal strings (a few recent ones); any mix must still come back exactly.

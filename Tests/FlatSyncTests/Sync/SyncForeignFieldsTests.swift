@@ -114,4 +114,56 @@ import Testing
             try await a.close()
         }
     }
+
+    @Test(arguments: Self.routes)
+    func aDeleteAndANewItemLoseTheReplaceToAnEditTheDeleteDidNotSee(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.history.visit("h", version: 1)
+            _ = try await a.syncNow()
+            // A forgets and revisits the item; meanwhile, unseen by A, another client edits it.
+            try await a.history.remove("h")
+            try await a.history.visit("h", version: 2)
+            try await writeAsAnotherClient(harness.cloud, "h", ["summary": .string("written while A was away")])
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete)
+            let server = try #require(await serverRecord(harness.cloud, "h"))
+            #expect(server["summary"] == .string("written while A was away"), "an edit beats a delete it did not see")
+            #expect(try ReadingHistoryItem(record: server).maxVersionSeen == 2)
+            try await a.close()
+        }
+    }
+
+    /// A save merged with a server version goes out whole: the merge may have changed fields the user did
+    /// not (here the read flag, which the server's record — deleted and created again by another device —
+    /// no longer holds).
+    @Test(arguments: Self.routes)
+    func aSaveMergedWithARecreatedRecordSendsEveryFieldItHas(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let b = try await harness.device("B")
+            try await b.history.visit("h", version: 1)  // read, visited once
+            _ = try await b.syncNow()
+            _ = try await a.syncNow()
+            try await a.history.remove("h")
+            _ = try await a.syncNow()
+            try await b.history.setLiking("h", .disliked)  // pending on B; it has not heard of the delete
+            // B's send fails; its fetch then hears of the delete, keeps the pending edit and clears the tag.
+            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
+            _ = try await b.syncNow()
+            #expect(await b.localStore.changeTag(for: ReadingHistoryItem.recordID(for: "h")) == nil)
+            try await a.history.setLiking("h", .liked)  // A creates the record again, without B's fields
+            _ = try await a.syncNow()
+            let summary = try await b.syncNow()  // B's create meets A's record: merged, and sent whole
+            #expect(summary.isComplete)
+            let server = try ReadingHistoryItem(record: try #require(await serverRecord(harness.cloud, "h")))
+            #expect(server.isRead, "the read flag only B's older version held")
+            #expect(server.readCount == 1)
+            _ = try await a.syncNow()
+            #expect(try await DeviceView(server: harness.cloud) == DeviceView(a))
+            #expect(try await DeviceView(server: harness.cloud) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+        }
+    }
 }

@@ -8,12 +8,16 @@ import Testing
 
 /// The seeded simulation: three devices, random mutations and syncs, random faults on at least a fifth of
 /// the requests (including responses lost after the server committed, busy zones, throttling), token
-/// expiries and restarts (a clean close, or an abandon that keeps only the log, as a kill would); then
-/// faults stop, every device syncs until nothing moves, and the run checks that
+/// expiries and restarts (a clean close, or an abandon that keeps only the log, as a kill would), spells
+/// during which the server is a production container whose schema lacks a field likes need (so it refuses
+/// them, and the devices park them), and edits by another client that writes fields FlatSync does not use;
+/// then faults stop, the schema is fixed, every device syncs until nothing moves, and the run checks that
 ///
-/// 1. every device's stores equal each other and the server, with nothing left pending, and
+/// 1. every device's stores equal each other and the server, with nothing left pending (a refused change
+///    counts as kept only if it is still on its device and sent once the schema is fixed),
 /// 2. every acknowledged mutation's effect is there, unless a later mutation superseded it by the merge
-///    rules (or a concurrent one its device had not seen: a delete loses to an edit it did not see).
+///    rules (or a concurrent one its device had not seen: a delete loses to an edit it did not see), and
+/// 3. every field the other client wrote is still on the server, unless a device deleted the item after.
 ///
 /// `FLATSYNC_SIM_SEEDS` sets how many seeds run (default 12, for CI) and `FLATSYNC_SIM_STEPS` the steps per
 /// seed (default 400); run with hundreds of seeds by hand.
@@ -38,6 +42,7 @@ import Testing
             totals.add(try await Self.run(seed: 1_000 + seed, steps: Self.steps, via: .http))
         }
         print("through CKWS: " + totals.report(seeds: Self.httpSeeds))
+        #expect(totals.refused > 0 && totals.foreignWrites > 0, "the run must meet refusals and another client")
         #expect(totals.lost == 0)
         #expect(totals.diverged == 0)
         #expect(totals.faultRate >= 0.2, "the simulation must fault at least a fifth of the requests")
@@ -50,6 +55,7 @@ import Testing
             totals.add(result)
         }
         print(totals.report(seeds: Self.only == nil ? Self.seeds : 1))
+        #expect(totals.refused > 0 && totals.foreignWrites > 0, "the run must meet refusals and another client")
         #expect(totals.lost == 0)
         #expect(totals.diverged == 0)
         #expect(totals.faultRate >= 0.2, "the simulation must fault at least a fifth of the requests")
@@ -65,7 +71,16 @@ import Testing
         var expiries = 0
         var restarts = 0
         var kills = 0
+        var refused = 0
+        var foreignWrites = 0
     }
+
+    /// The production schema of the refusing spells: FlatSync's own, less the field a like writes.
+    static let schemaWithoutLiking: CloudSchema = {
+        var schema = CloudSchema.flatSync
+        schema.recordTypes[ReadingHistoryItem.recordType]!["likingChangedAt"] = nil
+        return schema
+    }()
 
     static func run(seed: UInt64, steps: Int, via route: SyncHarness.Route = .direct) async throws -> Result {
         try await SyncHarness.run(cloud: InMemoryCloud(changeHistoryLimit: 60), via: route) { harness in
@@ -91,10 +106,22 @@ import Testing
             let effects: [FaultEffect] =
                 FaultEffect.transient + [.responseLost, .error(.zoneBusy), .error(.batchRequestFailed)]
             await harness.cloud.setFaultPlan(.random(rate: 0.3, seed: seed, effects: effects))
+            var refusing = false
 
             for step in 0..<steps {
                 let index = Int.random(in: 0..<devices.count, using: &random)
                 let device = devices[index]
+                if Int.random(in: 0..<100, using: &random) < 3 {
+                    refusing.toggle()
+                    await harness.cloud.setProductionSchema(refusing ? Self.schemaWithoutLiking : nil)
+                }
+                if Int.random(in: 0..<100, using: &random) < 8 {
+                    let article = "a\(Int.random(in: 0..<Self.articles, using: &random))"
+                    if try await Self.writeAsAnotherClient(article, step: step, to: harness.cloud) {
+                        ledger.append(Ledger.Entry(device: Ledger.anotherClient, kind: .foreignEdit, article: article))
+                        result.foreignWrites += 1
+                    }
+                }
                 switch Int.random(in: 0..<100, using: &random) {
                 case 0..<62:
                     let operation = Operation.random(using: &random)
@@ -131,6 +158,7 @@ import Testing
                 case 70..<85:
                     let start = ledger.tick()
                     let summary = try await device.syncNow()
+                    result.refused += summary.refused.count
                     ledger.syncs[index, default: []].append(
                         SyncRecord(start: start, end: ledger.tick(), clean: summary.isComplete))
                 case 85..<90:
@@ -182,15 +210,31 @@ import Testing
                 }
             }
 
-            // Faults stop; everyone syncs until a whole round moves nothing.
+            // Faults stop and the schema is fixed; everyone syncs until a whole round moves nothing (a sync
+            // sends the parked changes again).
             await harness.cloud.setFaultPlan(.none)
+            await harness.cloud.setProductionSchema(nil)
             let counters = await harness.cloud.counters()
             result.requests = counters.requests
             result.faults = counters.faultsInjected
             for _ in 0..<10 {
                 var moved = false
                 for device in devices {
+                    if let article = Self.trace {
+                        let id = ReadingHistoryItem.recordID(for: article)
+                        print(
+                            "final: before \(device.localStore.deviceID): \(String(describing: await device.history.item(article))) pending \(String(describing: await device.localStore.pendingChange(for: id).map { ($0.isDelete, $0.replacesRecord, $0.changedKeys) })) refused \(await device.localStore.refusedChanges().map(\.recordID.name))"
+                        )
+                    }
                     let summary = try await device.syncNow()
+                    if let article = Self.trace {
+                        print(
+                            "final: \(device.localStore.deviceID) summary sent \(summary.sent) refused \(summary.refused.count) problems \(summary.problems) item \(String(describing: await device.history.item(article)))"
+                        )
+                        print(
+                            "final: server \(String(describing: await harness.cloud.records(in: .readingHistory).first { $0.id.name == "rh-\(article)" }))"
+                        )
+                    }
                     if summary.sent > 0 || summary.fetched > 0 || summary.deleted > 0 || !summary.isComplete {
                         moved = true
                     }
@@ -210,11 +254,57 @@ import Testing
                 }
                 Issue.record("seed \(seed): devices diverged from the server\n\(differences.joined(separator: "\n"))")
             }
-            let (checked, lost) = ledger.check(against: server, seed: seed)
+            var (checked, lost) = ledger.check(against: server, seed: seed)
+            // Fields another client wrote stay, unless a device deleted the item after (a device whose delete
+            // did not see them loses it to them, as to any edit).
+            let serverRecords = await harness.cloud.records(in: .readingHistory)
+            for write in ledger.entries where write.device == Ledger.anotherClient {
+                let deletedAfter = ledger.entries.contains {
+                    $0.isHistoryDelete && $0.touchesHistory(write.article) && $0.step > write.step
+                }
+                if deletedAfter { continue }
+                checked += 1
+                let record = serverRecords.first { $0.id == ReadingHistoryItem.recordID(for: write.article) }
+                if record?["summary"] == nil || record?["place"] == nil {
+                    lost += 1
+                    let message =
+                        "seed \(seed): step \(write.step): the fields another client wrote on \(write.article) are "
+                        + "gone: \(String(describing: record))"
+                    Issue.record(Comment(rawValue: message))
+                }
+            }
             result.checked = checked
             result.lost = lost
             for device in devices { try await device.close() }
             return result
+        }
+    }
+
+    /// Another client (a native app on the same container) writes fields FlatSync does not use to the
+    /// history item of `article`, if the server has one. Returns whether the server took the write (a
+    /// lost response counts as taken: the server applied it). Through the cloud's own API, without a tag
+    /// check (`changedKeys`: only the fields sent change), subject to its faults.
+    static func writeAsAnotherClient(_ article: String, step: Int, to cloud: InMemoryCloud) async throws -> Bool {
+        let id = ReadingHistoryItem.recordID(for: article)
+        guard let current = await cloud.records(in: .readingHistory).first(where: { $0.id == id }) else {
+            return false
+        }
+        let foreign = Record(
+            id: id, type: current.type,
+            fields: [
+                "summary": .string("written by another app at step \(step)"),
+                "place": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":\#(step),"longitude":2}"#)),
+            ], lastModifiedBy: "another-app")
+        do {
+            let result = try await cloud.modifyRecords(
+                saving: [RecordSave(foreign, policy: .changedKeys)], deleting: [], atomically: true)
+            return result.saved[id] != nil
+        } catch let error as CloudError where error.code == .networkFailure {
+            // Lost on the way, or only its response: the server's records say which.
+            let after = await cloud.records(in: .readingHistory).first { $0.id == id }
+            return after?["summary"] == foreign["summary"]
+        } catch is CloudError {
+            return false
         }
     }
 
@@ -339,7 +429,12 @@ struct Ledger {
     enum Kind {
         case add, remove, visit(Int64), liking(ReadingHistoryItem.Liking), flag(ReadingHistoryItem.Flags), forget
         case clear([String])
+        /// Another client wrote fields of the history item that FlatSync does not use.
+        case foreignEdit
     }
+
+    /// The ``Entry/device`` of another client's writes: it writes to the server directly.
+    static let anotherClient = -1
 
     struct Entry {
         /// When the mutation was acknowledged, on the ledger's clock.
@@ -348,7 +443,7 @@ struct Ledger {
         var kind: Kind
         var article: String
         /// The device's history item right after the mutation (for its timestamps).
-        var after: ReadingHistoryItem?
+        var after: ReadingHistoryItem? = nil
 
         var isReadingList: Bool {
             if case .add = kind { return true }
@@ -391,6 +486,10 @@ struct Ledger {
     /// sync after making it, and this device then finished a clean sync before `step`.
     func saw(_ device: Int, _ entry: Entry, before step: Int) -> Bool {
         if entry.device == device { return entry.step < step }
+        if entry.device == Self.anotherClient {
+            // On the server at once: seen by a clean sync that started after it.
+            return syncs[device]?.contains { $0.clean && $0.start > entry.step && $0.end < step } ?? false
+        }
         guard let pushed = syncs[entry.device]?.first(where: { $0.clean && $0.start > entry.step }) else {
             return false
         }
@@ -442,6 +541,8 @@ struct Ledger {
                             "seed \(seed): step \(entry.step) device \(entry.device) forgot \(article), but it is back")
                     }
                 }
+            case .foreignEdit:
+                continue  // Checked against the server's records by the run.
             case .visit, .liking, .flag:
                 // Superseded by a later delete of the item.
                 if entries.contains(where: {
@@ -489,6 +590,8 @@ struct SimulationTotals {
     var expiries = 0
     var restarts = 0
     var kills = 0
+    var refused = 0
+    var foreignWrites = 0
 
     mutating func add(_ result: SyncSimulationTests.Result) {
         mutations += result.mutations
@@ -500,6 +603,8 @@ struct SimulationTotals {
         expiries += result.expiries
         restarts += result.restarts
         kills += result.kills
+        refused += result.refused
+        foreignWrites += result.foreignWrites
     }
 
     var faultRate: Double { requests == 0 ? 0 : Double(faults.values.reduce(0, +)) / Double(requests) }
@@ -510,7 +615,8 @@ struct SimulationTotals {
             simulation: \(seeds) seeds, \(mutations) acknowledged mutations, \(checked) effects checked, \
             \(requests) requests, \(faults.values.reduce(0, +)) faults injected (\(String(format: "%.0f", faultRate * 100)) %: \
             \(kinds)), \(expiries) token expiries by the admin call, \(restarts) restarts (\(kills) without closing), \
-            diverged seeds = \(diverged), lost = \(lost)
+            \(refused) changes refused by a production schema (parked, then sent), \(foreignWrites) writes by another \
+            client, diverged seeds = \(diverged), lost = \(lost)
             """
     }
 }
