@@ -95,10 +95,20 @@ enum CrashOperation {
         case .forget(let id): try await store.history.remove(id)
         case .clearHistory: try await store.history.clear()
         case .sendRound:
-            // What a successful push does to the queue: seal each zone, acknowledge everything, unseal.
+            // What a push does to the queue: seal each zone, acknowledge what the server took, park what it
+            // refused (records whose names end in 7: kept pending, their refusal written durably), unseal.
             for zone in ZoneID.all {
                 for command in try await store.sealPendingCommands(in: zone) {
-                    try await store.acknowledge(Array(command.changes.keys), in: command.id)
+                    let ids = Array(command.changes.keys)
+                    let refused = ids.filter { $0.name.hasSuffix("7") }
+                    try await store.park(
+                        refused.map {
+                            RefusedChange(
+                                recordID: $0, isDelete: command.kind == .removeRecords, code: .invalidArguments,
+                                serverErrorCode: "BAD_REQUEST", reason: "refused by the crash child",
+                                refusedAt: Date(timeIntervalSince1970: 0))
+                        })
+                    try await store.acknowledge(ids.filter { !$0.name.hasSuffix("7") }, in: command.id)
                 }
                 try await store.unsealPendingCommands(in: zone)
             }
