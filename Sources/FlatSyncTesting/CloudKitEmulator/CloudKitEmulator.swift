@@ -7,7 +7,8 @@ import Foundation
 ///
 /// Paths:
 /// - `/database/1/{container}/{environment}/private/{operation}`: the CKWS operations (see
-///   `CloudKitEmulator+Zones.swift` and `CloudKitEmulator+Records.swift`); `…/public/users/current`.
+///   `CloudKitEmulator+Zones.swift`, `CloudKitEmulator+Records.swift` and
+///   `CloudKitEmulator+Subscriptions.swift`); `…/public/users/current`.
 /// - `/device/1/{container}/{environment}/tokens/create|register`: push tokens.
 /// - `/_push/{token}`, `/_auth/signin`, `/_admin/…`: emulator-defined.
 final class CloudKitEmulator: Sendable {
@@ -136,11 +137,13 @@ final class CloudKitEmulator: Sendable {
     }
 
     private func privateOperation(_ operation: String, _ request: HTTPServerRequest) async -> HTTPServerReply {
-        let allowed = operation == "zones/list" ? ["GET", "POST"] : ["POST"]
-        let known = [
-            "zones/list", "zones/modify", "changes/database", "changes/zone", "records/modify", "records/lookup",
+        let methods: [String: [String]] = [
+            "zones/list": ["GET", "POST"], "zones/modify": ["POST"], "changes/database": ["POST"],
+            "changes/zone": ["POST"], "records/modify": ["POST"], "records/lookup": ["POST"],
+            // GetSubscriptions.html documents a GET; lookup and modify are POSTs.
+            "subscriptions/list": ["GET"], "subscriptions/lookup": ["POST"], "subscriptions/modify": ["POST"],
         ]
-        guard known.contains(operation) else {
+        guard let allowed = methods[operation] else {
             return .response(
                 Self.errorResponse(400, "BAD_REQUEST", "The emulator does not serve the operation \(operation)."))
         }
@@ -160,7 +163,10 @@ final class CloudKitEmulator: Sendable {
         case "changes/database": return await databaseChanges(body)
         case "changes/zone": return await zoneChanges(body)
         case "records/modify": return await modifyRecords(body)
-        default: return await lookupRecords(body)
+        case "records/lookup": return await lookupRecords(body)
+        case "subscriptions/list": return await listSubscriptions()
+        case "subscriptions/lookup": return await lookupSubscriptions(body)
+        default: return await modifySubscriptions(body)
         }
     }
 
