@@ -1,9 +1,68 @@
 import FlatSync
 import Foundation
 
-// The JSON of CloudKit's push path: zone subscriptions (`subscriptions/list`, `subscriptions/modify`).
+// The JSON of CloudKit's push path: push tokens (`tokens/create`, `tokens/register`) and zone subscriptions
+// (`subscriptions/list`, `subscriptions/modify`). The courier's notifications are read by
+// `CloudNotification(userInfo:)` in FlatSync, from `JSONSerialization`'s tree, as an iOS app's `userInfo`.
 
 extension CloudKitWire {
+    /// `tokens/create`: `{"apnsEnvironment", "clientId"}`. The documented body is `apnsEnvironment` alone
+    /// (CreateTokens.html); CloudKit JS also sends a `clientId`, which MistKit sends too (PR #381).
+    struct TokensCreateRequest: JSONWritable {
+        var apnsEnvironment: String
+        var clientID: String
+
+        func write(to writer: inout JSONValue.Writer) {
+            writer.object {
+                $0.member("apnsEnvironment") { $0.string(apnsEnvironment) }
+                $0.member("clientId") { $0.string(clientID) }
+            }
+        }
+    }
+
+    /// `tokens/create`'s answer: `{"apnsEnvironment", "apnsToken", "webcourierURL"}` (documented, and
+    /// observed live in MistKit #379/#382).
+    struct TokensCreateResponse: JSONReadable {
+        var apnsEnvironment: String?
+        var apnsToken: String?
+        var webcourierURL: String?
+
+        init() {}
+
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
+            switch key {
+            case "apnsEnvironment": apnsEnvironment = try reader.string()
+            case "apnsToken": apnsToken = try reader.string()
+            case "webcourierURL": webcourierURL = try reader.string()
+            default: return false
+            }
+            return true
+        }
+    }
+
+    /// `tokens/register`: `{"apnsEnvironment", "apnsToken", "clientId"}`. Apple lists the first two as
+    /// required (RegisterTokens.html); the live server failed without `apnsEnvironment` (MistKit #379).
+    struct TokensRegisterRequest: JSONWritable {
+        var apnsEnvironment: String
+        var apnsToken: String
+        var clientID: String
+
+        func write(to writer: inout JSONValue.Writer) {
+            writer.object {
+                $0.member("apnsEnvironment") { $0.string(apnsEnvironment) }
+                $0.member("apnsToken") { $0.string(apnsToken) }
+                $0.member("clientId") { $0.string(clientID) }
+            }
+        }
+    }
+
+    /// Any JSON at all, read for the error keys a body may carry and nothing else: `tokens/register`
+    /// documents no answer (`{}` and an empty body are both taken as success).
+    struct AnyAnswer: JSONReadable {
+        init() {}
+        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool { false }
+    }
+
     /// `subscriptions`: of `subscriptions/list`, `subscriptions/lookup` and `subscriptions/modify`.
     enum Subscriptions: ListName { static let key = "subscriptions" }
 

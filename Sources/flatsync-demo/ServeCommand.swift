@@ -19,6 +19,7 @@ struct ServeCommand {
         serverOptions.requireWebAuthToken = options.requireSignIn
         serverOptions.strictWire = options.strictWire
         serverOptions.signInCallbackURL = options.signInCallback
+        if let seconds = options.courierHoldSeconds { serverOptions.courierHoldTime = .seconds(seconds) }
         if options.verbose {
             serverOptions.requestLog = { line in console.error(line) }
         }

@@ -54,6 +54,7 @@ import Testing
             .cloudServe(port: 8080, options: ServeOptions(verbose: true, strictWire: true))
         ),
         (["cloud", "serve", "--require-sign-in"], .cloudServe(port: nil, options: ServeOptions(requireSignIn: true))),
+        (["cloud", "serve", "--courier-hold", "3"], .cloudServe(port: nil, options: ServeOptions(courierHoldSeconds: 3))),
         (["cloud", "login", "--cloud", "http://127.0.0.1:1"], .cloudLogin(callbackPort: nil)),
         (["cloud", "login", "--cloud", "https://x.test", "--callback-port", "9"], .cloudLogin(callbackPort: 9)),
         (["watch", "--cloud", "http://127.0.0.1:1"], .watch),
@@ -92,6 +93,7 @@ import Testing
         (["cloud", "serve", "--cloud", "http://127.0.0.1:8080"], "cloud serve serves a cloud directory"),
         (["cloud", "serve", "--port", "0"], "--port must be a port number"),
         (["cloud", "serve", "--port", "70000"], "--port must be a port number"),
+        (["cloud", "serve", "--courier-hold", "0"], "--courier-hold must be a whole number of seconds"),
         (["cloud", "login"], "cloud login signs in to a CloudKit endpoint"),
         (["watch"], "watch needs a cloud that notifies"),
         (["watch", "--cloud", "http://127.0.0.1:1", "--json"], "watch does not take --json"),

@@ -46,8 +46,9 @@ final class SyncHarness: Sendable {
         case .direct:
             server = nil
         case .http, .httpStrictWire:
+            // A short courier hold, so a test that follows pushes gets its keepalives soon.
             server = try CloudKitWebServicesServer(
-                backing: cloud, options: .init(strictWire: route == .httpStrictWire))
+                backing: cloud, options: .init(strictWire: route == .httpStrictWire, courierHoldTime: .seconds(2)))
         }
     }
 
@@ -66,6 +67,9 @@ final class SyncHarness: Sendable {
             }
         }
     }
+
+    /// The emulator's address over HTTP routes; nil for ``Route/direct``.
+    var serverURL: URL? { server?.baseURL }
 
     /// The transport device `name` reaches the cloud with: the cloud itself, or (over HTTP) a
     /// CloudKitWebServicesTransport of its own, the same one every time the device opens.
