@@ -40,7 +40,8 @@ extension CloudKitWebServicesTransport {
         let now = try await subscribedZones()
         for zone in missing where !now.contains(zone) {
             if let error = itemErrors[Self.subscriptionID(for: zone)] {
-                throw CloudKitErrorMapping.error(error, status: nil, operation: .modifySubscriptions, sentChangeToken: false)
+                throw CloudKitErrorMapping.error(
+                    error, status: nil, operation: .modifySubscriptions, sentChangeToken: false)
             }
             throw CloudKitErrorMapping.unexpectedResponse(
                 .modifySubscriptions, reply.data, problem: "the zone \(zone) has no subscription afterwards")

@@ -11,9 +11,9 @@ import Foundation
 ///    answers 405).
 /// 2. `POST …/tokens/register` with `{"apnsEnvironment", "apnsToken", "clientId"}` makes the token receive
 ///    the user's pushes; it answers with an empty body or `{}`.
-/// 3. `GET <webcourierURL>`, exactly as given (`https://webcourier.sandbox.push.apple.com:443/aps?tok=…&ttl=43200`
-///    in development; nothing added, nothing decoded or re-encoded, since the token may hold escapes such
-///    as `%2B`), answers with one JSON notification per response, or an empty body when nothing came in
+/// 3. `GET <webcourierURL>`, exactly as given (in development
+///    `https://webcourier.sandbox.push.apple.com:443/aps?tok=…&ttl=43200`; nothing added, nothing decoded
+///    or re-encoded, since the token may hold escapes such as `%2B`), answers with one JSON notification per response, or an empty body when nothing came in
 ///    time (a keepalive); then it is polled again. Each poll takes one notification off the token's queue.
 ///
 /// Every notification is read by `CloudNotification(userInfo:)`; one that cannot be read asks for a
@@ -50,12 +50,18 @@ public struct LongPollNotificationSource: CloudNotificationSource {
     /// The `clientId` sent with every token request, as CloudKit JS sends one: a UUID made with the source
     /// and kept for its lifetime.
     public let clientID: String
+    /// The HTTP client of the courier polls. By default the transport's, except that
+    /// `URLSessionExchange.shared` is replaced by a session of the courier's own: MistKit saw sharing
+    /// HTTP/2 connections between `api.apple-cloudkit.com` and the courier host risk "421 Misdirected
+    /// Request" (#379), and a poll held for its whole hold time need not occupy the API's connection.
+    public var courierHTTP: any HTTPExchange
 
     /// A source for `transport`'s container.
     public init(
         transport: CloudKitWebServicesTransport, pollTimeout: Duration = .seconds(60),
         retryPolicy: RetryPolicy = .default, clock: any Clock<Duration> = ContinuousClock(),
-        apnsEnvironment: CloudKitWebServicesTransport.Configuration.Environment? = nil
+        apnsEnvironment: CloudKitWebServicesTransport.Configuration.Environment? = nil,
+        courierHTTP: (any HTTPExchange)? = nil
     ) {
         self.transport = transport
         self.pollTimeout = .seconds(Int64(URLSessionExchange.wholeSeconds(pollTimeout)))
@@ -63,6 +69,9 @@ public struct LongPollNotificationSource: CloudNotificationSource {
         self.clock = clock
         self.apnsEnvironment = apnsEnvironment ?? transport.configuration.environment
         self.clientID = UUID().uuidString
+        let http = transport.configuration.http
+        let isShared = (http as? URLSessionExchange) === URLSessionExchange.shared
+        self.courierHTTP = courierHTTP ?? (isShared ? URLSessionExchange.courier : http)
     }
 
     public func notifications() -> AsyncThrowingStream<CloudNotification, any Error> {
@@ -108,7 +117,7 @@ public struct LongPollNotificationSource: CloudNotificationSource {
                     // Nothing made before this token existed was pushed to it.
                     continuation.yield(.wholeDatabase(.gap))
                 }
-                switch try await transport.pollCourier(courier!.url, timeout: pollTimeout) {
+                switch try await transport.pollCourier(courier!.url, timeout: pollTimeout, through: courierHTTP) {
                 case .notification(let notification):
                     failures = 0
                     continuation.yield(notification)
@@ -184,11 +193,13 @@ extension CloudKitWebServicesTransport {
     /// - Throws: a `CloudError` for any status but 2xx (never `notAuthenticated`: the courier is not
     ///   CloudKit Web Services, and its refusals mean the push token, not the user) and for a failed
     ///   connection; `CancellationError` when cancelled.
-    func pollCourier(_ url: URL, timeout: Duration) async throws -> CourierAnswer {
+    nonisolated func pollCourier(_ url: URL, timeout: Duration, through http: any HTTPExchange) async throws
+        -> CourierAnswer
+    {
         let request = HTTPExchangeRequest(method: "GET", url: url, timeout: timeout)
         let response: HTTPExchangeResponse
         do {
-            response = try await configuration.http.send(request)
+            response = try await http.send(request)
         } catch let error as URLError where error.code == .timedOut {
             return .keepalive
         } catch {

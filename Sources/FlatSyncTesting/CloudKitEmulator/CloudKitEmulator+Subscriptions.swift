@@ -70,7 +70,8 @@ extension CloudKitEmulator {
                 let operation = try CloudKitJSON.object(raw, what)
                 let typeName = try CloudKitJSON.string(operation["operationType"], "\(what).operationType")
                 guard let kind = SubscriptionOperation.Kind(rawValue: typeName) else {
-                    throw CloudKitJSON.Problem("The subscription operation type \(typeName) is not create, update or delete.")
+                    throw CloudKitJSON.Problem(
+                        "The subscription operation type \(typeName) is not create, update or delete.")
                 }
                 let subscription = try CloudKitJSON.object(operation["subscription"], "\(what).subscription")
                 let id = (try? CloudKitJSON.string(subscription["subscriptionID"], "")) ?? ""
