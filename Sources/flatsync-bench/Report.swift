@@ -195,6 +195,10 @@ enum Report {
             unit: .milliseconds, target: .atMost(50)
         ),
         Row(key: "push_latency_p95_ms_http", title: "the same, p95", unit: .milliseconds),
+        Row(
+            key: "push_save_to_fetch_p50_ms_http", title: "the same from A's add (its own fsync and send), p50",
+            unit: .milliseconds
+        ),
         Row(key: "idle_poll_requests_per_min", title: "requests/min of a device following pushes, idle", unit: .count),
         Row(key: "idle_poll_hold_s", title: "the courier's hold for that rate (s)", unit: .count, isBaseline: true),
         Row(key: "ckws_encode_us_per_record", title: "CKWS JSON encode per record (µs)", unit: .count),
