@@ -72,6 +72,8 @@ enum CloudKitErrorMapping {
         case currentUser = "users/current"
         case createPushToken = "tokens/create"
         case registerPushToken = "tokens/register"
+        case listSubscriptions = "subscriptions/list"
+        case modifySubscriptions = "subscriptions/modify"
         case pollWebCourier = "webcourier poll"
 
         var fetchesChanges: Bool { self == .databaseChanges || self == .zoneChanges }

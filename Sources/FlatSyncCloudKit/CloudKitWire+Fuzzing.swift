@@ -20,7 +20,12 @@ package enum CloudKitResponseFuzzing {
             }
         }
         _ = try? CloudKitWire.readBody(CloudKitWire.CurrentUser.self, from: data)
-        _ = try? CloudKitWire.readBody(CloudKitWire.CourierPoll.self, from: data)
+        _ = try? CloudKitWire.readBody(CloudKitWire.TokensCreateResponse.self, from: data)
+        _ = try? CloudKitWire.readBody(CloudKitWire.SubscriptionsResponse.self, from: data)
+        // As a web courier's notification, read as an iOS app's `userInfo` is.
+        if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+            _ = CloudNotification(userInfo: object)
+        }
         _ = CloudKitWire.ErrorFields.of(body: data)
         // Walked with the reader's objects and arrays, the text gives what the tree parser parses, and is
         // refused when it refuses it.

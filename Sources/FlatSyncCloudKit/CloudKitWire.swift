@@ -184,8 +184,6 @@ enum CloudKitWire {
     enum Zones: ListName { static let key = "zones" }
     /// `records`: of `records/modify` and `records/lookup`.
     enum Records: ListName { static let key = "records" }
-    /// `zoneIDs`: of the emulator's long poll.
-    enum ZoneIDs: ListName { static let key = "zoneIDs" }
 
     /// A response that is one list, which it must hold: `{"zones": […]}`, `{"records": […]}`.
     struct ListResponse<Element: JSONReadable, Name: ListName>: JSONReadable {
@@ -477,7 +475,7 @@ enum CloudKitWire {
         }
     }
 
-    // MARK: - Users and push
+    // MARK: - Users
 
     struct CurrentUser: JSONReadable {
         var userRecordName: String?
@@ -496,29 +494,6 @@ enum CloudKitWire {
             return true
         }
     }
-
-    struct TokensCreateRequest: JSONWritable {
-        var apnsEnvironment: String
-
-        func write(to writer: inout JSONValue.Writer) {
-            writer.object { $0.member("apnsEnvironment") { $0.string(apnsEnvironment) } }
-        }
-    }
-
-    struct TokensCreateResponse: JSONReadable {
-        var webcourierURL: String?
-
-        init() {}
-
-        mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool {
-            guard key == "webcourierURL" else { return false }
-            webcourierURL = try reader.string()
-            return true
-        }
-    }
-
-    /// The emulator's long-poll answer: `{"zoneIDs":[{"zoneName":…}]}`.
-    typealias CourierPoll = ListResponse<ZoneID, ZoneIDs>
 }
 
 extension CloudKitWire.ListResponse where Name == CloudKitWire.Zones {
@@ -527,8 +502,4 @@ extension CloudKitWire.ListResponse where Name == CloudKitWire.Zones {
 
 extension CloudKitWire.ListResponse where Name == CloudKitWire.Records {
     var records: [Element] { elements }
-}
-
-extension CloudKitWire.ListResponse where Name == CloudKitWire.ZoneIDs {
-    var zoneIDs: [Element] { elements }
 }

@@ -20,6 +20,9 @@ import Synchronization
 public final class URLSessionExchange: HTTPExchange {
     /// One session for the whole process.
     public static let shared = URLSessionExchange()
+    /// A second long-lived session, for CloudKit's web courier: its long polls stay off the connections
+    /// of the API host (see `LongPollNotificationSource.courierHTTP`).
+    public static let courier = URLSessionExchange()
 
     private let session: URLSession
 

@@ -109,6 +109,10 @@ package enum FuzzSeeds {
             #"{"uuid":"u","serverErrorCode":"THROTTLED","reason":"slow down","retryAfter":1.5}"#,
             #"{"records":[{"recordName":"a","serverErrorCode":"CONFLICT"},{"recordName":"b","deleted":true}]}"#,
             #"{"zones":[{"zoneID":{"zoneName":"Z"},"serverErrorCode":"ZONE_NOT_FOUND","reason":"gone"}]}"#,
+            // Web courier notifications: a live capture (MistKit #379) and a zone subscription's.
+            #"{"aps":{"alert":"x"},"ck":{"ce":2,"ckuserid":"_a","aux":{},"nid":"n","qry":{"zid":"_defaultZone","dbs":1,"fo":1,"zoid":"_a","rid":"R","sid":"S"},"cid":"iCloud.x"}}"#,
+            #"{"aps":{"content-available":1},"ck":{"ce":2,"cid":"iCloud.x","nid":"n","ckuserid":"_a","fet":{"zid":"ReadingList","zoid":"_a","dbs":2,"sid":"flatsync-ReadingList"}}}"#,
+            #"{"subscriptions":[{"subscriptionID":"s","reason":"could not find subscription we just created","serverErrorCode":"INTERNAL_ERROR"}]}"#,
         ]
         return recorder.bodies + errors.map { Data($0.utf8) }
     }

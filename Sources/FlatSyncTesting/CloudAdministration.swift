@@ -46,4 +46,7 @@ public protocol CloudAdministration: Sendable {
     /// The records the server holds in `zone`, sorted by name, with their change tags; empty when the
     /// zone does not exist. For comparing devices with the server.
     func records(in zone: ZoneID) async throws -> [Record]
+
+    /// The zone subscriptions the server holds, sorted by ID (see ``CloudSubscription``).
+    func subscriptions() async throws -> [CloudSubscription]
 }

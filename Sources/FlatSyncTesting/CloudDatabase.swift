@@ -60,6 +60,9 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// The schema of a production environment, whose saves must keep to it; `nil` (the default) accepts any
     /// record, as a development environment does, which adds record types and fields as records arrive.
     public private(set) var productionSchema: CloudSchema?
+    /// The zone subscriptions, by ID (see `CloudDatabase+Subscriptions.swift`). Optional because state
+    /// files written before subscriptions were kept have no such key, and they must still open.
+    var subscriptionsByID: [String: CloudSubscription]?
 
     /// Creates an empty database.
     ///
@@ -182,6 +185,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     private mutating func deleteZone(_ id: ZoneID, byUser: Bool) {
         databaseSequence += 1
         zones[id.name]!.delete(at: databaseSequence, byUser: byUser)
+        removeSubscriptions(of: id)
     }
 
     /// The error for a request about a zone that does not exist now.

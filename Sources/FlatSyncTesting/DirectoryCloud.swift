@@ -12,7 +12,8 @@ import Foundation
 /// never lost or torn. The waiting and the file work run on a Dispatch queue, never on the Swift
 /// concurrency pool's threads.
 ///
-/// The state file holds the fault plan and its random generator too, so a seeded ``FaultPlan`` gives
+/// The state file holds the zone subscriptions (a file from before they were kept opens without any), and
+/// the fault plan and its random generator too, so a seeded ``FaultPlan`` gives
 /// the same sequence of faults whichever process sends the requests, and the counters count the
 /// requests of every process.
 ///
@@ -120,6 +121,12 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
         try await request(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
     }
 
+    public func subscribeToChanges(in zones: [ZoneID]) async throws {
+        try await request(.modifySubscriptions) { (database) throws(CloudError) in
+            try database.subscribeToChanges(in: zones)
+        }
+    }
+
     // MARK: - CloudAdministration
 
     public func expireAllChangeTokens() async throws {
@@ -164,6 +171,10 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
 
     public func records(in zone: ZoneID) async throws -> [Record] {
         try await administer { $0.records(in: zone) }
+    }
+
+    public func subscriptions() async throws -> [CloudSubscription] {
+        try await administer { $0.subscriptions() }
     }
 
     // MARK: - Transactions

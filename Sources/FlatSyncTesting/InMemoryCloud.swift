@@ -111,6 +111,12 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         try await serve(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
     }
 
+    public func subscribeToChanges(in zones: [ZoneID]) async throws {
+        try await serve(.modifySubscriptions) { (database) throws(CloudError) in
+            try database.subscribeToChanges(in: zones)
+        }
+    }
+
     // MARK: - CloudAdministration
 
     public func expireAllChangeTokens() {
@@ -155,5 +161,9 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
 
     public func records(in zone: ZoneID) -> [Record] {
         database.records(in: zone)
+    }
+
+    public func subscriptions() -> [CloudSubscription] {
+        database.subscriptions()
     }
 }

@@ -1,4 +1,5 @@
-/// The kinds of request a ``CloudTransport`` serves, one per protocol method.
+/// The kinds of request a test cloud serves: one per ``CloudTransport`` method, and CKWS's subscription
+/// listing, which no method has.
 ///
 /// Counters are kept per kind (``CloudCounters/requestsByKind``) and fault plans can target a kind
 /// (``ScriptedFault/kind``, ``RandomFaults/kinds``).
@@ -17,4 +18,8 @@ public enum RequestKind: String, CaseIterable, Codable, CodingKeyRepresentable, 
     case modifyRecords
     /// ``CloudTransport/lookupRecords(_:)``.
     case lookupRecords
+    /// ``CloudTransport/subscribeToChanges(in:)``, and CKWS `subscriptions/modify`.
+    case modifySubscriptions
+    /// CKWS `subscriptions/list` and `subscriptions/lookup` (the CKWS transport lists before it subscribes).
+    case listSubscriptions
 }

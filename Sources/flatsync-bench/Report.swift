@@ -190,6 +190,17 @@ enum Report {
             unit: .milliseconds, baseline: ("push_pull_10k_ms", "in memory"), ratioKey: "push_pull_10k_http_ratio",
             target: .atMost(2_000)
         ),
+        Row(
+            key: "push_latency_p50_ms_http", title: "push latency over HTTP, A's sync done → B's fetch done, p50",
+            unit: .milliseconds, target: .atMost(50)
+        ),
+        Row(key: "push_latency_p95_ms_http", title: "the same, p95", unit: .milliseconds),
+        Row(
+            key: "push_save_to_fetch_p50_ms_http", title: "the same from A's add (its own fsync and send), p50",
+            unit: .milliseconds
+        ),
+        Row(key: "idle_poll_requests_per_min", title: "requests/min of a device following pushes, idle", unit: .count),
+        Row(key: "idle_poll_hold_s", title: "the courier's hold for that rate (s)", unit: .count, isBaseline: true),
         Row(key: "ckws_encode_us_per_record", title: "CKWS JSON encode per record (µs)", unit: .count),
         Row(key: "ckws_decode_us_per_record", title: "CKWS JSON decode per record (µs)", unit: .count),
     ]
@@ -212,7 +223,7 @@ enum Report {
         "burst_mutations_per_s_median", "group_commit_mutations_per_s_1", "group_commit_mutations_per_s_4",
         "group_commit_mutations_per_s_16", "group_commit_fsyncs_16", "cold_start_ms_10k", "cold_start_ms_100k",
         "cold_start_peak_rss_mb_100k", "open_store_rss_mb_100k", "coalesce_records_sent", "coalesce_modify_requests",
-        "push_pull_10k_ms", "push_pull_10k_http_ms",
+        "push_pull_10k_ms", "push_pull_10k_http_ms", "push_latency_p50_ms_http", "push_latency_p95_ms_http",
     ]
 
     // MARK: - Evaluation

@@ -8,7 +8,8 @@ import Foundation
 //   --json    print exactly one flat JSON object on stdout (progress goes to stderr)
 //   --quick   fewer iterations: the whole run in under a minute
 //   --only IDS  run only these measurements (comma-separated ids: frame, enqueue, buffered, rewrite,
-//               burst, group, cold, coalesce, pushpull), for profiling one of them; enqueue needs frame
+//               burst, group, cold, coalesce, pushpull, pushpullhttp, ckwsjson, pushlatency, idlepoll), for
+//               profiling one of them; enqueue needs frame
 //
 // Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
 // `--prepare-device ITEMS DIR` builds the cold-start rows' device directory in DIR and exits, so a profiler
@@ -23,7 +24,8 @@ let usage = """
       --json    print one flat JSON object on stdout instead of the table
       --quick   a run of under a minute (fewer iterations and repetitions)
       --only IDS  only these measurements, comma-separated: frame, enqueue, buffered, rewrite, burst,
-                  group, cold, coalesce, pushpull (enqueue needs frame)
+                  group, cold, coalesce, pushpull, pushpullhttp, ckwsjson, pushlatency, idlepoll
+                  (enqueue needs frame)
     """
 
 struct Arguments {
@@ -100,6 +102,11 @@ enum Benchmark {
             id: "pushpullhttp", name: "push 10k, pull on another device, through CKWS over HTTP",
             run: CloudKitMeasurements.pushPullOverHTTP),
         Measurement(id: "ckwsjson", name: "CKWS JSON per record", run: CloudKitMeasurements.jsonCodec),
+        Measurement(
+            id: "pushlatency", name: "push latency through the web courier over HTTP",
+            run: PushMeasurements.latencyOverHTTP),
+        Measurement(
+            id: "idlepoll", name: "idle poll rate of a device following pushes", run: PushMeasurements.idlePollRate),
     ]
 
     /// Runs every measurement in `scratch`, an empty directory the caller removes afterwards.

@@ -38,6 +38,8 @@ struct ServeOptions: Equatable, Sendable {
     var requireSignIn = false
     /// `--sign-in-callback URL`: where the sign-in page sends the token (else it shows it).
     var signInCallback: URL?
+    /// `--courier-hold SECONDS`: how long the web courier holds a poll before an empty answer (default 25).
+    var courierHoldSeconds: Int?
 }
 
 /// The schema `cloud serve --production-schema` enforces.

@@ -323,6 +323,9 @@ enum CommandTable {
                     name: "sign-in-callback", placeholder: "URL",
                     help: "where the sign-in page sends the token, such as `cloud login --callback-port`'s "
                         + "http://127.0.0.1:P/ (default: the page shows the token, to paste)"),
+                OptionSpec(
+                    name: "courier-hold", placeholder: "SECONDS",
+                    help: "how long the push courier holds a device's poll before it answers empty (default 25)"),
             ],
             sharedOptions: ["cloud"],
             summary: "serve the cloud directory over localhost HTTP as CloudKit Web Services",
@@ -330,8 +333,10 @@ enum CommandTable {
                 Runs in the foreground on 127.0.0.1 and prints its URL; devices then use --cloud URL. The
                 directory stays the cloud's state, so the server can be stopped and started again (Ctrl-C stops
                 it cleanly) and `cloud` commands work on the directory or the URL alike. Every response carries
-                a new web auth token; devices long-poll it for changes with `watch`. It sends only the error
-                codes Apple documents, unless --guessed-error-codes.
+                a new web auth token. Pushes go as CloudKit sends them: to devices that made a push token
+                (tokens/create, tokens/register) and long-poll its courier URL (`watch`), for zones with a
+                zone subscription (devices make them when they start). It sends only the error codes Apple
+                documents, unless --guessed-error-codes.
                 """,
             make: { values throws(ArgumentProblem) in
                 .cloudServe(
@@ -343,7 +348,9 @@ enum CommandTable {
                             $0 == "declared" ? .declared : .file(path: $0)
                         },
                         requireSignIn: values.flags.contains("require-sign-in"),
-                        signInCallback: try values.url("sign-in-callback")))
+                        signInCallback: try values.url("sign-in-callback"),
+                        courierHoldSeconds: try values.number(
+                            "courier-hold", in: 1...3_600, meaning: "a whole number of seconds from 1 to 3600")))
             }
         ),
         CommandSpec(
@@ -384,10 +391,12 @@ enum CommandTable {
             words: ["watch"], operands: [], sharedOptions: ["device", "cloud", "container", "environment"],
             summary: "stay connected: sync now, then fetch whenever the server says a zone changed",
             details: """
-                Needs a URL cloud (`cloud serve`). Syncs once, then long-polls the server's notification URL and
-                fetches the zones it names, printing one line per change that arrived, until Ctrl-C; local
-                changes made meanwhile by other commands on this device wait for the next sync (the device
-                directory is held by watch).
+                Needs a URL cloud (`cloud serve`, or CloudKit). Syncs once (making sure the server pushes
+                changes of the zones), then makes a push token and long-polls its web courier URL as CloudKit
+                JS does; for each notification it fetches what the notification names (the whole database
+                after a quiet poll or a reconnection, since pushes can be missed), printing one line per
+                fetch that brought changes, until Ctrl-C. Between fetches the device directory is free:
+                other commands work on it meanwhile.
                 """,
             make: { _ in .watch }
         ),

@@ -23,6 +23,7 @@ struct ServeCommand {
         serverOptions.requireWebAuthToken = options.requireSignIn
         serverOptions.guessedErrorCodes = options.guessedErrorCodes
         serverOptions.signInCallbackURL = options.signInCallback
+        if let seconds = options.courierHoldSeconds { serverOptions.courierHoldTime = .seconds(seconds) }
         if options.verbose {
             serverOptions.requestLog = { line in console.error(line) }
         }

@@ -99,4 +99,9 @@ final class TourNetwork: CloudTransport, Sendable {
         try checkOnline()
         return try await cloud.lookupRecords(ids)
     }
+
+    func subscribeToChanges(in zones: [ZoneID]) async throws {
+        try checkOnline()
+        try await cloud.subscribeToChanges(in: zones)
+    }
 }

@@ -55,6 +55,7 @@ import Testing
                 port: 8080, options: ServeOptions(verbose: true, guessedErrorCodes: true, productionSchema: .declared))
         ),
         (["cloud", "serve", "--require-sign-in"], .cloudServe(port: nil, options: ServeOptions(requireSignIn: true))),
+        (["cloud", "serve", "--courier-hold", "3"], .cloudServe(port: nil, options: ServeOptions(courierHoldSeconds: 3))),
         (["cloud", "login", "--cloud", "http://127.0.0.1:1"], .cloudLogin(callbackPort: nil)),
         (["cloud", "login", "--cloud", "https://x.test", "--callback-port", "9"], .cloudLogin(callbackPort: 9)),
         (["watch", "--cloud", "http://127.0.0.1:1"], .watch),
@@ -93,6 +94,7 @@ import Testing
         (["cloud", "serve", "--cloud", "http://127.0.0.1:8080"], "cloud serve serves a cloud directory"),
         (["cloud", "serve", "--port", "0"], "--port must be a port number"),
         (["cloud", "serve", "--port", "70000"], "--port must be a port number"),
+        (["cloud", "serve", "--courier-hold", "0"], "--courier-hold must be a whole number of seconds"),
         (["cloud", "login"], "cloud login signs in to a CloudKit endpoint"),
         (["watch"], "watch needs a cloud that notifies"),
         (["watch", "--cloud", "http://127.0.0.1:1", "--json"], "watch does not take --json"),

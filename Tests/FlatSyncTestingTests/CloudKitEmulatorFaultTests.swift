@@ -107,8 +107,8 @@ struct CloudKitEmulatorFaultTests {
     @Test func aLostResponseCommitsTheChangeThenDropsTheConnection() async throws {
         try await withEmulator { server, client in
             try await client.createZones(["Notes"])
-            let push = try await client.post("tokens/create", ["apnsEnvironment": "development"])
-            let courier = try #require(push.json["webcourierURL"] as? String)
+            try await client.subscribe("Notes")
+            let courier = try await client.registeredCourier()
             try await server.backing.setFaultPlan(.loseResponses(1, .modifyRecords))
             await #expect(throws: URLError.self) {
                 _ = try await client.modify("Notes", [operation("create", "a")])
@@ -116,9 +116,9 @@ struct CloudKitEmulatorFaultTests {
             #expect(try await server.backing.records(in: ZoneID("Notes")).map(\.id.name) == ["a"], "committed")
             #expect(try await server.backing.counters().faultsInjected == [CloudCounters.responseLostKey: 1])
             // The committed change is announced like any other.
-            let poll = try await client.send("GET", URL(string: courier + "?timeout=20")!)
+            let poll = try await client.poll(courier)
             #expect(poll.status == 200)
-            #expect(poll.json["zoneIDs"] as? [[String: String]] == [["zoneName": "Notes"]])
+            #expect(poll.json.object("ck").object("fet")["zid"] as? String == "Notes")
             // Resending the create now meets the committed record.
             let resent = try await client.modify("Notes", [operation("create", "a")])
             #expect(resent.json.objects("records").first?["serverErrorCode"] as? String == "CONFLICT")

@@ -2,6 +2,7 @@ import FlatSync
 import FlatSyncCloudKit
 import FlatSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 // The emulator and FlatSync's CloudKitWebServicesTransport, written separately against one wire
@@ -59,24 +60,43 @@ struct CloudKitEmulatorTransportTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func theLongPollSourceHearsOfAChange() async throws {
-        // A push token hears of changes made after it exists: wait (through the request log) until the
-        // source has made its token, then change a zone.
-        let tokenMade = Gate()
-        let options = CloudKitWebServicesServer.Options(requestLog: { line in
-            if line.contains("/tokens/create 200") { Task { await tokenMade.open() } }
-        })
-        try await withEmulator(options: options) { server, client in
-            try await client.createZones(["Notes"])
-            let source = LongPollNotificationSource(transport: transport(server), pollTimeout: .seconds(30))
-            let notifications = source.notifications()
-            let first = Task {
-                var iterator = notifications.makeAsyncIterator()
-                return try await iterator.next()
-            }
-            await tokenMade.wait()
+    func theLongPollSourceHearsOfAChangeInASubscribedZone() async throws {
+        try await withEmulator(options: .init(courierHoldTime: .seconds(1))) { server, client in
+            let cloud = transport(server)
+            try await cloud.createZones([ZoneID("Notes")])
+            try await cloud.subscribeToChanges(in: [ZoneID("Notes")])
+            let source = LongPollNotificationSource(transport: cloud, pollTimeout: .seconds(30))
+            var iterator = source.notifications().makeAsyncIterator()
+            // Yielded once the token is registered: from now on the token hears of changes.
+            #expect(try await iterator.next() == .wholeDatabase(.gap))
             try await client.modify("Notes", [operation("create", "a")])
-            #expect(try await first.value == [ZoneID("Notes")])
+            while let next = try await iterator.next() {
+                // Keepalives (whole-database fetches) may come first.
+                if next == .wholeDatabase(.gap) { continue }
+                #expect(next.fetch == .zones([ZoneID("Notes")]))
+                #expect(next.reason == .recordZone)
+                #expect(next.subscriptionID == "flatsync-Notes")
+                break
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aKeepaliveLeadsToAWholeFetchAndAnotherPollOfTheSameToken() async throws {
+        let lines = Mutex<[String]>([])
+        let options = CloudKitWebServicesServer.Options(
+            requestLog: { line in lines.withLock { $0.append(line) } }, courierHoldTime: .seconds(1))
+        try await withEmulator(options: options) { server, _ in
+            let source = LongPollNotificationSource(transport: transport(server), pollTimeout: .seconds(30))
+            var iterator = source.notifications().makeAsyncIterator()
+            for _ in 0..<3 {  // the token, then two keepalives
+                let next = try await iterator.next()
+                #expect(next == .wholeDatabase(.gap))
+            }
+            let logged = lines.withLock { $0 }
+            #expect(logged.filter { $0.contains("/tokens/create 200") }.count == 1)
+            #expect(logged.filter { $0.contains("/tokens/register 200") }.count == 1)
+            #expect(logged.filter { $0.hasPrefix("GET /aps 200 ") }.count >= 2)
         }
     }
 }

@@ -27,6 +27,9 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     package var preparedZones: [String] = []
     /// Zones whose local data must be uploaded to a zone created fresh on the server.
     package var zonesToSeed: [String] = []
+    /// The zones this device has made sure the server notifies of changes (a zone subscription exists).
+    /// Optional because files written before it have no such key, and they must still decode.
+    package var subscribedZones: [String]?
     /// The CRC-32 of the fields above; absent in version 1.
     package var checksum: UInt32?
 
@@ -46,6 +49,12 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         for zone in preparedZones { writer.write(zone) }
         writer.write(varint: UInt64(zonesToSeed.count))
         for zone in zonesToSeed { writer.write(zone) }
+        // Added after version 2 files were written: covered only when there is something to cover, so a
+        // version 2 file that predates it still verifies.
+        if let subscribedZones, !subscribedZones.isEmpty {
+            writer.write(varint: UInt64(subscribedZones.count))
+            for zone in subscribedZones { writer.write(zone) }
+        }
         return CRC32.checksum(writer.data)
     }
 
@@ -94,7 +103,7 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     package static func == (lhs: DeviceFile, rhs: DeviceFile) -> Bool {
         lhs.deviceID == rhs.deviceID && lhs.account == rhs.account
             && lhs.databaseChangeToken == rhs.databaseChangeToken && lhs.preparedZones == rhs.preparedZones
-            && lhs.zonesToSeed == rhs.zonesToSeed
+            && lhs.zonesToSeed == rhs.zonesToSeed && (lhs.subscribedZones ?? []) == (rhs.subscribedZones ?? [])
     }
 }
 

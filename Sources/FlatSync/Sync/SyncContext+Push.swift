@@ -423,6 +423,10 @@ extension SyncContext {
 
     /// Makes sure the zones exist on the server, creating missing ones and queueing the local data for a
     /// zone that was just created. Remembered in `device.plist`, so it happens once.
+    ///
+    /// A zone created here gets its subscription again (``ensureSubscribed(_:epoch:)``): a zone deleted and
+    /// created anew may have lost it. Once the context is started, that happens at once; before, `start()`
+    /// does it.
     func ensurePrepared(_ zones: [ZoneID], epoch: Int) async -> Stop? {
         let needed = zones.filter { !preparedZones.contains($0) }
         guard !needed.isEmpty else { return nil }
@@ -434,16 +438,22 @@ extension SyncContext {
             guard epoch == accountEpoch else { return .cancelled }
             for zone in missing { _ = try await localStore.seed(zone) }
             preparedZones.formUnion(needed)
+            subscribedZones.subtract(missing)
             try await savePreparedZones()
-            return nil
         } catch {
             return .from(error)
         }
+        if isStarted { await ensureSubscribed(needed, epoch: epoch) }
+        return nil
     }
 
-    private func savePreparedZones() async throws {
+    /// Saves which zones are prepared and subscribed in `device.plist`.
+    func savePreparedZones() async throws {
         var file = await localStore.deviceFile
         file.preparedZones = ZoneID.all.filter { preparedZones.contains($0) }.map(\.name)
+        let subscribed = ZoneID.all.filter { subscribedZones.contains($0) }.map(\.name)
+        // Left out while empty, as in files written before subscriptions were kept.
+        file.subscribedZones = subscribed.isEmpty && file.subscribedZones == nil ? nil : subscribed
         try await localStore.saveDeviceFile(file)
     }
 
@@ -454,6 +464,7 @@ extension SyncContext {
         do {
             try await localStore.wipe(zone)
             preparedZones.remove(zone)
+            subscribedZones.remove(zone)
             try await savePreparedZones()
         } catch {
             emit(.error(SyncEventError(code: "ioFailed", message: "Wiping \(zone) failed: \(error)")))

@@ -36,7 +36,7 @@ public struct CloudAccount: Sendable {
 /// for await event in context.events() { print(event) }
 /// ```
 ///
-/// The host forwards system signals: ``handleRemoteNotification(zones:)`` for pushes,
+/// The host forwards system signals: ``handleRemoteNotification(userInfo:)`` for pushes,
 /// ``networkDidBecomeAvailable()`` when connectivity returns, ``accountDidChange(to:)`` when the user
 /// signs in, out, or switches accounts.
 public actor SyncContext: LocalChangeObserver {
@@ -102,6 +102,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Bumped by every account change; work started for an older epoch stops touching the store.
     var accountEpoch = 0
     var preparedZones: Set<ZoneID>
+    /// Zones the server is known to notify this account of (a zone subscription exists); kept with
+    /// ``preparedZones`` in `device.plist`.
+    var subscribedZones: Set<ZoneID> = []
     /// Saves sent whose outcome is unknown (no response yet, or a lost one), by record: a resend that meets
     /// exactly this content on the server has nothing left to write. Memory only: after a restart the
     /// resend writes once more, which changes nothing but the version.
@@ -191,6 +194,7 @@ public actor SyncContext: LocalChangeObserver {
             try await localStore.saveDeviceFile(file)
         }
         preparedZones = Set(await localStore.deviceFile.preparedZones.map(ZoneID.init))
+        subscribedZones = Set((await localStore.deviceFile.subscribedZones ?? []).map(ZoneID.init))
     }
 
     /// The engine's events, in order: fetches, sends, conflicts, resets, quarantined files, errors.
@@ -208,6 +212,11 @@ public actor SyncContext: LocalChangeObserver {
     /// new zone with local data), then starts sending pending commands and fetching changes in the
     /// background. Call ``waitUntilIdle()`` to wait for that work.
     ///
+    /// In the background it also makes sure the server pushes changes of both zones to the account's
+    /// devices (``CloudTransport/subscribeToChanges(in:)``), once, remembered in the directory. A failure
+    /// there does not fail `start()`: it is reported as a ``SyncEvent/error(_:)`` event, fetches still find
+    /// every change, and the next `start()` tries again.
+    ///
     /// Before `start()` nothing is sent or fetched in the background: local changes wait in the queue
     /// (``syncNow()`` still works, since it is an explicit request).
     ///
@@ -221,6 +230,8 @@ public actor SyncContext: LocalChangeObserver {
         }
         isStarted = true
         retryRefusedZones.formUnion(ZoneID.all)
+        // Before the first fetch, so that a change made after that fetch read the server is pushed.
+        queue.enqueue { await self.ensureSubscribed(ZoneID.all, epoch: epoch) }
         for zone in ZoneID.all { requestPush(zone) }
         requestFetch(full: true)
     }
@@ -265,6 +276,25 @@ public actor SyncContext: LocalChangeObserver {
         requestFetch(full: false)
     }
 
+    /// Call for each notification a ``CloudNotificationSource`` yields: the zones it names are fetched
+    /// soon, or, when it asks for the database, every zone that changed. Notifications that arrive while a
+    /// fetch runs cause at most one more fetch.
+    public func handleRemoteNotification(_ notification: CloudNotification) {
+        switch notification.fetch {
+        case .zones(let zones): handleRemoteNotification(zones: zones)
+        case .database: requestFetch(full: true)
+        }
+    }
+
+    /// Call from an APNs push handler with the notification's `userInfo`: the payload is read at once
+    /// (``CloudNotification/init(userInfo:)``; one FlatSync cannot read asks for a whole fetch) and handed
+    /// to the context through its sync queue, so ``waitUntilIdle()`` also waits for the fetch it causes.
+    public nonisolated func handleRemoteNotification(userInfo: [AnyHashable: Any]) {
+        // Read here, synchronously: `userInfo` is not Sendable, the notification is.
+        let notification = CloudNotification(userInfo: userInfo)
+        queue.enqueue { await self.handleRemoteNotification(notification) }
+    }
+
     /// Call when the network comes back: work waiting for it (or backing off) runs now.
     public func networkDidBecomeAvailable() {
         var retry: [ZoneID] = []
@@ -304,6 +334,7 @@ public actor SyncContext: LocalChangeObserver {
         await queue.waitUntilEmpty()
         try await localStore.wipeAll(newAccount: newAccount?.id)
         preparedZones = []
+        subscribedZones = []
         unconfirmedSaves = [:]
         retryRefusedZones = []
         paused = nil

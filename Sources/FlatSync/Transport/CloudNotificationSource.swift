@@ -1,19 +1,23 @@
-/// A source of the server's "these zones changed" signals, for a host that has no push notifications
-/// (a command-line tool, a server, Linux).
+/// A source of the server's push notifications, for a host that gets no APNs pushes (a command-line tool,
+/// a server, Linux).
 ///
-/// A host that gets APNs pushes calls ``SyncContext/handleRemoteNotification(zones:)`` from its push
+/// A host that gets APNs pushes calls ``SyncContext/handleRemoteNotification(userInfo:)`` from its push
 /// handler and needs none of this. Otherwise it can follow a source:
 ///
 /// ```swift
 /// let source = LongPollNotificationSource(transport: transport)
 /// Task {
-///     for try await zones in source.notifications() {
-///         await context.handleRemoteNotification(zones: zones)
+///     for try await notification in source.notifications() {
+///         await context.handleRemoteNotification(notification)
 ///     }
 /// }
 /// ```
+///
+/// Pushes coalesce and can be missed (CloudKit keeps a few per device at most, and none while a device is
+/// unreachable), so a source also yields ``CloudNotification/wholeDatabase(_:)`` whenever one may have been
+/// lost: after it connects or reconnects, and after every wait that ended without a notification.
 public protocol CloudNotificationSource: Sendable {
-    /// The zones named by each notification, as they arrive. The sequence ends when the consuming task is
-    /// cancelled; it throws only for a failure that waiting will not cure (nobody signed in).
-    func notifications() -> AsyncThrowingStream<[ZoneID], any Error>
+    /// The notifications as they arrive. The sequence ends when the consuming task is cancelled; it throws
+    /// only for a failure that waiting will not cure (nobody signed in).
+    func notifications() -> AsyncThrowingStream<CloudNotification, any Error>
 }

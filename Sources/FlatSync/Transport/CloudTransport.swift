@@ -46,6 +46,17 @@ public protocol CloudTransport: Sendable {
 
     /// The records with these IDs that exist; IDs that do not exist are left out of the result.
     func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record]
+
+    /// Makes sure the server notifies this account's devices of changes in these zones: one zone
+    /// subscription per zone (CloudKit's `CKRecordZoneSubscription`), created where none exists.
+    ///
+    /// Succeeds when the subscriptions already exist, whoever made them (another device of the account,
+    /// say); never deletes one. Subscriptions belong to the account, not to the device, so once made they
+    /// serve every device. A transport whose server cannot push implements it as a no-op: the engine then
+    /// learns of changes only when it fetches.
+    ///
+    /// - Throws: ``CloudError``; ``CloudError/Code-swift.struct/zoneNotFound`` when a zone does not exist.
+    func subscribeToChanges(in zones: [ZoneID]) async throws
 }
 
 /// How the server treats a save when it already has a version of the record.

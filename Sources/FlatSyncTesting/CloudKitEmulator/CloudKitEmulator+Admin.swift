@@ -39,8 +39,9 @@ extension CloudKitEmulator {
     /// | `GET schema` | `{"schema": CloudSchema or null}` |
     /// | `POST schema` with `{"schema": CloudSchema}` or `{"schema": null}` | `{}` |
     /// | `GET records?zone=X` | `[Record]` |
+    /// | `GET subscriptions` | `[CloudSubscription]` |
     func admin(_ request: HTTPServerRequest, _ action: String) async -> HTTPServerReply {
-        let getters = ["counters", "faults", "records", "schema"]
+        let getters = ["counters", "faults", "records", "schema", "subscriptions"]
         let posters = ["reset-counters", "faults", "expire-tokens", "delete-zone", "history-limit", "schema"]
         guard getters.contains(action) || posters.contains(action) else {
             return .response(Self.errorResponse(404, "NOT_FOUND", "There is no administration call \(action)."))
@@ -71,6 +72,8 @@ extension CloudKitEmulator {
                 }
                 try await backing.deleteZoneAsUser(ZoneID(zone))
                 push.notify([zone])
+            case ("GET", "subscriptions"):
+                return try Self.encoded(try await backing.subscriptions())
             case ("GET", "schema"):
                 return try Self.encoded(SchemaBody(schema: try await backing.productionSchema()))
             case ("POST", "schema"):

@@ -2,43 +2,49 @@ import FlatSync
 import FlatSyncCloudKit
 import Foundation
 
-// tokens/create, tokens/register and the `/_push/{token}` long poll.
+// tokens/create, tokens/register (under /device/, as observed live) and the web courier at /aps. See
+// CloudKitPushHub for what is imitated from where.
 
 extension CloudKitEmulator {
-    /// The longest a poll may wait, and how long it waits when the poll does not say.
-    static let maximumPollSeconds = 60.0
-    static let defaultPollSeconds = 25.0
-
-    /// `tokens/create` `{"apnsEnvironment"}` → `{"apnsEnvironment","apnsToken","webcourierURL"}`. The
-    /// courier URL is the emulator's long poll for the new token.
-    func createPushToken(_ request: HTTPServerRequest, environment: String) -> HTTPServerReply {
+    /// `tokens/create` `{"apnsEnvironment", "clientId"}` → `{"apnsEnvironment", "apnsToken", "webcourierURL"}`
+    /// (documented, CreateTokens.html). The courier URL is this server's `/aps?tok=…&ttl=43200`.
+    ///
+    /// `apnsEnvironment` is the one documented key; without it the path's environment is taken. A
+    /// `clientId`, which CloudKit JS sends, is accepted and not needed.
+    func createPushToken(_ request: HTTPServerRequest, container: String, environment: String) -> HTTPServerReply {
         let apnsEnvironment: String
         do throws(CloudKitJSON.Problem) {
             let body = try CloudKitJSON.object(from: request.body)
             apnsEnvironment = try CloudKitJSON.optionalString(body["apnsEnvironment"], "apnsEnvironment") ?? environment
+            _ = try CloudKitJSON.optionalString(body["clientId"], "clientId")
         } catch {
             return .response(Self.errorResponse(400, "BAD_REQUEST", error.reason))
         }
-        guard apnsEnvironment == "development" || apnsEnvironment == "production" else {
+        guard Self.apnsEnvironments.contains(apnsEnvironment) else {
             return .response(
                 Self.errorResponse(400, "BAD_REQUEST", "apnsEnvironment must be development or production."))
         }
-        let token = push.createToken()
+        let (token, query) = push.createToken(container: container, environment: apnsEnvironment)
         return Self.ok([
             "apnsEnvironment": .string(apnsEnvironment), "apnsToken": .string(token),
-            "webcourierURL": .string(baseURL.absoluteString + "/_push/" + token),
+            "webcourierURL": .string(baseURL.absoluteString + Self.courierPath + "?" + query),
         ])
     }
 
-    /// `tokens/register` `{"apnsToken","apnsEnvironment"}` → `{}`: the token receives notifications from
-    /// now on (emulator behaviour: any token may be registered, not only those it made).
+    /// `tokens/register` `{"apnsEnvironment", "apnsToken", "clientId"}` → `{}`: the token receives the
+    /// user's notifications from now on. Apple lists `apnsEnvironment` and `apnsToken` as required
+    /// (RegisterTokens.html), and the live server failed without `apnsEnvironment` (MistKit #379): either
+    /// missing is a 400 here. No answer is documented; this one is `{}`.
     func registerPushToken(_ request: HTTPServerRequest) -> HTTPServerReply {
         do throws(CloudKitJSON.Problem) {
             let body = try CloudKitJSON.object(from: request.body)
-            let token = try CloudKitJSON.string(body["apnsToken"], "apnsToken")
-            guard !token.isEmpty, !token.contains("/") else {
-                throw CloudKitJSON.Problem("apnsToken must not be empty or contain /.")
+            let environment = try CloudKitJSON.string(body["apnsEnvironment"], "apnsEnvironment")
+            guard Self.apnsEnvironments.contains(environment) else {
+                throw CloudKitJSON.Problem("apnsEnvironment must be development or production.")
             }
+            let token = try CloudKitJSON.string(body["apnsToken"], "apnsToken")
+            guard !token.isEmpty else { throw CloudKitJSON.Problem("apnsToken must not be empty.") }
+            _ = try CloudKitJSON.optionalString(body["clientId"], "clientId")
             push.register(token)
         } catch {
             return .response(Self.errorResponse(400, "BAD_REQUEST", error.reason))
@@ -46,30 +52,26 @@ extension CloudKitEmulator {
         return Self.ok([:])
     }
 
-    /// `GET /_push/{token}?timeout=S` (**emulator-defined**; the web courier's format is not documented):
-    /// 200 `{"zoneIDs":[{"zoneName":…}]}` as soon as a zone changed since the token's last answered poll,
-    /// else 204 after `timeout` seconds (default 25, at most 60); 404 `NOT_FOUND` for a token the emulator
-    /// does not know. A poll ends early when the server stops.
-    func pushPoll(_ request: HTTPServerRequest, _ segments: [String]) async -> HTTPServerReply {
-        guard segments.count == 1, !segments[0].isEmpty else {
-            return .response(Self.errorResponse(404, "NOT_FOUND", "The path is not /_push/{token}."))
-        }
+    /// `GET /aps?tok=…&ttl=…`, the web courier: 200 with one notification's JSON, or 200 with an empty body
+    /// after the hold time (``CloudKitWebServicesServer/Options-swift.struct/courierHoldTime``) when none
+    /// came. The token is found by the query exactly as it was handed out, still escaped. A query naming no
+    /// token gets 404 with an empty body (**emulator behaviour**: what the courier answers for an unknown or
+    /// expired token is not known, only that it is not a 2xx, MistKit #379).
+    func courierPoll(_ request: HTTPServerRequest) async -> HTTPServerReply {
         guard request.method == "GET" else { return methodNotAllowed(request, allowed: "GET") }
-        var seconds = Self.defaultPollSeconds
-        if let text = request.queryValue("timeout") {
-            guard let value = Double(text), value.isFinite, value >= 0 else {
-                return .response(
-                    Self.errorResponse(400, "BAD_REQUEST", "timeout must be a number of seconds, 0 or more."))
-            }
-            seconds = min(value, Self.maximumPollSeconds)
-        }
-        switch await push.poll(segments[0], timeout: .milliseconds(Int64(seconds * 1_000))) {
-        case .changed(let zones):
-            return Self.ok(["zoneIDs": .array(zones.map { ["zoneName": .string($0)] })])
-        case .nothing:
-            return .response(HTTPServerResponse(status: 204))
+        switch await push.poll(query: request.rawQuery ?? "", hold: options.courierHoldTime) {
+        case .notification(let body):
+            return .response(
+                HTTPServerResponse(
+                    status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: body))
+        case .keepalive:
+            return .response(HTTPServerResponse(status: 200))
         case .unknownToken:
-            return .response(Self.errorResponse(404, "NOT_FOUND", "The push token is unknown to this server."))
+            return .response(HTTPServerResponse(status: 404))
         }
     }
+
+    /// The courier's path, as on the live courier.
+    static let courierPath = "/aps"
+    private static let apnsEnvironments: Set<String> = ["development", "production"]
 }

@@ -7,15 +7,17 @@ import Foundation
 ///
 /// Paths:
 /// - `/database/1/{container}/{environment}/private/{operation}`: the CKWS operations (see
-///   `CloudKitEmulator+Zones.swift` and `CloudKitEmulator+Records.swift`); `…/public/users/current`.
-/// - `/device/1/{container}/{environment}/tokens/create|register`: push tokens.
-/// - `/_push/{token}`, `/_auth/signin`, `/_admin/…`: emulator-defined.
+///   `CloudKitEmulator+Zones.swift`, `CloudKitEmulator+Records.swift` and
+///   `CloudKitEmulator+Subscriptions.swift`); `…/public/users/current`.
+/// - `/device/1/{container}/{environment}/tokens/create|register`: push tokens (as observed live).
+/// - `/aps?tok=…&ttl=…`: the web courier a push token's `webcourierURL` names (`CloudKitEmulator+Push.swift`).
+/// - `/_auth/signin`, `/_admin/…`: emulator-defined.
 final class CloudKitEmulator: Sendable {
     let backing: any CloudDatabaseServing
     let options: CloudKitWebServicesServer.Options
     let baseURL: URL
     let auth: CloudKitWebAuth
-    let push = CloudKitPushHub()
+    let push: CloudKitPushHub
 
     /// The bytes of a response cut off midway: a whole header block announcing a body of 1,024 bytes,
     /// then the first few of them.
@@ -42,6 +44,12 @@ final class CloudKitEmulator: Sendable {
         self.options = options
         self.baseURL = baseURL
         self.auth = CloudKitWebAuth(requireToken: options.requireWebAuthToken, strict: options.strictTokens)
+        // The subscriptions live in the backing store, which other processes (and a server started again
+        // on the same directory) share: read them whenever zones change. A store that cannot be read
+        // announces nothing.
+        self.push = CloudKitPushHub(userRecordName: options.userRecordName) {
+            (try? await backing.subscriptions()) ?? []
+        }
     }
 
     /// Answers one request, and logs it when the options ask for a log.
@@ -57,14 +65,10 @@ final class CloudKitEmulator: Sendable {
             case .response(let response): status = String(response.status)
             case .dropConnection: status = "dropped"
             }
-            log("\(request.method) \(Self.loggedPath(request.path)) \(status) \(Int(milliseconds.rounded()))ms")
+            // The path without its query, so never a token (the courier's push token is in its query).
+            log("\(request.method) \(request.path) \(status) \(Int(milliseconds.rounded()))ms")
         }
         return reply
-    }
-
-    /// The path as logged: never a token (push tokens in `/_push/…` are elided).
-    static func loggedPath(_ path: String) -> String {
-        path.hasPrefix("/_push/") ? "/_push/…" : path
     }
 
     private func route(_ request: HTTPServerRequest) async -> HTTPServerReply {
@@ -74,7 +78,7 @@ final class CloudKitEmulator: Sendable {
         switch segments.first {
         case "database": return await database(request, Array(segments.dropFirst()))
         case "device": return await device(request, Array(segments.dropFirst()))
-        case "_push": return await pushPoll(request, Array(segments.dropFirst()))
+        case "aps" where segments.count == 1: return await courierPoll(request)
         case "_admin": return await admin(request, segments.dropFirst().joined(separator: "/"))
         case "_auth" where segments.count == 2 && segments[1] == "signin": return signInPage(request)
         default:
@@ -136,11 +140,13 @@ final class CloudKitEmulator: Sendable {
     }
 
     private func privateOperation(_ operation: String, _ request: HTTPServerRequest) async -> HTTPServerReply {
-        let allowed = operation == "zones/list" ? ["GET", "POST"] : ["POST"]
-        let known = [
-            "zones/list", "zones/modify", "changes/database", "changes/zone", "records/modify", "records/lookup",
+        let methods: [String: [String]] = [
+            "zones/list": ["GET", "POST"], "zones/modify": ["POST"], "changes/database": ["POST"],
+            "changes/zone": ["POST"], "records/modify": ["POST"], "records/lookup": ["POST"],
+            // GetSubscriptions.html documents a GET; lookup and modify are POSTs.
+            "subscriptions/list": ["GET"], "subscriptions/lookup": ["POST"], "subscriptions/modify": ["POST"],
         ]
-        guard known.contains(operation) else {
+        guard let allowed = methods[operation] else {
             return .response(
                 Self.errorResponse(400, "BAD_REQUEST", "The emulator does not serve the operation \(operation)."))
         }
@@ -160,7 +166,10 @@ final class CloudKitEmulator: Sendable {
         case "changes/database": return await databaseChanges(body)
         case "changes/zone": return await zoneChanges(body)
         case "records/modify": return await modifyRecords(body)
-        default: return await lookupRecords(body)
+        case "records/lookup": return await lookupRecords(body)
+        case "subscriptions/list": return await listSubscriptions()
+        case "subscriptions/lookup": return await lookupSubscriptions(body)
+        default: return await modifySubscriptions(body)
         }
     }
 
@@ -184,7 +193,9 @@ final class CloudKitEmulator: Sendable {
             return withRotatedToken(methodNotAllowed(request, allowed: "POST"), session: session)
         }
         let reply =
-            segments[4] == "create" ? createPushToken(request, environment: segments[2]) : registerPushToken(request)
+            segments[4] == "create"
+            ? createPushToken(request, container: segments[1], environment: segments[2])
+            : registerPushToken(request)
         return withRotatedToken(reply, session: session)
     }
 

@@ -32,6 +32,10 @@ extension CloudKitWebServicesServer {
         /// Called once per request with one line: method, path without the query, status (or
         /// `dropped`), milliseconds. Never a token. For `cloud serve -v`.
         public var requestLog: (@Sendable (String) -> Void)?
+        /// How long the web courier holds a poll for which no notification waits before it answers with an
+        /// empty 200 (a keepalive). The live courier's hold time is not known; the default is 25 seconds.
+        /// Tests use short ones.
+        public var courierHoldTime: Duration
 
         /// The user of every emulator unless told otherwise.
         public static let defaultUserRecordName = "_6d2f1b7c0e9a4f3d8b5a2c1e7f4d9a60"
@@ -45,7 +49,8 @@ extension CloudKitWebServicesServer {
             guessedErrorCodes: Bool = false,
             userRecordName: String = Options.defaultUserRecordName,
             signInCallbackURL: URL? = nil,
-            requestLog: (@Sendable (String) -> Void)? = nil
+            requestLog: (@Sendable (String) -> Void)? = nil,
+            courierHoldTime: Duration = .seconds(25)
         ) {
             self.port = port
             self.apiToken = apiToken
@@ -55,6 +60,7 @@ extension CloudKitWebServicesServer {
             self.userRecordName = userRecordName
             self.signInCallbackURL = signInCallbackURL
             self.requestLog = requestLog
+            self.courierHoldTime = courierHoldTime
         }
     }
 }

@@ -93,6 +93,10 @@ public struct HTTPCloudAdministration: CloudAdministration {
         return try decode([Record].self, try await send("GET", "records", query: "zone=\(name)"))
     }
 
+    public func subscriptions() async throws -> [CloudSubscription] {
+        try decode([CloudSubscription].self, try await send("GET", "subscriptions"))
+    }
+
     // MARK: - Requests
 
     private func send(_ method: String, _ action: String, query: String? = nil) async throws -> Data {

@@ -240,6 +240,7 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
         try await transport.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
     }
     func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] { try await transport.lookupRecords(ids) }
+    func subscribeToChanges(in zones: [ZoneID]) async throws { try await transport.subscribeToChanges(in: zones) }
 
     func expireAllChangeTokens() async throws { try await backing.expireAllChangeTokens() }
     func expireChangeTokens(in zone: ZoneID) async throws { try await backing.expireChangeTokens(in: zone) }
@@ -252,4 +253,5 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
     func counters() async throws -> CloudCounters { try await backing.counters() }
     func resetCounters() async throws { try await backing.resetCounters() }
     func records(in zone: ZoneID) async throws -> [Record] { try await backing.records(in: zone) }
+    func subscriptions() async throws -> [CloudSubscription] { try await backing.subscriptions() }
 }

@@ -116,6 +116,27 @@ struct WireClient: Sendable {
             ["operations": names.map { ["operationType": "create", "zone": ["zoneID": ["zoneName": $0]]] }])
     }
 
+    /// `subscriptions/modify` creating a zone subscription for `zone` (ID `sub-<zone>` unless given), as a
+    /// silent push.
+    @discardableResult
+    func subscribe(_ zone: String, id: String? = nil) async throws -> WireResponse {
+        let response = try await post(
+            "subscriptions/modify",
+            [
+                "operations": [
+                    [
+                        "operationType": "create",
+                        "subscription": [
+                            "subscriptionID": id ?? "sub-\(zone)", "subscriptionType": "zone",
+                            "zoneID": ["zoneName": zone], "notificationInfo": ["shouldSendContentAvailable": true],
+                        ] as [String: Any],
+                    ] as [String: Any]
+                ]
+            ])
+        #expect(response.status == 200)
+        return response
+    }
+
     /// `records/modify` in `zone` with `operations` (each `[operationType, record]`).
     @discardableResult
     func modify(_ zone: String, _ operations: [[String: Any]], atomic: Bool? = nil) async throws -> WireResponse {

@@ -62,6 +62,36 @@ import Testing
         #expect(refused > data.count * 2)
     }
 
+    @Test func aVersionTwoFileWrittenBeforeSubscribedZonesStillVerifies() throws {
+        // The fields and checksum of a version 2 file as FlatSync wrote it before it kept subscribed zones.
+        struct VersionTwo: Codable {
+            var formatVersion: Int
+            var deviceID: String
+            var account: String?
+            var databaseChangeToken: Data?
+            var preparedZones: [String]
+            var zonesToSeed: [String]
+            var checksum: UInt32?
+        }
+        let written = try Self.sampleFile().encoded()
+        let old = try PropertyListDecoder().decode(VersionTwo.self, from: written)
+        let data = try BinaryPropertyList.encode(old, what: "test")
+        let file = try DeviceFile.decode(data, path: "device.plist")
+        #expect(file == Self.sampleFile())
+        #expect(file.subscribedZones == nil)
+
+        var subscribed = file
+        subscribed.subscribedZones = ["ReadingList"]
+        let decoded = try DeviceFile.decode(try subscribed.encoded(), path: "device.plist")
+        #expect(decoded.subscribedZones == ["ReadingList"])
+        #expect(decoded.checksum != old.checksum, "the checksum covers the subscribed zones")
+        var tampered = try PropertyListDecoder().decode(DeviceFile.self, from: try subscribed.encoded())
+        tampered.subscribedZones = ["ReadingHistory"]
+        #expect(throws: FlatSyncError.self) {
+            try DeviceFile.decode(try BinaryPropertyList.encode(tampered, what: "test"), path: "device.plist")
+        }
+    }
+
     @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {
         struct VersionOne: Encodable {
             var formatVersion = 1

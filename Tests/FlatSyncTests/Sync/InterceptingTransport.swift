@@ -67,6 +67,11 @@ final class InterceptingTransport: CloudTransport, Sendable {
         await before(.lookupRecords)
         return try await base.lookupRecords(ids)
     }
+
+    func subscribeToChanges(in zones: [ZoneID]) async throws {
+        await before(.modifySubscriptions)
+        try await base.subscribeToChanges(in: zones)
+    }
 }
 
 /// A one-shot signal: `wait()` returns once `open()` has been called (before or after).

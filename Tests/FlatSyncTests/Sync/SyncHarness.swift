@@ -46,8 +46,10 @@ final class SyncHarness: Sendable {
         case .direct:
             server = nil
         case .http, .httpGuessedCodes:
+            // A short courier hold, so a test that follows pushes gets its keepalives soon.
             server = try CloudKitWebServicesServer(
-                backing: cloud, options: .init(guessedErrorCodes: route == .httpGuessedCodes))
+                backing: cloud,
+                options: .init(guessedErrorCodes: route == .httpGuessedCodes, courierHoldTime: .seconds(2)))
         }
     }
 
@@ -66,6 +68,9 @@ final class SyncHarness: Sendable {
             }
         }
     }
+
+    /// The emulator's address over HTTP routes; nil for ``Route/direct``.
+    var serverURL: URL? { server?.baseURL }
 
     /// The transport device `name` reaches the cloud with: the cloud itself, or (over HTTP) a
     /// CloudKitWebServicesTransport of its own, the same one every time the device opens.

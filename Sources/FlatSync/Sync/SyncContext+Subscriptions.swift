@@ -1,0 +1,36 @@
+extension SyncContext {
+    /// Makes sure the server pushes changes of these zones to the account's devices, once per zone,
+    /// remembered in `device.plist`; only zones known to exist are subscribed.
+    ///
+    /// Never stops sync: a failure is reported as an ``SyncEvent/error(_:)`` event and the zone stays
+    /// unsubscribed, so the next ``start()`` tries again. Nothing is lost meanwhile, since every fetch
+    /// finds every change; only pushes may not arrive. Subscriptions are never deleted.
+    func ensureSubscribed(_ zones: [ZoneID], epoch: Int) async {
+        let needed = zones.filter { preparedZones.contains($0) && !subscribedZones.contains($0) }
+        guard !needed.isEmpty, epoch == accountEpoch, !isClosed, let transport = account?.transport else { return }
+        let names = needed.map(\.name).joined(separator: ", ")
+        do {
+            try await transport.subscribeToChanges(in: needed)
+        } catch is CancellationError {
+            return
+        } catch {
+            let code = (error as? CloudError).map { "\($0.code)" } ?? "internalError"
+            let reason = (error as? CloudError)?.message ?? "\(error)"
+            emit(
+                .error(
+                    SyncEventError(
+                        code: code,
+                        message: "Subscribing to changes in \(names) failed: \(reason). Pushes for them may not "
+                            + "arrive; fetches still find every change, and the next start tries again.")))
+            return
+        }
+        guard epoch == accountEpoch else { return }
+        subscribedZones.formUnion(needed)
+        do {
+            try await savePreparedZones()
+        } catch {
+            // Kept in memory; after a restart the zones are subscribed once more, which changes nothing.
+            emit(.error(SyncEventError(code: "ioFailed", message: "Saving the subscribed zones failed: \(error)")))
+        }
+    }
+}
