@@ -77,11 +77,11 @@ extension CloudKitWire {
 
         // MARK: Writing
 
-        /// Writes `{"type": …, "value": …}`, `type` as ``typeName(of:declared:)`` gives it.
+        /// Writes `{"type": …, "value": …}`, `type` as ``typeName(of:declared:)`` gives it, for a value
+        /// ``check(_:)`` accepted.
         static func write(
             _ value: FieldValue, declared: CloudSchema.FieldType? = nil, to writer: inout JSONValue.Writer
         ) throws(FieldProblem) {
-            try check(value)
             let type = try typeName(of: value, declared: declared)
             var problem: FieldProblem?
             writer.object { field in

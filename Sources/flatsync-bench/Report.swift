@@ -113,9 +113,9 @@ enum Report {
             baseline: ("group_commit_mutations_per_s_1", "1 writer"), ratioKey: "group_commit_4_to_1"
         ),
         Row(
+            // Reported, no target: a reading app has one writer or a few (DESIGN §10 retired the 16-writer one).
             key: "group_commit_mutations_per_s_16", title: "durable adds, 16 concurrent writers", unit: .perSecond,
-            baseline: ("group_commit_mutations_per_s_1", "1 writer"), ratioKey: "group_commit_16_to_1",
-            target: .ratioAtLeast(8)
+            baseline: ("group_commit_mutations_per_s_1", "1 writer"), ratioKey: "group_commit_16_to_1"
         ),
         Row(
             key: "group_commit_fsyncs_16", title: "fsyncs issued by the 16 writers", unit: .count,

@@ -187,6 +187,11 @@ enum Arguments {
                 flags.insert(name)
                 continue
             }
+            if option.valueIsOptional, inlineValue == nil, remaining.first.map({ $0.hasPrefix("-") }) ?? true {
+                // Given alone (last, or before another option): its default.
+                values[name] = option.defaultValue
+                continue
+            }
             guard let value = inlineValue ?? remaining.popFirst() else {
                 throw UsageError(message: "--\(name) needs a value (\(placeholder))", usage: Help.toolUsage)
             }

@@ -50,9 +50,15 @@ struct OptionSpec: Sendable {
     var help: String
     /// Required options are shown without brackets.
     var isRequired = false
+    /// The value an option that takes one has when it is given alone (followed by nothing, or by another
+    /// option); nil: it needs its value.
+    var defaultValue: String? = nil
+
+    var valueIsOptional: Bool { defaultValue != nil }
 
     var usage: String {
-        let text = "--\(name)" + (placeholder.map { " \($0)" } ?? "")
+        let value = placeholder.map { valueIsOptional ? " [\($0)]" : " \($0)" } ?? ""
+        let text = "--\(name)" + value
         return isRequired ? text : "[\(text)]"
     }
 }
@@ -310,8 +316,10 @@ enum CommandTable {
                 OptionSpec(
                     name: "production-schema", placeholder: "SCHEMA",
                     help: "act as a production container deployed with SCHEMA: `declared` (what `cloud schema` "
-                        + "prints) or a JSON file like `cloud schema --json` prints; a save outside it is refused "
-                        + "record by record, as CloudKit does (default: development, which takes any record)"),
+                        + "prints; also when the option is given alone) or a JSON file like `cloud schema --json` "
+                        + "prints; a save outside it is refused record by record, as CloudKit does (without the "
+                        + "option: development, which takes any record)",
+                    defaultValue: "declared"),
                 OptionSpec(
                     name: "guessed-error-codes", placeholder: nil,
                     help: "also send four error codes CloudKit does not document (ZONE_BUSY, LIMIT_EXCEEDED, "

@@ -126,8 +126,11 @@ struct RefusedRow: Codable, Equatable {
         reason = refusal.reason
     }
 
-    /// `rh-x (save): BAD_REQUEST: reason`, for people.
-    var line: String { "\(recordName) (\(operation)): \(serverErrorCode ?? code): \(reason)" }
+    /// `rh-x (save): BAD_REQUEST: reason`, for people (the code once, where the reason does not say it).
+    var line: String {
+        let code = serverErrorCode ?? self.code
+        return "\(recordName) (\(operation)): " + (reason.contains(code) ? reason : "\(code): \(reason)")
+    }
 }
 
 /// `sync`.

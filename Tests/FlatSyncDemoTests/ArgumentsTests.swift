@@ -54,8 +54,23 @@ import Testing
             .cloudServe(
                 port: 8080, options: ServeOptions(verbose: true, guessedErrorCodes: true, productionSchema: .declared))
         ),
+        (
+            ["cloud", "serve", "--production-schema"],
+            .cloudServe(port: nil, options: ServeOptions(productionSchema: .declared))
+        ),
+        (
+            ["cloud", "serve", "--production-schema", "-v"],
+            .cloudServe(port: nil, options: ServeOptions(verbose: true, productionSchema: .declared))
+        ),
+        (
+            ["cloud", "serve", "--production-schema", "old.json"],
+            .cloudServe(port: nil, options: ServeOptions(productionSchema: .file(path: "old.json")))
+        ),
         (["cloud", "serve", "--require-sign-in"], .cloudServe(port: nil, options: ServeOptions(requireSignIn: true))),
-        (["cloud", "serve", "--courier-hold", "3"], .cloudServe(port: nil, options: ServeOptions(courierHoldSeconds: 3))),
+        (
+            ["cloud", "serve", "--courier-hold", "3"],
+            .cloudServe(port: nil, options: ServeOptions(courierHoldSeconds: 3))
+        ),
         (["cloud", "login", "--cloud", "http://127.0.0.1:1"], .cloudLogin(callbackPort: nil)),
         (["cloud", "login", "--cloud", "https://x.test", "--callback-port", "9"], .cloudLogin(callbackPort: 9)),
         (["watch", "--cloud", "http://127.0.0.1:1"], .watch),

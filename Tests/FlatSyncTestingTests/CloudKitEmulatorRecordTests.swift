@@ -164,6 +164,46 @@ struct CloudKitEmulatorRecordTests {
         }
     }
 
+    /// A production container refuses, record by record inside a 200, what its schema does not declare, in
+    /// CloudKit's words (observed live through the native API: IceCream #164, yattee #979, TablePro #2226),
+    /// including a list sent with another list type, which an empty list's value cannot show.
+    @Test func aProductionSchemaRefusesWhatItDoesNotDeclareRecordByRecord() async throws {
+        try await withEmulator { server, client in
+            try await client.createZones(["Notes"])
+            try await server.backing.setProductionSchema(
+                CloudSchema(recordTypes: ["Note": ["title": .string, "tags": .list(.int64)]]))
+            let response = try await client.modify(
+                "Notes",
+                [
+                    operation("create", "good", fields: ["title": ["value": "ok", "type": "STRING"]]),
+                    operation("create", "undeclared", fields: ["body": ["value": "x", "type": "STRING"]]),
+                    operation("create", "mistyped", fields: ["title": ["value": 3, "type": "INT64"]]),
+                    operation("create", "emptyList", fields: ["tags": ["value": [], "type": "STRING_LIST"]]),
+                    operation("create", "typed", fields: ["tags": ["value": [], "type": "INT64_LIST"]]),
+                    operation("create", "newType", recordType: "Photo"),
+                ], atomic: false)
+            #expect(response.status == 200)
+            let entries = Dictionary(
+                uniqueKeysWithValues: response.json.objects("records").map { ($0["recordName"] as? String ?? "?", $0) })
+            #expect(entries["good"]?["serverErrorCode"] == nil)
+            #expect(entries["typed"]?["serverErrorCode"] == nil, "an empty list of the declared type")
+            for name in ["undeclared", "mistyped", "emptyList", "newType"] {
+                #expect(entries[name]?["serverErrorCode"] as? String == "BAD_REQUEST", "\(name)")
+            }
+            #expect(
+                (entries["undeclared"]?["reason"] as? String)?.contains(
+                    "Cannot create or modify field 'body' in record 'Note' in production schema") == true)
+            #expect((entries["emptyList"]?["reason"] as? String)?.contains("expected type INT64_LIST") == true)
+            #expect((entries["newType"]?["reason"] as? String)?.contains("Cannot create new type Photo") == true)
+            #expect(Set(try await server.backing.records(in: ZoneID("Notes")).map(\.id.name)) == ["good", "typed"])
+
+            try await server.backing.setProductionSchema(nil)
+            let development = try await client.modify("Notes", [operation("create", "anything", recordType: "Photo")])
+            #expect(
+                development.json.objects("records").first?["serverErrorCode"] == nil, "development takes any record")
+        }
+    }
+
     @Test func aRecordOver1MBIsABadRequest() async throws {
         try await withEmulator { _, client in
             try await client.createZones(["Notes"])

@@ -125,8 +125,8 @@ enum CloudKitRecordJSON {
         return try record(from: value, in: zone, wireTypes: &types, what())
     }
 
-    /// ``record(from:in:_:)``, also giving the `type` each field was sent with (a production schema checks
-    /// it: an empty list has no element type of its own).
+    /// ``record(from:in:_:)``, also giving the `type` each list field was sent with (a production schema
+    /// checks it: an empty list has no element type of its own; another field's value tells its type).
     static func record(
         from value: JSONValue?, in zone: ZoneID, wireTypes: inout [String: String], _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> Record {
@@ -139,7 +139,8 @@ enum CloudKitRecordJSON {
         if let rawFields = object["fields"], rawFields != .null {
             for (key, rawField) in try CloudKitJSON.object(rawFields, "\(what()).fields") {
                 let (value, wireType) = try typedField(from: rawField, "field \(key) of record \(name)")
-                if let wireType { wireTypes[key] = wireType }
+                // Only a list's type says more than its value: an empty one has no element to tell by.
+                if let wireType, wireType.hasSuffix("_LIST") { wireTypes[key] = wireType }
                 if key == lastModifiedByField {
                     guard case .string(let string) = value else {
                         throw CloudKitJSON.Problem("The field \(lastModifiedByField) must be a STRING.")
