@@ -9,6 +9,10 @@ extension CloudKitWire {
     /// an ordinary STRING field under this name and reads it back from there first, then from
     /// `modified.deviceID`. It is part of every record type of `CloudSchema.flatSync`: a production
     /// container needs it deployed.
+    ///
+    /// A client that does not know the field (a native app on the same container) leaves it as it was when
+    /// it saves only its changed keys, so after such a save it still names the last FlatSync device that
+    /// wrote: a known limit of telling one's own writes by it (the engine's checks for a lost response).
     static let lastModifiedByField = CloudSchema.lastModifiedByField
 
     /// The fields to send for `record`, with `lastModifiedBy` as the reserved field, and the type each is

@@ -74,6 +74,11 @@ public struct LongPollNotificationSource: CloudNotificationSource {
         self.courierHTTP = courierHTTP ?? (isShared ? URLSessionExchange.courier : http)
     }
 
+    /// An empty answer that comes back sooner than this was not held by a courier.
+    static let minimumHold = Duration.seconds(1)
+    /// How many such answers in a row are polled again at once before the source waits between polls.
+    static let quickKeepalivesAllowed = 3
+
     public func notifications() -> AsyncThrowingStream<CloudNotification, any Error> {
         let (stream, continuation) = AsyncThrowingStream<CloudNotification, any Error>.makeStream()
         let task = Task { [self] in
@@ -106,6 +111,10 @@ public struct LongPollNotificationSource: CloudNotificationSource {
         let time = EngineClock(clock)
         var courier: Courier?
         var failures = 0
+        // Empty answers in a row that came back at once: a courier holds a poll, so they mean something in
+        // between (a proxy, say) answers for it; past a few, they are waited out like failures, so that
+        // neither the polls nor the fetch after each become a busy loop.
+        var quickKeepalives = 0
         var random = SystemRandomNumberGenerator()
         while true {
             try Task.checkCancellation()
@@ -117,13 +126,23 @@ public struct LongPollNotificationSource: CloudNotificationSource {
                     // Nothing made before this token existed was pushed to it.
                     continuation.yield(.wholeDatabase(.gap))
                 }
+                // Real time, not the engine's clock: how long the courier held the poll.
+                let started = ContinuousClock.now
                 switch try await transport.pollCourier(courier!.url, timeout: pollTimeout, through: courierHTTP) {
                 case .notification(let notification):
                     failures = 0
+                    quickKeepalives = 0
                     continuation.yield(notification)
                 case .keepalive:
                     failures = 0
                     continuation.yield(.wholeDatabase(.gap))
+                    quickKeepalives = ContinuousClock.now - started < Self.minimumHold ? quickKeepalives + 1 : 0
+                    if quickKeepalives > Self.quickKeepalivesAllowed {
+                        let delay = retryPolicy.delay(
+                            afterFailures: quickKeepalives - Self.quickKeepalivesAllowed, retryAfter: nil,
+                            random: Double.random(in: 0..<1, using: &random))
+                        try await clock.sleep(for: delay)
+                    }
                 }
             } catch let error as CloudError where error.code == .notAuthenticated {
                 throw error
@@ -180,8 +199,9 @@ extension CloudKitWebServicesTransport {
 
     /// The `ttl` a courier URL carries, in seconds, read without touching the URL itself.
     static func lifetime(ofCourier url: URL) -> Duration? {
-        guard let ttl = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?
-            .first(where: { $0.name == "ttl" })?.value.flatMap({ Int64($0) }), ttl > 0
+        guard
+            let ttl = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?
+                .first(where: { $0.name == "ttl" })?.value.flatMap({ Int64($0) }), ttl > 0
         else { return nil }
         return .seconds(ttl)
     }

@@ -95,8 +95,8 @@ public struct PendingCommands: Sendable {
 
     /// Makes the changes of `id` (waiting and being sent) update the record rather than replace it: the
     /// server's newer version they were merged with wins over the delete they stood for. Not logged: after a
-    /// restart the log's changes replace again, and meet the server's version as a conflict again only if
-    /// it changed once more.
+    /// restart the log's change would replace again, but the store sends a record merged since its last save
+    /// as an update of every field (``ZoneState/sendWhole``, kept in the snapshot with the merge).
     package mutating func stopReplacing(_ id: RecordID) {
         for found in [location[id], sealedLocation[id]].compactMap({ $0 }) {
             if commands[found.command]?.slots[found.slot]?.replacesRecord == true {

@@ -142,13 +142,18 @@ extension CloudSchema {
         }
 
         /// True when a field of this type can hold `value`: its kind matches (every element's, for a list;
-        /// an empty list fits any list type).
+        /// an empty list fits any list type); a kept value (``FieldValue/opaque(_:)``) fits the type it was
+        /// kept as (an `ASSETID` as an asset).
         public func accepts(_ value: FieldValue) -> Bool {
             switch (self, value) {
-            case (.string, .string), (.int64, .int(_)), (.double, .double), (.timestamp, .date), (.bytes, .bytes):
+            case (.string, .string), (.int64, .int(_)), (.double, .double), (.timestamp, .date), (.bytes, .bytes),
+                (.reference, .reference):
                 return true
             case (.list(let element), .list(let values)):
                 return values.allSatisfy { element.accepts($0) }
+            case (_, .opaque(let kept)):
+                return kept.type == wireName || (self == .asset && kept.type == "ASSETID")
+                    || (self == .list(.asset) && kept.type == "ASSETID_LIST")
             default:
                 return false
             }

@@ -19,10 +19,13 @@ extension LocalStore {
         !refusals.isEmpty && refusals[id] != nil
     }
 
-    /// The records of `zone` whose pending changes are parked.
-    package func refusedRecordIDs(in zone: ZoneID) -> Set<RecordID> {
-        guard !refusals.isEmpty else { return [] }
-        return Set(refusals.keys.filter { $0.zone == zone })
+    /// The records of `zone` whose pending changes are parked, with the sequence number of the change the
+    /// server refused: a newer change of the record is not parked.
+    package func refusedRecordIDs(in zone: ZoneID) -> [RecordID: UInt64] {
+        guard !refusals.isEmpty else { return [:] }
+        var parked: [RecordID: UInt64] = [:]
+        for (id, refusal) in refusals where id.zone == zone { parked[id] = refusal.changeSequence }
+        return parked
     }
 
     /// Parks refused changes, durably: a restart still reports them and does not send them on its own.
@@ -46,30 +49,40 @@ extension LocalStore {
     }
 
     /// Drops the refused changes of `ids` and puts the server's version of each record back (none where
-    /// `serverVersions` has none: the record goes). Other IDs are ignored; returns the ones dropped.
+    /// `serverVersions` has none: the record goes). Other IDs are ignored, and so is a record changed again
+    /// since it was refused (its newer change is the user's latest word: it stays pending, unrefused);
+    /// returns the ones dropped.
     ///
     /// The snapshots with the server's versions are written before the log lets the changes go, so a crash
-    /// in between leaves the change pending over the server's version (sent at the next sync), never a
-    /// local version that nothing will send.
+    /// in between leaves the change pending, still refused, over the server's version (a retry sends that
+    /// version), never a local version that nothing will send. A change made to one of the records while
+    /// this runs is kept: each record's change is let go only if it is still the one that was refused.
     package func discardRefusedChanges(_ ids: [RecordID], serverVersions: [RecordID: Record]) async throws
         -> [RecordID]
     {
         try checkWritable()
-        let dropped = Array(Set(ids.filter { refusals[$0] != nil })).sorted()
-        guard !dropped.isEmpty else { return [] }
-        for id in dropped { restoreServerVersion(of: id, server: serverVersions[id]) }
-        for zone in ZoneID.all where dropped.contains(where: { $0.zone == zone }) {
+        let refused = Set(ids).filter { isStillTheRefusedChange($0) }.sorted()
+        try forgetRefusals(of: Set(ids).subtracting(refused).filter { refusals[$0] != nil })
+        guard !refused.isEmpty else { return [] }
+        for id in refused { restoreServerVersion(of: id, server: serverVersions[id]) }
+        for zone in ZoneID.all where refused.contains(where: { $0.zone == zone }) {
             try await persistSnapshot(of: zone)
         }
-        var byCommand: [CommandID: [RecordID]] = [:]
-        for id in dropped {
-            if let command = pending.commandID(of: id) { byCommand[command, default: []].append(id) }
+        var dropped: [RecordID] = []
+        for id in refused {
+            // Checked again after every wait: a mutation may have joined the record's command meanwhile.
+            guard isStillTheRefusedChange(id), let command = pending.commandID(of: id) else { continue }
+            try await acknowledge([id], in: command)
+            dropped.append(id)
         }
-        for (command, ids) in byCommand.sorted(by: { $0.key < $1.key }) {
-            try await acknowledge(ids, in: command)
-        }
-        try forgetRefusals(of: dropped)
+        try forgetRefusals(of: refused)
         return dropped
+    }
+
+    /// True when the newest pending change of `id` is the one the server refused.
+    private func isStillTheRefusedChange(_ id: RecordID) -> Bool {
+        guard let refusal = refusals[id], let change = pending.latestChange(for: id) else { return false }
+        return change.sequence == refusal.changeSequence
     }
 
     /// Writes `refused-changes.plist` from memory.

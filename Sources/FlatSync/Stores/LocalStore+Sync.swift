@@ -33,9 +33,13 @@ extension LocalStore {
             current.changeTag = tag
             current.lastModifiedBy = deviceID
             var policy = SavePolicy.ifServerRecordUnchanged
-            if tag != nil, change.replacesRecord {
+            // Merged with a server version since its last save: every field, as an update (what a replace
+            // would remove, the merge kept: the delete it stood for lost to that version). Kept in the
+            // snapshot with the tag, so it holds after a restart too.
+            let whole = tag != nil && sendsWhole(change.recordID)
+            if tag != nil, change.replacesRecord, !whole {
                 policy = .replaceIfServerRecordUnchanged
-            } else if tag != nil, !sendsWhole(change.recordID) {
+            } else if tag != nil, !whole {
                 let keys = change.changedKeys
                 var changed = [String: FieldValue](minimumCapacity: keys.count)
                 for key in keys {
@@ -245,13 +249,19 @@ extension LocalStore {
         try checkOpen()
         var result: FetchApplication
         var malformed: [SyncEvent] = []
+        var merged: [RecordID] = []
         if zone == .readingList {
             result = Self.apply(
-                changed, deleted, token, isReset, to: &zones.readingList, pending: pending, events: &malformed)
+                changed, deleted, token, isReset, to: &zones.readingList, pending: pending, merged: &merged,
+                events: &malformed)
         } else {
             result = Self.apply(
-                changed, deleted, token, isReset, to: &zones.history, pending: pending, events: &malformed)
+                changed, deleted, token, isReset, to: &zones.history, pending: pending, merged: &merged,
+                events: &malformed)
         }
+        // A pending save that stood for a delete met a version the delete never saw: as on a conflict, that
+        // edit wins, and the save goes out as an update (see ``mergeServerRecord(_:sentWithoutTag:)``).
+        for id in merged { pending.stopReplacing(id) }
         for event in malformed { eventHub.emit(event) }
         stateDidChange(zone)
         try await persistSnapshot(of: zone)
@@ -261,7 +271,8 @@ extension LocalStore {
 
     private static func apply<Item: TableItem>(
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool,
-        to state: inout ZoneState<Item>, pending: PendingCommands, events: inout [SyncEvent]
+        to state: inout ZoneState<Item>, pending: PendingCommands, merged: inout [RecordID],
+        events: inout [SyncEvent]
     ) -> FetchApplication {
         var result = FetchApplication()
         var returned = Set<String>()
@@ -286,6 +297,9 @@ extension LocalStore {
                 // Nothing new if the server still holds the version this device last saw.
                 if state.changeTag(of: record.id.name) == record.changeTag { continue }
                 state.items[articleID] = state.items[articleID].map { $0.merged(with: item) } ?? item
+                // The merge may differ from the server's version in fields the pending change does not name.
+                state.sendWhole.insert(record.id.name)
+                merged.append(record.id)
             case true:
                 state.skippedVersions[record.id.name] = record.changeTag
                 continue

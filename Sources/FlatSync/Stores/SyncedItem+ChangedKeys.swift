@@ -40,9 +40,10 @@ package final class RecordKeySets: Sendable {
     private let keys: [String]
     private let sets: Mutex<[Int: Set<String>]> = Mutex([:])
 
-    /// At most 16 keys; bit `i` of a mask stands for `keys[i]`.
+    /// At most 15 keys; bit `i` of a mask stands for `keys[i]` (the log keeps bit 15 of a history save's
+    /// mask for ``RecordChange/replacesRecord``).
     package init(_ keys: [String]) {
-        precondition(keys.count <= 16, "a key mask has 16 bits")
+        precondition(keys.count <= 15, "a key mask has 15 bits")
         self.keys = keys
     }
 

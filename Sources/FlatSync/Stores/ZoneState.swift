@@ -21,12 +21,14 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// Fields of the zone's records that the items do not use, by record name: written by another client (a
     /// native app on the same container, a later version of this one), of any type. They are kept, so that
     /// ``fullRecord(forArticle:)`` shows the record whole, but never sent: a save sends only the fields
-    /// this device changed, and the server keeps the rest.
+    /// this device changed, and the server keeps the rest (but for a save that stands for a delete and a new
+    /// record, which replaces the record the user deleted).
     package var unknownFields: [String: [String: FieldValue]] = [:]
-    /// Records merged with a server version since this device last saved them, by name: their next save
-    /// sends every field the item has, not only the keys the user changed, since the merge may have
-    /// changed others the server's version lacks (a record deleted and created again by another device
-    /// holds none of this one's older fields). Kept in the snapshot beside the merged data and the tag.
+    /// Records merged with a server version since this device last saved them (on a conflict, or by a fetch
+    /// over a pending save), by name: their next save sends every field the item has, as an update, not
+    /// only the keys the user changed, since the merge may have changed others the server's version lacks
+    /// (a record deleted and created again by another device holds none of this one's older fields). Kept
+    /// in the snapshot beside the merged data and the tag.
     package var sendWhole: Set<String> = []
 
     package init() {}

@@ -38,6 +38,17 @@ package enum CloudErrorPolicy {
         case refuse
     }
 
+    /// The action for an error that failed a whole request: as ``action(for:)``, except that only a request
+    /// the server calls malformed (``CloudError/Code-swift.struct/invalidArguments``) is refused — halved
+    /// until the culprit stands alone, then parked. A request-level internal error or an unknown code says
+    /// nothing about any one record, so every record waits and is sent again: parking them all for one
+    /// server hiccup would hold the user's changes back until someone asks.
+    package static func requestAction(for error: CloudError) -> Action {
+        let action = action(for: error)
+        guard action == .refuse, error.code != .invalidArguments else { return action }
+        return .retryLater(after: error.retryAfter)
+    }
+
     /// The action for an error.
     package static func action(for error: CloudError) -> Action {
         switch error.code {

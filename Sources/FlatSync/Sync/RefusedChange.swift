@@ -13,8 +13,10 @@
 /// it: the change stays applied locally and pending in the command log (it survives restarts, `kill -9` and
 /// power loss like any pending change), is announced by ``SyncEvent/changeRefused(_:)``, and is sent again
 /// only when asked — by the next ``SyncContext/start()`` and by every ``SyncContext/syncNow()`` — once
-/// whatever the server objected to may have been fixed (a schema deployed, say). It leaves only when the
-/// server takes it, or when the host discards it with ``SyncContext/discardRefusedChanges(_:)``.
+/// whatever the server objected to may have been fixed (a schema deployed, say), or when the user changes
+/// the record again (the newer change goes out at once, as any change does). It leaves only when the
+/// server takes it, when the host discards it with ``SyncContext/discardRefusedChanges(_:)``, or with its
+/// zone (the user deleted the zone) or account.
 public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The record whose change was refused.
     public var recordID: RecordID
@@ -29,11 +31,14 @@ public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertibl
     public var reason: String
     /// When the server refused it (the device's clock).
     public var refusedAt: Date
+    /// The sequence number of the refused change (see ``RecordChange/sequence``): a newer local change of
+    /// the record is not held back by this refusal.
+    public var changeSequence: UInt64
 
     /// A refusal of the change to `recordID`.
     public init(
         recordID: RecordID, isDelete: Bool, code: CloudError.Code, serverErrorCode: String? = nil, reason: String,
-        refusedAt: Date
+        refusedAt: Date, changeSequence: UInt64 = 0
     ) {
         self.recordID = recordID
         self.isDelete = isDelete
@@ -41,13 +46,15 @@ public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertibl
         self.serverErrorCode = serverErrorCode
         self.reason = reason
         self.refusedAt = refusedAt
+        self.changeSequence = changeSequence
     }
 
-    /// The refusal of `recordID`'s change by `error`.
-    init(recordID: RecordID, isDelete: Bool, error: CloudError, at date: Date) {
+    /// The refusal of `change` by `error`.
+    init(_ change: RecordChange, error: CloudError, at date: Date) {
         self.init(
-            recordID: recordID, isDelete: isDelete, code: error.code, serverErrorCode: error.serverErrorCode,
-            reason: error.message, refusedAt: date)
+            recordID: change.recordID, isDelete: change.isDelete, code: error.code,
+            serverErrorCode: error.serverErrorCode, reason: error.message, refusedAt: date,
+            changeSequence: change.sequence)
     }
 
     public var description: String {

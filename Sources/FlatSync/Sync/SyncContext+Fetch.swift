@@ -106,9 +106,8 @@ extension SyncContext {
                     recreated = true
                     preparedZones.remove(zone)
                     if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
-                        guard stop == .zoneWiped else { return stop }
-                        outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
-                        return nil
+                        // Deleted: the full fetch it requested (after this one) wipes the zone.
+                        return stop == .deletedOnServer ? nil : stop
                     }
                     if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
                 case .wipeZone:

@@ -15,6 +15,8 @@ extension SyncContext {
         case paused(PauseReason)
         /// The user deleted the zone; it was wiped.
         case zoneWiped
+        /// The zone is gone from the server, which reports it deleted: a full fetch (requested) wipes it.
+        case deletedOnServer
         /// The account changed or the context closed.
         case cancelled
         /// Something that retrying soon will not fix (a local I/O error, say).
@@ -41,7 +43,7 @@ extension SyncContext {
             case .waitForNetwork: return "the network is unavailable"
             case .paused(let reason): return "sending is paused (\(reason))"
             case .failed(let error): return error.message
-            case .zoneWiped, .cancelled: return nil
+            case .zoneWiped, .deletedOnServer, .cancelled: return nil
             }
         }
 
@@ -54,6 +56,7 @@ extension SyncContext {
             case .paused(.quotaExceeded): return CloudError(.quotaExceeded, "The account's storage is full.")
             case .paused(.notAuthenticated): return CloudError(.notAuthenticated, "No account can be used.")
             case .zoneWiped: return CloudError(.userDeletedZone, "The user deleted the zone.")
+            case .deletedOnServer: return CloudError(.zoneNotFound, "The zone was deleted on the server.")
             case .cancelled: return CancellationError()
             case .failed(let error): return error
             }
@@ -83,9 +86,16 @@ extension SyncContext {
     func push(_ zone: ZoneID, epoch: Int) async -> PushOutcome {
         var outcome = PushOutcome()
         var conflicts: [RecordID: Int] = [:]
-        // Parked changes go out once per request to retry them; one refused again in this push waits for the next.
-        let retryingRefused = retryRefusedZones.remove(zone) != nil
+        // Parked changes go out once per request to retry them (the request is used up once a push of the
+        // zone ends without waiting to retry); one refused again in this push waits for the next request.
+        let retryingRefused = retryRefusedZones.contains(zone)
         var refusedInThisPush = Set<RecordID>()
+        defer {
+            switch outcome.stop {
+            case .retryLater, .waitForNetwork, .cancelled: break
+            default: retryRefusedZones.remove(zone)
+            }
+        }
         rounds: while true {
             guard epoch == accountEpoch, !Task.isCancelled, let transport = account?.transport else {
                 outcome.stop = .cancelled
@@ -109,7 +119,10 @@ extension SyncContext {
             for command in commands {
                 for change in command.orderedChanges {
                     let id = change.recordID
-                    if !parked.isEmpty, parked.contains(id), !retryingRefused || refusedInThisPush.contains(id) {
+                    // A newer change of a parked record is the user's latest word: it goes out as any change.
+                    if !parked.isEmpty, let refused = parked[id], change.sequence <= refused,
+                        !retryingRefused || refusedInThisPush.contains(id)
+                    {
                         continue
                     }
                     commandOf[id] = command.id
@@ -165,9 +178,6 @@ extension SyncContext {
                         outcome.stop = .retryLater(nil)
                     } else if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
                         outcome.stop = stop
-                        if stop == .zoneWiped {
-                            outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
-                        }
                     } else if let stop = await ensurePrepared([zone], epoch: epoch) {
                         outcome.stop = stop
                     } else {
@@ -241,7 +251,7 @@ extension SyncContext {
                 result.next = .stop(.from(error))
                 return result
             }
-            switch CloudErrorPolicy.action(for: cloudError) {
+            switch CloudErrorPolicy.requestAction(for: cloudError) {
             case .split where batch.count > 1, .refuse where batch.count > 1:
                 // Too large, or refused as a whole: halve until the culprit stands alone.
                 result.next = .split
@@ -367,8 +377,7 @@ extension SyncContext {
 
     private func refusal(of change: RecordChange, because error: CloudError) -> RefusedChange {
         unconfirmedSaves[change.recordID] = nil
-        return RefusedChange(
-            recordID: change.recordID, isDelete: change.isDelete, error: error, at: configuration.currentDate())
+        return RefusedChange(change, error: error, at: configuration.currentDate())
     }
 
     /// Lets the server-confirmed records go from their commands, command by command. A failure to log
@@ -388,9 +397,11 @@ extension SyncContext {
 
     // MARK: - Zones
 
-    /// Before a zone the server does not have is created again: wipes it instead, and stops with
-    /// ``Stop/zoneWiped``, when the database's changes since this device last fetched them say it was
-    /// deleted; ``Stop/retryLater(_:)`` when they cannot be fetched; nil to go on and create it.
+    /// Before a zone the server does not have is created again: when the database's changes since this
+    /// device last fetched them say it was deleted, requests a full fetch (which wipes the zone and saves
+    /// the database token past the deletion, so it is wiped once) and stops with
+    /// ``Stop/deletedOnServer``; ``Stop/retryLater(_:)`` when they cannot be fetched; nil to go on and
+    /// create it.
     ///
     /// CloudKit Web Services has no error code for a zone the user deleted (the emulator's old
     /// `USER_DELETED_ZONE` was invented): such a zone is simply not found (`ZONE_NOT_FOUND`), and
@@ -413,8 +424,8 @@ extension SyncContext {
             }
             guard epoch == accountEpoch else { return .cancelled }
             if changes.deletedZones.contains(where: { $0.zone == zone && $0.reason != .deleted }) {
-                await wipeZone(zone, epoch: epoch)
-                return .zoneWiped
+                requestFetch(full: true)
+                return .deletedOnServer
             }
             if !changes.moreComing { return nil }
             token = changes.token

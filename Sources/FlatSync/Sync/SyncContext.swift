@@ -545,7 +545,7 @@ public actor SyncContext: LocalChangeObserver {
             emit(.error(SyncEventError(code: "\(error.code)", message: "Sending \(zone) failed: \(error.message)")))
             pushFailures[zone, default: 0] += 1
             schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil))
-        case .zoneWiped, .cancelled:
+        case .zoneWiped, .deletedOnServer, .cancelled:
             break
         }
     }
@@ -573,7 +573,7 @@ public actor SyncContext: LocalChangeObserver {
             emit(.error(SyncEventError(code: "\(error.code)", message: "Fetching failed: \(error.message)")))
             fetchFailures += 1
             schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil))
-        case .zoneWiped, .cancelled:
+        case .zoneWiped, .deletedOnServer, .cancelled:
             break
         }
     }

@@ -209,8 +209,14 @@ import Testing
             #expect(await serverNames(harness.cloud).isEmpty, "nothing uploaded again")
             #expect(await a.readingList.entries().isEmpty)
             #expect(await a.localStore.pendingRecordCount() == 0)
+            // Wiped once: a change made afterwards starts the zone afresh.
+            try await a.readingList.add("later")
+            await a.waitUntilIdle()
+            #expect(await serverNames(harness.cloud) == ["rl-later"])
+            #expect(await a.readingList.entries().map(\.articleID) == ["later"])
             try await a.close()
-            #expect(await collect(events).contains(.zoneReset(zone: .readingList, reason: .deletedByUser)))
+            let resets = await collect(events).filter { $0 == .zoneReset(zone: .readingList, reason: .deletedByUser) }
+            #expect(resets.count == 1)
         }
     }
 
@@ -293,10 +299,10 @@ import Testing
     // MARK: Anything else
 
     @Test(arguments: Self.routes)
-    func aPermanentErrorParksOnlyTheRecordItIsAbout(route: SyncHarness.Route) async throws {
+    func aRequestRefusedAsMalformedParksOnlyTheRecordItIsAbout(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
-            await harness.cloud.setFaultPlan(.failNext(3, .modifyRecords, with: .internalError))
+            await harness.cloud.setFaultPlan(.failNext(3, .modifyRecords, with: .invalidArguments))
             try await a.readingList.apply((1...4).map { .add(articleID: "a\($0)") })
             await a.waitUntilIdle()
             // [4] fails, [2] fails, [1] fails and is parked; then [1] and [2] succeed.
@@ -304,10 +310,30 @@ import Testing
             #expect(await serverNames(harness.cloud).count == 3)
             #expect(await a.localStore.pendingRecordCount() == 1, "parked, not dropped; no endless loop")
             #expect(await a.localStore.refusedChanges().map(\.recordID) == [ReadingListEntry.recordID(for: "a1")])
-            #expect(await a.localStore.refusedChanges().first?.code == .internalError)
+            #expect(await a.localStore.refusedChanges().first?.code == .invalidArguments)
             let summary = try await a.syncNow()
             #expect(summary.isComplete, "sent again when asked, and taken")
             #expect(await serverNames(harness.cloud).count == 4)
+            try await a.close()
+        }
+    }
+
+    /// An internal error that fails a whole request says nothing about any one record: the request waits and
+    /// goes again, nothing is parked.
+    @Test(arguments: Self.routes)
+    func aRequestFailedByAnInternalErrorIsRetriedNotParked(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .internalError))
+            try await a.readingList.apply((1...4).map { .add(articleID: "a\($0)") })
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == 1, "not split")
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await a.status().retrying == [.readingList])
+            harness.clock.advance(by: .seconds(1))
+            await a.waitUntilIdle()
+            #expect(await serverNames(harness.cloud).count == 4)
+            #expect(await a.localStore.pendingRecordCount() == 0)
             try await a.close()
         }
     }

@@ -166,4 +166,27 @@ import Testing
             try await b.close()
         }
     }
+
+    /// The same as a conflict, when a fetch meets the other client's edit first: the save that stood for a
+    /// delete goes out as an update of every field, and the other client's fields stay.
+    @Test(arguments: Self.routes)
+    func aFetchMeetingAnEditBeforeADeleteAndANewItemAreSentKeepsTheEdit(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.history.visit("h", version: 1)
+            _ = try await a.syncNow()
+            try await a.history.remove("h")
+            try await a.history.visit("h", version: 2)  // waits for the history debounce
+            try await writeAsAnotherClient(harness.cloud, "h", ["summary": .string("written while A waited")])
+            await a.handleRemoteNotification(zones: [.readingHistory])
+            await a.waitUntilIdle()  // the fetch merges the pending save with the other client's version
+            harness.clock.advance(by: .seconds(5))
+            await a.waitUntilIdle()  // the send
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            let server = try #require(await serverRecord(harness.cloud, "h"))
+            #expect(server["summary"] == .string("written while A waited"))
+            #expect(try ReadingHistoryItem(record: server).maxVersionSeen == 2)
+            try await a.close()
+        }
+    }
 }

@@ -133,6 +133,19 @@ import Testing
             #expect(CloudErrorPolicy.action(for: error) == action, "\(error.code)")
         }
         #expect(Set(expected.map(\.0.code)).count >= CloudError.Code.allCases.count - 1, "every code is covered")
+        // A whole request: only one refused as malformed is halved and parked; an internal error retries.
+        for (error, action) in expected {
+            let whole = CloudErrorPolicy.requestAction(for: error)
+            switch error.code {
+            case .internalError:
+                #expect(whole == .retryLater(after: nil))
+            default:
+                #expect(whole == action, "\(error.code)")
+            }
+        }
+        #expect(
+            CloudErrorPolicy.requestAction(for: CloudError(.internalError, retryAfter: .seconds(3)))
+                == .retryLater(after: .seconds(3)))
     }
 }
 

@@ -242,4 +242,42 @@ import Testing
             #expect(quarantined)
         }
     }
+
+    /// A refusal holds back the change it refused, not the record: the user's next change of it goes out as
+    /// any change does, without waiting for someone to ask.
+    @Test(arguments: Self.routes)
+    func aNewerChangeOfAParkedRecordGoesOutAtOnce(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [liked])
+            await harness.cloud.setProductionSchema(nil)
+            try await a.history.visit("liked", version: 2)
+            harness.clock.advance(by: .seconds(5))  // the history debounce, no syncNow
+            await a.waitUntilIdle()
+            let server = try #require(try await serverItem(harness.cloud, "liked"))
+            #expect(server.liking == .liked && server.maxVersionSeen == 2)
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+        }
+    }
+
+    @Test func discardingLeavesARecordChangedAgainSinceItsRefusalPending() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false)
+            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
+            try await a.history.setLiking("liked", .liked)
+            _ = try await a.syncNow()
+            try await a.history.visit("liked", version: 2)  // not sent: the device is not started
+            let dropped = try await a.discardRefusedChanges()
+            #expect(dropped.isEmpty, "the newer change is the user's latest word")
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await a.localStore.pendingRecordCount() == 1)
+            #expect(await a.history.item("liked")?.maxVersionSeen == 2)
+            try await a.close()
+        }
+    }
 }

@@ -160,6 +160,27 @@ struct LongPollNotificationSourceTests {
         #expect(clock.now.offset == .zero, "nothing waited")
     }
 
+    /// A courier holds a poll while nothing comes: empty answers that come back at once, again and again,
+    /// are something else answering for it, and are waited out rather than polled (and fetched after) in a
+    /// busy loop. A few in a row are polled again at once.
+    @Test func emptyAnswersThatComeAtOnceAreWaitedOutAfterAFew() async throws {
+        let exchange = Self.server(polls: Array(repeating: .respond(Self.keepalive), count: 6))
+        let clock = TestClock()
+        let source = Self.source(exchange, clock: clock, retry: RetryPolicy(initialDelay: .seconds(2), jitter: 0))
+        var iterator = source.notifications().makeAsyncIterator()
+        for _ in 0..<(1 + LongPollNotificationSource.quickKeepalivesAllowed + 1) {
+            #expect(try await iterator.next() == Self.gap)  // the token's, then one per empty answer
+        }
+        try await yieldUntil { clock.sleeperCount == 1 }
+        #expect(clock.nextDeadline?.offset == .seconds(2), "waited out after the allowed few")
+        let polls = exchange.requests.filter { $0.url.path == "/aps" }.count
+        #expect(polls == LongPollNotificationSource.quickKeepalivesAllowed + 1, "no poll while waiting")
+        clock.advanceToNextDeadline()
+        #expect(try await iterator.next() == Self.gap)
+        try await yieldUntil { clock.sleeperCount == 1 }
+        #expect(clock.nextDeadline.map { $0.offset - clock.now.offset } == .seconds(4), "and longer each time")
+    }
+
     @Test func aPayloadThatIsNotANotificationAsksForAWholeFetchNotARetry() async throws {
         let garbage = ["not json", "[1,2]", #"{"aps":{}}"#, #"{"ck":{"fet":{"dbs":2}}}"#, #"{"ck":"x"}"#]
         let exchange = Self.server(
@@ -280,8 +301,11 @@ struct LongPollNotificationSourceTests {
 
     @Test func thePollTimeoutIsWholeSecondsOfAtLeastOne() {
         let transport = makeTransport(ScriptedExchange([]))
-        #expect(LongPollNotificationSource(transport: transport, pollTimeout: .milliseconds(1_500)).pollTimeout == .seconds(2))
-        #expect(LongPollNotificationSource(transport: transport, pollTimeout: .milliseconds(10)).pollTimeout == .seconds(1))
+        #expect(
+            LongPollNotificationSource(transport: transport, pollTimeout: .milliseconds(1_500)).pollTimeout
+                == .seconds(2))
+        #expect(
+            LongPollNotificationSource(transport: transport, pollTimeout: .milliseconds(10)).pollTimeout == .seconds(1))
         #expect(LongPollNotificationSource(transport: transport).pollTimeout == .seconds(60))
     }
 
