@@ -285,6 +285,24 @@ import Testing
             return "a\(article)"
         }
 
+        /// Parks the pending change of an article's entry as a refused one (its refusal written to
+        /// `refused-changes.plist`); the next sync sends it again, since a sync asks for that.
+        private func park(_ article: String) async {
+            await open()
+            guard let context else { return }
+            let id = ReadingListEntry.recordID(for: article)
+            guard let change = await context.localStore.pendingChange(for: id) else { return }
+            do {
+                try await context.localStore.park([
+                    RefusedChange(
+                        recordID: id, isDelete: change.isDelete, code: .invalidArguments, reason: "sweep",
+                        refusedAt: Date(timeIntervalSince1970: 0), changeSequence: change.sequence)
+                ])
+            } catch {
+                note(error)
+            }
+        }
+
         /// Saves both snapshots; true when both were written.
         private func snapshot() async -> Bool {
             await open()
@@ -356,6 +374,7 @@ import Testing
             for _ in 0..<rounds {
                 let added = newArticle()
                 await mutate(.add(added))
+                await park(added)
                 await mutate(.visit(newArticle()))
                 _ = await snapshot()
                 await compact()

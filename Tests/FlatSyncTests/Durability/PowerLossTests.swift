@@ -223,7 +223,8 @@ import Testing
             }
         }
 
-        /// What a push that got everything acknowledged does to the queue.
+        /// What a push does to the queue: everything acknowledged, but the records the server refused (those
+        /// whose article number ends in 7), which are parked, their refusal written durably.
         private func sendRound(_ store: LocalStore) async throws {
             let start = model.callCount
             defer {
@@ -232,7 +233,16 @@ import Testing
             }
             for zone in ZoneID.all {
                 for command in try await store.sealPendingCommands(in: zone) {
-                    try await store.acknowledge(Array(command.changes.keys), in: command.id)
+                    let ids = Array(command.changes.keys)
+                    let refused = ids.filter { $0.name.hasSuffix("7") }
+                    try await store.park(
+                        refused.map { id in
+                            RefusedChange(
+                                recordID: id, isDelete: command.kind == .removeRecords, code: .invalidArguments,
+                                reason: "power-loss workload", refusedAt: Date(timeIntervalSince1970: 0),
+                                changeSequence: command.changes[id]?.sequence ?? 0)
+                        })
+                    try await store.acknowledge(ids.filter { !$0.name.hasSuffix("7") }, in: command.id)
                 }
                 try await store.unsealPendingCommands(in: zone)
             }
