@@ -41,7 +41,7 @@ package enum FuzzSeeds {
                     files.snapshots.append(data)
                 }
             }
-            for name in ["device.plist", "device-id.plist"] {
+            for name in ["device.plist", "device-id.plist", RefusedChangesFile.fileName] {
                 if let data = try? Data(contentsOf: device.appendingPathComponent(name)) {
                     files.deviceFiles.append(data)
                 }
@@ -63,6 +63,21 @@ package enum FuzzSeeds {
         _ = try await context.syncNow()
         try await context.readingList.remove("second-article")
         try await context.history.setLiking("third-article", .disliked)
+        // A production schema without likes: the dislike is refused and parked (refused-changes.plist), and
+        // another client's fields (a snapshot's unknown fields) come back on the first article.
+        try await cloud.setProductionSchema(
+            CloudSchema(
+                recordTypes: CloudSchema.flatSync.recordTypes.mapValues { $0.filter { $0.key != "likingChangedAt" } }))
+        _ = try await context.syncNow()
+        try await cloud.setProductionSchema(nil)
+        let first = ReadingHistoryItem.recordID(for: "first-article")
+        if var record = try await cloud.lookupRecords([first])[first] {
+            record["placeOfReading"] = .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":1}"#))
+            record["source"] = .reference(RecordReference(recordName: "rl-first-article", action: .deleteSelf))
+            _ = try await cloud.modifyRecords(
+                saving: [RecordSave(record, policy: .allKeys)], deleting: [], atomically: true)
+        }
+        _ = try await context.syncNow()
         for zone in ZoneID.all { try await context.localStore.persistSnapshot(of: zone) }
         try collect()
         try await context.localStore.compact()

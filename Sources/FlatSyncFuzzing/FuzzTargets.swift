@@ -37,7 +37,9 @@ package enum FuzzTargets {
         FuzzTarget("log-frames", "the command log's header and frames", seeds: \.logs, run: logFrames),
         FuzzTarget("log-entry", "one command log entry (a frame's payload)", seeds: \.logEntries, run: logEntry),
         FuzzTarget("snapshot", "a store snapshot and its packed columns", seeds: \.snapshots, run: snapshot),
-        FuzzTarget("device-file", "device.plist and device-id.plist", seeds: \.deviceFiles, run: deviceFile),
+        FuzzTarget(
+            "device-file", "device.plist, device-id.plist and refused-changes.plist", seeds: \.deviceFiles,
+            run: deviceFile),
         FuzzTarget("cloud-state", "the DirectoryCloud state file", seeds: \.cloudStates, run: cloudState),
         FuzzTarget(
             "ckws-response", "a CloudKit Web Services response body, every operation and error",
@@ -123,6 +125,13 @@ package enum FuzzTargets {
         }
         if let identity = try? DeviceIdentityFile.decode(data, path: "fuzz") {
             precondition(!identity.deviceID.isEmpty, "an empty device ID was accepted")
+        }
+        if let refusals = try? RefusedChangesFile.decode(data, path: "fuzz"),
+            let encoded = try? RefusedChangesFile.encoded(refusals)
+        {
+            precondition(
+                (try? RefusedChangesFile.decode(encoded, path: "fuzz")) == refusals,
+                "refused-changes.plist does not round-trip")
         }
     }
 
