@@ -17,17 +17,37 @@ extension CloudDatabase {
     /// nothing is applied, failed records keep their errors and the others fail with
     /// ``CloudError/Code-swift.struct/batchRequestFailed``.
     ///
+    /// References are checked and followed as CloudKit does (see `CloudDatabase+References.swift`): a save
+    /// whose reference leaves its zone fails with ``CloudError/Code-swift.struct/invalidArguments``, as does
+    /// one whose `validate` reference has no target (`VALIDATING_REFERENCE_ERROR`); one that would give a
+    /// record more than ``maximumOwningReferencesPerRecord`` `deleteSelf` references fails with
+    /// ``CloudError/Code-swift.struct/limitExceeded``; deleting a record deletes, in the same request, every
+    /// record whose `deleteSelf` reference points at it, and so on down. A `none` or `deleteSelf` reference
+    /// to a record that does not exist is saved as it is, as CloudKit documents.
+    ///
     /// Every save gets a new change tag and is one step in its zone's history, as is every delete of a
-    /// record that existed.
+    /// record that existed (cascaded ones included).
     public mutating func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         throws(CloudError) -> ModifyRecordsResult
     {
         try Self.validateModify(saves, deletes)
         // Record IDs are unique within a request, so each record's outcome depends only on the server's
-        // state before the request: check them all first, then apply the ones that succeed.
+        // state before the request (and, for its references, on which records the request saves and
+        // deletes): check them all first, then apply the ones that succeed.
         var failed: [RecordID: CloudError] = [:]
+        let holdsReferences = saves.contains { !$0.record.references.isEmpty }
+        let saving = holdsReferences ? Set(saves.map(\.record.id)) : []
+        let deleting = holdsReferences ? Set(deletes.map(\.id)) : []
         for save in saves {
-            if let error = saveFailure(save) { failed[save.record.id] = error }
+            if let error = saveFailure(save)
+                ?? (holdsReferences ? referenceFailure(save, saving: saving, deleting: deleting) : nil)
+            {
+                failed[save.record.id] = error
+            }
+        }
+        if holdsReferences {
+            let accepted = saves.filter { failed[$0.record.id] == nil }
+            for (id, error) in owningReferenceFailures(accepted, deleting: deleting) { failed[id] = error }
         }
         for deletion in deletes {
             if let error = deleteFailure(deletion) { failed[deletion.id] = error }
@@ -43,7 +63,7 @@ extension CloudDatabase {
         }
         var result = ModifyRecordsResult(failed: failed)
         var touched = Set<String>()
-        var removed = 0
+        var removed: [RecordID] = []
         for save in saves where failed[save.record.id] == nil {
             result.saved[save.record.id] = applySave(save)
             touched.insert(save.record.id.zone.name)
@@ -51,10 +71,13 @@ extension CloudDatabase {
         for deletion in deletes where failed[deletion.id] == nil {
             result.deleted.insert(deletion.id)
             if applyDelete(deletion) {
-                removed += 1
+                removed.append(deletion.id)
                 touched.insert(deletion.id.zone.name)
             }
         }
+        // The records tied to the deleted ones by `deleteSelf` go with them; the result lists only the
+        // request's own records (see CloudDatabase+References.swift).
+        let cascaded = removed.isEmpty ? 0 : cascadeDeletions(from: removed)
         if !touched.isEmpty {
             databaseSequence += 1
             for name in touched {
@@ -64,7 +87,7 @@ extension CloudDatabase {
             }
         }
         counters.recordsSaved += result.saved.count
-        counters.recordsDeleted += removed
+        counters.recordsDeleted += removed.count + cascaded
         return result
     }
 
@@ -193,7 +216,7 @@ extension CloudDatabase {
     }
 
     /// Deletes a record that ``deleteFailure(_:)`` accepted; returns whether one was actually removed.
-    private mutating func applyDelete(_ deletion: RecordDeletion) -> Bool {
+    mutating func applyDelete(_ deletion: RecordDeletion) -> Bool {
         let id = deletion.id
         guard currentRecord(id) != nil else { return false }
         modifyZone(id.zone.name) { zone in

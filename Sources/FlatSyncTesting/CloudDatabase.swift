@@ -22,6 +22,9 @@ import FlatSync
 ///   again from `nil`) and a real server cannot tell them apart either.
 /// - Request limits: at most ``maximumOperationsPerRequest`` operations, records of at most
 ///   ``maximumRecordSize`` bytes.
+/// - References: each stays in its record's zone, a `deleteSelf` reference deletes its record with its
+///   target (cascading), a `validate` one needs its target, and one record has at most
+///   ``maximumOwningReferencesPerRecord`` owners (see ``modifyRecords(saving:deleting:atomically:)``).
 /// - ``CloudCounters`` and a ``FaultPlan``, applied by ``perform(_:_:)``.
 ///
 /// The request methods (``modifyRecords(saving:deleting:atomically:)`` and the others) neither count the

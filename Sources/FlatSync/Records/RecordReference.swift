@@ -33,3 +33,34 @@ public struct RecordReference: Hashable, Sendable, Codable, CustomStringConverti
         "→\(zoneName.map { "\($0)/" } ?? "")\(recordName)\(action == .none ? "" : " (\(action.rawValue))")"
     }
 }
+
+extension RecordReference {
+    /// The ID of the record this reference points at, when it is held by a record in `zone`.
+    package func target(from zone: ZoneID) -> RecordID {
+        RecordID(zone: zoneName.map(ZoneID.init) ?? zone, name: recordName)
+    }
+
+    /// True when the reference points out of `zone`, which CloudKit does not allow: "You may only create
+    /// references between records within the same zone of the same database" (CKRecord.Reference).
+    package func leaves(_ zone: ZoneID) -> Bool {
+        zoneName.map { $0 != zone.name } ?? false
+    }
+}
+
+extension Record {
+    /// The record's references: those in reference fields and in lists of references, in no set order.
+    /// The built-in stores' records hold none, so for them this builds no dictionary of fields.
+    package var references: [RecordReference] {
+        guard case .fields(let fields) = content else { return [] }
+        var found: [RecordReference] = []
+        for value in fields.values {
+            switch value {
+            case .reference(let reference): found.append(reference)
+            case .list(let elements):
+                for case .reference(let reference) in elements { found.append(reference) }
+            default: continue
+            }
+        }
+        return found
+    }
+}
