@@ -174,16 +174,10 @@ enum SmallFileSystem {
 
     @discardableResult
     private static func run(_ executable: String, _ arguments: String...) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard process.terminationStatus == 0 else {
+        let process = try SpawnedProcess(
+            URL(fileURLWithPath: executable), arguments: arguments, output: .pipe, error: .sameAsOutput)
+        let text = String(decoding: (try process.standardOutput!.readToEnd()) ?? Data(), as: UTF8.self)
+        guard process.waitUntilExit().status == 0 else {
             throw Failure(description: "\(executable) \(arguments.joined(separator: " ")): \(text)")
         }
         return text

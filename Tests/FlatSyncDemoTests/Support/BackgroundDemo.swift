@@ -1,3 +1,4 @@
+import FlatSyncTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -14,10 +15,8 @@ import Testing
 /// Output is read on threads of its own, never on the concurrency pool. Every wait for a line has an upper
 /// bound, so a process that never prints fails the test instead of hanging it.
 final class BackgroundDemo: Sendable {
-    private let process: Process
-    private let input: Pipe
+    private let process: SpawnedProcess
     private let lines = Mutex<(out: [String], error: [String], waiters: [Waiter])>(([], [], []))
-    private let exit = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 
     private struct Waiter {
         var matches: @Sendable (String) -> Bool
@@ -25,34 +24,17 @@ final class BackgroundDemo: Sendable {
     }
 
     init(_ arguments: [String]) throws {
-        process = Process()
-        process.executableURL = try DemoProcess.executableURL()
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         for name in ["FLATSYNC_DEVICE", "FLATSYNC_CLOUD"] { environment[name] = nil }
-        process.environment = environment
-        let output = Pipe()
-        let error = Pipe()
-        input = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = input
-        process.terminationHandler = { [weak self] process in
-            guard let self else { return }
-            let waiters = self.exit.withLock { state -> [CheckedContinuation<Int32, Never>] in
-                state.status = process.terminationStatus
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume(returning: process.terminationStatus) }
-        }
-        try process.run()
-        read(output.fileHandleForReading, isError: false)
-        read(error.fileHandleForReading, isError: true)
+        process = try SpawnedProcess(
+            try DemoProcess.executableURL(), arguments: arguments, environment: environment, input: .pipe,
+            output: .pipe, error: .pipe)
+        read(process.standardOutput!, isError: false)
+        read(process.standardError!, isError: true)
     }
 
     deinit {
-        if process.isRunning { process.terminate() }
+        process.signal(SIGTERM)
     }
 
     /// Every line printed so far, standard output then standard error.
@@ -81,27 +63,21 @@ final class BackgroundDemo: Sendable {
 
     /// Types `text` and a newline on the process's standard input.
     func type(_ text: String) {
-        input.fileHandleForWriting.write(Data((text + "\n").utf8))
+        process.standardInput!.write(Data((text + "\n").utf8))
     }
 
     func signal(_ number: Int32) {
-        kill(process.processIdentifier, number)
+        process.signal(number)
     }
 
     /// Waits for the process to exit and returns its status.
     func waitForExit() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let status = exit.withLock { state -> Int32? in
-                if state.status == nil { state.waiters.append(continuation) }
-                return state.status
-            }
-            if let status { continuation.resume(returning: status) }
-        }
+        await process.waitForExit().status
     }
 
     /// Stops the process (SIGKILL) if it still runs, and waits for it.
     func stop() async {
-        if process.isRunning { signal(SIGKILL) }
+        signal(SIGKILL)
         _ = await waitForExit()
     }
 

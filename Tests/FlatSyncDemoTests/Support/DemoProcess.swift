@@ -43,40 +43,15 @@ enum DemoProcess {
         environment: [String: String] = [:],
         currentDirectory: URL? = nil
     ) async throws -> Result {
-        let process = Process()
-        process.executableURL = try executableURL()
-        process.arguments = arguments
         var inherited = ProcessInfo.processInfo.environment
         for name in ["FLATSYNC_DEVICE", "FLATSYNC_CLOUD", "FLATSYNC_SAMPLE_DATA"] { inherited[name] = nil }
-        process.environment = inherited.merging(environment) { $1 }
-        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-
+        let child = try SpawnedProcess(
+            try executableURL(), arguments: arguments, environment: inherited.merging(environment) { $1 },
+            currentDirectory: currentDirectory, input: .nullDevice, output: .pipe, error: .pipe)
         // Read both pipes while the child runs, so a child printing more than a pipe holds never blocks.
-        async let stdout = readToEnd(output.fileHandleForReading)
-        async let stderr = readToEnd(error.fileHandleForReading)
-        let status: Int32
-        do {
-            status = try await withCheckedThrowingContinuation { continuation in
-                process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-                do {
-                    try process.run()
-                } catch {
-                    process.terminationHandler = nil
-                    continuation.resume(throwing: error)
-                }
-            }
-        } catch let failure {
-            // Let the reads see end of file, then report why the child did not start.
-            try? output.fileHandleForWriting.close()
-            try? error.fileHandleForWriting.close()
-            _ = await (stdout, stderr)
-            throw failure
-        }
+        async let stdout = readToEnd(child.standardOutput!)
+        async let stderr = readToEnd(child.standardError!)
+        let status = await child.waitForExit().status
         return Result(status: status, stdout: await stdout, stderr: await stderr)
     }
 

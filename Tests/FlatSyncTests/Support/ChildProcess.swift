@@ -1,6 +1,5 @@
 import FlatSyncTestSupport
 import Foundation
-import Synchronization
 
 #if canImport(Darwin)
     import Darwin
@@ -24,42 +23,26 @@ import Synchronization
 /// cooperative pool: blocking reads run on Dispatch threads.
 final class ChildProcess {
     /// How a child ended.
-    struct Exit: Equatable, Sendable {
-        /// The exit status, or the signal number when `signaled`.
-        var status: Int32
-        /// True when a signal ended the process.
-        var signaled: Bool
-    }
+    typealias Exit = SpawnedProcess.Exit
 
-    private let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
-    private let exit = ExitState()
+    private let child: SpawnedProcess
 
     /// The child's process ID.
-    var processIdentifier: Int32 { process.processIdentifier }
+    var processIdentifier: Int32 { child.processIdentifier }
 
     /// Starts `flatsync-test-child` with `arguments`. Its standard error goes to the test's.
     init(_ arguments: [String]) throws {
-        process.executableURL = try Self.executableURL()
-        process.arguments = arguments
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        let exit = self.exit
-        process.terminationHandler = { process in
-            exit.finish(Exit(status: process.terminationStatus, signaled: process.terminationReason == .uncaughtSignal))
-        }
-        try process.run()
+        child = try SpawnedProcess(
+            try Self.executableURL(), arguments: arguments, input: .pipe, output: .pipe, error: .inherit)
     }
 
     deinit {
-        if process.isRunning { sendSignal(SIGKILL, to: process.processIdentifier) }
+        child.signal(SIGKILL)
     }
 
     /// The next line the child printed on standard output, without its newline; nil at end of file.
     func readLine() async -> String? {
-        let fd = output.fileHandleForReading.fileDescriptor
+        let fd = child.standardOutput!.fileDescriptor
         return await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 var line: [UInt8] = []
@@ -83,52 +66,21 @@ final class ChildProcess {
 
     /// Closes the child's standard input, so that a child reading it sees end of file.
     func closeInput() {
-        try? input.fileHandleForWriting.close()
+        try? child.standardInput!.close()
     }
 
     /// Sends `signal` (by default `SIGKILL`) to the child.
     func kill(_ signal: Int32 = SIGKILL) {
-        sendSignal(signal, to: process.processIdentifier)
+        child.signal(signal)
     }
 
     /// Waits until the child has ended and returns how.
     func waitForExit() async -> Exit {
-        await exit.wait()
+        await child.waitForExit()
     }
 
     /// The `flatsync-test-child` executable; `FLATSYNC_TEST_CHILD` overrides the search.
     static func executableURL() throws -> URL {
         try BuildProduct.url(named: "flatsync-test-child", override: "FLATSYNC_TEST_CHILD")
-    }
-}
-
-/// `kill(2)`, under a name that `ChildProcess.kill(_:)` does not shadow.
-private func sendSignal(_ signal: Int32, to process: pid_t) {
-    _ = kill(process, signal)
-}
-
-/// The child's exit, reported once by `Process.terminationHandler`, possibly before anyone waits.
-private final class ExitState: Sendable {
-    private let state = Mutex<(exit: ChildProcess.Exit?, waiters: [CheckedContinuation<ChildProcess.Exit, Never>])>(
-        (nil, [])
-    )
-
-    func finish(_ exit: ChildProcess.Exit) {
-        let waiters = state.withLock { state in
-            state.exit = exit
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: exit) }
-    }
-
-    func wait() async -> ChildProcess.Exit {
-        await withCheckedContinuation { continuation in
-            let exit = state.withLock { state in
-                if state.exit == nil { state.waiters.append(continuation) }
-                return state.exit
-            }
-            if let exit { continuation.resume(returning: exit) }
-        }
     }
 }
