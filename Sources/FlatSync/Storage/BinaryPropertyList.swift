@@ -25,6 +25,20 @@ package enum BinaryPropertyList {
         }
     }
 
+    /// `data`, checked by ``validate(_:)``, decoded as a `T`; anything wrong is a
+    /// ``FlatSyncError/Code-swift.struct/damagedFile`` saying `damage` ("device.plist is not readable."), with
+    /// the cause and `path`.
+    package static func decode<T: Decodable>(_ type: T.Type, from data: Data, damage: String, path: String)
+        throws(FlatSyncError) -> T
+    {
+        do {
+            try validate(data)
+            return try PropertyListDecoder().decode(type, from: data)
+        } catch {
+            throw FlatSyncError(.damagedFile, damage, cause: error, path: path)
+        }
+    }
+
     /// The deepest nesting of arrays, sets and dictionaries accepted; FlatSync's files nest three deep.
     package static let maximumDepth = 64
 

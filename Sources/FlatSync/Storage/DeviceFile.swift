@@ -62,14 +62,9 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     /// ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion``.
     package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> DeviceFile {
         struct VersionProbe: Decodable { var formatVersion: Int }
-        let decoder = PropertyListDecoder()
-        let version: Int
-        do {
-            try BinaryPropertyList.validate(data)
-            version = try decoder.decode(VersionProbe.self, from: data).formatVersion
-        } catch {
-            throw FlatSyncError(.damagedFile, "device.plist is not readable.", cause: error, path: path)
-        }
+        let version = try BinaryPropertyList.decode(
+            VersionProbe.self, from: data, damage: "device.plist is not readable.", path: path
+        ).formatVersion
         guard version == 1 || version == currentFormatVersion else {
             throw FlatSyncError(
                 .unsupportedFormatVersion,
@@ -79,7 +74,7 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         }
         let file: DeviceFile
         do {
-            file = try decoder.decode(DeviceFile.self, from: data)
+            file = try PropertyListDecoder().decode(DeviceFile.self, from: data)
         } catch {
             throw FlatSyncError(.damagedFile, "device.plist's structure is damaged.", cause: error, path: path)
         }
@@ -127,13 +122,8 @@ package struct DeviceIdentityFile: Codable, Sendable, Equatable {
     /// Decodes and checks the file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
     /// ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion``.
     package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> DeviceIdentityFile {
-        let file: DeviceIdentityFile
-        do {
-            try BinaryPropertyList.validate(data)
-            file = try PropertyListDecoder().decode(DeviceIdentityFile.self, from: data)
-        } catch {
-            throw FlatSyncError(.damagedFile, "device-id.plist is not readable.", cause: error, path: path)
-        }
+        let file = try BinaryPropertyList.decode(
+            DeviceIdentityFile.self, from: data, damage: "device-id.plist is not readable.", path: path)
         guard file.formatVersion == currentFormatVersion else {
             throw FlatSyncError(
                 .unsupportedFormatVersion,

@@ -30,14 +30,8 @@ package struct RefusedChangesFile: Codable, Sendable {
     /// Decodes and checks the file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
     /// ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion``.
     package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> [RefusedChange] {
-        let decoder = PropertyListDecoder()
-        let file: RefusedChangesFile
-        do {
-            try BinaryPropertyList.validate(data)
-            file = try decoder.decode(RefusedChangesFile.self, from: data)
-        } catch {
-            throw FlatSyncError(.damagedFile, "\(fileName) is not readable.", cause: error, path: path)
-        }
+        let file = try BinaryPropertyList.decode(
+            RefusedChangesFile.self, from: data, damage: "\(fileName) is not readable.", path: path)
         guard file.formatVersion == currentFormatVersion else {
             throw FlatSyncError(
                 .unsupportedFormatVersion,
@@ -48,11 +42,7 @@ package struct RefusedChangesFile: Codable, Sendable {
         guard CRC32.checksum(file.refusals) == file.checksum else {
             throw FlatSyncError(.damagedFile, "\(fileName)'s checksum does not match its contents.", path: path)
         }
-        do {
-            try BinaryPropertyList.validate(file.refusals)
-            return try decoder.decode([RefusedChange].self, from: file.refusals)
-        } catch {
-            throw FlatSyncError(.damagedFile, "\(fileName)'s refusals are not readable.", cause: error, path: path)
-        }
+        return try BinaryPropertyList.decode(
+            [RefusedChange].self, from: file.refusals, damage: "\(fileName)'s refusals are not readable.", path: path)
     }
 }
