@@ -52,6 +52,19 @@ public struct PendingCommands: Sendable {
     /// The number of commands waiting or being sent.
     public var commandCount: Int { commands.count }
 
+    /// The zones with a command waiting or being sent.
+    package var zones: [ZoneID] { order.filter { !$0.value.isEmpty }.keys.sorted() }
+
+    /// The keys every pending change of a record (waiting and being sent) changed: what this device
+    /// changed since the server version it last knew.
+    package func changedKeys(of id: RecordID) -> Set<String> {
+        var keys = Set<String>()
+        for found in [location[id], sealedLocation[id]].compactMap({ $0 }) {
+            if let change = change(at: found) { keys.formUnion(change.changedKeys) }
+        }
+        return keys
+    }
+
     /// The number of record changes waiting or being sent, in one zone or in all.
     public func recordCount(in zone: ZoneID? = nil) -> Int {
         guard let zone else { return location.count + sealedLocation.count }

@@ -45,6 +45,23 @@ public struct CloudSchema: Hashable, Sendable, Codable {
         ],
     ])
 
+    /// The schema of FlatSync's own stores and of the host-defined record types `recordTypes` (each with
+    /// ``lastModifiedByField``): what an app that syncs its own records deploys, and gives its CloudKit Web
+    /// Services transport.
+    ///
+    /// ```swift
+    /// let schema = CloudSchema.flatSync(adding: [Note.self])
+    /// ```
+    public static func flatSync(adding recordTypes: [any SyncableRecord.Type]) -> CloudSchema {
+        var schema = flatSync
+        for type in recordTypes {
+            var fields = type.fieldTypes
+            fields[lastModifiedByField] = .string
+            schema.recordTypes[type.recordType, default: [:]].merge(fields) { $1 }
+        }
+        return schema
+    }
+
     /// The declared type of a field, or nil when the record type or the field is not declared.
     public func type(of field: String, in recordType: String) -> FieldType? {
         recordTypes[recordType]?[field]

@@ -43,12 +43,15 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     package var unknownFields: Data?
     /// Names of records whose next save sends every field (see ``ZoneState/sendWhole``); absent when none.
     package var sendWhole: Data?
+    /// The zone's host records and their tags (see ``HostRecordTable/encoded()``); absent when none (and in
+    /// files written before FlatSync kept them).
+    package var hostRecords: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
-    package init<Item: ColumnarItem>(_ state: ZoneState<Item>) {
+    package init<Item: ColumnarItem>(_ state: ZoneState<Item>, zone: ZoneID = Item.zone) {
         formatVersion = Self.currentFormatVersion
-        zone = Item.zone.name
+        self.zone = zone.name
         changeToken = state.changeToken?.data
         appliedThroughSequence = state.appliedThroughSequence
         let items = state.items.values
@@ -86,6 +89,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             for name in state.sendWhole.sorted() { names.write(name) }
             sendWhole = names.data
         }
+        if !state.hostRecords.isEmpty {
+            hostRecords = state.hostRecords.encoded()
+        }
         checksum = 0
         checksum = computedChecksum()
     }
@@ -110,6 +116,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let skippedVersions { crc = CRC32.checksum(skippedVersions, continuing: crc) }
         if let unknownFields { crc = CRC32.checksum(unknownFields, continuing: crc) }
         if let sendWhole { crc = CRC32.checksum(sendWhole, continuing: crc) }
+        if let hostRecords { crc = CRC32.checksum(hostRecords, continuing: crc) }
         return crc
     }
 

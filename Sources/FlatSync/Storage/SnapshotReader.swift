@@ -494,7 +494,7 @@ extension SnapshotFile {
     /// - Throws: ``FlatSyncError/Code-swift.struct/damagedFile`` when the bytes are not an intact snapshot
     ///   of `Item`'s zone; ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion`` for another format.
     package static func readState<Item: ColumnarItem>(
-        of type: Item.Type, from source: some SnapshotSource, path: String
+        of type: Item.Type, zone expectedZone: ZoneID = Item.zone, from source: some SnapshotSource, path: String
     ) throws(FlatSyncError) -> ZoneState<Item> {
         let plist: SnapshotPlist
         do {
@@ -547,11 +547,12 @@ extension SnapshotFile {
         let skipped = try range("skippedVersions", required: false)
         let unknown = try range("unknownFields", required: false)
         let whole = try range("sendWhole", required: false)
+        let host = try range("hostRecords", required: false)
         let token = try tokenRange.map { (range) throws(FlatSyncError) -> Data in
             Data(try source.bytes(at: range.lowerBound, count: range.count))
         }
-        guard zone == Item.zone.name else {
-            throw FlatSyncError(.damagedFile, "The snapshot holds zone \(zone), not \(Item.zone.name).", path: path)
+        guard zone == expectedZone.name else {
+            throw FlatSyncError(.damagedFile, "The snapshot holds zone \(zone), not \(expectedZone.name).", path: path)
         }
 
         var state = ZoneState<Item>()
@@ -611,6 +612,12 @@ extension SnapshotFile {
                 var cursor = ColumnCursor(source: source, range: whole, name: "sendWhole")
                 while !cursor.isAtEnd { state.sendWhole.insert(try cursor.readString()) }
                 crc = CRC32.combine(crc, cursor.checksum, length: whole.count)
+            }
+            if let host {
+                // Read whole with the log's field codec: host records are fields, not columns.
+                let bytes = Data(try source.bytes(at: host.lowerBound, count: host.count))
+                crc = CRC32.checksum(bytes, continuing: crc)
+                state.hostRecords = try HostRecordTable.decode(bytes, zone: expectedZone)
             }
         } catch  where error.code == .damagedFile {
             throw FlatSyncError(

@@ -72,6 +72,12 @@ package protocol TableItem: SyncedItem {
     /// The fields of the items' records: any other field of a fetched record was written by another client
     /// (see ``ZoneState/unknownFields``).
     static var knownRecordKeys: Set<String> { get }
+    /// False for ``HostZoneItem``, whose zones hold host records only: then no record name is an item's.
+    static var holdsItems: Bool { get }
+}
+
+extension TableItem {
+    package static var holdsItems: Bool { true }
 }
 
 extension ReadingListEntry {

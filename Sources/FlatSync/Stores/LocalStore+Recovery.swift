@@ -31,7 +31,7 @@ extension LocalStore {
         var entriesInLog = 0
         private var events: [SyncEvent] = []
 
-        init(directory: URL, options: LocalStore.Options) throws {
+        init(directory: URL, options: LocalStore.Options, registry: RecordTypeRegistry) throws {
             let now = options.currentDate()
             let fileSystem = options.fileSystem
             deviceFile = try Self.loadDevice(
@@ -41,14 +41,18 @@ extension LocalStore {
             _ = DeviceName.named(deviceFile.deviceID)
 
             zones.readingList = try Self.loadSnapshot(
-                ReadingListEntry.self, in: directory, now: now, fileSystem: fileSystem, events: &events)
+                of: .readingList, in: directory, now: now, fileSystem: fileSystem, events: &events)
             zones.history = try Self.loadSnapshot(
-                ReadingHistoryItem.self, in: directory, now: now, fileSystem: fileSystem, events: &events)
-            snapshotSequenceOnDisk = [
-                .readingList: zones.readingList.appliedThroughSequence,
-                .readingHistory: zones.history.appliedThroughSequence,
-            ]
-            nextSequence = max(zones.readingList.appliedThroughSequence, zones.history.appliedThroughSequence) + 1
+                of: .readingHistory, in: directory, now: now, fileSystem: fileSystem, events: &events)
+            for zone in registry.hostZones {
+                zones.hostZones[zone] = try Self.loadSnapshot(
+                    of: zone, in: directory, now: now, fileSystem: fileSystem, events: &events)
+            }
+            let snapshotZones = ZoneID.all + registry.hostZones
+            for zone in snapshotZones {
+                snapshotSequenceOnDisk[zone] = zones.appliedThroughSequence(of: zone)
+                nextSequence = max(nextSequence, zones.appliedThroughSequence(of: zone) + 1)
+            }
 
             let logURL = directory.appendingPathComponent(Self.logFileName)
             let (log, recovery) = try AppendLog.open(
@@ -65,7 +69,7 @@ extension LocalStore {
             try replay(recovery.payloads, logURL: logURL, now: now, fileSystem: fileSystem)
             // A round that was being sent when the last process stopped is over: nothing is in flight now.
             var unsealed: [Data] = []
-            for zone in ZoneID.all where pending.isSending(zone) {
+            for zone in pending.zones where pending.isSending(zone) {
                 pending.unseal(zone)
                 unsealed.append(CommandLogEvent.unsealed(zone).encoded())
             }
@@ -154,7 +158,9 @@ extension LocalStore {
                 case .clearedAll(let sequence):
                     pending.clearAll()
                     overlay = [:]
-                    for zone in ZoneID.all { wipeIfOlder(zone, than: sequence) }
+                    for zone in Set(ZoneID.all).union(zones.hostZones.keys).sorted() {
+                        wipeIfOlder(zone, than: sequence)
+                    }
                 case .counters(let nextSequence, let nextCommandID):
                     self.nextSequence = max(self.nextSequence, nextSequence)
                     pending.raiseNextCommandID(to: nextCommandID)
@@ -167,14 +173,7 @@ extension LocalStore {
             overlay = [:]
             let order = changes.indices.sorted { changes[$0].sequence < changes[$1].sequence }
             for change in order.lazy.map({ changes[$0] }) {
-                if change.recordID.zone == .readingList {
-                    zones.readingList.apply(change)
-                    zones.readingList.appliedThroughSequence = max(
-                        zones.readingList.appliedThroughSequence, change.sequence)
-                } else if change.recordID.zone == .readingHistory {
-                    zones.history.apply(change)
-                    zones.history.appliedThroughSequence = max(zones.history.appliedThroughSequence, change.sequence)
-                }
+                zones.replay(change)
                 zonesChangedByReplay.insert(change.recordID.zone)
             }
         }
@@ -258,14 +257,14 @@ extension LocalStore {
         }
 
         private static func loadSnapshot<Item: ColumnarItem>(
-            _ type: Item.Type, in directory: URL, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
+            of zone: ZoneID, in directory: URL, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
         ) throws -> ZoneState<Item> {
-            let url = directory.appendingPathComponent(LocalStore.snapshotFileName(Item.zone))
+            let url = directory.appendingPathComponent(LocalStore.snapshotFileName(zone))
             let path = url.path
             // Streamed from the file into the zone's table: the file's bytes are never held whole.
             guard let source = try FileSnapshotSource.open(path, fileSystem: fileSystem) else { return ZoneState() }
             do {
-                return try SnapshotFile.readState(of: Item.self, from: source, path: path)
+                return try SnapshotFile.readState(of: Item.self, zone: zone, from: source, path: path)
             } catch  where error.code != .ioFailed {
                 try quarantine(url, because: error, now: now, fileSystem: fileSystem, into: &events)
                 return ZoneState()

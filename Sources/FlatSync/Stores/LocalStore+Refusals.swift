@@ -65,7 +65,7 @@ extension LocalStore {
         try forgetRefusals(of: Set(ids).subtracting(refused).filter { refusals[$0] != nil })
         guard !refused.isEmpty else { return [] }
         for id in refused { restoreServerVersion(of: id, server: serverVersions[id]) }
-        for zone in ZoneID.all where refused.contains(where: { $0.zone == zone }) {
+        for zone in zoneIDs where refused.contains(where: { $0.zone == zone }) {
             try await persistSnapshot(of: zone)
         }
         var dropped: [RecordID] = []

@@ -8,7 +8,7 @@
 extension LocalStore {
     /// The zone's change token.
     package func changeToken(for zone: ZoneID) -> ChangeToken? {
-        zone == .readingList ? zones.readingList.changeToken : zones.history.changeToken
+        zones.changeToken(of: zone)
     }
 
     /// The request for a batch of changes: each save carries the store's current values (which hold the
@@ -60,40 +60,30 @@ extension LocalStore {
             current.fields = current.fields
             saves.append(RecordSave(current, policy: policy))
         }
+        if saves.count > 1, let zone = changes.first?.recordID.zone, zones.hostRecords(in: zone).hasDependents
+            || saves.contains(where: { isHostRecord($0.record.id) && !$0.record.references.isEmpty })
+        {
+            let byName = Dictionary(saves.map { ($0.record.id.name, $0) }, uniquingKeysWith: { $1 })
+            saves = RecordOrder.parentsFirst(saves.map(\.record)).compactMap { byName[$0.id.name] }
+        }
         return (saves, deletes)
     }
 
-    /// True when the record's next save sends every field (see ``ZoneState/sendWhole``).
     private func sendsWhole(_ id: RecordID) -> Bool {
-        let names = id.zone == .readingList ? zones.readingList.sendWhole : zones.history.sendWhole
-        return !names.isEmpty && names.contains(id.name)
+        zones.sendsWhole(id)
     }
 
     private func setSendWhole(_ sends: Bool, _ id: RecordID) {
-        if id.zone == .readingList {
-            if sends {
-                zones.readingList.sendWhole.insert(id.name)
-            } else if !zones.readingList.sendWhole.isEmpty {
-                zones.readingList.sendWhole.remove(id.name)
-            }
-        } else if sends {
-            zones.history.sendWhole.insert(id.name)
-        } else if !zones.history.sendWhole.isEmpty {
-            zones.history.sendWhole.remove(id.name)
-        }
+        zones.setSendWhole(sends, id)
     }
 
     /// The change tag last seen for a record.
     package func changeTag(for id: RecordID) -> ChangeTag? {
-        id.zone == .readingList ? zones.readingList.changeTag(of: id.name) : zones.history.changeTag(of: id.name)
+        zones.changeTag(for: id)
     }
 
     private func setChangeTag(_ tag: ChangeTag?, for id: RecordID) {
-        if id.zone == .readingList {
-            zones.readingList.setChangeTag(tag, of: id.name)
-        } else {
-            zones.history.setChangeTag(tag, of: id.name)
-        }
+        zones.setChangeTag(tag, for: id)
         stateDidChange(id.zone)
     }
 
@@ -109,19 +99,11 @@ extension LocalStore {
 
     /// Keeps the fields of a record the server returned that the zone's items do not use.
     private func keepUnknownFields(of record: Record) {
-        if record.id.zone == .readingList {
-            zones.readingList.keepUnknownFields(of: record)
-        } else if record.id.zone == .readingHistory {
-            zones.history.keepUnknownFields(of: record)
-        }
+        zones.keepUnknownFields(of: record)
     }
 
     private func noteCreated(_ id: RecordID) {
-        if id.zone == .readingList {
-            zones.readingList.createdSinceFetch.insert(id.name)
-        } else {
-            zones.history.createdSinceFetch.insert(id.name)
-        }
+        zones.noteCreated(id)
     }
 
     /// The server deleted a record (or never had it).
@@ -129,23 +111,15 @@ extension LocalStore {
         setChangeTag(nil, for: id)
         setSkippedVersion(nil, for: id)
         setSendWhole(false, id)
-        if id.zone == .readingList {
-            zones.readingList.unknownFields[id.name] = nil
-        } else {
-            zones.history.unknownFields[id.name] = nil
-        }
+        zones.forgetUnknownFields(of: id)
     }
 
     private func setSkippedVersion(_ tag: ChangeTag?, for id: RecordID) {
-        if id.zone == .readingList {
-            zones.readingList.skippedVersions[id.name] = tag
-        } else {
-            zones.history.skippedVersions[id.name] = tag
-        }
+        zones.setSkippedVersion(tag, for: id)
     }
 
     private func skippedVersion(for id: RecordID) -> ChangeTag? {
-        id.zone == .readingList ? zones.readingList.skippedVersions[id.name] : zones.history.skippedVersions[id.name]
+        zones.skippedVersion(for: id)
     }
 
     /// A save was sent with a tag, but the record is gone from the server: the next send creates it.
@@ -163,7 +137,7 @@ extension LocalStore {
     /// fetch, deletions included.
     package func mergeServerRecord(_ server: Record, sentWithoutTag: Bool) -> Bool {
         let local = zones.record(for: server.id)
-        let merged = local.flatMap { RecordMerge.merge($0, server) } ?? server
+        let merged = local.flatMap { merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
         keepUnknownFields(of: server)
         setSendWhole(true, server.id)
@@ -174,6 +148,24 @@ extension LocalStore {
         // Compared as the zone's items: fields the server holds that the items do not use are not this
         // device's to send.
         return merged.hasSameContent(as: RecordMerge.known(server) ?? server)
+    }
+
+    /// The merge of this device's version of a record with the server's: by the zone's rule for a built-in
+    /// item, by its registered type's for a host record (with the keys every pending change of it changed),
+    /// nil when either does not read.
+    private func merge(_ local: Record, _ server: Record) -> Record? {
+        guard isHostRecord(local.id) else { return RecordMerge.merge(local, server) }
+        guard let entry = registry.entry(for: server), local.type == server.type else { return nil }
+        return entry.merge(local, server, pending.changedKeys(of: local.id))
+    }
+
+    /// True when the record belongs to a host-defined store rather than to a built-in one.
+    package func isHostRecord(_ id: RecordID) -> Bool {
+        switch id.zone {
+        case .readingList: return !zones.readingList.owns(id.name)
+        case .readingHistory: return !zones.history.owns(id.name)
+        default: return true
+        }
     }
 
     /// A delete met a newer server version: the other device's edit wins, so the record comes back.
@@ -198,31 +190,16 @@ extension LocalStore {
             return
         }
         serverDeleted(id)
-        switch id.zone {
-        case .readingList:
-            if let articleID = ReadingListEntry.articleID(fromRecordName: id.name) {
-                zones.readingList.items[articleID] = nil
-            }
-        case .readingHistory:
-            if let articleID = ReadingHistoryItem.articleID(fromRecordName: id.name) {
-                zones.history.items[articleID] = nil
-            }
-        default:
-            return
+        if let removed = zones.record(for: id), zones.removeRecord(id), isHostRecord(id) {
+            recordChangeHub.emit(zone: id.zone, changed: [(removed.type, id.name)])
         }
         setChangeTag(nil, for: id)
     }
 
     private func adopt(_ record: Record) {
-        switch record.id.zone {
-        case .readingList:
-            if let entry = try? ReadingListEntry(record: record) { zones.readingList.items[entry.articleID] = entry }
-        case .readingHistory:
-            if let item = try? ReadingHistoryItem(record: record) { zones.history.items[item.articleID] = item }
-        default:
-            return
-        }
+        zones.store(record)
         setChangeTag(record.changeTag, for: record.id)
+        if isHostRecord(record.id) { recordChangeHub.emit(zone: record.id.zone, changed: [(record.type, record.id.name)]) }
     }
 
     /// What applying fetched changes did.
@@ -250,19 +227,26 @@ extension LocalStore {
         var result: FetchApplication
         var malformed: [SyncEvent] = []
         var merged: [RecordID] = []
-        if zone == .readingList {
+        var hostChanges: [(recordType: String, name: String)] = []
+        switch zone {
+        case .readingList:
             result = Self.apply(
-                changed, deleted, token, isReset, to: &zones.readingList, pending: pending, merged: &merged,
-                events: &malformed)
-        } else {
+                changed, deleted, token, isReset, zone: zone, to: &zones.readingList, pending: pending,
+                registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
+        case .readingHistory:
             result = Self.apply(
-                changed, deleted, token, isReset, to: &zones.history, pending: pending, merged: &merged,
-                events: &malformed)
+                changed, deleted, token, isReset, zone: zone, to: &zones.history, pending: pending,
+                registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
+        default:
+            result = Self.apply(
+                changed, deleted, token, isReset, zone: zone, to: &zones.hostZones[zone, default: ZoneState()],
+                pending: pending, registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
         }
         // A pending save that stood for a delete met a version the delete never saw: as on a conflict, that
         // edit wins, and the save goes out as an update (see ``mergeServerRecord(_:sentWithoutTag:)``).
         for id in merged { pending.stopReplacing(id) }
         for event in malformed { eventHub.emit(event) }
+        recordChangeHub.emit(zone: zone, changed: hostChanges)
         stateDidChange(zone)
         try await persistSnapshot(of: zone)
         result.malformed = malformed.count
@@ -270,14 +254,22 @@ extension LocalStore {
     }
 
     private static func apply<Item: TableItem>(
-        _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool,
-        to state: inout ZoneState<Item>, pending: PendingCommands, merged: inout [RecordID],
-        events: inout [SyncEvent]
+        _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool, zone: ZoneID,
+        to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
+        merged: inout [RecordID], hostChanges: inout [(recordType: String, name: String)], events: inout [SyncEvent]
     ) -> FetchApplication {
         var result = FetchApplication()
         var returned = Set<String>()
-        for record in changed where record.id.zone == Item.zone {
+        for record in changed where record.id.zone == zone {
             returned.insert(record.id.name)
+            guard state.owns(record.id.name) else {
+                if applyHost(record, to: &state, pending: pending, registry: registry, merged: &merged, events: &events)
+                {
+                    hostChanges.append((record.type, record.id.name))
+                    result.changed += 1
+                }
+                continue
+            }
             guard let articleID = Item.articleID(fromRecordName: record.id.name) else { continue }
             let item: Item
             do {
@@ -307,43 +299,92 @@ extension LocalStore {
             state.setChangeTag(record.changeTag, of: record.id.name)
             result.changed += 1
         }
-        var gone = deleted.filter { $0.zone == Item.zone }.map(\.name)
+        var gone = deleted.filter { $0.zone == zone }.map(\.name)
         // Records this device created after its token exist on the server only if the fetch returned them.
         gone += state.createdSinceFetch.subtracting(returned).subtracting(gone)
         state.createdSinceFetch = []
         if isReset {
-            let known = Set(state.items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(state.items.changeTagNames)
-            gone += known.subtracting(returned).subtracting(gone)
+            gone += state.knownRecordNames.subtracting(returned).subtracting(gone)
         }
         for name in gone {
-            guard let articleID = Item.articleID(fromRecordName: name) else { continue }
+            let owned = state.owns(name)
+            guard !owned || Item.articleID(fromRecordName: name) != nil else { continue }
             state.setChangeTag(nil, of: name)
             state.skippedVersions[name] = nil
             state.unknownFields[name] = nil
             if !state.sendWhole.isEmpty { state.sendWhole.remove(name) }
-            if pending.latestChange(for: RecordID(zone: Item.zone, name: name)) == nil,
-                state.items.removeValue(forKey: articleID) != nil
-            {
+            guard pending.latestChange(for: RecordID(zone: zone, name: name)) == nil else { continue }
+            let type = owned ? nil : state.hostRecords[name]?.type
+            if state.removeRecord(named: name) {
                 result.deleted += 1
+                if let type { hostChanges.append((type, name)) }
             }
         }
         state.changeToken = token
         return result
     }
 
+    /// Applies one fetched host record (see ``apply(_:_:_:_:zone:to:pending:registry:merged:hostChanges:events:)``):
+    /// a record of a registered type must read as its value (else it is reported and skipped); a record of a
+    /// type no store here registered is kept as it came. Returns whether the zone's data changed.
+    private static func applyHost<Item: TableItem>(
+        _ record: Record, to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
+        merged: inout [RecordID], events: inout [SyncEvent]
+    ) -> Bool {
+        let name = record.id.name
+        let entry = registry.entry(for: record)
+        if let entry {
+            do throws(FlatSyncError) {
+                try entry.check(record)
+            } catch {
+                events.append(.error(SyncEventError(code: error.code.description, message: error.message)))
+                return false
+            }
+        }
+        switch pending.latestChange(for: record.id).map({ $0.isDelete }) {
+        case nil:
+            if state.hostRecords.changeTag(of: name) == record.changeTag,
+                state.hostRecords[name].map({ $0.hasSameContent(as: record) }) ?? false
+            {
+                return false
+            }
+            state.hostRecords[name] = record
+        case false:
+            if state.hostRecords.changeTag(of: name) == record.changeTag { return false }
+            let local = state.hostRecords[name]
+            let mine = local.flatMap { local in
+                local.type == record.type ? entry?.merge(local, record, pending.changedKeys(of: record.id)) : nil
+            }
+            state.hostRecords[name] = mine ?? local ?? record
+            state.sendWhole.insert(name)
+            merged.append(record.id)
+        case true:
+            state.skippedVersions[name] = record.changeTag
+            return false
+        }
+        state.hostRecords.setChangeTag(record.changeTag, of: name)
+        return true
+    }
+
     /// Queues saves of the zone's local data for a zone just created on the server (history as DESIGN §8
     /// allows: the newest 1,000 items plus anything newer than 28 days). Returns how many were queued.
     package func seed(_ zone: ZoneID) async throws -> Int {
-        let records: [Record]
-        if zone == .readingList {
-            records = zones.readingList.items.values.map(\.record)
-        } else {
+        var records: [Record]
+        switch zone {
+        case .readingList:
+            records = zones.readingList.items.values.map(\.record).sorted { $0.id < $1.id }
+        case .readingHistory:
             let now = options.currentDate()
             records = options.historyRetention.itemsForSeeding(zones.history.items.values, now: now).map(
-                \.record)
+                \.record
+            ).sorted { $0.id < $1.id }
+        default:
+            records = []
         }
+        // A parent before the records that refer to it (see ``RecordOrder``).
+        records += RecordOrder.parentsFirst(Array(zones.hostRecords(in: zone).records.values))
         guard !records.isEmpty else { return 0 }
-        return try await enqueueSaves(records.sorted { $0.id < $1.id }, in: zone)
+        return try await enqueueSaves(records, in: zone)
     }
 
     /// Logs saves of records the store already holds as one durable mutation.
@@ -352,11 +393,7 @@ extension LocalStore {
         let sequence = takeSequence()
         let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys), sequence: sequence) }
         let mutation = Mutation(sequence: sequence, zone: zone, changes: changes)
-        if zone == .readingList {
-            zones.readingList.appliedThroughSequence = sequence
-        } else {
-            zones.history.appliedThroughSequence = sequence
-        }
+        zones.setAppliedThroughSequence(sequence, of: zone)
         pending.enqueue(mutation)
         try await record([.mutation(mutation)])
         stateDidChange(zone)

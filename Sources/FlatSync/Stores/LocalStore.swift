@@ -40,6 +40,10 @@ public actor LocalStore {
         public var snapshotDelay: Duration
         /// How long history items are kept.
         public var historyRetention: HistoryRetention
+        /// The host-defined record types the store keeps beside the reading list and history (see
+        /// ``SyncableRecord``), each read and written through ``LocalStore/records(_:)``. Their zones are
+        /// synced with the built-in ones; a type must be registered every time the directory is opened.
+        public var recordTypes: [any SyncableRecord.Type] = []
         /// The log is compacted once it is larger than this many bytes (256 KiB, about 2,000 history records:
         /// below that, replaying dead entries costs less than rewriting the log)…
         package var compactionMinimumBytes = 256 << 10
@@ -66,8 +70,10 @@ public actor LocalStore {
             clock: any Clock<Duration> = ContinuousClock(),
             currentDate: @escaping @Sendable () -> Date = { Date() },
             snapshotDelay: Duration = .seconds(1),
-            historyRetention: HistoryRetention = .default
+            historyRetention: HistoryRetention = .default,
+            recordTypes: [any SyncableRecord.Type] = []
         ) {
+            self.recordTypes = recordTypes
             self.durability = durability
             self.deviceID = deviceID
             self.clock = clock
@@ -87,6 +93,19 @@ public actor LocalStore {
     public nonisolated var readingList: ReadingList { ReadingList(store: self, observer: nil) }
     /// The reading history.
     public nonisolated var history: ReadingHistory { ReadingHistory(store: self, observer: nil) }
+    /// The values of a host-defined record type registered in ``Options/recordTypes``. Writes through a
+    /// store taken here are durable but not sent until a ``SyncContext`` opens the directory: take it from
+    /// the context (``SyncContext/records(_:)``) to sync.
+    public nonisolated func records<Value: SyncableRecord>(_ type: Value.Type) -> RecordStore<Value> {
+        RecordStore(store: self, observer: nil)
+    }
+
+    /// The host-defined record types the store was opened with.
+    package nonisolated let registry: RecordTypeRegistry
+    /// Every zone the store syncs: the built-in ones, then the host zones, by name.
+    package nonisolated let zoneIDs: [ZoneID]
+    /// Where ``RecordStore/changes()`` hears of changes.
+    package nonisolated let recordChangeHub = RecordChangeHub()
 
     package let options: Options
     package nonisolated let eventHub = EventHub()
@@ -140,6 +159,7 @@ public actor LocalStore {
     ///   store owns the directory; ``FlatSyncError/Code-swift.struct/ioFailed`` if it cannot be read
     ///   or written.
     public init(directory: URL, options: Options = Options()) throws {
+        let registry = try RecordTypeRegistry(options.recordTypes)
         let directory = directory.standardizedFileURL
         let fileSystem = options.fileSystem
         // Its entry (and each new parent's) must be durable before anything in it is acknowledged. A
@@ -149,7 +169,9 @@ public actor LocalStore {
         try fileSystem.createDirectory(directory.path, permissions: 0o700, flushingExistingParents: firstOpen)
         let lock = try DirectoryLock.acquire(in: directory, fileSystem: fileSystem)
         DurableFileWriter.removeLeftoverTemporaryFiles(in: directory, fileSystem: fileSystem)
-        let recovered = try Recovery(directory: directory, options: options)
+        let recovered = try Recovery(directory: directory, options: options, registry: registry)
+        self.registry = registry
+        self.zoneIDs = ZoneID.all + registry.hostZones
         self.directory = directory
         self.options = options
         self.lock = lock
@@ -208,7 +230,7 @@ public actor LocalStore {
         for timer in snapshotTimers.values { timer.cancel() }
         snapshotTimers = [:]
         var firstError: (any Error)?
-        for zone in ZoneID.all {
+        for zone in zoneIDs {
             do { try await persistSnapshot(of: zone) } catch { firstError = firstError ?? error }
         }
         // As SQLite checkpoints its WAL when the last connection closes: a log of many small entries is
@@ -222,6 +244,7 @@ public actor LocalStore {
         log.close()
         lock.release()
         eventHub.finish()
+        recordChangeHub.finish()
         if let firstError { throw firstError }
     }
 
@@ -242,6 +265,7 @@ public actor LocalStore {
         log.close()
         lock.release()
         eventHub.finish()
+        recordChangeHub.finish()
     }
 
     /// Throws ``FlatSyncError/Code-swift.struct/storeClosed`` once the store is closed.
@@ -626,12 +650,19 @@ public actor LocalStore {
             }
         }
         swap(&state, &zones[keyPath: zone])
-        let changes = ChangeDraft.makeChanges(
+        var changes = ChangeDraft.makeChanges(
             &drafts, sequence: sequence, onTwoThreads: drafts.count >= options.parallelBatchMinimum)
         // The drafts were taken apart into the changes (each left holding nothing): only their buffer is freed.
         drafts = []
+        let itemsChanged = changes.count
+        guard itemsChanged > 0 else { return (0, nil) }
+        if zones[keyPath: zone].hostRecords.hasDependents {
+            // Host records a deleted item owns (`deleteSelf`) go in the same mutation.
+            changes += Self.cascadedDeletes(
+                of: changes, in: Item.zone, table: &zones[keyPath: zone].hostRecords, sequence: sequence,
+                hub: recordChangeHub)
+        }
         let changeCount = changes.count
-        guard changeCount > 0 else { return (0, nil) }
         _ = takeSequence()
         zones[keyPath: zone].appliedThroughSequence = sequence
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: consume changes)
@@ -649,7 +680,22 @@ public actor LocalStore {
         // Compacting before the flush is as safe as after: the rewrite holds the new mutation and makes
         // everything appended so far durable.
         try compactIfNeeded()
-        return (changeCount, Durable(log: log, ticket: ticket))
+        return (itemsChanged, Durable(log: log, ticket: ticket))
+    }
+
+    /// Logs a mutation whose changes memory already holds (its zone's data covers its sequence), queues
+    /// them for sending and returns what to wait on before it counts as done: the sequential half of
+    /// ``applyMutation(_:_:changedEach:)``, for mutations that are not bursts of built-in items.
+    func logAndQueue(_ mutation: consuming Mutation) throws(FlatSyncError) -> Durable {
+        let zone = mutation.zone
+        let changeCount = mutation.changes.count
+        let entry = CommandLogEvent.mutation(mutation).encoded()
+        pending.enqueue(consume mutation)
+        let ticket = try append([entry])
+        recordChangesInLog += changeCount
+        stateDidChange(zone)
+        try compactIfNeeded()
+        return Durable(log: log, ticket: ticket)
     }
 
     /// A large batch's two halves of work, at once on two threads: its log entry is encoded, appended and
@@ -772,6 +818,11 @@ public actor LocalStore {
             covered = state.appliedThroughSequence
             if let logged { try await log.waitUntilFlushed(logged) }
             try await Self.writeSnapshot(state, to: url, fileSystem: fileSystem)
+        } else if zone != .readingHistory {
+            let state = zones.hostZones[zone] ?? ZoneState()
+            covered = state.appliedThroughSequence
+            if let logged { try await log.waitUntilFlushed(logged) }
+            try await Self.writeSnapshot(state, zone: zone, to: url, fileSystem: fileSystem)
         } else {
             // Written newest first, so that the next open finds the history in order and its first read
             // sorts nothing.
@@ -790,9 +841,9 @@ public actor LocalStore {
 
     /// Encodes and writes a snapshot away from the actor, so mutations go on meanwhile.
     private nonisolated static func writeSnapshot<Item: ColumnarItem>(
-        _ state: ZoneState<Item>, to url: URL, fileSystem: FileSystem
+        _ state: ZoneState<Item>, zone: ZoneID = Item.zone, to url: URL, fileSystem: FileSystem
     ) async throws {
-        let data = try SnapshotFile(state).encoded()
+        let data = try SnapshotFile(state, zone: zone).encoded()
         try DurableFileWriter(fileSystem: fileSystem).write(data, to: url)
     }
 
@@ -800,8 +851,14 @@ public actor LocalStore {
         directory.appendingPathComponent(Self.snapshotFileName(zone))
     }
 
+    /// `reading-list.plist`, `reading-history.plist`, and `zone-<name>.plist` for a host zone (whose name
+    /// ``RecordTypeRegistry`` checked: letters, digits, `_` and `-`).
     package static func snapshotFileName(_ zone: ZoneID) -> String {
-        zone == .readingList ? "reading-list.plist" : "reading-history.plist"
+        switch zone {
+        case .readingList: return "reading-list.plist"
+        case .readingHistory: return "reading-history.plist"
+        default: return "zone-\(zone.name).plist"
+        }
     }
 
     // MARK: - Compaction
@@ -821,7 +878,10 @@ public actor LocalStore {
     /// live commands (and which were being sent), and acknowledged changes no snapshot holds yet.
     package func compact() throws(FlatSyncError) {
         var events: [CommandLogEvent] = [.counters(nextSequence: nextSequence, nextCommandID: pending.nextCommandID)]
-        for zone in ZoneID.all {
+        // Every zone with something to keep: a host zone no longer registered keeps its commands too.
+        let zonesToKeep = Set(zoneIDs).union(pending.zones).union(lastWipeSequence.keys).union(
+            acknowledgedSinceSnapshot.keys)
+        for zone in zonesToKeep.sorted() {
             if let wipe = lastWipeSequence[zone], wipe > snapshotSequenceOnDisk[zone, default: 0] {
                 events.append(.clearedZone(zone, sequence: wipe))
             }
@@ -907,16 +967,17 @@ public actor LocalStore {
     package func wipeAll(newAccount: String?) async throws {
         try checkWritable()
         let sequence = takeSequence()
-        for zone in ZoneID.all { lastWipeSequence[zone] = sequence }
+        let allZones = Set(zoneIDs).union(zones.hostZones.keys).sorted()
+        for zone in allZones { lastWipeSequence[zone] = sequence }
         acknowledgedSinceSnapshot = [:]
         pending.clearAll()
-        for zone in ZoneID.all { zones.wipe(zone, at: sequence) }
+        for zone in allZones { zones.wipe(zone, at: sequence) }
         try await record([.clearedAll(sequence: sequence)])
         try forgetRefusals(in: nil)
         var file = DeviceFile(deviceID: deviceID)
         file.account = newAccount
         try saveDeviceFile(file)
-        for zone in ZoneID.all {
+        for zone in zoneIDs {
             stateVersion[zone, default: 0] += 1
             try await persistSnapshot(of: zone)
         }

@@ -30,8 +30,17 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// (a record deleted and created again by another device holds none of this one's older fields). Kept
     /// in the snapshot beside the merged data and the tag.
     package var sendWhole: Set<String> = []
+    /// The zone's records that belong to host-defined stores (see ``SyncableRecord``) rather than to the
+    /// built-in items: every record whose name the item type does not claim (``owns(_:)``).
+    package var hostRecords = HostRecordTable()
 
     package init() {}
+
+    /// True when the record named `name` is one of the built-in items' (its name has their prefix), false
+    /// when it is a host record.
+    package func owns(_ name: String) -> Bool {
+        Item.holdsItems && Item.articleID(fromRecordName: name) != nil
+    }
 
     /// Keeps the fields of `record`, as the server holds it, that the items do not use (forgetting those of
     /// an earlier version). A record whose content is an item has none to tell.
@@ -62,17 +71,56 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// its tag until the server confirms the delete, because the delete is sent with it. The item table
     /// keeps the tags (``ItemTable/changeTag(of:)``).
     package func changeTag(of name: String) -> ChangeTag? {
-        items.changeTag(of: name)
+        if hostRecords.isEmpty || owns(name) { return items.changeTag(of: name) }
+        return hostRecords.changeTag(of: name)
     }
 
     /// Sets the change tag of the record named `name`, or forgets it (nil).
     package mutating func setChangeTag(_ tag: ChangeTag?, of name: String) {
-        items.setChangeTag(tag, of: name)
+        if owns(name) {
+            items.setChangeTag(tag, of: name)
+        } else {
+            hostRecords.setChangeTag(tag, of: name)
+        }
     }
 
     /// Every change tag by record name (tests).
     package var changeTagsByName: [String: ChangeTag] {
         Dictionary(items.changeTagNames.map { ($0, items.changeTag(of: $0)!) }, uniquingKeysWith: { $1 })
+            .merging(hostRecords.changeTags) { $1 }
+    }
+
+    /// The name of every record of the zone, built-in or host, that this device has or has a tag of.
+    package var knownRecordNames: Set<String> {
+        var names = Set(items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(items.changeTagNames)
+        names.formUnion(hostRecords.records.keys)
+        names.formUnion(hostRecords.changeTags.keys)
+        return names
+    }
+
+    /// Stores a record as the zone holds it: a built-in item from the record (when it decodes), or a host
+    /// record. Leaves the change tag alone.
+    package mutating func store(_ record: Record) {
+        let name = record.id.name
+        if owns(name) {
+            if let articleID = Item.articleID(fromRecordName: name), let item = try? Item(record: record) {
+                items[articleID] = item
+            }
+        } else {
+            hostRecords[name] = record
+        }
+    }
+
+    /// Removes the record named `name`, returning whether there was one. Leaves the change tag alone.
+    @discardableResult
+    package mutating func removeRecord(named name: String) -> Bool {
+        if owns(name) {
+            guard let articleID = Item.articleID(fromRecordName: name) else { return false }
+            return items.removeValue(forKey: articleID) != nil
+        }
+        guard hostRecords[name] != nil else { return false }
+        hostRecords[name] = nil
+        return true
     }
 
     /// The item's record with the change tag last seen from the server.
@@ -84,12 +132,19 @@ package struct ZoneState<Item: TableItem>: Sendable {
 
     /// The current record for a record ID in this zone, with its change tag.
     package func record(for id: RecordID) -> Record? {
-        Item.articleID(fromRecordName: id.name).flatMap { record(forArticle: $0) }
+        guard owns(id.name) else {
+            return hostRecords[id.name].map { $0.withChangeTag(hostRecords.changeTag(of: id.name)) }
+        }
+        return Item.articleID(fromRecordName: id.name).flatMap { record(forArticle: $0) }
     }
 
     /// Lays a change over the data exactly as the original mutation left it: a save sets the item from
     /// the change's whole record, a delete removes it. Changes whose record does not decode are skipped.
     package mutating func apply(_ change: RecordChange) {
+        guard owns(change.recordID.name) else {
+            hostRecords[change.recordID.name] = change.isDelete ? nil : change.carriedRecord
+            return
+        }
         guard let articleID = Item.articleID(fromRecordName: change.recordID.name) else { return }
         switch change.operation {
         case .save(let record):
@@ -142,31 +197,239 @@ extension Equatable {
     fileprivate func isEqual(to other: Self) -> Bool { self == other }
 }
 
-/// Both zones' states, kept together so code can reach either through a key path.
+/// Every zone's state: the two built-in zones, and the zones only host-defined stores use, kept together so
+/// code can reach any of them by its ID (or a built-in one through a key path).
 package struct ZoneStates: Sendable {
     package var readingList = ZoneState<ReadingListEntry>()
     package var history = ZoneState<ReadingHistoryItem>()
+    /// The zones that hold host records only (see ``HostZoneItem``), by ID.
+    package var hostZones: [ZoneID: ZoneState<HostZoneItem>] = [:]
 
     package init() {}
 
+    /// Runs `body` with the state of `zone` (a host zone not known yet starts empty), whichever its type:
+    /// the parts every zone has (token, sequence, host records, bookkeeping by record name).
+    package mutating func modify<R>(_ zone: ZoneID, _ body: (inout any ZoneStateParts) -> R) -> R {
+        // Taken out and put back, so that the existential holds the only reference to the state's storage.
+        switch zone {
+        case .readingList:
+            var parts: any ZoneStateParts = readingList
+            readingList = ZoneState()
+            defer { readingList = parts as! ZoneState<ReadingListEntry> }
+            return body(&parts)
+        case .readingHistory:
+            var parts: any ZoneStateParts = history
+            history = ZoneState()
+            defer { history = parts as! ZoneState<ReadingHistoryItem> }
+            return body(&parts)
+        default:
+            var parts: any ZoneStateParts = hostZones.removeValue(forKey: zone) ?? ZoneState<HostZoneItem>()
+            defer { hostZones[zone] = (parts as! ZoneState<HostZoneItem>) }
+            return body(&parts)
+        }
+    }
+
+    /// The state of `zone`'s parts every zone has, read only (an unknown host zone: an empty one).
+    package func parts(of zone: ZoneID) -> any ZoneStateParts {
+        switch zone {
+        case .readingList: return readingList
+        case .readingHistory: return history
+        default: return hostZones[zone] ?? ZoneState<HostZoneItem>()
+        }
+    }
+
     /// The sequence number a zone's data covers.
     package func appliedThroughSequence(of zone: ZoneID) -> UInt64 {
-        zone == .readingList ? readingList.appliedThroughSequence : history.appliedThroughSequence
+        parts(of: zone).appliedThroughSequence
     }
 
     /// Empties a zone (no items, tags or token), as wiped by the mutation numbered `sequence`.
     package mutating func wipe(_ zone: ZoneID, at sequence: UInt64) {
-        if zone == .readingList {
+        switch zone {
+        case .readingList:
             readingList = ZoneState()
             readingList.appliedThroughSequence = sequence
-        } else {
+        case .readingHistory:
             history = ZoneState()
             history.appliedThroughSequence = sequence
+        default:
+            var state = ZoneState<HostZoneItem>()
+            state.appliedThroughSequence = sequence
+            hostZones[zone] = state
         }
     }
 
-    /// The current record for an ID in either zone, with its change tag.
+    /// The current record for an ID in any zone, with its change tag.
     package func record(for id: RecordID) -> Record? {
-        id.zone == .readingList ? readingList.record(for: id) : history.record(for: id)
+        switch id.zone {
+        case .readingList: return readingList.record(for: id)
+        case .readingHistory: return history.record(for: id)
+        default: return hostZones[id.zone]?.record(for: id)
+        }
+    }
+
+    /// Runs `body` on the state of the zone of `id`, with no existential in between: the per-record calls of
+    /// a sync (tags, bookkeeping) go through here for every record sent or fetched.
+    @inline(__always)
+    private mutating func update(
+        _ zone: ZoneID,
+        _ list: (inout ZoneState<ReadingListEntry>) -> Void,
+        _ history: (inout ZoneState<ReadingHistoryItem>) -> Void,
+        _ host: (inout ZoneState<HostZoneItem>) -> Void
+    ) {
+        switch zone {
+        case .readingList: list(&readingList)
+        case .readingHistory: history(&self.history)
+        default: host(&hostZones[zone, default: ZoneState()])
+        }
+    }
+
+    /// The change tag last seen for a record.
+    package func changeTag(for id: RecordID) -> ChangeTag? {
+        switch id.zone {
+        case .readingList: return readingList.changeTag(of: id.name)
+        case .readingHistory: return history.changeTag(of: id.name)
+        default: return hostZones[id.zone]?.changeTag(of: id.name)
+        }
+    }
+
+    /// Sets (or forgets, nil) the change tag of a record.
+    package mutating func setChangeTag(_ tag: ChangeTag?, for id: RecordID) {
+        update(
+            id.zone, { $0.setChangeTag(tag, of: id.name) }, { $0.setChangeTag(tag, of: id.name) },
+            { $0.setChangeTag(tag, of: id.name) })
+    }
+
+    /// True when the record's next save sends every field (see ``ZoneState/sendWhole``).
+    package func sendsWhole(_ id: RecordID) -> Bool {
+        let names: Set<String>
+        switch id.zone {
+        case .readingList: names = readingList.sendWhole
+        case .readingHistory: names = history.sendWhole
+        default: names = hostZones[id.zone]?.sendWhole ?? []
+        }
+        return !names.isEmpty && names.contains(id.name)
+    }
+
+    /// Sets whether the record's next save sends every field.
+    package mutating func setSendWhole(_ sends: Bool, _ id: RecordID) {
+        func set<Item>(_ state: inout ZoneState<Item>) {
+            if sends {
+                state.sendWhole.insert(id.name)
+            } else if !state.sendWhole.isEmpty {
+                state.sendWhole.remove(id.name)
+            }
+        }
+        update(id.zone, { set(&$0) }, { set(&$0) }, { set(&$0) })
+    }
+
+    /// Notes that this device created the record on the server since its last fetch.
+    package mutating func noteCreated(_ id: RecordID) {
+        update(
+            id.zone, { $0.createdSinceFetch.insert(id.name) }, { $0.createdSinceFetch.insert(id.name) },
+            { $0.createdSinceFetch.insert(id.name) })
+    }
+
+    /// The version a fetch skipped for a pending delete of the record, if any.
+    package func skippedVersion(for id: RecordID) -> ChangeTag? {
+        parts(of: id.zone).skippedVersions[id.name]
+    }
+
+    /// Sets (or forgets) the version a fetch skipped for a pending delete of the record.
+    package mutating func setSkippedVersion(_ tag: ChangeTag?, for id: RecordID) {
+        update(
+            id.zone, { $0.skippedVersions[id.name] = tag }, { $0.skippedVersions[id.name] = tag },
+            { $0.skippedVersions[id.name] = tag })
+    }
+
+    /// Keeps the fields of a record the server returned that the zone's items do not use.
+    package mutating func keepUnknownFields(of record: Record) {
+        update(
+            record.id.zone, { $0.keepUnknownFields(of: record) }, { $0.keepUnknownFields(of: record) },
+            { $0.keepUnknownFields(of: record) })
+    }
+
+    /// Forgets the fields other clients wrote of a record the server deleted.
+    package mutating func forgetUnknownFields(of id: RecordID) {
+        update(
+            id.zone, { $0.unknownFields[id.name] = nil }, { $0.unknownFields[id.name] = nil },
+            { $0.unknownFields[id.name] = nil })
+    }
+
+    /// Stores a record as its zone holds it (see ``ZoneState/store(_:)``), leaving the tag alone.
+    package mutating func store(_ record: Record) {
+        update(record.id.zone, { $0.store(record) }, { $0.store(record) }, { $0.store(record) })
+    }
+
+    /// Removes a record (leaving its tag alone); returns whether there was one.
+    @discardableResult
+    package mutating func removeRecord(_ id: RecordID) -> Bool {
+        var removed = false
+        update(
+            id.zone, { removed = $0.removeRecord(named: id.name) }, { removed = $0.removeRecord(named: id.name) },
+            { removed = $0.removeRecord(named: id.name) })
+        return removed
+    }
+
+    /// Lays a change over its zone's data exactly as the original mutation left it (see
+    /// ``ZoneState/apply(_:)``), and notes that the zone's data now covers the change's sequence.
+    package mutating func replay(_ change: RecordChange) {
+        func replay<Item>(_ state: inout ZoneState<Item>) {
+            state.apply(change)
+            state.appliedThroughSequence = max(state.appliedThroughSequence, change.sequence)
+        }
+        update(change.recordID.zone, { replay(&$0) }, { replay(&$0) }, { replay(&$0) })
+    }
+
+    /// The zone's change token.
+    package func changeToken(of zone: ZoneID) -> ChangeToken? {
+        parts(of: zone).changeToken
+    }
+
+    /// Sets the sequence number a zone's data covers.
+    package mutating func setAppliedThroughSequence(_ sequence: UInt64, of zone: ZoneID) {
+        update(
+            zone, { $0.appliedThroughSequence = sequence }, { $0.appliedThroughSequence = sequence },
+            { $0.appliedThroughSequence = sequence })
+    }
+
+    /// Runs `body` with the host records of a zone, in place.
+    package mutating func withHostRecords<R>(in zone: ZoneID, _ body: (inout HostRecordTable) throws -> R) rethrows -> R {
+        switch zone {
+        case .readingList: return try body(&readingList.hostRecords)
+        case .readingHistory: return try body(&history.hostRecords)
+        default: return try body(&hostZones[zone, default: ZoneState()].hostRecords)
+        }
+    }
+
+    /// The host records of a zone, with their tags.
+    package func hostRecords(in zone: ZoneID) -> HostRecordTable {
+        switch zone {
+        case .readingList: return readingList.hostRecords
+        case .readingHistory: return history.hostRecords
+        default: return hostZones[zone]?.hostRecords ?? HostRecordTable()
+        }
     }
 }
+
+/// The parts of a ``ZoneState`` that do not depend on its item type, for code that serves every zone.
+package protocol ZoneStateParts: Sendable {
+    var changeToken: ChangeToken? { get set }
+    var appliedThroughSequence: UInt64 { get set }
+    var createdSinceFetch: Set<String> { get set }
+    var skippedVersions: [String: ChangeTag] { get set }
+    var unknownFields: [String: [String: FieldValue]] { get set }
+    var sendWhole: Set<String> { get set }
+    var hostRecords: HostRecordTable { get set }
+    func owns(_ name: String) -> Bool
+    func changeTag(of name: String) -> ChangeTag?
+    mutating func setChangeTag(_ tag: ChangeTag?, of name: String)
+    func record(for id: RecordID) -> Record?
+    mutating func store(_ record: Record)
+    @discardableResult mutating func removeRecord(named name: String) -> Bool
+    mutating func keepUnknownFields(of record: Record)
+    mutating func apply(_ change: RecordChange)
+    var knownRecordNames: Set<String> { get }
+}
+
+extension ZoneState: ZoneStateParts {}

@@ -34,7 +34,7 @@ extension SyncContext {
                 } catch let error as CloudError where error.code == .changeTokenExpired && !expired {
                     expired = true
                     token = nil
-                    targets.formUnion(ZoneID.all)
+                    targets.formUnion(zoneIDs)
                     continue
                 } catch {
                     outcome.stop = .from(error)
@@ -42,21 +42,21 @@ extension SyncContext {
                 }
                 // On a first fetch, deletions predate this device's data and say nothing about it.
                 if stored != nil {
-                    for deletion in changes.deletedZones where ZoneID.all.contains(deletion.zone) {
+                    for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
                         await wipeZone(deletion.zone, epoch: epoch)
                         outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))
                     }
                 }
-                targets.formUnion(changes.changedZones.filter { ZoneID.all.contains($0) })
+                targets.formUnion(changes.changedZones.filter { zoneIDs.contains($0) })
                 token = changes.token
                 if !changes.moreComing { break }
             }
             databaseToken = token
-            for zone in ZoneID.all where await localStore.changeToken(for: zone) == nil {
+            for zone in zoneIDs where await localStore.changeToken(for: zone) == nil {
                 targets.insert(zone)
             }
         }
-        for zone in ZoneID.all where targets.contains(zone) {
+        for zone in zoneIDs where targets.contains(zone) {
             if let stop = await fetchZone(zone, via: transport, epoch: epoch, into: &outcome) {
                 outcome.stop = stop
                 return outcome
@@ -143,6 +143,9 @@ extension SyncContext {
             outcome.changed += applied.changed
             outcome.deleted += applied.deleted
             emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
+            // Children whose parent is gone (saved by a device that had not yet heard of its delete):
+            // deleted here, and on the server by the push this asks for.
+            if try await localStore.deleteOrphans(in: zone) > 0 { requestPush(zone) }
         } catch {
             return .from(error)
         }

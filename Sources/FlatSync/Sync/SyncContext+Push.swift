@@ -461,8 +461,8 @@ extension SyncContext {
     /// Saves which zones are prepared and subscribed in `device.plist`.
     func savePreparedZones() async throws {
         var file = await localStore.deviceFile
-        file.preparedZones = ZoneID.all.filter { preparedZones.contains($0) }.map(\.name)
-        let subscribed = ZoneID.all.filter { subscribedZones.contains($0) }.map(\.name)
+        file.preparedZones = zoneIDs.filter { preparedZones.contains($0) }.map(\.name)
+        let subscribed = zoneIDs.filter { subscribedZones.contains($0) }.map(\.name)
         // Left out while empty, as in files written before subscriptions were kept.
         file.subscribedZones = subscribed.isEmpty && file.subscribedZones == nil ? nil : subscribed
         try await localStore.saveDeviceFile(file)

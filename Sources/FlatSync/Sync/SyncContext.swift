@@ -67,6 +67,9 @@ public actor SyncContext: LocalChangeObserver {
         public var snapshotDelay: Duration = .seconds(1)
         /// How long history items are kept, and which seed a fresh zone.
         public var historyRetention = HistoryRetention.default
+        /// The host-defined record types to sync beside the reading list and history (see
+        /// ``SyncableRecord``); read and write them through ``SyncContext/records(_:)``.
+        public var recordTypes: [any SyncableRecord.Type] = []
         /// Where the store's file-system calls go: the real file system, or a test double.
         package var fileSystem = FileSystem.posix
 
@@ -81,7 +84,7 @@ public actor SyncContext: LocalChangeObserver {
         var storeOptions: LocalStore.Options {
             var options = LocalStore.Options(
                 durability: durability, deviceID: deviceID, clock: clock, currentDate: currentDate,
-                snapshotDelay: snapshotDelay, historyRetention: historyRetention
+                snapshotDelay: snapshotDelay, historyRetention: historyRetention, recordTypes: recordTypes
             )
             options.fileSystem = fileSystem
             return options
@@ -94,6 +97,13 @@ public actor SyncContext: LocalChangeObserver {
     public nonisolated var readingList: ReadingList { ReadingList(store: localStore, observer: self) }
     /// The reading history; changes are sent after ``Configuration/historyDebounce``.
     public nonisolated var history: ReadingHistory { ReadingHistory(store: localStore, observer: self) }
+    /// The values of a host-defined record type registered in ``Configuration/recordTypes``; changes are
+    /// sent at once.
+    public nonisolated func records<Value: SyncableRecord>(_ type: Value.Type) -> RecordStore<Value> {
+        RecordStore(store: localStore, observer: self)
+    }
+    /// Every zone this context syncs: the built-in ones, then the host zones.
+    nonisolated var zoneIDs: [ZoneID] { localStore.zoneIDs }
 
     let configuration: Configuration
     let clock: EngineClock
@@ -225,14 +235,14 @@ public actor SyncContext: LocalChangeObserver {
     public func start() async throws {
         try await checkUsable()
         let epoch = accountEpoch
-        if let stop = try await queue.perform({ await self.ensurePrepared(ZoneID.all, epoch: epoch) }) {
+        if let stop = try await queue.perform({ await self.ensurePrepared(self.zoneIDs, epoch: epoch) }) {
             throw stop.error
         }
         isStarted = true
-        retryRefusedZones.formUnion(ZoneID.all)
+        retryRefusedZones.formUnion(zoneIDs)
         // Before the first fetch, so that a change made after that fetch read the server is pushed.
-        queue.enqueue { await self.ensureSubscribed(ZoneID.all, epoch: epoch) }
-        for zone in ZoneID.all { requestPush(zone) }
+        queue.enqueue { await self.ensureSubscribed(self.zoneIDs, epoch: epoch) }
+        for zone in zoneIDs { requestPush(zone) }
         requestFetch(full: true)
     }
 
@@ -254,7 +264,7 @@ public actor SyncContext: LocalChangeObserver {
     package func syncNow(whenCounting: @Sendable () -> Void) async throws -> SyncSummary {
         try await checkUsable()
         paused = nil
-        retryRefusedZones.formUnion(ZoneID.all)
+        retryRefusedZones.formUnion(zoneIDs)
         for key in Array(timers.keys) { cancelTimer(key) }
         let epoch = accountEpoch
         let id = nextSummaryID
@@ -272,7 +282,7 @@ public actor SyncContext: LocalChangeObserver {
     /// Call for each push notification: the named zones are fetched soon. Notifications that arrive while
     /// a fetch runs cause at most one more fetch.
     public func handleRemoteNotification(zones: [ZoneID]) {
-        zonesToFetch.formUnion(zones.filter { ZoneID.all.contains($0) })
+        zonesToFetch.formUnion(zones.filter { zoneIDs.contains($0) })
         requestFetch(full: false)
     }
 
@@ -298,7 +308,7 @@ public actor SyncContext: LocalChangeObserver {
     /// Call when the network comes back: work waiting for it (or backing off) runs now.
     public func networkDidBecomeAvailable() {
         var retry: [ZoneID] = []
-        for zone in ZoneID.all where timers[.pushRetry(zone)] != nil {
+        for zone in zoneIDs where timers[.pushRetry(zone)] != nil {
             cancelTimer(.pushRetry(zone))
             retry.append(zone)
         }
@@ -320,7 +330,7 @@ public actor SyncContext: LocalChangeObserver {
             account = newAccount
             if paused == .notAuthenticated, newAccount != nil {
                 paused = nil
-                for zone in ZoneID.all { requestPush(zone) }
+                for zone in zoneIDs { requestPush(zone) }
                 requestFetch(full: true)
             }
             return
@@ -344,7 +354,7 @@ public actor SyncContext: LocalChangeObserver {
         account = newAccount
         emit(.accountChanged(from: old, to: newAccount?.id))
         if isStarted, newAccount != nil {
-            for zone in ZoneID.all { requestPush(zone) }
+            for zone in zoneIDs { requestPush(zone) }
             requestFetch(full: true)
         }
     }
@@ -427,8 +437,8 @@ public actor SyncContext: LocalChangeObserver {
             pendingRecords: await localStore.pendingRecordCount(),
             refusedRecords: await localStore.refusals.count,
             paused: paused,
-            retrying: ZoneID.all.filter { timers[.pushRetry($0)] != nil },
-            preparedZones: ZoneID.all.filter { preparedZones.contains($0) },
+            retrying: zoneIDs.filter { timers[.pushRetry($0)] != nil },
+            preparedZones: zoneIDs.filter { preparedZones.contains($0) },
             readingListCount: await localStore.readingList.count(),
             historyCount: await localStore.history.count()
         )
@@ -510,7 +520,7 @@ public actor SyncContext: LocalChangeObserver {
     private func runFullSync(epoch: Int, summary id: UInt64) async -> SyncSummary {
         if epoch == accountEpoch {
             cancelTimer(.historyDebounce)
-            for zone in ZoneID.all {
+            for zone in zoneIDs {
                 handle(await push(zone, epoch: epoch), of: zone)
             }
             let zones = zonesToFetch

@@ -1,0 +1,178 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Writing host-defined records (see ``RecordStore``), and the deletes a `deleteSelf` reference ties to
+/// a deleted record.
+extension LocalStore {
+    /// Applies saves and deletes of one host record type in `zone` as one mutation and logs it; returns how
+    /// many records changed and what to wait on before the mutation counts as done (nil when nothing
+    /// changed).
+    ///
+    /// A save changes the fields that differ from the stored record (keeping fields the type does not
+    /// declare, which another client wrote); its change names those keys, so it coalesces with the
+    /// record's pending change field by field. A delete also deletes every record a chain of `deleteSelf`
+    /// references ties to it. Everything is checked before anything changes: a save of another type's
+    /// record, or with a `deleteSelf` reference to a record that neither exists nor is saved in the same
+    /// mutation, throws ``FlatSyncError/Code-swift.struct/invalidArgument``.
+    package func applyHostMutation(
+        in zone: ZoneID, recordType: String, saves: [Record], deletes: [String]
+    ) throws -> Applied {
+        guard let entry = registry.entry(zone: zone, recordType: recordType) else {
+            throw FlatSyncError(
+                .invalidArgument,
+                "The record type \(recordType) of zone \(zone) was not registered when the store was opened "
+                    + "(LocalStore.Options.recordTypes).")
+        }
+        try checkWritable()
+        // The later save of a record named twice wins, as it would as a mutation of its own.
+        var newRecords: [String: Record] = [:]
+        for record in saves { newRecords[record.id.name] = record }
+        let deleted = Set(deletes)
+        for record in saves {
+            if let stored = zones.record(for: record.id), stored.type != recordType {
+                throw FlatSyncError(
+                    .invalidArgument, "The record \(record.id) is a \(stored.type), not a \(recordType).")
+            }
+            for reference in record.references where reference.action == .deleteSelf {
+                let target = RecordID(zone: zone, name: reference.recordName)
+                let exists =
+                    (newRecords[target.name] != nil && !deleted.contains(target.name))
+                    || (zones.record(for: target) != nil && !deleted.contains(target.name))
+                guard exists else {
+                    throw FlatSyncError(
+                        .invalidArgument,
+                        "The record \(record.id) refers (deleteSelf) to \(target), which does not exist: it would be "
+                            + "deleted at once.")
+                }
+            }
+        }
+
+        let sequence = nextMutationSequence
+        var changes: [RecordChange] = []
+        var changedNames: [(recordType: String, name: String)] = []
+        // Changed in place (a copy of a large zone's table for every save would cost its size each time);
+        // nothing below throws, so memory changes only once every check above has passed.
+        zones.withHostRecords(in: zone) { table in
+            for name in newRecords.keys.sorted() where !deleted.contains(name) {
+                let new = newRecords[name]!
+                let old = table[name]
+                var fields = new.fields
+                if let old {
+                    // Fields of the stored record the type does not declare were written by another client.
+                    for (key, value) in old.fields where entry.fieldTypes[key] == nil && fields[key] == nil {
+                        fields[key] = value
+                    }
+                }
+                let oldFields = old?.fields ?? [:]
+                var keys = Set<String>()
+                for (key, value) in fields where oldFields[key] != value { keys.insert(key) }
+                for key in oldFields.keys where fields[key] == nil { keys.insert(key) }
+                guard !keys.isEmpty || old == nil else { continue }
+                let record = Record(id: new.id, type: recordType, fields: fields)
+                table[name] = record
+                changes.append(.save(record, changedKeys: keys, sequence: sequence))
+                changedNames.append((recordType, name))
+            }
+            let present = deletes.filter { table[$0]?.type == recordType }
+            for name in table.cascade(from: present) {
+                guard let record = table[name] else { continue }
+                table[name] = nil
+                changes.append(.delete(RecordID(zone: zone, name: name), sequence: sequence))
+                changedNames.append((record.type, name))
+            }
+        }
+        guard !changes.isEmpty else { return (0, nil) }
+        _ = takeSequence()
+        zones.setAppliedThroughSequence(sequence, of: zone)
+        let changed = changes.count
+        let durable = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: RecordOrder.changesInOrder(changes)))
+        recordChangeHub.emit(zone: zone, changed: changedNames)
+        return (changed, durable)
+    }
+
+    /// The deletes of the host records that a chain of `deleteSelf` references ties to the records that
+    /// `changes` delete, in the zone whose host records are `table` (which loses them), as changes of the
+    /// mutation numbered `sequence`. Empty when the zone holds no host records, at the cost of one check.
+    static func cascadedDeletes(
+        of changes: [RecordChange], in zone: ZoneID, table: inout HostRecordTable, sequence: UInt64,
+        hub: RecordChangeHub
+    ) -> [RecordChange] {
+        guard table.hasDependents else { return [] }
+        let targets = changes.lazy.filter(\.isDelete).map(\.recordID.name)
+        guard !targets.isEmpty else { return [] }
+        let targetList = Array(targets)
+        let cascade = table.cascade(from: targetList).dropFirst(targetList.count)
+        var deletes: [RecordChange] = []
+        var names: [(recordType: String, name: String)] = []
+        for name in cascade {
+            guard let record = table[name] else { continue }
+            table[name] = nil
+            deletes.append(.delete(RecordID(zone: zone, name: name), sequence: sequence))
+            names.append((record.type, name))
+        }
+        hub.emit(zone: zone, changed: names)
+        return deletes
+    }
+
+    /// Deletes, as one mutation, the host records of `zone` whose `deleteSelf` reference points at a record
+    /// the zone no longer has: a child another device saved after this one's fetch of its parent's delete,
+    /// or saved while the parent was being deleted elsewhere. CloudKit deletes such children only when
+    /// they exist as their target goes; a later one stays on the server, orphaned, unless a client deletes
+    /// it. Run once a zone's fetch is complete (a parent may come in a later page). Returns how many.
+    package func deleteOrphans(in zone: ZoneID) async throws -> Int {
+        let orphans = orphanedRecords(in: zone)
+        guard !orphans.isEmpty else { return 0 }
+        try checkWritable()
+        let sequence = takeSequence()
+        var changes: [RecordChange] = []
+        var names: [(recordType: String, name: String)] = []
+        zones.withHostRecords(in: zone) { table in
+            for name in table.cascade(from: orphans.sorted()) {
+                guard let record = table[name] else { continue }
+                table[name] = nil
+                changes.append(.delete(RecordID(zone: zone, name: name), sequence: sequence))
+                names.append((record.type, name))
+            }
+        }
+        zones.setAppliedThroughSequence(sequence, of: zone)
+        let durable = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: changes))
+        recordChangeHub.emit(zone: zone, changed: names)
+        try await durable.wait()
+        return changes.count
+    }
+}
+
+extension LocalStore {
+    /// The host records of `zone` whose `deleteSelf` reference points at a record the zone does not have
+    /// and no pending change saves.
+    private func orphanedRecords(in zone: ZoneID) -> [String] {
+        // Read through a copy, which shares the table's storage: nothing changes while it is held.
+        let table = zones.hostRecords(in: zone)
+        var orphans: [String] = []
+        for (name, record) in table.records {
+            for reference in record.references where reference.action == .deleteSelf && !reference.leaves(zone) {
+                let target = RecordID(zone: zone, name: reference.recordName)
+                let saved = pending.latestChange(for: target).map { !$0.isDelete } ?? false
+                if !saved, target.name != name, zones.record(for: target) == nil {
+                    orphans.append(name)
+                    break
+                }
+            }
+        }
+        return orphans
+    }
+}
+
+extension RecordOrder {
+    /// A mutation's changes with every save after the saves of the records it refers to.
+    static func changesInOrder(_ changes: [RecordChange]) -> [RecordChange] {
+        let saves = changes.filter { !$0.isDelete }
+        guard saves.count > 1 else { return changes }
+        let byName = Dictionary(saves.map { ($0.recordID.name, $0) }, uniquingKeysWith: { $1 })
+        let ordered = parentsFirst(saves.map(\.carriedRecord)).compactMap { byName[$0.id.name] }
+        return ordered + changes.filter(\.isDelete)
+    }
+}

@@ -1,0 +1,173 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The values of one host-defined record type (see ``SyncableRecord``): read them, save them, delete them.
+///
+/// Get one from a ``SyncContext`` (``SyncContext/records(_:)``), which sends every change, or from a
+/// ``LocalStore`` alone, offline. Every write returns once it is durable in the store's command log, like
+/// the reading list's; a context sends it right away. Bad input throws a ``FlatSyncError`` and writes
+/// nothing: a type that was not registered (``LocalStore/Options/recordTypes``), a bad record name, a field
+/// the type does not declare or of another type, a reference out of the zone or with an action other than
+/// `none` and `deleteSelf`, a `deleteSelf` reference to a record that does not exist, or a record over
+/// CloudKit's 1 MB (``FlatSyncError/Code-swift.struct/recordTooLarge``).
+///
+/// ```swift
+/// let notes = context.records(Note.self)
+/// try await notes.save(Note(id: "n1", articleID: "a1", text: "Read with tea", created: .now))
+/// try await context.readingList.remove("a1")      // deletes the note too: its reference is deleteSelf
+/// ```
+public struct RecordStore<Value: SyncableRecord>: Sendable {
+    let store: LocalStore
+    /// The sync engine, told about every durable change so it can send it.
+    let observer: (any LocalChangeObserver)?
+
+    /// Saves a value: creates its record, or changes the fields that differ from the stored one. Returns
+    /// false when the store already held an equal value (nothing is written then).
+    @discardableResult
+    public func save(_ value: Value) async throws -> Bool {
+        try await save([value]) > 0
+    }
+
+    /// Saves many values as one durable mutation: all of them or, on an error, none. A value named twice
+    /// keeps the later one. Returns how many records changed.
+    @discardableResult
+    public func save(_ values: [Value]) async throws -> Int {
+        let records = try values.map { (value) throws(FlatSyncError) in try Self.record(of: value) }
+        return try await apply(saves: records, deletes: [])
+    }
+
+    /// Deletes the value named `id` and every record whose `deleteSelf` reference ties it to it, here at
+    /// once and, once sent, on every device. Returns false when there was no such value.
+    @discardableResult
+    public func delete(_ id: String) async throws -> Bool {
+        try await delete([id]) > 0
+    }
+
+    /// Deletes many values (and what their `deleteSelf` references tie to them) as one durable mutation.
+    /// Returns how many of `ids` were there.
+    @discardableResult
+    public func delete(_ ids: [String]) async throws -> Int {
+        for id in ids { try Self.validate(recordName: id) }
+        return try await apply(saves: [], deletes: ids)
+    }
+
+    /// The value named `id`, if the store has it (and its record reads as one).
+    public func value(_ id: String) async -> Value? {
+        guard let record = await store.zones.hostRecords(in: Value.zone)[id], record.type == Value.recordType else {
+            return nil
+        }
+        return try? Value(record: record)
+    }
+
+    /// Every value, by record name. A record that does not read as a value (another client wrote it
+    /// wrong) is left out; ``record(_:)`` still shows it.
+    public func values() async -> [Value] {
+        let table = await store.zones.hostRecords(in: Value.zone)
+        return table.records.keys.sorted().compactMap { name in
+            guard let record = table[name], record.type == Value.recordType else { return nil }
+            return try? Value(record: record)
+        }
+    }
+
+    /// The number of records of the type.
+    public func count() async -> Int {
+        await store.zones.hostRecords(in: Value.zone).records.values.lazy.filter { $0.type == Value.recordType }.count
+    }
+
+    /// The value's record as the server knows it: its fields, any field another client wrote, and the change
+    /// tag last seen.
+    public func record(_ id: String) async -> Record? {
+        let record = await store.zones.record(for: Value.recordID(id))
+        return record?.type == Value.recordType ? record : nil
+    }
+
+    /// A stream of the record names of the type's values that changed, here or on another device (a
+    /// save, a delete, a merge), from now on, one element per change the store takes in. It ends when the
+    /// store closes.
+    public func changes() -> AsyncStream<[String]> {
+        store.recordChangeHub.subscribe(zone: Value.zone, recordType: Value.recordType)
+    }
+
+    private func apply(saves: [Record], deletes: [String]) async throws -> Int {
+        let zone = Value.zone
+        let changed = try await store.applyDurably { store in
+            try store.applyHostMutation(in: zone, recordType: Value.recordType, saves: saves, deletes: deletes)
+        }
+        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: zone) }
+        return changed
+    }
+
+    /// The record a value saves, checked: its name, its fields against ``SyncableRecord/fieldTypes``, its
+    /// references and its size.
+    static func record(of value: Value) throws(FlatSyncError) -> Record {
+        let name = value.id
+        try validate(recordName: name)
+        let fields = value.fields
+        for key in fields.keys.sorted() {
+            let field = fields[key]!
+            guard let type = Value.fieldTypes[key] else {
+                throw FlatSyncError(
+                    .invalidArgument, "\(Value.self) writes the field \(key), which its fieldTypes do not declare.")
+            }
+            guard type.accepts(field) else {
+                throw FlatSyncError(
+                    .invalidArgument, "\(Value.self)'s field \(key) holds \(field), not the declared \(type.wireName).")
+            }
+        }
+        let record = Record(id: Value.recordID(name), type: Value.recordType, fields: fields)
+        for reference in record.references {
+            guard !reference.leaves(Value.zone) else {
+                throw FlatSyncError(
+                    .invalidArgument,
+                    "\(Value.self) \(name) refers to \(reference), out of its zone \(Value.zone): CloudKit allows "
+                        + "references within one zone only.")
+            }
+            guard reference.action != .validate else {
+                throw FlatSyncError(
+                    .invalidArgument, "\(Value.self) \(name): a reference's action must be none or deleteSelf.")
+            }
+        }
+        let size = record.approximateSize
+        guard size <= maximumRecordSize else {
+            throw FlatSyncError(
+                .recordTooLarge,
+                "\(Value.self) \(name) is about \(size) bytes; CloudKit takes records of at most \(maximumRecordSize).")
+        }
+        return record
+    }
+
+    /// CloudKit's limit on a record's size, assets aside (PropertyMetrics).
+    static var maximumRecordSize: Int { 1_000_000 }
+
+    /// Checks a record name: 1–255 UTF-8 bytes without control characters (as an article ID), and not one
+    /// the zone's built-in records use.
+    static func validate(recordName name: String) throws(FlatSyncError) {
+        do throws(FlatSyncError) {
+            try ArticleID.validate(name)
+        } catch {
+            throw FlatSyncError(.invalidArgument, "The record name is not valid: \(error.message)")
+        }
+        let builtIn =
+            (Value.zone == .readingList && ReadingListEntry.articleID(fromRecordName: name) != nil)
+            || (Value.zone == .readingHistory && ReadingHistoryItem.articleID(fromRecordName: name) != nil)
+        guard !builtIn else {
+            throw FlatSyncError(
+                .invalidArgument, "The record name \(name) has the prefix of the zone's built-in records.")
+        }
+    }
+
+    /// The fields a value's record holds over `existing`, the stored version: the value's fields, and any
+    /// field of `existing` the type does not declare (another client wrote it).
+    static func fields(of value: Value, over existing: Record?) -> [String: FieldValue] {
+        var fields = value.fields
+        if let existing {
+            for (key, field) in existing.fields where Value.fieldTypes[key] == nil && fields[key] == nil {
+                fields[key] = field
+            }
+        }
+        return fields
+    }
+}

@@ -1,0 +1,105 @@
+/// The host-defined record types a store was opened with (``LocalStore/Options/recordTypes``), checked and
+/// kept without their Swift types, so that the engine below ``RecordStore`` deals in records only.
+package struct RecordTypeRegistry: Sendable {
+    /// One registered type.
+    package struct Entry: Sendable {
+        package let zone: ZoneID
+        package let recordType: String
+        package let fieldTypes: [String: CloudSchema.FieldType]
+        /// Throws ``FlatSyncError/Code-swift.struct/malformedRecord`` when the record does not read as a value.
+        package let check: @Sendable (Record) throws(FlatSyncError) -> Void
+        /// The merge of this device's version (`mine`, changed in `changedFields`) with the server's, by the
+        /// type's rule; nil when either does not read as a value.
+        package let merge: @Sendable (_ mine: Record, _ server: Record, _ changedFields: Set<String>) -> Record?
+    }
+
+    /// The entries by zone, then by record type.
+    private let entries: [ZoneID: [String: Entry]]
+    /// The zones that hold host records only, sorted: every registered zone but the built-in ones.
+    package let hostZones: [ZoneID]
+
+    /// The longest zone name a host may use; CloudKit documents no limit, and a snapshot's file is named
+    /// after its zone.
+    package static let maximumZoneNameLength = 64
+
+    /// Checks and keeps `types`; throws ``FlatSyncError/Code-swift.struct/invalidArgument`` naming the first
+    /// problem: a zone name that is not 1–64 ASCII letters, digits, `_` or `-`; a record type that is empty,
+    /// built in or registered twice in a zone; no fields, or a field named like FlatSync's own
+    /// (``CloudSchema/lastModifiedByField``).
+    package init(_ types: [any SyncableRecord.Type]) throws(FlatSyncError) {
+        var entries: [ZoneID: [String: Entry]] = [:]
+        for type in types {
+            let entry = try Self.entry(for: type)
+            guard entries[entry.zone]?[entry.recordType] == nil else {
+                throw FlatSyncError(
+                    .invalidArgument, "The record type \(entry.recordType) is registered twice in zone \(entry.zone).")
+            }
+            entries[entry.zone, default: [:]][entry.recordType] = entry
+        }
+        self.entries = entries
+        hostZones = entries.keys.filter { !ZoneID.all.contains($0) }.sorted()
+    }
+
+    /// True for an ASCII letter, digit, `_` or `-`.
+    private static func isZoneNameByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static func entry<Value: SyncableRecord>(for type: Value.Type) throws(FlatSyncError) -> Entry {
+        let zone = Value.zone
+        let name = zone.name
+        guard !name.isEmpty, name.utf8.count <= maximumZoneNameLength,
+            name.utf8.allSatisfy(isZoneNameByte)
+        else {
+            throw FlatSyncError(
+                .invalidArgument,
+                "The zone name \"\(name)\" of \(Value.self) is not 1–\(maximumZoneNameLength) ASCII letters, digits, "
+                    + "_ or -.")
+        }
+        let recordType = Value.recordType
+        guard !recordType.isEmpty, CloudSchema.flatSync.recordTypes[recordType] == nil else {
+            throw FlatSyncError(.invalidArgument, "\(Value.self) may not use the record type \"\(recordType)\".")
+        }
+        guard !Value.fieldTypes.isEmpty, Value.fieldTypes[CloudSchema.lastModifiedByField] == nil else {
+            throw FlatSyncError(
+                .invalidArgument,
+                "\(Value.self) must declare at least one field, and none named \(CloudSchema.lastModifiedByField).")
+        }
+        return Entry(
+            zone: zone, recordType: recordType, fieldTypes: Value.fieldTypes,
+            check: { (record) throws(FlatSyncError) in _ = try Value(record: record) },
+            merge: { mine, server, changed in
+                guard let mine = try? Value(record: mine), let theirs = try? Value(record: server) else { return nil }
+                var merged = server
+                merged.fields = RecordStore<Value>.fields(of: Value.merge(mine, theirs, changedFields: changed), over: server)
+                return merged
+            })
+    }
+
+    /// The entry of a record's type in its zone, if one is registered.
+    package func entry(for record: Record) -> Entry? {
+        entries[record.id.zone]?[record.type]
+    }
+
+    /// The entry of `recordType` in `zone`, if one is registered.
+    package func entry(zone: ZoneID, recordType: String) -> Entry? {
+        entries[zone]?[recordType]
+    }
+}
+
+extension SyncableRecord {
+    /// Reads a value from its record, checking the type.
+    init(record: Record) throws(FlatSyncError) {
+        guard record.type == Self.recordType, record.id.zone == Self.zone else {
+            throw FlatSyncError(
+                .malformedRecord, "The record \(record.id) of type \(record.type) is not a \(Self.recordType).")
+        }
+        try self.init(id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
+    }
+}

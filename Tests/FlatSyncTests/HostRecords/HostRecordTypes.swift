@@ -1,0 +1,106 @@
+import FlatSync
+import Foundation
+
+/// A note on a saved article, in the reading list's zone: deleting the entry deletes the note.
+struct TestNote: SyncableRecord {
+    static let zone = ZoneID.readingList
+    static let recordType = "TestNote"
+    static let fieldTypes: [String: CloudSchema.FieldType] = [
+        "article": .reference, "text": .string, "created": .timestamp, "tags": .list(.string), "pinned": .int64,
+    ]
+
+    var id: String
+    var articleID: String
+    var text: String
+    var created = Date(timeIntervalSince1970: 1_700_000_000)
+    var tags: [String] = []
+    var pinned = false
+
+    init(id: String, articleID: String, text: String, tags: [String] = [], pinned: Bool = false) {
+        self.id = id
+        self.articleID = articleID
+        self.text = text
+        self.tags = tags
+        self.pinned = pinned
+    }
+
+    var fields: [String: FieldValue] {
+        var fields: [String: FieldValue] = [
+            "article": .reference(ReadingListEntry.reference(to: articleID, action: .deleteSelf)),
+            "text": .string(text), "created": .date(created), "pinned": .int(pinned ? 1 : 0),
+        ]
+        if !tags.isEmpty { fields["tags"] = .list(tags.map(FieldValue.string)) }
+        return fields
+    }
+
+    init(id: String, fields: RecordFields) throws(FlatSyncError) {
+        self.id = id
+        articleID = try ReadingListEntry.articleID(from: fields.reference("article"))
+        text = try fields.string("text")
+        created = try fields.date("created")
+        tags = try fields.list("tags").compactMap(\.stringValue)
+        pinned = try fields.optional("pinned", RecordFields.bool) ?? false
+    }
+}
+
+/// A recipe in a zone of its own.
+struct TestRecipe: SyncableRecord {
+    static let zone = ZoneID("Recipes")
+    static let recordType = "Recipe"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string, "servings": .int64]
+
+    var id: String
+    var title: String
+    var servings: Int64 = 2
+
+    init(id: String, title: String, servings: Int64 = 2) {
+        self.id = id
+        self.title = title
+        self.servings = servings
+    }
+
+    var fields: [String: FieldValue] { ["title": .string(title), "servings": .int(servings)] }
+
+    init(id: String, fields: RecordFields) throws(FlatSyncError) {
+        self.id = id
+        title = try fields.string("title")
+        servings = try fields.int("servings")
+    }
+}
+
+/// A step of a recipe, owned by it; a step may also refer to the step before it without owning it.
+struct TestStep: SyncableRecord {
+    static let zone = ZoneID("Recipes")
+    static let recordType = "Step"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["recipe": .reference, "text": .string, "after": .reference]
+
+    var id: String
+    var recipeID: String
+    var text: String
+    var after: String?
+
+    init(id: String, recipeID: String, text: String, after: String? = nil) {
+        self.id = id
+        self.recipeID = recipeID
+        self.text = text
+        self.after = after
+    }
+
+    var fields: [String: FieldValue] {
+        var fields: [String: FieldValue] = [
+            "recipe": .reference(TestRecipe.reference(to: recipeID, action: .deleteSelf)), "text": .string(text),
+        ]
+        if let after { fields["after"] = .reference(TestStep.reference(to: after)) }
+        return fields
+    }
+
+    init(id: String, fields: RecordFields) throws(FlatSyncError) {
+        self.id = id
+        recipeID = try fields.reference("recipe").recordName
+        text = try fields.string("text")
+        after = try fields.optional("after", RecordFields.reference)?.recordName
+    }
+}
+
+/// Every host type the tests register.
+let testRecordTypes: [any SyncableRecord.Type] = [TestNote.self, TestRecipe.self, TestStep.self]
