@@ -145,7 +145,10 @@ extension SyncContext {
             emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
             // Children whose parent is gone (saved by a device that had not yet heard of its delete):
             // deleted here, and on the server by the push this asks for.
-            if try await localStore.deleteOrphans(in: zone) > 0 { requestPush(zone) }
+            if try await localStore.deleteOrphans(in: zone) > 0 {
+                zonesWithOrphansDeleted.insert(zone)
+                requestPush(zone)
+            }
         } catch {
             return .from(error)
         }

@@ -123,6 +123,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Zones whose parked (refused) changes the next push sends once more: set by ``start()`` and
     /// ``syncNow()``, taken by the push.
     var retryRefusedZones: Set<ZoneID> = []
+    /// Zones whose fetch deleted orphaned host records (see ``LocalStore/deleteOrphans(in:)``): a full sync
+    /// sends those deletes before it returns.
+    var zonesWithOrphansDeleted: Set<ZoneID> = []
     var isStarted = false
     var isClosed = false
     private var random: SeededRandomNumberGenerator
@@ -527,6 +530,11 @@ public actor SyncContext: LocalChangeObserver {
             zonesToFetch = []
             fullFetchRequested = false
             handle(await fetch(full: true, zones: zones, epoch: epoch), full: true, zones: zones)
+            let orphaned = zonesWithOrphansDeleted
+            zonesWithOrphansDeleted = []
+            for zone in zoneIDs where orphaned.contains(zone) && epoch == accountEpoch {
+                handle(await push(zone, epoch: epoch), of: zone)
+            }
         }
         var summary = openSummaries.removeValue(forKey: id) ?? SyncSummary()
         summary.pendingRecords = await localStore.pendingRecordCount()

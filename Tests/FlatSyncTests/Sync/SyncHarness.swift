@@ -81,7 +81,9 @@ final class SyncHarness: Sendable {
             let transport = CloudKitWebServicesTransport(
                 configuration: .init(
                     containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "engine-tests",
-                    tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
+                    tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL,
+                    // The host types the host-store tests register: declaring them changes nothing for the rest.
+                    schema: .flatSync(adding: testRecordTypes)))
             transports[name] = transport
             return transport
         }

@@ -1,0 +1,188 @@
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// Host-defined stores synced between devices, through the in-memory cloud and through CloudKit Web
+/// Services: their records, the server's cascades, orphans, merges and bad records from the server.
+@Suite struct HostRecordSyncTests {
+    static let routes: [SyncHarness.Route] = [.direct, .http]
+
+    private func device(_ harness: SyncHarness, _ name: String) async throws -> SyncContext {
+        try await harness.device(name) { $0.recordTypes = testRecordTypes }
+    }
+
+    @Test(arguments: Self.routes)
+    func recordsGoToTheServerAndToAnotherDevice(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            try await a.readingList.add("a1", title: "Tides")
+            try await a.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Tea", tags: ["x", "y"]))
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
+            #expect(try await a.syncNow().isComplete)
+            let onServer = try await harness.cloud.records(in: TestRecipe.zone).map(\.id.name).sorted()
+            #expect(onServer == ["r1", "s1"])
+            let note = try #require(await harness.cloud.records(in: .readingList).first { $0.id.name == "n1" })
+            #expect(note.type == "TestNote")
+            #expect(note["article"]?.referenceValue == ReadingListEntry.reference(to: "a1", action: .deleteSelf))
+
+            let b = try await device(harness, "B")
+            #expect(await b.records(TestNote.self).value("n1") == TestNote(id: "n1", articleID: "a1", text: "Tea", tags: ["x", "y"]))
+            #expect(await b.records(TestStep.self).value("s1")?.recipeID == "r1")
+            #expect(await b.readingList.entries().map(\.articleID) == ["a1"], "a note is not an entry on B either")
+
+            // An edit on B reaches A as an update of the changed field.
+            try await b.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Green tea", tags: ["x", "y"]))
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.records(TestNote.self).value("n1")?.text == "Green tea")
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func unsavingAnArticleDeletesItsNotesOnEveryDevice(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            try await a.readingList.add("a1")
+            try await a.records(TestNote.self).save([
+                TestNote(id: "n1", articleID: "a1", text: "one"), TestNote(id: "n2", articleID: "a1", text: "two"),
+            ])
+            #expect(try await a.syncNow().isComplete)
+            let b = try await device(harness, "B")
+            #expect(await b.records(TestNote.self).count() == 2)
+
+            try await a.readingList.remove("a1")
+            #expect(await a.records(TestNote.self).count() == 0, "at once on this device")
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await harness.cloud.records(in: .readingList).isEmpty)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await b.records(TestNote.self).count() == 0)
+            #expect(await b.readingList.count() == 0)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func aNoteAddedWhileItsArticleWasUnsavedElsewhereLeavesNoOrphan(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            try await a.readingList.add("a1")
+            #expect(try await a.syncNow().isComplete)
+            let b = try await device(harness, "B")
+            #expect(await b.readingList.contains("a1"))
+
+            // A unsaves; B, not having heard, adds a note to the article and sends it first.
+            try await a.readingList.remove("a1")
+            #expect(try await a.syncNow().isComplete)
+            try await b.records(TestNote.self).save(TestNote(id: "late", articleID: "a1", text: "too late"))
+            #expect(try await b.syncNow().isComplete)
+            #expect(await b.records(TestNote.self).count() == 0, "B deleted the orphan once it heard of the delete")
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await harness.cloud.records(in: .readingList).isEmpty, "and on the server")
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.records(TestNote.self).count() == 0)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func concurrentEditsOfDifferentFieldsMergeThreeWay(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup", servings: 2))
+            #expect(try await a.syncNow().isComplete)
+            let b = try await device(harness, "B")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup", servings: 2))
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup", servings: 6))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete, "B's save meets A's version: merged, sent again")
+            #expect(try await a.syncNow().isComplete)
+            let expected = TestRecipe(id: "r1", title: "Leek soup", servings: 6)
+            #expect(await a.records(TestRecipe.self).value("r1") == expected)
+            #expect(await b.records(TestRecipe.self).value("r1") == expected)
+            let server = try #require(try await harness.cloud.records(in: TestRecipe.zone).first)
+            #expect(server["title"] == .string("Leek soup"))
+            #expect(server["servings"] == .int(6))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test func aCustomMergeRuleDecides() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A") { $0.recordTypes = [Counter.self] }
+            try await a.records(Counter.self).save(Counter(id: "c", count: 1))
+            #expect(try await a.syncNow().isComplete)
+            let b = try await harness.device("B") { $0.recordTypes = [Counter.self] }
+            try await a.records(Counter.self).save(Counter(id: "c", count: 5))
+            try await b.records(Counter.self).save(Counter(id: "c", count: 3))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.records(Counter.self).value("c")?.count == 5, "the larger count wins, as Counter says")
+            #expect(await b.records(Counter.self).value("c")?.count == 5)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test func aRecordThatDoesNotReadIsReportedAndAnUnknownTypeIsKept() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await device(harness, "A")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            #expect(try await a.syncNow().isComplete)
+            let events = a.events()
+            // Another client writes a recipe without a title, and a record of a type A does not know.
+            _ = try await harness.cloud.modifyRecords(
+                saving: [
+                    RecordSave(Record(id: TestRecipe.recordID("r2"), type: "Recipe", fields: ["servings": .int(1)])),
+                    RecordSave(Record(id: TestRecipe.recordID("x1"), type: "Pantry", fields: ["flour": .int(500)])),
+                ], deleting: [], atomically: false)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.records(TestRecipe.self).values().map(\.id) == ["r1"])
+            let kept = await a.localStore.zones.hostRecords(in: TestRecipe.zone)["x1"]
+            #expect(kept?.fields["flour"] == .int(500), "kept as it came")
+            try await a.close()
+            let all = await collect(events)
+            #expect(all.contains { if case .error(let error) = $0 { error.message.contains("r2") } else { false } })
+        }
+    }
+
+    @Test func aZoneOnlyHostsUseIsCreatedAndSeededAgainAfterTheServerLosesIt() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await device(harness, "A")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.status().preparedZones.contains(TestRecipe.zone))
+            try await a.close()
+        }
+    }
+}
+
+/// A counter whose merge keeps the larger count, whatever changed.
+private struct Counter: SyncableRecord {
+    static let zone = ZoneID("Counters")
+    static let recordType = "Counter"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["count": .int64]
+    var id: String
+    var count: Int64
+    init(id: String, count: Int64) {
+        self.id = id
+        self.count = count
+    }
+    var fields: [String: FieldValue] { ["count": .int(count)] }
+    init(id: String, fields: RecordFields) throws(FlatSyncError) {
+        self.id = id
+        count = try fields.int("count")
+    }
+    static func merge(_ mine: Counter, _ server: Counter, changedFields: Set<String>) -> Counter {
+        Counter(id: mine.id, count: max(mine.count, server.count))
+    }
+}
