@@ -10,6 +10,8 @@ enum DemoCommand: Equatable, Sendable {
     case visit(articleID: String, version: Int64?)
     case like(articleID: String)
     case dislike(articleID: String)
+    case note(articleID: String, text: String)
+    case notes(articleID: String?)
     case list
     case history
     case pending
@@ -216,7 +218,7 @@ enum Arguments {
         guard let spec else { throw unknownCommand(words) }
 
         let operands = Array(words.dropFirst(spec.words.count))
-        if operands.count < spec.operands.count {
+        if operands.count < spec.operands.filter({ !$0.isOptional }).count {
             let missing = spec.operands[operands.count]
             throw UsageError(message: "\(spec.name) needs \(missing.description)", usage: spec.usage)
         }

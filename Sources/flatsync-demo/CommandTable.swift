@@ -23,7 +23,9 @@ struct CommandSpec: Sendable {
 
     /// `flatsync-demo save ID [--title T] [--device DIR] [--cloud DIR] [--json]`.
     var usage: String {
-        let parts = ["flatsync-demo"] + words + operands.map(\.placeholder) + allOptions.map(\.usage)
+        let parts =
+            ["flatsync-demo"] + words + operands.map { $0.isOptional ? "[\($0.placeholder)]" : $0.placeholder }
+            + allOptions.map(\.usage)
         return "usage: " + parts.joined(separator: " ")
     }
 
@@ -40,6 +42,8 @@ struct CommandSpec: Sendable {
     struct Operand: Sendable, CustomStringConvertible {
         var placeholder: String
         var description: String
+        /// An optional operand may be left out; optional ones come last, and usage shows them in brackets.
+        var isOptional = false
     }
 }
 
@@ -161,6 +165,34 @@ enum CommandTable {
                 JSON: {"articleID": String, "changed": Bool}
                 """,
             make: { values throws(ArgumentProblem) in .dislike(articleID: try values.articleID()) }
+        ),
+        CommandSpec(
+            words: ["note"], operands: [id, CommandSpec.Operand(placeholder: "TEXT", description: "the note's text (TEXT)")],
+            summary: "add a note to a saved article",
+            details: """
+                The article must be on the reading list; unsaving it deletes its notes, here at once and on every
+                device once synced. Notes are the demo's own record type, synced by FlatSync's host-store API
+                (see the DocC article "Syncing your own records"). \(mutation)
+                JSON: {"noteID": String, "articleID": String, "text": String, "created": ISO-8601 String}
+                """,
+            make: { values throws(ArgumentProblem) in
+                let text = values.operands[1]
+                guard !text.isEmpty else { throw ArgumentProblem("a note's text must not be empty") }
+                return .note(articleID: try values.articleID(), text: text)
+            }
+        ),
+        CommandSpec(
+            words: ["notes"],
+            operands: [CommandSpec.Operand(placeholder: "ID", description: "an article ID (ID)", isOptional: true)],
+            summary: "print the notes, of one article or of all, oldest first",
+            details: """
+                \(offline)
+                JSON: [{"noteID": String, "articleID": String, "text": String, "created": ISO-8601 String}],
+                oldest first
+                """,
+            make: { values throws(ArgumentProblem) in
+                .notes(articleID: values.operands.isEmpty ? nil : try values.articleID())
+            }
         ),
         CommandSpec(
             words: ["list"], operands: [],

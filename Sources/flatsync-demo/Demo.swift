@@ -47,7 +47,7 @@ enum Demo {
             let sampleData = try SampleData.load(environment: environment)
             return try await Tour(sampleData: sampleData, console: console).run() ? .success : .failure
         case .cloudSchema:
-            let schema = CloudSchema.flatSync
+            let schema = ArticleNote.schema
             console.out(invocation.json ? String(decoding: schema.jsonData, as: UTF8.self) : schema.ckdbText)
             return .success
         case .cloudStats, .cloudExpireTokens, .cloudDeleteZone, .cloudFaults:
@@ -133,6 +133,8 @@ extension DemoCommand {
         case .visit: return "visit"
         case .like: return "like"
         case .dislike: return "dislike"
+        case .note: return "note"
+        case .notes: return "notes"
         case .list: return "list"
         case .history: return "history"
         case .pending: return "pending"

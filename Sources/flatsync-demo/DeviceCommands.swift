@@ -35,6 +35,20 @@ struct DeviceCommands {
             try await mutate(id, done: "disliked", unchanged: "is already disliked") {
                 try await $0.history.apply([.setLiking(articleID: id, .disliked)])
             }
+        case .note(let articleID, let text):
+            try await addNote(to: articleID, text: text)
+        case .notes(let articleID):
+            try await withStore { store in
+                let notes = await store.records(ArticleNote.self).values()
+                    .filter { articleID == nil || $0.articleID == articleID }
+                    .sorted { ($0.created, $0.id) < ($1.created, $1.id) }
+                try output.emit(notes.map(NoteRow.init)) {
+                    guard !notes.isEmpty else {
+                        return articleID.map { "no notes on \($0)" } ?? "no notes"
+                    }
+                    return notes.map { "\($0.articleID)  \($0.text)  (\($0.id))" }.joined(separator: "\n")
+                }
+            }
         case .list:
             try await withStore { store in
                 let entries = await store.readingList.entries()
@@ -88,7 +102,9 @@ struct DeviceCommands {
     /// Opens the device directory on its own (no cloud), runs `body`, and closes it.
     private func withStore<T>(_ body: (LocalStore) async throws -> T) async throws -> T {
         let store = try await DeviceDirectory.open { () throws -> LocalStore in
-            try LocalStore(directory: directory, options: LocalStore.Options(durability: .fsync))
+            try LocalStore(
+                directory: directory,
+                options: LocalStore.Options(durability: .fsync, recordTypes: ArticleNote.registered))
         }
         let result: T
         do {
@@ -126,6 +142,25 @@ struct DeviceCommands {
         }
     }
 
+    /// `note ID TEXT`: a new note on a saved article, durable before it returns. An article that is not
+    /// on the list has nothing to hold the note: the store refuses the note's `deleteSelf` reference.
+    private func addNote(to articleID: String, text: String) async throws {
+        try await withStore { store in
+            guard await store.readingList.contains(articleID) else {
+                throw DemoFailure(
+                    "\(articleID) is not on the reading list; save it first (`flatsync-demo save \(articleID)`): a note "
+                        + "belongs to a saved article and goes when the article is unsaved")
+            }
+            let note = ArticleNote(
+                id: "note-" + UUID().uuidString.lowercased(), articleID: articleID, text: text, created: Date())
+            try await store.records(ArticleNote.self).save(note)
+            let pending = await store.pendingRecordCount()
+            try output.emit(NoteRow(note)) {
+                "noted on \(articleID) (\(Output.count(pending, "change")) pending; `flatsync-demo sync` sends \(pending == 1 ? "it" : "them"))"
+            }
+        }
+    }
+
     // MARK: - Sync
 
     /// Signs in on the cloud (see ``CloudConnection/account(device:)``), calls `start()` then `syncNow()`,
@@ -140,7 +175,7 @@ struct DeviceCommands {
                     + "lost: this device's changes stay pending; run `flatsync-demo sync` again")
         }
         let context = try await DeviceDirectory.open { () async throws -> SyncContext in
-            try await SyncContext.open(directory: directory, account: account)
+            try await SyncContext.open(directory: directory, account: account, configuration: .demo)
         }
         // Subscribe before anything runs: the tally counts every event of this run.
         let events = context.events()
@@ -207,7 +242,7 @@ struct DeviceCommands {
     private func discardRefused(_ recordName: String?, cloud: CloudConnection) async throws {
         let account = try await cloud.account(device: directory)
         let context = try await DeviceDirectory.open { () async throws -> SyncContext in
-            try await SyncContext.open(directory: directory, account: account)
+            try await SyncContext.open(directory: directory, account: account, configuration: .demo)
         }
         do {
             let refused = await context.localStore.refusedChanges()

@@ -73,6 +73,7 @@ enum Help {
     private static func synopsis(_ spec: CommandSpec) -> String {
         // A command with many options shows them in its own help only, so the list stays narrow.
         let options = spec.options.count > 2 ? ["[options]"] : spec.options.map(\.usage)
-        return (spec.words + spec.operands.map(\.placeholder) + options).joined(separator: " ")
+        let operands = spec.operands.map { $0.isOptional ? "[\($0.placeholder)]" : $0.placeholder }
+        return (spec.words + operands + options).joined(separator: " ")
     }
 }

@@ -25,7 +25,8 @@ struct LoginCommand {
         }
         // Holding the device directory (and creating it on first use) while its token changes.
         let store = try await DeviceDirectory.open { () throws -> LocalStore in
-            try LocalStore(directory: device, options: LocalStore.Options(durability: .fsync))
+            try LocalStore(
+                directory: device, options: LocalStore.Options(durability: .fsync, recordTypes: ArticleNote.registered))
         }
         do {
             let status = try await signIn(endpoint: endpoint)

@@ -79,6 +79,21 @@ struct ListRow: Codable, Equatable {
     }
 }
 
+/// `note` and `notes`: one note.
+struct NoteRow: Codable, Equatable {
+    var noteID: String
+    var articleID: String
+    var text: String
+    var created: Date
+
+    init(_ note: ArticleNote) {
+        noteID = note.id
+        articleID = note.articleID
+        text = note.text
+        created = note.created
+    }
+}
+
 /// `history`: one item. `lastVisited` falls back to `firstSeen` for an item never visited, then to the
 /// epoch (no item made by FlatSync lacks both), so the field is always a date.
 struct HistoryRow: Codable, Equatable {

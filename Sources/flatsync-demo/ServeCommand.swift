@@ -47,7 +47,7 @@ struct ServeCommand {
     private func productionSchema() throws -> CloudSchema? {
         switch options.productionSchema {
         case nil: return nil
-        case .declared: return .flatSync
+        case .declared: return ArticleNote.schema
         case .file(let path):
             let url = URL(fileURLWithPath: path)
             let data: Data

@@ -18,6 +18,7 @@ struct TourDevice {
         network = TourNetwork(cloud: cloud, device: name)
         var configuration = configuration
         configuration.deviceID = name
+        configuration.recordTypes = ArticleNote.registered
         context = try await SyncContext.open(
             directory: directory.appendingPathComponent(name),
             account: CloudAccount(id: "tour-user", transport: network),

@@ -64,7 +64,7 @@ struct WatchCommand {
     /// it fetches, closes, and returns what happened.
     private func syncRound(account: CloudAccount, notification: CloudNotification?) async throws -> RoundTally {
         let context = try await DeviceDirectory.open { () async throws -> SyncContext in
-            try await SyncContext.open(directory: device, account: account)
+            try await SyncContext.open(directory: device, account: account, configuration: .demo)
         }
         let events = context.events()
         let counting = Task {
