@@ -126,16 +126,26 @@ final class SyncHarness: Sendable {
 struct DeviceView: Equatable, CustomStringConvertible {
     var readingList: [String: ReadingListEntry]
     var history: [String: ReadingHistoryItem]
+    /// Host records of the tests' note type (empty where no device registers it).
+    var notes: [String: TestNote] = [:]
 
     init(_ context: SyncContext) async {
         readingList = Dictionary(uniqueKeysWithValues: await context.readingList.entries().map { ($0.articleID, $0) })
         history = Dictionary(uniqueKeysWithValues: await context.history.items().map { ($0.articleID, $0) })
+        if context.localStore.registry.entry(zone: TestNote.zone, recordType: TestNote.recordType) != nil {
+            notes = Dictionary(uniqueKeysWithValues: await context.records(TestNote.self).values().map { ($0.id, $0) })
+        }
     }
 
     init(server cloud: some CloudAdministration) async throws {
         readingList = [:]
         history = [:]
         for record in try await cloud.records(in: .readingList) {
+            if record.type == TestNote.recordType {
+                let note = try TestNote(id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
+                notes[note.id] = note
+                continue
+            }
             let entry = try ReadingListEntry(record: record)
             readingList[entry.articleID] = entry
         }
@@ -157,6 +167,9 @@ struct DeviceView: Equatable, CustomStringConvertible {
             lines.append(
                 "list \(key): \(readingList[key].map { "\($0)" } ?? "absent") vs \(other.readingList[key].map { "\($0)" } ?? "absent")"
             )
+        }
+        for key in Set(notes.keys).union(other.notes.keys).sorted() where notes[key] != other.notes[key] {
+            lines.append("note \(key): \(notes[key].map { "\($0)" } ?? "absent") vs \(other.notes[key].map { "\($0)" } ?? "absent")")
         }
         for key in Set(history.keys).union(other.history.keys).sorted() where history[key] != other.history[key] {
             lines.append(
