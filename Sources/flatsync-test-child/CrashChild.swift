@@ -13,7 +13,9 @@ func runCrashChild(_ arguments: [String]) async -> Int32 {
         FileHandle.standardError.write(Data("usage: crash-child DIR SEED fsync|buffered\n".utf8))
         return 2
     }
-    var options = LocalStore.Options(durability: durability, deviceID: "crash-child", snapshotDelay: .milliseconds(2))
+    var options = LocalStore.Options(
+        durability: durability, deviceID: "crash-child", snapshotDelay: .milliseconds(2),
+        recordTypes: [TestNote.self, TestRecipe.self])
     options.compactionMinimumBytes = 16 << 10
     options.compactionGrowthFactor = 2
     let store: LocalStore
@@ -55,6 +57,12 @@ enum CrashOperation {
     case markRead(String)
     case forget(String)
     case clearHistory
+    /// Note `k` on a reading-list article with text version `v`: a host record in the list's zone, owned
+    /// (deleteSelf) by the article's entry; skipped (but acknowledged) when the article is not on the list.
+    case note(String, Int, Int)
+    case unnote(String, Int)
+    /// A host record in a zone of its own.
+    case recipe(Int, Int64)
     case sendRound
 
     static func random(using random: inout SeededRandomNumberGenerator) -> CrashOperation {
@@ -68,6 +76,10 @@ enum CrashOperation {
         case 75..<82: return .markRead(id("h"))
         case 82..<88: return .forget(id("h"))
         case 88..<90: return .clearHistory
+        case 90..<96:
+            return .note(id("r"), Int.random(in: 0..<3, using: &random), Int.random(in: 0..<100, using: &random))
+        case 96..<97: return .unnote(id("r"), Int.random(in: 0..<3, using: &random))
+        case 97..<98: return .recipe(Int.random(in: 0..<8, using: &random), Int64.random(in: 1...9, using: &random))
         default: return .sendRound
         }
     }
@@ -81,6 +93,9 @@ enum CrashOperation {
         case .markRead(let id): return "read \(id)"
         case .forget(let id): return "forget \(id)"
         case .clearHistory: return "clear"
+        case .note(let id, let k, let version): return "note \(id) \(k) \(version)"
+        case .unnote(let id, let k): return "unnote \(id) \(k)"
+        case .recipe(let k, let servings): return "recipe \(k) \(servings)"
         case .sendRound: return "send"
         }
     }
@@ -94,10 +109,16 @@ enum CrashOperation {
         case .markRead(let id): try await store.history.markRead(id)
         case .forget(let id): try await store.history.remove(id)
         case .clearHistory: try await store.history.clear()
+        case .note(let id, let k, let version):
+            guard await store.readingList.contains(id) else { return }
+            try await store.records(TestNote.self).save(TestNote(id: "n-\(id)-\(k)", articleID: id, text: "v\(version)"))
+        case .unnote(let id, let k): try await store.records(TestNote.self).delete("n-\(id)-\(k)")
+        case .recipe(let k, let servings):
+            try await store.records(TestRecipe.self).save(TestRecipe(id: "recipe-\(k)", title: "R\(k)", servings: servings))
         case .sendRound:
             // What a push does to the queue: seal each zone, acknowledge what the server took, park what it
             // refused (records whose names end in 7: kept pending, their refusal written durably), unseal.
-            for zone in ZoneID.all {
+            for zone in store.zoneIDs {
                 for command in try await store.sealPendingCommands(in: zone) {
                     let ids = Array(command.changes.keys)
                     let refused = ids.filter { $0.name.hasSuffix("7") }

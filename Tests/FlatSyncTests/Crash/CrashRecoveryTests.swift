@@ -45,7 +45,9 @@ import Testing
                 for operation in operations { expected.apply(operation) }
                 acknowledged += operations.count
 
-                let store = try LocalStore(directory: directory, options: LocalStore.Options(durability: durability))
+                let store = try LocalStore(
+                    directory: directory,
+                    options: LocalStore.Options(durability: durability, recordTypes: [TestNote.self, TestRecipe.self]))
                 let repaired = store.eventHub.keptEvents
                 #expect(repaired.isEmpty, "round \(round): a kill must never damage a file: \(repaired)")
                 let names = try fileNames(in: directory)
@@ -68,9 +70,11 @@ import Testing
             }
             #expect(lost == 0)
             #expect(acknowledged > Self.kills, "the child must get work done between kills")
+            #expect(!model.notes.isEmpty && !model.recipes.isEmpty, "the child must write host records")
             print(
                 "crash test (\(durability)): \(Self.kills) kills, \(acknowledged) acknowledged mutations checked, "
-                    + "\(killedMidOperation) durable before their ack, lost = \(lost)"
+                    + "\(killedMidOperation) durable before their ack, host records at the end "
+                    + "\(model.notes.count + model.recipes.count), lost = \(lost)"
             )
         }
     }
@@ -138,20 +142,27 @@ struct CrashModel: Equatable, CustomStringConvertible {
 
     var readingList: Set<String> = []
     var history: [String: ReadingHistoryItem] = [:]
+    /// Host records: notes (name → article and text) and recipes (name → servings).
+    var notes: [String: [String]] = [:]
+    var recipes: [String: Int64] = [:]
 
     init() {}
 
     init(_ store: LocalStore) async {
         readingList = Set(await store.readingList.entries().map(\.articleID))
         for item in await store.history.items() { history[item.articleID] = item }
+        for note in await store.records(TestNote.self).values() { notes[note.id] = [note.articleID, note.text] }
+        for recipe in await store.records(TestRecipe.self).values() { recipes[recipe.id] = recipe.servings }
     }
 
     static func == (lhs: CrashModel, rhs: CrashModel) -> Bool {
         lhs.readingList == rhs.readingList && lhs.history.mapValues(\.facts) == rhs.history.mapValues(\.facts)
+            && lhs.notes == rhs.notes && lhs.recipes == rhs.recipes
     }
 
     var description: String {
-        "list \(readingList.sorted()), history \(history.keys.sorted().map { "\($0): \(history[$0]!.facts)" })"
+        "list \(readingList.sorted()), history \(history.keys.sorted().map { "\($0): \(history[$0]!.facts)" }), "
+            + "notes \(notes.sorted { $0.key < $1.key }), recipes \(recipes.sorted { $0.key < $1.key })"
     }
 
     /// Applies one operation line (`add r1,r2`, `visit h3 2`, …) as the child performed it.
@@ -162,7 +173,15 @@ struct CrashModel: Equatable, CustomStringConvertible {
         }
         switch operation[0] {
         case "add": readingList.formUnion(operation[1].split(separator: ",").map(String.init))
-        case "remove": readingList.remove(operation[1])
+        case "remove":
+            readingList.remove(operation[1])
+            notes = notes.filter { $0.value[0] != operation[1] }  // deleteSelf: the entry's notes go with it
+        case "note":
+            if readingList.contains(operation[1]) {
+                notes["n-\(operation[1])-\(operation[2])"] = [operation[1], "v\(operation[3])"]
+            }
+        case "unnote": notes["n-\(operation[1])-\(operation[2])"] = nil
+        case "recipe": recipes["recipe-\(operation[1])"] = Int64(operation[2])!
         case "visit": change(.visit(articleID: operation[1], version: Int64(operation[2])!))
         case "liking": change(.setLiking(articleID: operation[1], .init(rawValue: Int64(operation[2])!)!))
         case "read": change(.markRead(articleID: operation[1]))
