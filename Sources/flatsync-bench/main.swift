@@ -8,7 +8,7 @@ import Foundation
 //   --json    print exactly one flat JSON object on stdout (progress goes to stderr)
 //   --quick   fewer iterations: the whole run in under a minute
 //   --only IDS  run only these measurements (comma-separated ids: frame, enqueue, buffered, rewrite,
-//               burst, group, cold, coalesce, pushpull, pushpullhttp, ckwsjson, pushlatency, idlepoll), for
+//               burst, group, cold, coalesce, pushpull, pushpullhttp, ckwsjson, pushlatency, idlepoll, host), for
 //               profiling one of them; enqueue needs frame
 //
 // Hidden: `--cold-start-child DIR` is the child process the run starts to measure a cold start's peak memory;
@@ -24,7 +24,7 @@ let usage = """
       --json    print one flat JSON object on stdout instead of the table
       --quick   a run of under a minute (fewer iterations and repetitions)
       --only IDS  only these measurements, comma-separated: frame, enqueue, buffered, rewrite, burst,
-                  group, cold, coalesce, pushpull, pushpullhttp, ckwsjson, pushlatency, idlepoll
+                  group, cold, coalesce, pushpull, pushpullhttp, ckwsjson, pushlatency, idlepoll, host
                   (enqueue needs frame)
     """
 
@@ -107,6 +107,7 @@ enum Benchmark {
             run: PushMeasurements.latencyOverHTTP),
         Measurement(
             id: "idlepoll", name: "idle poll rate of a device following pushes", run: PushMeasurements.idlePollRate),
+        Measurement(id: "host", name: "host-defined records", run: HostStoreMeasurements.all),
     ]
 
     /// Runs every measurement in `scratch`, an empty directory the caller removes afterwards.

@@ -64,8 +64,10 @@ package struct HostRecordTable: Sendable, Equatable {
 
     /// The targets of a record's `deleteSelf` references within its zone.
     private static func ownerTargets(of record: Record) -> Set<String> {
+        let references = record.references
+        guard !references.isEmpty else { return [] }
         var targets = Set<String>()
-        for reference in record.references where reference.action == .deleteSelf && !reference.leaves(record.id.zone) {
+        for reference in references where reference.action == .deleteSelf && !reference.leaves(record.id.zone) {
             targets.insert(reference.recordName)
         }
         return targets
@@ -126,6 +128,9 @@ extension HostRecordTable {
         try data.withBinaryReader { (reader) throws(FlatSyncError) in
             var table = HostRecordTable()
             let count = try reader.readCount()
+            table.records.reserveCapacity(min(count, data.count / 4))
+            // Field keys and record types recur in every record: read them once.
+            var recent: [String] = []
             for _ in 0..<count {
                 let name = try reader.readString()
                 let hasRecord = try reader.readByte()
@@ -133,17 +138,22 @@ extension HostRecordTable {
                     throw FlatSyncError(.damagedFile, "A host record's presence byte is \(hasRecord).")
                 }
                 if hasRecord == 1 {
-                    let type = try reader.readString()
+                    let type = try reader.readString(reusing: &recent)
                     let fieldCount = try reader.readCount()
-                    var fields: [String: FieldValue] = [:]
+                    var fields = [String: FieldValue](minimumCapacity: min(fieldCount, 64))
                     for _ in 0..<fieldCount {
-                        let key = try reader.readString()
+                        let key = try reader.readString(reusing: &recent)
                         fields[key] = try reader.readFieldValue(tags: .commandLog)
                     }
-                    table[name] = Record(id: RecordID(zone: zone, name: name), type: type, fields: fields)
+                    let record = Record(id: RecordID(zone: zone, name: name), type: type, fields: fields)
+                    table.records[name] = record
+                    for target in ownerTargets(of: record) { table.dependentsByTarget[target, default: []].insert(name) }
                 }
                 let tag = try reader.readString()
-                if !tag.isEmpty { table.changeTags[name] = ChangeTag(rawValue: tag) }
+                if !tag.isEmpty {
+                    if table.changeTags.isEmpty { table.changeTags.reserveCapacity(min(count, data.count / 4)) }
+                    table.changeTags[name] = ChangeTag(rawValue: tag)
+                }
             }
             return table
         }

@@ -62,14 +62,16 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
         return try? Value(record: record)
     }
 
-    /// Every value, by record name. A record that does not read as a value (another client wrote it
-    /// wrong) is left out; ``record(_:)`` still shows it.
+    /// Every value, in no set order (sort them as your view needs). A record that does not read as a value
+    /// (another client wrote it wrong) is left out; ``record(_:)`` still shows it.
     public func values() async -> [Value] {
         let table = await store.zones.hostRecords(in: Value.zone)
-        return table.records.keys.sorted().compactMap { name in
-            guard let record = table[name], record.type == Value.recordType else { return nil }
-            return try? Value(record: record)
+        var values: [Value] = []
+        values.reserveCapacity(table.records.count)
+        for record in table.records.values where record.type == Value.recordType {
+            if let value = try? Value(record: record) { values.append(value) }
         }
+        return values
     }
 
     /// The number of records of the type.

@@ -45,7 +45,8 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// Keeps the fields of `record`, as the server holds it, that the items do not use (forgetting those of
     /// an earlier version). A record whose content is an item has none to tell.
     package mutating func keepUnknownFields(of record: Record) {
-        guard case .fields(let fields) = record.content else { return }
+        // A host record keeps every field itself (see ``HostRecordTable``).
+        guard case .fields(let fields) = record.content, owns(record.id.name) else { return }
         var unknown: [String: FieldValue] = [:]
         for (key, value) in fields where !Item.knownRecordKeys.contains(key) { unknown[key] = value }
         if unknown.isEmpty {
