@@ -1,0 +1,111 @@
+import FlatSyncTestSupport
+import FlatSyncTesting
+import Testing
+
+// Article sample begins
+import FlatSync
+import Foundation
+
+/// A note on a saved article. It lives in the reading list's zone because it refers to the article's
+/// entry: CloudKit allows references within one zone only.
+struct ArticleNote: SyncableRecord {
+    static let zone = ZoneID.readingList
+    static let recordType = "Note"
+    static let fieldTypes: [String: CloudSchema.FieldType] = [
+        "article": .reference, "text": .string, "created": .timestamp, "pinned": .int64,
+    ]
+
+    var id: String
+    var articleID: String
+    var text: String
+    var created: Date
+    var pinned = false
+
+    init(id: String = UUID().uuidString, articleID: String, text: String, created: Date = .now) {
+        self.id = id
+        self.articleID = articleID
+        self.text = text
+        self.created = created
+    }
+
+    var fields: [String: FieldValue] {
+        [
+            // deleteSelf: unsaving the article deletes its notes, here and on every device.
+            "article": .reference(ReadingListEntry.reference(to: articleID, action: .deleteSelf)),
+            "text": .string(text),
+            "created": .date(created),
+            "pinned": .int(pinned ? 1 : 0),  // CloudKit has no Boolean type
+        ]
+    }
+
+    init(id: String, fields: RecordFields) throws(FlatSyncError) {
+        self.id = id
+        articleID = try ReadingListEntry.articleID(from: fields.reference("article"))
+        text = try fields.string("text")
+        created = try fields.date("created")
+        pinned = try fields.optional("pinned", RecordFields.bool) ?? false
+    }
+}
+
+/// Opens a device with notes registered, notes a saved article, syncs, and returns the device's notes.
+func noteAndSync(deviceDirectory: URL, cloud: any CloudTransport) async throws -> [ArticleNote] {
+    var configuration = SyncContext.Configuration()
+    configuration.recordTypes = [ArticleNote.self]  // every time the directory is opened
+    let context = try await SyncContext.open(
+        directory: deviceDirectory,
+        account: CloudAccount(id: "user-1", transport: cloud),
+        configuration: configuration
+    )
+    try await context.start()
+
+    let notes = context.records(ArticleNote.self)
+    try await context.readingList.add("tides-of-change")
+    try await notes.save(ArticleNote(articleID: "tides-of-change", text: "Read with tea"))  // durable, then sent
+
+    if var note = await notes.values().first {
+        note.pinned = true
+        try await notes.save(note)  // an update of the one field that changed
+    }
+
+    _ = try await context.syncNow()
+    let all = await notes.values().sorted { $0.created < $1.created }
+    try await context.close()
+    return all
+}
+// Article sample ends
+
+@Suite struct SyncingYourOwnRecordsSampleTests {
+    @Test func theSampleRunsAndTheNoteGoesWithItsArticleOnAnotherDevice() async throws {
+        try await withTemporaryDirectory { directory in
+            let cloud = InMemoryCloud()
+            let notes = try await noteAndSync(deviceDirectory: directory.appendingPathComponent("phone"), cloud: cloud)
+            #expect(notes.map(\.text) == ["Read with tea"])
+            #expect(notes.first?.pinned == true)
+
+            var configuration = SyncContext.Configuration()
+            configuration.recordTypes = [ArticleNote.self]
+            let tablet = try await SyncContext.open(
+                directory: directory.appendingPathComponent("tablet"),
+                account: CloudAccount(id: "user-1", transport: cloud), configuration: configuration)
+            _ = try await tablet.syncNow()
+            #expect(await tablet.records(ArticleNote.self).values().map(\.pinned) == [true])
+            try await tablet.readingList.remove("tides-of-change")
+            #expect(await tablet.records(ArticleNote.self).count() == 0)
+            _ = try await tablet.syncNow()
+            #expect(await cloud.records(in: .readingList).isEmpty)
+            try await tablet.close()
+        }
+    }
+
+    @Test func theArticleShowsExactlyTheSampleThatIsCompiled() throws {
+        let here = URL(fileURLWithPath: #filePath)
+        let source = try String(contentsOf: here, encoding: .utf8)
+        let begin = try #require(source.range(of: "// Article sample begins\n"))
+        let end = try #require(source.range(of: "// Article sample ends\n"))
+        let sample = String(source[begin.upperBound..<end.lowerBound])
+        let article = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/FlatSync/FlatSync.docc/SyncingYourOwnRecords.md")
+        let text = try String(contentsOf: article, encoding: .utf8)
+        #expect(text.contains("```swift\n" + sample + "```\n"), "the article's sample must be this file's, verbatim")
+    }
+}
