@@ -143,6 +143,19 @@ private final class TourRun {
             )
         case .explain(let articles):
             for article in articles { await explain(article) }
+        case .note(let name, let articles, let text):
+            let notes = device(name).context.records(ArticleNote.self)
+            for article in articles {
+                try await notes.save(
+                    ArticleNote(id: "note-\(name)-\(article)", articleID: article, text: text, created: calendar.now))
+                line(name, "note", "\(pad(article, 26))  “\(text)”")
+            }
+            await device(name).context.waitUntilIdle()
+            note("→ sent at once: a note is a record of the demo's own type, synced like an entry")
+        case .showNotes(let name):
+            let notes = await device(name).context.records(ArticleNote.self).values().sorted { $0.id < $1.id }
+            line(name, "notes", count(notes.count, "note"))
+            for item in notes { note("  \(pad(item.articleID, 26))  “\(item.text)”") }
         case .compare:
             lastComparison = try await compare()
         }
@@ -314,14 +327,23 @@ private final class TourRun {
     func compare() async throws -> Bool {
         var lists: [[String: ReadingListEntry]] = []
         var histories: [[String: ReadingHistoryItem]] = []
+        var notes: [[String: ArticleNote]] = []
         for name in names {
             let context = device(name).context
+            notes.append(
+                Dictionary(uniqueKeysWithValues: await context.records(ArticleNote.self).values().map { ($0.id, $0) }))
             lists.append(
                 Dictionary(uniqueKeysWithValues: await context.readingList.entries().map { ($0.articleID, $0) }))
             histories.append(Dictionary(uniqueKeysWithValues: await context.history.items().map { ($0.articleID, $0) }))
         }
         var serverList: [String: ReadingListEntry] = [:]
+        var serverNotes: [String: ArticleNote] = [:]
         for record in await cloud.records(in: .readingList) {
+            if record.type == ArticleNote.recordType {
+                let value = try ArticleNote(id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
+                serverNotes[value.id] = value
+                continue
+            }
             let entry = try ReadingListEntry(record: record)
             serverList[entry.articleID] = entry
         }
@@ -336,8 +358,11 @@ private final class TourRun {
                 of: " +$", with: "", options: .regularExpression))
         table("reading list", lists) { $0.map { "saved \(time($0.dateAdded))" } ?? "—" }
         table("history", histories) { $0.map(describe) ?? "—" }
-        let devicesAgree = lists.allSatisfy { $0 == lists[0] } && histories.allSatisfy { $0 == histories[0] }
-        let serverAgrees = serverList == lists[0] && serverHistory == histories[0]
+        table("notes", notes) { $0.map { "on \($0.articleID)" } ?? "—" }
+        let devicesAgree =
+            lists.allSatisfy { $0 == lists[0] } && histories.allSatisfy { $0 == histories[0] }
+            && notes.allSatisfy { $0 == notes[0] }
+        let serverAgrees = serverList == lists[0] && serverHistory == histories[0] && serverNotes == notes[0]
         console.out("server: \(serverAgrees ? "holds exactly the same records" : "differs from the devices")")
         return devicesAgree && serverAgrees
     }

@@ -92,6 +92,10 @@ struct TourScript: Decodable, Sendable {
             case "wait": return .wait(seconds: try positive(step.seconds, "seconds"))
             case "explain": return .explain(articles: try articles())
             case "compare": return .compare
+            case "note":
+                guard let text = step.text, !text.isEmpty else { throw DemoFailure("needs \"text\"") }
+                return .note(device: try device(), articles: try articles(), text: text)
+            case "notes": return .showNotes(device: try device())
             default: throw DemoFailure("unknown action; see SampleData/README.md for the actions")
             }
         }
@@ -115,5 +119,7 @@ enum TourAction: Equatable, Sendable {
     case refuseUploads(count: Int)
     case wait(seconds: Int)
     case explain(articles: [String])
+    case note(device: String, articles: [String], text: String)
+    case showNotes(device: String)
     case compare
 }

@@ -194,7 +194,8 @@ import Testing
         let names = Set(CommandTable.commands.map(\.name))
         let commands: [DemoCommand] = [
             .tour, .save(articleID: "x", title: nil), .unsave(articleID: "x"), .visit(articleID: "x", version: nil),
-            .like(articleID: "x"), .dislike(articleID: "x"), .list, .history, .pending, .sync,
+            .like(articleID: "x"), .dislike(articleID: "x"), .note(articleID: "x", text: "t"), .notes(articleID: nil),
+            .list, .history, .pending, .sync,
             .discardRefused(recordName: nil), .status, .cloudStats,
             .cloudExpireTokens, .cloudDeleteZone(.readingList), .cloudFaults(rate: 0, seed: nil),
             .cloudServe(port: nil, options: ServeOptions()), .cloudSchema, .cloudLogin(callbackPort: nil), .watch,

@@ -16,6 +16,7 @@ import Testing
             "the liking set last wins", "an edit wins over a delete it did not see", "reset (tokenExpired)",
             "the reset kept B's pending change", "40 visits coalesced into 5 pending record changes",
             "1 modify request saving 5 records", "server: holds exactly the same records",
+            "notes    1 note", "a note is a record of the demo's own type", "notes (1 / 1)",
         ] {
             #expect(result.stdout.contains(expected), "missing: \(expected)")
         }
