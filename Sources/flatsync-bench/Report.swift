@@ -200,6 +200,33 @@ enum Report {
             unit: .milliseconds
         ),
         Row(key: "idle_poll_requests_per_min", title: "requests/min of a device following pushes, idle", unit: .count),
+        Row(
+            key: "host_bare_append_p50_ms", title: "bare write+fsync of a host record's log frame, p50",
+            unit: .milliseconds, isBaseline: true),
+        Row(
+            key: "host_enqueue_p50_ms", title: "host record save (fsync), p50", unit: .milliseconds,
+            baseline: ("host_bare_append_p50_ms", "bare"), ratioKey: "host_enqueue_to_bare", target: .ratioAtMost(1.25)
+        ),
+        Row(
+            key: "host_sqlite_cold_start_ms_10k", title: "SQLite open + fetch all, 10k host rows",
+            unit: .milliseconds, isBaseline: true),
+        Row(
+            key: "host_cold_start_ms_10k", title: "cold start, 10k host records", unit: .milliseconds,
+            baseline: ("host_sqlite_cold_start_ms_10k", "SQLite"), ratioKey: "host_cold_start_to_sqlite_10k",
+            target: .ratioAtMost(0.6)
+        ),
+        Row(
+            key: "host_sqlite_cold_start_ms_100k", title: "SQLite open + fetch all, 100k host rows",
+            unit: .milliseconds, isBaseline: true),
+        Row(
+            key: "host_cold_start_ms_100k", title: "cold start, 100k host records", unit: .milliseconds,
+            baseline: ("host_sqlite_cold_start_ms_100k", "SQLite"), ratioKey: "host_cold_start_to_sqlite_100k",
+            target: .ratioAtMost(0.6)
+        ),
+        Row(
+            key: "host_push_pull_10k_ms", title: "push 10k host records, second device pulls them",
+            unit: .milliseconds, target: .atMost(500)
+        ),
         Row(key: "idle_poll_hold_s", title: "the courier's hold for that rate (s)", unit: .count, isBaseline: true),
         Row(key: "ckws_encode_us_per_record", title: "CKWS JSON encode per record (µs)", unit: .count),
         Row(key: "ckws_decode_us_per_record", title: "CKWS JSON decode per record (µs)", unit: .count),
