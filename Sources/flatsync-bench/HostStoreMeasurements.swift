@@ -62,6 +62,38 @@ enum HostStoreMeasurements {
 
     // MARK: - Cold start
 
+    /// Builds a device of 100k host records in `scratch` and opens and reads it `times` times, printing the
+    /// median: for a profiler (`--repeat-host-cold-start N`).
+    static func repeatColdStart(in scratch: URL, times: Int) async throws {
+        let template = scratch.appendingPathComponent("template")
+        try await prepareDevice(at: template, count: 100_000)
+        var samples: [Double] = []
+        for run in 0..<times {
+            let directory = scratch.appendingPathComponent("run-\(run)")
+            try copyDirectory(template, to: directory)
+            var opened: LocalStore?
+            samples.append(
+                try await timeMilliseconds {
+                    let store = try LocalStore(directory: directory, options: .init(recordTypes: recordTypes))
+                    _ = await store.records(TestRecipe.self).values()
+                    opened = store
+                })
+            await opened?.abandon()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        print(String(format: "host cold start of 100k: median %.2f ms over %d", median(samples), times))
+    }
+
+    private static func prepareDevice(at template: URL, count: Int) async throws {
+        try FileManager.default.createDirectory(at: template, withIntermediateDirectories: true)
+        let store = try LocalStore(directory: template, options: .init(durability: .fsync, recordTypes: recordTypes))
+        for start in stride(from: 0, to: count, by: 10_000) {
+            try await store.records(TestRecipe.self).save((start..<min(count, start + 10_000)).map { recipe($0) })
+        }
+        try await Measurements.sendRound(store, zone: TestRecipe.zone)
+        try await store.close()
+    }
+
     static func coldStart(_ context: BenchContext) async throws -> Results {
         var results = Results()
         let sqlite = SQLiteAnchors.library(noting: &results)
@@ -70,12 +102,7 @@ enum HostStoreMeasurements {
         ] {
             let template = try context.makeDirectory("host-device-\(count)")
             progress("building a device with \(count) synced host records")
-            let store = try LocalStore(directory: template, options: .init(durability: .fsync, recordTypes: recordTypes))
-            for start in stride(from: 0, to: count, by: 10_000) {
-                try await store.records(TestRecipe.self).save((start..<min(count, start + 10_000)).map { recipe($0) })
-            }
-            try await Measurements.sendRound(store, zone: TestRecipe.zone)
-            try await store.close()
+            try await prepareDevice(at: template, count: count)
             let database = try context.makeDirectory("host-sqlite-\(count)").appendingPathComponent("recipes.sqlite")
             if let sqlite { try makeDatabase(at: database, rows: count, library: sqlite) }
             progress("cold start of \(count) host records" + (sqlite == nil ? "" : ", and SQLite's") + " × \(repetitions)")

@@ -17,7 +17,8 @@ import Foundation
 // thread), and `--prepare-killed-device ITEMS DIR` the same device as a killed process leaves it;
 // `--repeat-cold-start DIR N` opens and reads a copy of DIR N times in one process and prints the median, for
 // profiling the warm cold start the table reports; `--repeat-burst N` runs the burst N times in one process
-// (FlatSync only) and prints the median, for profiling it.
+// (FlatSync only) and prints the median, for profiling it; `--repeat-host-cold-start N` the same for the
+// cold start of 100k host records.
 
 let usage = """
     usage: flatsync-bench [--json] [--quick]
@@ -36,6 +37,7 @@ struct Arguments {
     var prepareDevice: (items: Int, directory: String, closing: Bool)?
     var repeatColdStart: (directory: String, times: Int)?
     var repeatBurst: Int?
+    var repeatHostColdStart: Int?
 
     /// Parses the command line; nil (after printing why) on a usage error.
     init?(_ arguments: [String]) {
@@ -55,6 +57,9 @@ struct Arguments {
                 guard let directory = remaining.popFirst(), let times = remaining.popFirst().flatMap({ Int($0) })
                 else { return nil }
                 repeatColdStart = (directory, times)
+            case "--repeat-host-cold-start":
+                guard let times = remaining.popFirst().flatMap({ Int($0) }) else { return nil }
+                repeatHostColdStart = times
             case "--repeat-burst":
                 guard let times = remaining.popFirst().flatMap({ Int($0) }) else { return nil }
                 repeatBurst = times
@@ -162,6 +167,19 @@ if let (directory, times) = arguments.repeatColdStart {
         try await Measurements.repeatColdStart(of: URL(fileURLWithPath: directory), times: times)
         exit(0)
     } catch {
+        FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if let times = arguments.repeatHostColdStart {
+    do {
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        try await HostStoreMeasurements.repeatColdStart(in: scratch, times: times)
+        removeScratch()
+        exit(0)
+    } catch {
+        removeScratch()
         FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
         exit(1)
     }

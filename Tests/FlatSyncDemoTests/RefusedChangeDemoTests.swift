@@ -26,7 +26,9 @@ import Testing
         let types = try #require((try json.json() as? [String: Any])?["recordTypes"] as? [String: [String: String]])
         #expect(types["ReadingListEntry"]?["dateAdded"] == "TIMESTAMP")
         #expect(types["ReadingHistoryItem"]?["likingStatus"] == "INT64")
-        #expect(Set(types.keys) == ["ReadingListEntry", "ReadingHistoryItem"])
+        #expect(Set(types.keys) == ["ReadingListEntry", "ReadingHistoryItem", "Note"], "the demo's notes too")
+        #expect(types["Note"]?["article"] == "REFERENCE")
+        #expect(types["Note"]?["fsLastModifiedBy"] == "STRING")
     }
 
     @Test func aRefusedLikeIsKeptReportedAndSentOnceTheSchemaIsFixed() async throws {

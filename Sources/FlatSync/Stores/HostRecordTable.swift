@@ -4,18 +4,57 @@
     import Foundation
 #endif
 
-/// The records of a zone that belong to host-defined stores (see ``SyncableRecord``), by record name,
-/// and their change tags: what a ``ZoneState`` keeps beside its built-in items.
+/// The records of a zone that belong to host-defined stores (see ``SyncableRecord``), and their change
+/// tags: what a ``ZoneState`` keeps beside its built-in items.
 ///
 /// Records are kept as fields, never as the host's values: the engine below the ``RecordStore`` API deals
 /// in records, fields and bytes only, and a record of a type no store on this device registered (a later
 /// version of the app wrote it) is kept whole rather than dropped.
-package struct HostRecordTable: Sendable, Equatable {
-    /// Records by name, without change tags (see ``changeTags``).
-    package private(set) var records: [String: Record] = [:]
-    /// The last change tag seen from the server, by record name. A record deleted locally keeps its tag
-    /// until the server confirms the delete, because the delete is sent with it.
-    package private(set) var changeTags: [String: ChangeTag] = [:]
+///
+/// Each record is one entry in an array: its name, its type, its keys (sorted, and one array shared by
+/// every record read with the same keys) and its values, in place of a dictionary of fields per record,
+/// which made reading 100,000 records from a snapshot cost six times SQLite's reading of as many rows.
+package struct HostRecordTable: Sendable {
+    /// One record.
+    package struct Entry: Sendable, Equatable {
+        package var id: RecordID
+        package var type: String
+        /// The field keys, sorted.
+        package var keys: [String]
+        /// The values of ``keys``, in their order.
+        package var values: [FieldValue]
+        /// The last change tag seen from the server.
+        package var tag: ChangeTag? = nil
+
+        /// The fields as ``RecordFields``, for a value to read without building a dictionary.
+        package var recordFields: RecordFields { RecordFields(keys: keys, values: values, recordName: id.name) }
+
+        /// The record, without its change tag.
+        package var record: Record {
+            var fields = [String: FieldValue](minimumCapacity: keys.count)
+            for (key, value) in zip(keys, values) { fields[key] = value }
+            return Record(id: id, type: type, fields: fields)
+        }
+
+        /// True when a value is a reference, or a list that holds one.
+        fileprivate var mayOwn: Bool {
+            values.contains {
+                switch $0 {
+                case .reference: return true
+                case .list(let elements): return elements.contains { $0.referenceValue != nil }
+                default: return false
+                }
+            }
+        }
+    }
+
+    /// Every record, in no set order.
+    package private(set) var entries: [Entry] = []
+    /// Where each record's entry is, by name.
+    private var positions: [String: Int] = [:]
+    /// The tags of records this zone no longer has: a record deleted locally keeps its tag until the
+    /// server confirms the delete, because the delete is sent with it.
+    private var looseTags: [String: ChangeTag] = [:]
     /// The names of the records whose `deleteSelf` reference points at a record of their own zone, by the
     /// target's name: kept as records are set, so that a delete finds what it takes along without reading
     /// every record.
@@ -23,35 +62,80 @@ package struct HostRecordTable: Sendable, Equatable {
 
     package init() {}
 
-    package static func == (lhs: HostRecordTable, rhs: HostRecordTable) -> Bool {
-        lhs.records == rhs.records && lhs.changeTags == rhs.changeTags
-    }
-
     /// True when the table holds no record and no tag.
-    package var isEmpty: Bool { records.isEmpty && changeTags.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty && looseTags.isEmpty }
 
-    /// The record named `name`, without its change tag.
+    /// The number of records.
+    package var count: Int { entries.count }
+
+    /// The record named `name`, without its change tag; setting nil removes it (its tag stays).
     package subscript(name: String) -> Record? {
-        get { records[name] }
+        get { positions[name].map { entries[$0].record } }
         set {
-            guard var record = newValue else {
-                if let old = records.removeValue(forKey: name) { unindex(old) }
+            guard let record = newValue else {
+                remove(name)
                 return
             }
-            // Kept as fields without a tag or a writer: those are the server's, kept in `changeTags`.
-            record.changeTag = nil
-            record.lastModifiedBy = nil
-            if case .fields = record.content {} else { record.fields = record.fields }
-            if let old = records.updateValue(record, forKey: name) { unindex(old) }
-            for target in Self.ownerTargets(of: record) { dependentsByTarget[target, default: []].insert(name) }
+            let fields = record.fields
+            let keys = fields.keys.sorted()
+            var entry = Entry(
+                id: record.id, type: record.type, keys: keys, values: keys.map { fields[$0]! }, tag: nil)
+            if let position = positions[name] {
+                entry.tag = entries[position].tag
+                unindex(entries[position])
+                entries[position] = entry
+            } else {
+                entry.tag = looseTags.removeValue(forKey: name)
+                positions[name] = entries.count
+                entries.append(entry)
+            }
+            index(entry)
+        }
+    }
+
+    /// The entry of the record named `name`.
+    package func entry(_ name: String) -> Entry? {
+        positions[name].map { entries[$0] }
+    }
+
+    private mutating func remove(_ name: String) {
+        guard let position = positions.removeValue(forKey: name) else { return }
+        let removed = entries[position]
+        unindex(removed)
+        if let tag = removed.tag { looseTags[name] = tag }
+        let last = entries.removeLast()
+        if position < entries.count {
+            entries[position] = last
+            positions[last.id.name] = position
         }
     }
 
     /// The change tag of the record named `name`, whether the table has the record or not.
-    package func changeTag(of name: String) -> ChangeTag? { changeTags[name] }
+    package func changeTag(of name: String) -> ChangeTag? {
+        if let position = positions[name] { return entries[position].tag }
+        return looseTags.isEmpty ? nil : looseTags[name]
+    }
 
     /// Sets the change tag of the record named `name`, or forgets it (nil).
-    package mutating func setChangeTag(_ tag: ChangeTag?, of name: String) { changeTags[name] = tag }
+    package mutating func setChangeTag(_ tag: ChangeTag?, of name: String) {
+        if let position = positions[name] {
+            entries[position].tag = tag
+        } else {
+            looseTags[name] = tag
+        }
+    }
+
+    /// Every change tag, by record name.
+    package var changeTagsByName: [String: ChangeTag] {
+        var tags = looseTags
+        for entry in entries { if let tag = entry.tag { tags[entry.id.name] = tag } }
+        return tags
+    }
+
+    /// The name of every record and of every record with a tag.
+    package var allNames: Set<String> {
+        Set(positions.keys).union(looseTags.keys)
+    }
 
     /// The names of the records whose `deleteSelf` reference points at the record named `target` in their
     /// own zone: the records CloudKit deletes with it.
@@ -62,20 +146,31 @@ package struct HostRecordTable: Sendable, Equatable {
     /// True when some record's `deleteSelf` reference points at a record of its zone.
     package var hasDependents: Bool { !dependentsByTarget.isEmpty }
 
-    /// The targets of a record's `deleteSelf` references within its zone.
-    private static func ownerTargets(of record: Record) -> Set<String> {
-        let references = record.references
-        guard !references.isEmpty else { return [] }
+    /// The targets of an entry's `deleteSelf` references within its zone.
+    private static func ownerTargets(of entry: Entry) -> Set<String> {
+        guard entry.mayOwn else { return [] }
         var targets = Set<String>()
-        for reference in references where reference.action == .deleteSelf && !reference.leaves(record.id.zone) {
-            targets.insert(reference.recordName)
+        for value in entry.values {
+            let references: [RecordReference] =
+                switch value {
+                case .reference(let reference): [reference]
+                case .list(let elements): elements.compactMap(\.referenceValue)
+                default: []
+                }
+            for reference in references where reference.action == .deleteSelf && !reference.leaves(entry.id.zone) {
+                targets.insert(reference.recordName)
+            }
         }
         return targets
     }
 
-    private mutating func unindex(_ record: Record) {
-        for target in Self.ownerTargets(of: record) {
-            dependentsByTarget[target]?.remove(record.id.name)
+    private mutating func index(_ entry: Entry) {
+        for target in Self.ownerTargets(of: entry) { dependentsByTarget[target, default: []].insert(entry.id.name) }
+    }
+
+    private mutating func unindex(_ entry: Entry) {
+        for target in Self.ownerTargets(of: entry) {
+            dependentsByTarget[target]?.remove(entry.id.name)
             if dependentsByTarget[target]?.isEmpty == true { dependentsByTarget[target] = nil }
         }
     }
@@ -97,28 +192,36 @@ package struct HostRecordTable: Sendable, Equatable {
     }
 }
 
+extension HostRecordTable: Equatable {
+    /// Equal when they hold the same records and tags, in whatever order.
+    package static func == (lhs: HostRecordTable, rhs: HostRecordTable) -> Bool {
+        guard lhs.entries.count == rhs.entries.count, lhs.looseTags == rhs.looseTags else { return false }
+        return lhs.entries.allSatisfy { rhs.entry($0.id.name) == $0 }
+    }
+}
+
 extension HostRecordTable {
-    /// The table as a snapshot section: per name (sorted), whether a record follows, the record's type and
-    /// fields in the command log's field codec, and its change tag (empty for none).
+    /// The table as a snapshot section: the number of names, then per name (sorted), whether a record
+    /// follows, the record's type and fields in the command log's field codec (keys sorted), and its
+    /// change tag (empty for none).
     package func encoded() -> Data {
-        var writer = BinaryWriter()
-        let names = Set(records.keys).union(changeTags.keys).sorted()
+        var writer = BinaryWriter(capacity: entries.count * 48)
+        let names = allNames.sorted()
         writer.write(varint: UInt64(names.count))
         for name in names {
             writer.write(name)
-            if let record = records[name] {
+            if let entry = entry(name) {
                 writer.write(UInt8(1))
-                writer.write(record.type)
-                let fields = record.fields
-                writer.write(varint: UInt64(fields.count))
-                for key in fields.keys.sorted() {
+                writer.write(entry.type)
+                writer.write(varint: UInt64(entry.keys.count))
+                for (key, value) in zip(entry.keys, entry.values) {
                     writer.write(key)
-                    writer.write(fields[key]!, tags: .commandLog)
+                    writer.write(value, tags: .commandLog)
                 }
             } else {
                 writer.write(UInt8(0))
             }
-            writer.write(changeTags[name]?.rawValue ?? "")
+            writer.write(changeTag(of: name)?.rawValue ?? "")
         }
         return writer.data
     }
@@ -128,31 +231,49 @@ extension HostRecordTable {
         try data.withBinaryReader { (reader) throws(FlatSyncError) in
             var table = HostRecordTable()
             let count = try reader.readCount()
-            table.records.reserveCapacity(min(count, data.count / 4))
-            // Field keys and record types recur in every record: read them once.
+            let capacity = min(count, data.count / 4)
+            table.entries.reserveCapacity(capacity)
+            table.positions.reserveCapacity(capacity)
+            // Types and keys recur in every record: read once, and the previous record's keys array is
+            // shared when the next one has the same keys.
             var recent: [String] = []
+            var previousKeys: [String] = []
+            var keys: [String] = []
             for _ in 0..<count {
                 let name = try reader.readString()
                 let hasRecord = try reader.readByte()
                 guard hasRecord <= 1 else {
                     throw FlatSyncError(.damagedFile, "A host record's presence byte is \(hasRecord).")
                 }
+                var entry: Entry?
                 if hasRecord == 1 {
                     let type = try reader.readString(reusing: &recent)
                     let fieldCount = try reader.readCount()
-                    var fields = [String: FieldValue](minimumCapacity: min(fieldCount, 64))
+                    keys.removeAll(keepingCapacity: true)
+                    var values: [FieldValue] = []
+                    values.reserveCapacity(min(fieldCount, 64))
                     for _ in 0..<fieldCount {
                         let key = try reader.readString(reusing: &recent)
-                        fields[key] = try reader.readFieldValue(tags: .commandLog)
+                        guard keys.last.map({ $0 < key }) ?? true else {
+                            throw FlatSyncError(.damagedFile, "The fields of host record \(name) are out of order.")
+                        }
+                        keys.append(key)
+                        values.append(try reader.readFieldValue(tags: .commandLog))
                     }
-                    let record = Record(id: RecordID(zone: zone, name: name), type: type, fields: fields)
-                    table.records[name] = record
-                    for target in ownerTargets(of: record) { table.dependentsByTarget[target, default: []].insert(name) }
+                    if keys != previousKeys { previousKeys = keys }
+                    entry = Entry(id: RecordID(zone: zone, name: name), type: type, keys: previousKeys, values: values)
                 }
-                let tag = try reader.readString()
-                if !tag.isEmpty {
-                    if table.changeTags.isEmpty { table.changeTags.reserveCapacity(min(count, data.count / 4)) }
-                    table.changeTags[name] = ChangeTag(rawValue: tag)
+                let tagText = try reader.readString()
+                let tag = tagText.isEmpty ? nil : ChangeTag(rawValue: tagText)
+                if var entry {
+                    guard table.positions.updateValue(table.entries.count, forKey: name) == nil else {
+                        throw FlatSyncError(.damagedFile, "The host record \(name) is listed twice.")
+                    }
+                    entry.tag = tag
+                    table.index(entry)
+                    table.entries.append(entry)
+                } else if let tag {
+                    table.looseTags[name] = tag
                 }
             }
             return table

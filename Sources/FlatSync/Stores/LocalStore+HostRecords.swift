@@ -152,7 +152,9 @@ extension LocalStore {
         // Read through a copy, which shares the table's storage: nothing changes while it is held.
         let table = zones.hostRecords(in: zone)
         var orphans: [String] = []
-        for (name, record) in table.records {
+        for entry in table.entries where entry.values.contains(where: { $0.referenceValue != nil || $0.listValue != nil }) {
+            let name = entry.id.name
+            let record = entry.record
             for reference in record.references where reference.action == .deleteSelf && !reference.leaves(zone) {
                 let target = RecordID(zone: zone, name: reference.recordName)
                 let saved = pending.latestChange(for: target).map { !$0.isDelete } ?? false

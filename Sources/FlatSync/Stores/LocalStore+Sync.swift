@@ -382,7 +382,7 @@ extension LocalStore {
             records = []
         }
         // A parent before the records that refer to it (see ``RecordOrder``).
-        records += RecordOrder.parentsFirst(Array(zones.hostRecords(in: zone).records.values))
+        records += RecordOrder.parentsFirst(zones.hostRecords(in: zone).entries.map(\.record))
         guard !records.isEmpty else { return 0 }
         return try await enqueueSaves(records, in: zone)
     }

@@ -56,10 +56,11 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// The value named `id`, if the store has it (and its record reads as one).
     public func value(_ id: String) async -> Value? {
-        guard let record = await store.zones.hostRecords(in: Value.zone)[id], record.type == Value.recordType else {
+        guard let entry = await store.zones.hostRecords(in: Value.zone).entry(id), entry.type == Value.recordType
+        else {
             return nil
         }
-        return try? Value(record: record)
+        return try? Value(id: id, fields: entry.recordFields)
     }
 
     /// Every value, in no set order (sort them as your view needs). A record that does not read as a value
@@ -67,16 +68,16 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     public func values() async -> [Value] {
         let table = await store.zones.hostRecords(in: Value.zone)
         var values: [Value] = []
-        values.reserveCapacity(table.records.count)
-        for record in table.records.values where record.type == Value.recordType {
-            if let value = try? Value(record: record) { values.append(value) }
+        values.reserveCapacity(table.count)
+        for entry in table.entries where entry.type == Value.recordType {
+            if let value = try? Value(id: entry.id.name, fields: entry.recordFields) { values.append(value) }
         }
         return values
     }
 
     /// The number of records of the type.
     public func count() async -> Int {
-        await store.zones.hostRecords(in: Value.zone).records.values.lazy.filter { $0.type == Value.recordType }.count
+        await store.zones.hostRecords(in: Value.zone).entries.lazy.filter { $0.type == Value.recordType }.count
     }
 
     /// The value's record as the server knows it: its fields, any field another client wrote, and the change

@@ -119,29 +119,54 @@ extension ReadingListEntry {
 /// ``FlatSyncError/Code-swift.struct/malformedRecord`` naming the record and the field when one is missing
 /// or has another type: what ``SyncableRecord/init(id:fields:)`` reads.
 public struct RecordFields: Sendable {
-    /// Every field, by key.
-    public let all: [String: FieldValue]
     /// The record's name, for error messages.
     public let recordName: String
+    /// The fields as the store keeps them: keys in order and their values, or a dictionary.
+    private let keys: [String]
+    private let values: [FieldValue]
+    private let dictionary: [String: FieldValue]?
 
     /// Fields of the record named `recordName`.
     public init(_ all: [String: FieldValue], recordName: String) {
-        self.all = all
         self.recordName = recordName
+        keys = []
+        values = []
+        dictionary = all
+    }
+
+    /// The fields `keys` with `values` (one each), without building a dictionary.
+    package init(keys: [String], values: [FieldValue], recordName: String) {
+        self.recordName = recordName
+        self.keys = keys
+        self.values = values
+        dictionary = nil
+    }
+
+    /// Every field, by key.
+    public var all: [String: FieldValue] {
+        if let dictionary { return dictionary }
+        var fields = [String: FieldValue](minimumCapacity: keys.count)
+        for (key, value) in zip(keys, values) { fields[key] = value }
+        return fields
     }
 
     /// The field's value, or nil when the record lacks it.
-    public subscript(key: String) -> FieldValue? { all[key] }
+    public subscript(key: String) -> FieldValue? {
+        if let dictionary { return dictionary[key] }
+        // A record has a handful of fields: a scan of short keys beats hashing one.
+        for index in keys.indices where keys[index] == key { return values[index] }
+        return nil
+    }
 
     /// A required string field.
     public func string(_ key: String) throws(FlatSyncError) -> String {
-        guard let value = all[key]?.stringValue else { throw missing(key, "string") }
+        guard let value = self[key]?.stringValue else { throw missing(key, "string") }
         return value
     }
 
     /// A required integer field.
     public func int(_ key: String) throws(FlatSyncError) -> Int64 {
-        guard let value = all[key]?.intValue else { throw missing(key, "integer") }
+        guard let value = self[key]?.intValue else { throw missing(key, "integer") }
         return value
     }
 
@@ -152,31 +177,31 @@ public struct RecordFields: Sendable {
 
     /// A required double field.
     public func double(_ key: String) throws(FlatSyncError) -> Double {
-        guard let value = all[key]?.doubleValue else { throw missing(key, "double") }
+        guard let value = self[key]?.doubleValue else { throw missing(key, "double") }
         return value
     }
 
     /// A required date field.
     public func date(_ key: String) throws(FlatSyncError) -> Date {
-        guard let value = all[key]?.dateValue else { throw missing(key, "timestamp") }
+        guard let value = self[key]?.dateValue else { throw missing(key, "timestamp") }
         return value
     }
 
     /// A required bytes field.
     public func bytes(_ key: String) throws(FlatSyncError) -> Data {
-        guard let value = all[key]?.bytesValue else { throw missing(key, "bytes") }
+        guard let value = self[key]?.bytesValue else { throw missing(key, "bytes") }
         return value
     }
 
     /// A required reference field.
     public func reference(_ key: String) throws(FlatSyncError) -> RecordReference {
-        guard let value = all[key]?.referenceValue else { throw missing(key, "reference") }
+        guard let value = self[key]?.referenceValue else { throw missing(key, "reference") }
         return value
     }
 
     /// A required list field (a missing list is an empty one: CloudKit drops empty lists).
     public func list(_ key: String) throws(FlatSyncError) -> [FieldValue] {
-        guard let field = all[key] else { return [] }
+        guard let field = self[key] else { return [] }
         guard let value = field.listValue else { throw missing(key, "list") }
         return value
     }
@@ -185,7 +210,7 @@ public struct RecordFields: Sendable {
     public func optional<T>(
         _ key: String, _ read: (RecordFields) -> (String) throws(FlatSyncError) -> T
     ) throws(FlatSyncError) -> T? {
-        guard all[key] != nil else { return nil }
+        guard self[key] != nil else { return nil }
         return try read(self)(key)
     }
 

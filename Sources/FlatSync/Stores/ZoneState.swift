@@ -88,14 +88,13 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// Every change tag by record name (tests).
     package var changeTagsByName: [String: ChangeTag] {
         Dictionary(items.changeTagNames.map { ($0, items.changeTag(of: $0)!) }, uniquingKeysWith: { $1 })
-            .merging(hostRecords.changeTags) { $1 }
+            .merging(hostRecords.changeTagsByName) { $1 }
     }
 
     /// The name of every record of the zone, built-in or host, that this device has or has a tag of.
     package var knownRecordNames: Set<String> {
         var names = Set(items.keys.lazy.map { Item.recordNamePrefix + $0 }).union(items.changeTagNames)
-        names.formUnion(hostRecords.records.keys)
-        names.formUnion(hostRecords.changeTags.keys)
+        names.formUnion(hostRecords.allNames)
         return names
     }
 
