@@ -75,7 +75,9 @@ package struct TestRecipe: SyncableRecord {
 package struct TestStep: SyncableRecord {
     package static let zone = ZoneID("Recipes")
     package static let recordType = "Step"
-    package static let fieldTypes: [String: CloudSchema.FieldType] = ["recipe": .reference, "text": .string, "after": .reference]
+    package static let fieldTypes: [String: CloudSchema.FieldType] = [
+        "recipe": .reference, "text": .string, "after": .reference,
+    ]
 
     package var id: String
     package var recipeID: String

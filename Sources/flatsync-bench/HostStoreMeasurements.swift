@@ -16,7 +16,8 @@ enum HostStoreMeasurements {
 
     /// The recipe saved as the `index`th host record: every record's frame has the same size.
     static func recipe(_ index: Int, servings: Int64 = 2) -> TestRecipe {
-        TestRecipe(id: "recipe-" + String(index + 1_000_000), title: "Recipe number \(index + 1_000_000)", servings: servings)
+        TestRecipe(
+            id: "recipe-" + String(index + 1_000_000), title: "Recipe number \(index + 1_000_000)", servings: servings)
     }
 
     static let recordTypes: [any SyncableRecord.Type] = [TestRecipe.self]
@@ -105,7 +106,8 @@ enum HostStoreMeasurements {
             try await prepareDevice(at: template, count: count)
             let database = try context.makeDirectory("host-sqlite-\(count)").appendingPathComponent("recipes.sqlite")
             if let sqlite { try makeDatabase(at: database, rows: count, library: sqlite) }
-            progress("cold start of \(count) host records" + (sqlite == nil ? "" : ", and SQLite's") + " × \(repetitions)")
+            progress(
+                "cold start of \(count) host records" + (sqlite == nil ? "" : ", and SQLite's") + " × \(repetitions)")
             var samples: [Double] = []
             var sqliteSamples: [Double] = []
             for _ in 0..<repetitions {

@@ -167,7 +167,8 @@ enum CommandTable {
             make: { values throws(ArgumentProblem) in .dislike(articleID: try values.articleID()) }
         ),
         CommandSpec(
-            words: ["note"], operands: [id, CommandSpec.Operand(placeholder: "TEXT", description: "the note's text (TEXT)")],
+            words: ["note"],
+            operands: [id, CommandSpec.Operand(placeholder: "TEXT", description: "the note's text (TEXT)")],
             summary: "add a note to a saved article",
             details: """
                 The article must be on the reading list; unsaving it deletes its notes, here at once and on every

@@ -340,7 +340,8 @@ private final class TourRun {
         var serverNotes: [String: ArticleNote] = [:]
         for record in await cloud.records(in: .readingList) {
             if record.type == ArticleNote.recordType {
-                let value = try ArticleNote(id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
+                let value = try ArticleNote(
+                    id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
                 serverNotes[value.id] = value
                 continue
             }

@@ -111,10 +111,12 @@ enum CrashOperation {
         case .clearHistory: try await store.history.clear()
         case .note(let id, let k, let version):
             guard await store.readingList.contains(id) else { return }
-            try await store.records(TestNote.self).save(TestNote(id: "n-\(id)-\(k)", articleID: id, text: "v\(version)"))
+            try await store.records(TestNote.self).save(
+                TestNote(id: "n-\(id)-\(k)", articleID: id, text: "v\(version)"))
         case .unnote(let id, let k): try await store.records(TestNote.self).delete("n-\(id)-\(k)")
         case .recipe(let k, let servings):
-            try await store.records(TestRecipe.self).save(TestRecipe(id: "recipe-\(k)", title: "R\(k)", servings: servings))
+            try await store.records(TestRecipe.self).save(
+                TestRecipe(id: "recipe-\(k)", title: "R\(k)", servings: servings))
         case .sendRound:
             // What a push does to the queue: seal each zone, acknowledge what the server took, park what it
             // refused (records whose names end in 7: kept pending, their refusal written durably), unseal.

@@ -5,7 +5,8 @@ import Testing
 /// `note` and `notes`: the demo's own record type, synced by the host-store API between two devices (two
 /// processes per step) over a `DirectoryCloud`.
 @Suite struct NoteDemoTests {
-    private func notes(_ world: DemoWorld, _ device: String, _ articleID: String? = nil) async throws -> [[String: Any]] {
+    private func notes(_ world: DemoWorld, _ device: String, _ articleID: String? = nil) async throws -> [[String: Any]]
+    {
         let result =
             if let articleID { try await world.run(device, "notes", articleID, "--json") } else {
                 try await world.run(device, "notes", "--json")

@@ -8,7 +8,7 @@
 /// item, so the zone's ``ZoneState`` holds host records only (``ZoneState/hostRecords``) and its item
 /// table stays empty. It lets such a zone share every part of the engine the built-in zones use: its
 /// state, snapshot file, fetch and sends.
-package enum HostZoneItem: ColumnarItem {
+package struct HostZoneItem: ColumnarItem {
     package typealias Table = ItemDictionary<HostZoneItem>
 
     package static var holdsItems: Bool { false }
@@ -19,12 +19,16 @@ package enum HostZoneItem: ColumnarItem {
     package static var recordType: String { "" }
     package static var recordNamePrefix: String { "" }
 
-    package var articleID: String { switch self {} }
-    package var record: Record { switch self {} }
+    /// Never called: there are no such items (a struct rather than an empty enum, whose members the
+    /// compiler would flag as code that never runs).
+    private init() {}
+
+    package var articleID: String { "" }
+    package var record: Record { Record(id: RecordID(zone: Self.zone, name: ""), type: "") }
     package init(record: Record) throws(FlatSyncError) {
         throw FlatSyncError(.malformedRecord, "The zone \(record.id.zone) holds no built-in items.")
     }
-    package func merged(with other: HostZoneItem) -> HostZoneItem { switch self {} }
+    package func merged(with other: HostZoneItem) -> HostZoneItem { self }
 
     package static func columns(of items: [HostZoneItem]) -> [String: Data] { [:] }
     package static func table(from columns: inout SnapshotColumns, count: Int) throws(FlatSyncError) -> Table {

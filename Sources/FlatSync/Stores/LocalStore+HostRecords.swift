@@ -88,7 +88,8 @@ extension LocalStore {
         _ = takeSequence()
         zones.setAppliedThroughSequence(sequence, of: zone)
         let changed = changes.count
-        let durable = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: RecordOrder.changesInOrder(changes)))
+        let durable = try logAndQueue(
+            Mutation(sequence: sequence, zone: zone, changes: RecordOrder.changesInOrder(changes)))
         recordChangeHub.emit(zone: zone, changed: changedNames)
         return (changed, durable)
     }
@@ -152,7 +153,8 @@ extension LocalStore {
         // Read through a copy, which shares the table's storage: nothing changes while it is held.
         let table = zones.hostRecords(in: zone)
         var orphans: [String] = []
-        for entry in table.entries where entry.values.contains(where: { $0.referenceValue != nil || $0.listValue != nil }) {
+        for entry in table.entries
+        where entry.values.contains(where: { $0.referenceValue != nil || $0.listValue != nil }) {
             let name = entry.id.name
             let record = entry.record
             for reference in record.references where reference.action == .deleteSelf && !reference.leaves(zone) {

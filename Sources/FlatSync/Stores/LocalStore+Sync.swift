@@ -60,8 +60,9 @@ extension LocalStore {
             current.fields = current.fields
             saves.append(RecordSave(current, policy: policy))
         }
-        if saves.count > 1, let zone = changes.first?.recordID.zone, zones.hostRecords(in: zone).hasDependents
-            || saves.contains(where: { isHostRecord($0.record.id) && !$0.record.references.isEmpty })
+        if saves.count > 1, let zone = changes.first?.recordID.zone,
+            zones.hostRecords(in: zone).hasDependents
+                || saves.contains(where: { isHostRecord($0.record.id) && !$0.record.references.isEmpty })
         {
             let byName = Dictionary(saves.map { ($0.record.id.name, $0) }, uniquingKeysWith: { $1 })
             saves = RecordOrder.parentsFirst(saves.map(\.record)).compactMap { byName[$0.id.name] }
@@ -199,7 +200,9 @@ extension LocalStore {
     private func adopt(_ record: Record) {
         zones.store(record)
         setChangeTag(record.changeTag, for: record.id)
-        if isHostRecord(record.id) { recordChangeHub.emit(zone: record.id.zone, changed: [(record.type, record.id.name)]) }
+        if isHostRecord(record.id) {
+            recordChangeHub.emit(zone: record.id.zone, changed: [(record.type, record.id.name)])
+        }
     }
 
     /// What applying fetched changes did.

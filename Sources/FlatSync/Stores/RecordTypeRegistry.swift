@@ -77,7 +77,8 @@ package struct RecordTypeRegistry: Sendable {
             merge: { mine, server, changed in
                 guard let mine = try? Value(record: mine), let theirs = try? Value(record: server) else { return nil }
                 var merged = server
-                merged.fields = RecordStore<Value>.fields(of: Value.merge(mine, theirs, changedFields: changed), over: server)
+                merged.fields = RecordStore<Value>.fields(
+                    of: Value.merge(mine, theirs, changedFields: changed), over: server)
                 return merged
             })
     }

@@ -394,7 +394,8 @@ package struct ZoneStates: Sendable {
     }
 
     /// Runs `body` with the host records of a zone, in place.
-    package mutating func withHostRecords<R>(in zone: ZoneID, _ body: (inout HostRecordTable) throws -> R) rethrows -> R {
+    package mutating func withHostRecords<R>(in zone: ZoneID, _ body: (inout HostRecordTable) throws -> R) rethrows -> R
+    {
         switch zone {
         case .readingList: return try body(&readingList.hostRecords)
         case .readingHistory: return try body(&history.hostRecords)

@@ -23,8 +23,11 @@ struct RecordStoreTests {
             var store = try LocalStore(directory: directory, options: options)
             try await store.readingList.add("a1")
             #expect(try await store.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Tea")))
-            #expect(try await store.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Tea")) == false)
-            try await store.records(TestRecipe.self).save([TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Bread")])
+            #expect(
+                try await store.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Tea")) == false)
+            try await store.records(TestRecipe.self).save([
+                TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Bread"),
+            ])
             #expect(Set(await store.records(TestRecipe.self).values().map(\.title)) == ["Soup", "Bread"])
             #expect(await store.records(TestNote.self).count() == 1)
             #expect(await store.readingList.count() == 1, "a note is not an entry")
@@ -85,9 +88,12 @@ struct RecordStoreTests {
 
     @Test func deletingARecipeDeletesItsStepsButNotWhatMerelyRefersToThem() async throws {
         try await withStore { store in
-            try await store.records(TestRecipe.self).save([TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Bread")])
+            try await store.records(TestRecipe.self).save([
+                TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Bread"),
+            ])
             try await store.records(TestStep.self).save([
-                TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Boil", after: "s1"),
+                TestStep(id: "s1", recipeID: "r1", text: "Chop"),
+                TestStep(id: "s2", recipeID: "r1", text: "Boil", after: "s1"),
                 TestStep(id: "s3", recipeID: "r2", text: "Knead", after: "s1"),
             ])
             #expect(try await store.records(TestRecipe.self).delete("r1"))
@@ -134,8 +140,8 @@ struct RecordStoreTests {
         }
     }
 
-    @Test func registrationIsChecked() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func registrationIsChecked() throws {
+        try withTemporaryDirectory { directory in
             for types in [[TestRecipe.self, TestRecipe.self], [BadZone.self]] as [[any SyncableRecord.Type]] {
                 #expect(throws: FlatSyncError.self) {
                     _ = try LocalStore(directory: directory, options: .init(recordTypes: types))
@@ -149,9 +155,13 @@ struct RecordStoreTests {
         func record(_ name: String, _ refs: [String]) -> Record {
             Record(
                 id: RecordID(zone: zone, name: name), type: "T",
-                fields: Dictionary(uniqueKeysWithValues: refs.enumerated().map {
-                    ("r\($0.offset)", FieldValue.reference(RecordReference(recordName: $0.element, action: .deleteSelf)))
-                }))
+                fields: Dictionary(
+                    uniqueKeysWithValues: refs.enumerated().map {
+                        (
+                            "r\($0.offset)",
+                            FieldValue.reference(RecordReference(recordName: $0.element, action: .deleteSelf))
+                        )
+                    }))
         }
         let ordered = RecordOrder.parentsFirst([
             record("a", ["b"]), record("b", ["c"]), record("c", []), record("d", ["zz"]), record("e", ["e"]),

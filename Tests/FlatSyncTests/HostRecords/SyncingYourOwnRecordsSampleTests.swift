@@ -104,7 +104,8 @@ func noteAndSync(deviceDirectory: URL, cloud: any CloudTransport) async throws -
         let end = try #require(source.range(of: "// Article sample ends\n"))
         let sample = String(source[begin.upperBound..<end.lowerBound])
         let article = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Sources/FlatSync/FlatSync.docc/SyncingYourOwnRecords.md")
+            .deletingLastPathComponent().appendingPathComponent(
+                "Sources/FlatSync/FlatSync.docc/SyncingYourOwnRecords.md")
         let text = try String(contentsOf: article, encoding: .utf8)
         #expect(text.contains("```swift\n" + sample + "```\n"), "the article's sample must be this file's, verbatim")
     }

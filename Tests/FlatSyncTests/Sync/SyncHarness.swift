@@ -142,7 +142,8 @@ struct DeviceView: Equatable, CustomStringConvertible {
         history = [:]
         for record in try await cloud.records(in: .readingList) {
             if record.type == TestNote.recordType {
-                let note = try TestNote(id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
+                let note = try TestNote(
+                    id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
                 notes[note.id] = note
                 continue
             }
@@ -169,7 +170,9 @@ struct DeviceView: Equatable, CustomStringConvertible {
             )
         }
         for key in Set(notes.keys).union(other.notes.keys).sorted() where notes[key] != other.notes[key] {
-            lines.append("note \(key): \(notes[key].map { "\($0)" } ?? "absent") vs \(other.notes[key].map { "\($0)" } ?? "absent")")
+            lines.append(
+                "note \(key): \(notes[key].map { "\($0)" } ?? "absent") vs \(other.notes[key].map { "\($0)" } ?? "absent")"
+            )
         }
         for key in Set(history.keys).union(other.history.keys).sorted() where history[key] != other.history[key] {
             lines.append(
