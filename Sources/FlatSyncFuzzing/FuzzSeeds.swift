@@ -36,7 +36,7 @@ package enum FuzzSeeds {
             for name in ["commands.log"] {
                 if let data = try? Data(contentsOf: device.appendingPathComponent(name)) { files.logs.append(data) }
             }
-            for name in ["reading-list.plist", "reading-history.plist"] {
+            for name in ["reading-list.plist", "reading-history.plist", LocalStore.snapshotFileName(TestRecipe.zone)] {
                 if let data = try? Data(contentsOf: device.appendingPathComponent(name)) {
                     files.snapshots.append(data)
                 }
@@ -52,9 +52,16 @@ package enum FuzzSeeds {
         var configuration = SyncContext.Configuration(clock: TestClock())
         configuration.deviceID = "fuzz-seed-device"
         configuration.randomSeed = 1
+        // Host records too: notes in the reading list's zone (owned by an entry), recipes and steps in a
+        // zone of their own; their snapshot sections and log entries become seeds.
+        configuration.recordTypes = testRecordTypes
         let context = try await SyncContext.open(
             directory: device, account: CloudAccount(id: "fuzz", transport: cloud), configuration: configuration)
         try await context.readingList.add("first-article", title: "A title")
+        try await context.records(TestNote.self).save(
+            TestNote(id: "note-1", articleID: "first-article", text: "A note", tags: ["a", "b"], pinned: true))
+        try await context.records(TestRecipe.self).save(TestRecipe(id: "recipe-1", title: "Soup", servings: 4))
+        try await context.records(TestStep.self).save(TestStep(id: "step-1", recipeID: "recipe-1", text: "Chop"))
         try await context.readingList.add("second-article")
         try await context.history.visit("first-article", version: 3)
         try await context.history.setLiking("first-article", .liked)
@@ -78,7 +85,7 @@ package enum FuzzSeeds {
                 saving: [RecordSave(record, policy: .allKeys)], deleting: [], atomically: true)
         }
         _ = try await context.syncNow()
-        for zone in ZoneID.all { try await context.localStore.persistSnapshot(of: zone) }
+        for zone in context.localStore.zoneIDs { try await context.localStore.persistSnapshot(of: zone) }
         try collect()
         try await context.localStore.compact()
         try await context.history.visit("fourth-article")

@@ -116,6 +116,13 @@ package enum FuzzTargets {
     static func snapshot(_ data: Data) {
         _ = try? SnapshotFile.decodeState(of: ReadingListEntry.self, from: data, path: "fuzz")
         _ = try? SnapshotFile.decodeState(of: ReadingHistoryItem.self, from: data, path: "fuzz")
+        // A host zone's snapshot: its host records section decoded, and what decodes encodes back the same.
+        if let state = try? SnapshotFile.decodeState(
+            of: HostZoneItem.self, zone: TestRecipe.zone, from: data, path: "fuzz")
+        {
+            let again = try? HostRecordTable.decode(state.hostRecords.encoded(), zone: TestRecipe.zone)
+            precondition(again == state.hostRecords, "a host zone's records do not round-trip")
+        }
     }
 
     /// The device files: decoded, or a typed error; what decodes encodes back to the same bookkeeping.

@@ -174,9 +174,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
 
     /// Reads the zone state of a snapshot held in memory; see ``readState(of:from:path:)``.
     package static func decodeState<Item: ColumnarItem>(
-        of type: Item.Type, from data: Data, path: String
+        of type: Item.Type, zone: ZoneID = Item.zone, from data: Data, path: String
     ) throws(FlatSyncError) -> ZoneState<Item> {
-        try readState(of: type, from: DataSnapshotSource(data), path: path)
+        try readState(of: type, zone: zone, from: DataSnapshotSource(data), path: path)
     }
 }
 

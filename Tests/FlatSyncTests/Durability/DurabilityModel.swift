@@ -16,10 +16,13 @@ final class DurabilityModel: Sendable {
         case add(String)
         case remove(String)
         case visit(String)
+        /// A host record (``TestRecipe`` `recipe-<id>`, in a zone of its own) saved, or deleted.
+        case saveRecipe(String)
+        case deleteRecipe(String)
 
         var articleID: String {
             switch self {
-            case .add(let id), .remove(let id), .visit(let id): return id
+            case .add(let id), .remove(let id), .visit(let id), .saveRecipe(let id), .deleteRecipe(let id): return id
             }
         }
 
@@ -28,8 +31,24 @@ final class DurabilityModel: Sendable {
             case .add(let id): return "add \(id)"
             case .remove(let id): return "remove \(id)"
             case .visit(let id): return "visit \(id)"
+            case .saveRecipe(let id): return "save recipe \(id)"
+            case .deleteRecipe(let id): return "delete recipe \(id)"
             }
         }
+
+        /// The membership a mutation of the reading list or of the recipes leaves; nil for a visit.
+        var membership: (recipes: Bool, member: Bool)? {
+            switch self {
+            case .add: return (false, true)
+            case .remove: return (false, false)
+            case .saveRecipe: return (true, true)
+            case .deleteRecipe: return (true, false)
+            case .visit: return nil
+            }
+        }
+
+        /// The record of a recipe `id`'s host record.
+        static func recipeID(_ id: String) -> RecordID { TestRecipe.recordID("recipe-" + id) }
     }
 
     struct Entry: Sendable {
@@ -112,9 +131,9 @@ final class DurabilityModel: Sendable {
     /// Without `acknowledgementsAreDurable` (a `buffered` store after a power loss) an acknowledged mutation
     /// counts as undecided.
     func problems(
-        readingList: Set<String>, readCounts: [String: Int64], pending: Set<RecordID>?,
-        server: (readingList: Set<String>, readCounts: [String: Int64])? = nil, crashAfter point: Int = .max,
-        acknowledgementsAreDurable: Bool = true
+        readingList: Set<String>, readCounts: [String: Int64], recipes: Set<String> = [], pending: Set<RecordID>?,
+        server: (readingList: Set<String>, readCounts: [String: Int64])? = nil, serverRecipes: Set<String>? = nil,
+        crashAfter point: Int = .max, acknowledgementsAreDurable: Bool = true
     ) -> [String] {
         var problems: [String] = []
         var byArticle: [String: [(Mutation, Outcome)]] = [:]
@@ -131,43 +150,49 @@ final class DurabilityModel: Sendable {
                     [
                         RecordID(zone: .readingList, name: "rl-" + $0),
                         RecordID(zone: .readingHistory, name: "rh-" + $0),
+                        Mutation.recipeID($0),
                     ]
                 })
         }
-        for article in Set(byArticle.keys).union(readingList).union(readCounts.keys).sorted() {
+        for article in Set(byArticle.keys).union(readingList).union(readCounts.keys).union(recipes).sorted() {
             let history = byArticle[article] ?? []
-            let listOps = history.filter { if case .visit = $0.0 { return false } else { return true } }
             let visits = history.filter { if case .visit = $0.0 { return true } else { return false } }
 
-            // The reading list: every subset of the undecided adds and removes, in order.
-            let undecided = listOps.indices.filter { listOps[$0].1 == .undecided }
-            var possible: Set<Bool> = []
-            var acknowledgedOnly = false
-            for subset in 0..<(1 << min(undecided.count, 12)) {
-                var member = false
-                for (index, (mutation, outcome)) in listOps.enumerated() {
-                    let applies: Bool
-                    switch outcome {
-                    case .acknowledged: applies = true
-                    case .notIssued: applies = false
-                    case .undecided: applies = subset & (1 << undecided.firstIndex(of: index)!) != 0
+            // The reading list and the recipes: every subset of the undecided saves and deletes, in order.
+            for inRecipes in [false, true] {
+                let ops = history.filter { $0.0.membership?.recipes == inRecipes }
+                let undecided = ops.indices.filter { ops[$0].1 == .undecided }
+                var possible: Set<Bool> = []
+                var acknowledgedOnly = false
+                for subset in 0..<(1 << min(undecided.count, 12)) {
+                    var member = false
+                    for (index, (mutation, outcome)) in ops.enumerated() {
+                        let applies: Bool
+                        switch outcome {
+                        case .acknowledged: applies = true
+                        case .notIssued: applies = false
+                        case .undecided: applies = subset & (1 << undecided.firstIndex(of: index)!) != 0
+                        }
+                        if applies { member = mutation.membership!.member }
                     }
-                    guard applies else { continue }
-                    if case .add = mutation { member = true } else { member = false }
+                    if subset == 0 { acknowledgedOnly = member }
+                    possible.insert(member)
                 }
-                if subset == 0 { acknowledgedOnly = member }
-                possible.insert(member)
-            }
-            let member = readingList.contains(article)
-            if !possible.contains(member) {
-                problems.append(
-                    "\(article): \(member ? "on" : "missing from") the reading list after \(history.map { "\($0.0) (\($0.1))" })"
-                )
-            } else if member != acknowledgedOnly, let pending,
-                !pending.contains(RecordID(zone: .readingList, name: "rl-" + article)),
-                server.map({ $0.readingList.contains(article) != member }) ?? true
-            {
-                problems.append("\(article): an unacknowledged change shows, but nothing will send it")
+                let what = inRecipes ? "the recipes" : "the reading list"
+                let member = inRecipes ? recipes.contains(article) : readingList.contains(article)
+                let id = inRecipes ? Mutation.recipeID(article) : RecordID(zone: .readingList, name: "rl-" + article)
+                let onServer =
+                    inRecipes
+                    ? serverRecipes.map { $0.contains(article) } : server.map { $0.readingList.contains(article) }
+                if !possible.contains(member) {
+                    problems.append(
+                        "\(article): \(member ? "in" : "missing from") \(what) after \(history.map { "\($0.0) (\($0.1))" })"
+                    )
+                } else if member != acknowledgedOnly, let pending, !pending.contains(id),
+                    onServer.map({ $0 != member }) ?? true
+                {
+                    problems.append("\(article): an unacknowledged change of \(what) shows, but nothing will send it")
+                }
             }
 
             // The history: one read per visit that happened.
@@ -194,11 +219,18 @@ final class DurabilityModel: Sendable {
         acknowledgementsAreDurable: Bool = true
     ) async -> [String] {
         let readingList = Set(await store.readingList.entries().map(\.articleID))
+        let recipes = Set(
+            await store.records(TestRecipe.self).values().map { String($0.id.dropFirst("recipe-".count)) })
         var readCounts: [String: Int64] = [:]
         for item in await store.history.items() { readCounts[item.articleID] = item.readCount }
         let pending = checkingPending ? Set(await store.pendingCommands().flatMap { $0.changes.keys }) : nil
         var server: (readingList: Set<String>, readCounts: [String: Int64])?
+        var serverRecipes: Set<String>?
         if let cloud {
+            serverRecipes = Set(
+                ((try? await cloud.records(in: TestRecipe.zone)) ?? []).map {
+                    String($0.id.name.dropFirst("recipe-".count))
+                })
             var served: (readingList: Set<String>, readCounts: [String: Int64]) = ([], [:])
             for record in (try? await cloud.records(in: .readingList)) ?? [] {
                 if let entry = try? ReadingListEntry(record: record) { served.readingList.insert(entry.articleID) }
@@ -211,7 +243,7 @@ final class DurabilityModel: Sendable {
             server = served
         }
         return problems(
-            readingList: readingList, readCounts: readCounts, pending: pending, server: server, crashAfter: point,
-            acknowledgementsAreDurable: acknowledgementsAreDurable)
+            readingList: readingList, readCounts: readCounts, recipes: recipes, pending: pending, server: server,
+            serverRecipes: serverRecipes, crashAfter: point, acknowledgementsAreDurable: acknowledgementsAreDurable)
     }
 }

@@ -196,7 +196,7 @@ import Testing
             ),
         ]
         for (name, disk) in images {
-            var options = LocalStore.Options(deviceID: nil, clock: TestClock())
+            var options = LocalStore.Options(deviceID: nil, clock: TestClock(), recordTypes: [TestRecipe.self])
             options.fileSystem = FileSystem(disk)
             do {
                 let store = try LocalStore(directory: device, options: options)
@@ -237,6 +237,7 @@ import Testing
         private func open() async {
             guard context == nil else { return }
             var configuration = SyncContext.Configuration(clock: TestClock())
+            configuration.recordTypes = [TestRecipe.self]
             configuration.fileSystem = fileSystem
             configuration.randomSeed = 1
             do {
@@ -275,6 +276,9 @@ import Testing
                 case .add(let id): try await context.readingList.add(id)
                 case .remove(let id): try await context.readingList.remove(id)
                 case .visit(let id): try await context.history.visit(id)
+                case .saveRecipe(let id):
+                    try await context.records(TestRecipe.self).save(TestRecipe(id: "recipe-" + id, title: id))
+                case .deleteRecipe(let id): try await context.records(TestRecipe.self).delete("recipe-" + id)
                 }
             }
             if let error { note(error) }
@@ -308,7 +312,7 @@ import Testing
             await open()
             guard let context else { return false }
             do {
-                for zone in ZoneID.all { try await context.localStore.persistSnapshot(of: zone) }
+                for zone in context.localStore.zoneIDs { try await context.localStore.persistSnapshot(of: zone) }
                 return true
             } catch {
                 note(error)
@@ -370,6 +374,9 @@ import Testing
             await mutate(.visit(read))
             await mutate(.visit(read))
             await mutate(.remove(second))
+            await mutate(.saveRecipe(first))
+            await mutate(.saveRecipe(second))
+            await mutate(.deleteRecipe(first))
             await sync()
             for _ in 0..<rounds {
                 let added = newArticle()

@@ -155,7 +155,8 @@ import Testing
         -> [String]
     {
         var options = LocalStore.Options(
-            durability: workload.durability, deviceID: nil, clock: TestClock(), snapshotDelay: .seconds(3_600))
+            durability: workload.durability, deviceID: nil, clock: TestClock(), snapshotDelay: .seconds(3_600),
+            recordTypes: [TestRecipe.self])
         options.fileSystem = FileSystem(image)
         let store: LocalStore
         do {
@@ -203,7 +204,8 @@ import Testing
 
         private func open() throws -> LocalStore {
             var options = LocalStore.Options(
-                durability: durability, deviceID: nil, clock: TestClock(), snapshotDelay: .seconds(3_600))
+                durability: durability, deviceID: nil, clock: TestClock(), snapshotDelay: .seconds(3_600),
+                recordTypes: [TestRecipe.self])
             options.fileSystem = fileSystem
             options.compactionMinimumBytes = 2 << 10
             options.compactionGrowthFactor = 2
@@ -219,6 +221,9 @@ import Testing
                 case .add(let id): try await store.readingList.add(id)
                 case .remove(let id): try await store.readingList.remove(id)
                 case .visit(let id): try await store.history.visit(id)
+                case .saveRecipe(let id):
+                    try await store.records(TestRecipe.self).save(TestRecipe(id: "recipe-" + id, title: id))
+                case .deleteRecipe(let id): try await store.records(TestRecipe.self).delete("recipe-" + id)
                 }
             }
         }
@@ -231,7 +236,7 @@ import Testing
                 // From the round's first call on, a crash may find its acknowledgements in the log.
                 model.markSent(acknowledgedBefore: start, at: start)
             }
-            for zone in ZoneID.all {
+            for zone in store.zoneIDs {
                 for command in try await store.sealPendingCommands(in: zone) {
                     let ids = Array(command.changes.keys)
                     let refused = ids.filter { $0.name.hasSuffix("7") }
@@ -275,6 +280,7 @@ import Testing
                     try await shared.persistSnapshot(of: .readingList)
                     await mutation
                     await mutate(store, .remove(added[round * 3]))
+                    await mutate(store, .saveRecipe(added[round * 3 + 2]))
                     try await sendRound(store)
                     try await store.persistSnapshot(of: .readingHistory)
                     // Enough mutations that the log compacts on its own.
@@ -285,11 +291,13 @@ import Testing
                     // per zone that it does not wait for; the next mutation flushes them with its own.
                     await mutate(store, .add(newArticle()))
                     await mutate(store, .visit(read))
-                    for zone in ZoneID.all { _ = try await store.sealPendingCommands(in: zone) }
+                    await mutate(store, .saveRecipe(read))
+                    for zone in store.zoneIDs { _ = try await store.sealPendingCommands(in: zone) }
                     try await store.close()
                     store = try open()
                     await mutate(store, .remove(added[round * 3 + 1]))
                     await mutate(store, .visit(read))
+                    await mutate(store, .deleteRecipe(added[round * 3 + 2]))
                 }
                 try await store.close()
             } catch {
