@@ -39,7 +39,8 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// True when the record named `name` is one of the built-in items' (its name has their prefix), false
     /// when it is a host record.
     package func owns(_ name: String) -> Bool {
-        Item.holdsItems && Item.articleID(fromRecordName: name) != nil
+        // By bytes, without making the article ID: this runs for every record a sync sends or fetches.
+        Item.holdsItems && name.utf8.starts(with: Item.recordNamePrefix.utf8)
     }
 
     /// Keeps the fields of `record`, as the server holds it, that the items do not use (forgetting those of
@@ -207,40 +208,13 @@ package struct ZoneStates: Sendable {
 
     package init() {}
 
-    /// Runs `body` with the state of `zone` (a host zone not known yet starts empty), whichever its type:
-    /// the parts every zone has (token, sequence, host records, bookkeeping by record name).
-    package mutating func modify<R>(_ zone: ZoneID, _ body: (inout any ZoneStateParts) -> R) -> R {
-        // Taken out and put back, so that the existential holds the only reference to the state's storage.
-        switch zone {
-        case .readingList:
-            var parts: any ZoneStateParts = readingList
-            readingList = ZoneState()
-            defer { readingList = parts as! ZoneState<ReadingListEntry> }
-            return body(&parts)
-        case .readingHistory:
-            var parts: any ZoneStateParts = history
-            history = ZoneState()
-            defer { history = parts as! ZoneState<ReadingHistoryItem> }
-            return body(&parts)
-        default:
-            var parts: any ZoneStateParts = hostZones.removeValue(forKey: zone) ?? ZoneState<HostZoneItem>()
-            defer { hostZones[zone] = (parts as! ZoneState<HostZoneItem>) }
-            return body(&parts)
-        }
-    }
-
-    /// The state of `zone`'s parts every zone has, read only (an unknown host zone: an empty one).
-    package func parts(of zone: ZoneID) -> any ZoneStateParts {
-        switch zone {
-        case .readingList: return readingList
-        case .readingHistory: return history
-        default: return hostZones[zone] ?? ZoneState<HostZoneItem>()
-        }
-    }
-
     /// The sequence number a zone's data covers.
     package func appliedThroughSequence(of zone: ZoneID) -> UInt64 {
-        parts(of: zone).appliedThroughSequence
+        switch zone {
+        case .readingList: return readingList.appliedThroughSequence
+        case .readingHistory: return history.appliedThroughSequence
+        default: return hostZones[zone]?.appliedThroughSequence ?? 0
+        }
     }
 
     /// Empties a zone (no items, tags or token), as wiped by the mutation numbered `sequence`.
@@ -332,7 +306,11 @@ package struct ZoneStates: Sendable {
 
     /// The version a fetch skipped for a pending delete of the record, if any.
     package func skippedVersion(for id: RecordID) -> ChangeTag? {
-        parts(of: id.zone).skippedVersions[id.name]
+        switch id.zone {
+        case .readingList: return readingList.skippedVersions[id.name]
+        case .readingHistory: return history.skippedVersions[id.name]
+        default: return hostZones[id.zone]?.skippedVersions[id.name]
+        }
     }
 
     /// Sets (or forgets) the version a fetch skipped for a pending delete of the record.
@@ -383,7 +361,11 @@ package struct ZoneStates: Sendable {
 
     /// The zone's change token.
     package func changeToken(of zone: ZoneID) -> ChangeToken? {
-        parts(of: zone).changeToken
+        switch zone {
+        case .readingList: return readingList.changeToken
+        case .readingHistory: return history.changeToken
+        default: return hostZones[zone]?.changeToken
+        }
     }
 
     /// Sets the sequence number a zone's data covers.
@@ -412,25 +394,3 @@ package struct ZoneStates: Sendable {
         }
     }
 }
-
-/// The parts of a ``ZoneState`` that do not depend on its item type, for code that serves every zone.
-package protocol ZoneStateParts: Sendable {
-    var changeToken: ChangeToken? { get set }
-    var appliedThroughSequence: UInt64 { get set }
-    var createdSinceFetch: Set<String> { get set }
-    var skippedVersions: [String: ChangeTag] { get set }
-    var unknownFields: [String: [String: FieldValue]] { get set }
-    var sendWhole: Set<String> { get set }
-    var hostRecords: HostRecordTable { get set }
-    func owns(_ name: String) -> Bool
-    func changeTag(of name: String) -> ChangeTag?
-    mutating func setChangeTag(_ tag: ChangeTag?, of name: String)
-    func record(for id: RecordID) -> Record?
-    mutating func store(_ record: Record)
-    @discardableResult mutating func removeRecord(named name: String) -> Bool
-    mutating func keepUnknownFields(of record: Record)
-    mutating func apply(_ change: RecordChange)
-    var knownRecordNames: Set<String> { get }
-}
-
-extension ZoneState: ZoneStateParts {}
