@@ -15,26 +15,18 @@
 /// every record read with the same keys) and its values, in place of a dictionary of fields per record,
 /// which made reading 100,000 records from a snapshot cost six times SQLite's reading of as many rows.
 package struct HostRecordTable: Sendable {
-    /// One record.
+    /// One record. Its name, tag and scalars are inline (a name or tag of up to 15 UTF-8 bytes is a small
+    /// string, held without a reference): copying an entry retains only its values.
     package struct Entry: Sendable, Equatable {
-        package var id: RecordID
-        package var type: String
-        /// The field keys, sorted.
-        package var keys: [String]
-        /// The values of ``keys``, in their order.
+        package var name: String
+        /// The record type, as its number in ``HostRecordTable/types``.
+        package var type: UInt32
+        /// The field keys, as their number in ``HostRecordTable/shapes``.
+        package var shape: UInt32
+        /// The values of the shape's keys, in their order.
         package var values: [FieldValue]
         /// The last change tag seen from the server.
         package var tag: ChangeTag? = nil
-
-        /// The fields as ``RecordFields``, for a value to read without building a dictionary.
-        package var recordFields: RecordFields { RecordFields(keys: keys, values: values, recordName: id.name) }
-
-        /// The record, without its change tag.
-        package var record: Record {
-            var fields = [String: FieldValue](minimumCapacity: keys.count)
-            for (key, value) in zip(keys, values) { fields[key] = value }
-            return Record(id: id, type: type, fields: fields)
-        }
 
         /// True when a value is a reference, or a list that holds one.
         fileprivate var mayOwn: Bool {
@@ -48,8 +40,14 @@ package struct HostRecordTable: Sendable {
         }
     }
 
+    /// The zone of the records (nil until the first is stored).
+    private var zone: ZoneID?
     /// Every record, in no set order.
     package private(set) var entries: [Entry] = []
+    /// The record types the entries name, each once.
+    private var types: [String] = []
+    /// The sets of field keys (each sorted) the entries name, each once.
+    private var shapes: [[String]] = []
     /// Where each record's entry is, by name.
     private var positions: [String: Int] = [:]
     /// The tags of records this zone no longer has: a record deleted locally keeps its tag until the
@@ -68,18 +66,55 @@ package struct HostRecordTable: Sendable {
     /// The number of records.
     package var count: Int { entries.count }
 
+    /// The number of `recordType` in ``types``, if an entry ever had that type.
+    package func typeNumber(_ recordType: String) -> UInt32? {
+        types.firstIndex(of: recordType).map { UInt32($0) }
+    }
+
+    /// The record type of an entry.
+    package func recordType(of entry: Entry) -> String { types[Int(entry.type)] }
+
+    /// An entry's fields, for a value to read without building a dictionary.
+    package func fields(of entry: Entry) -> RecordFields {
+        RecordFields(keys: shapes[Int(entry.shape)], values: entry.values, recordName: entry.name)
+    }
+
+    /// An entry's record, without its change tag.
+    package func record(of entry: Entry) -> Record {
+        let keys = shapes[Int(entry.shape)]
+        var fields = [String: FieldValue](minimumCapacity: keys.count)
+        for (key, value) in zip(keys, entry.values) { fields[key] = value }
+        return Record(id: RecordID(zone: zone ?? ZoneID(""), name: entry.name), type: recordType(of: entry), fields: fields)
+    }
+
+    /// The number of a type, adding it.
+    private mutating func number(ofType type: String) -> UInt32 {
+        if let known = types.firstIndex(of: type) { return UInt32(known) }
+        types.append(type)
+        return UInt32(types.count - 1)
+    }
+
+    /// The number of a set of keys, adding it.
+    private mutating func number(ofShape keys: [String]) -> UInt32 {
+        if let known = shapes.lastIndex(of: keys) { return UInt32(known) }
+        shapes.append(keys)
+        return UInt32(shapes.count - 1)
+    }
+
     /// The record named `name`, without its change tag; setting nil removes it (its tag stays).
     package subscript(name: String) -> Record? {
-        get { positions[name].map { entries[$0].record } }
+        get { positions[name].map { record(of: entries[$0]) } }
         set {
             guard let record = newValue else {
                 remove(name)
                 return
             }
+            zone = zone ?? record.id.zone
             let fields = record.fields
             let keys = fields.keys.sorted()
             var entry = Entry(
-                id: record.id, type: record.type, keys: keys, values: keys.map { fields[$0]! }, tag: nil)
+                name: name, type: number(ofType: record.type), shape: number(ofShape: keys),
+                values: keys.map { fields[$0]! })
             if let position = positions[name] {
                 entry.tag = entries[position].tag
                 unindex(entries[position])
@@ -98,6 +133,9 @@ package struct HostRecordTable: Sendable {
         positions[name].map { entries[$0] }
     }
 
+    /// Every record, without change tags.
+    package var records: [Record] { entries.map { record(of: $0) } }
+
     private mutating func remove(_ name: String) {
         guard let position = positions.removeValue(forKey: name) else { return }
         let removed = entries[position]
@@ -106,7 +144,7 @@ package struct HostRecordTable: Sendable {
         let last = entries.removeLast()
         if position < entries.count {
             entries[position] = last
-            positions[last.id.name] = position
+            positions[last.name] = position
         }
     }
 
@@ -128,7 +166,7 @@ package struct HostRecordTable: Sendable {
     /// Every change tag, by record name.
     package var changeTagsByName: [String: ChangeTag] {
         var tags = looseTags
-        for entry in entries { if let tag = entry.tag { tags[entry.id.name] = tag } }
+        for entry in entries { if let tag = entry.tag { tags[entry.name] = tag } }
         return tags
     }
 
@@ -147,8 +185,8 @@ package struct HostRecordTable: Sendable {
     package var hasDependents: Bool { !dependentsByTarget.isEmpty }
 
     /// The targets of an entry's `deleteSelf` references within its zone.
-    private static func ownerTargets(of entry: Entry) -> Set<String> {
-        guard entry.mayOwn else { return [] }
+    private func ownerTargets(of entry: Entry) -> Set<String> {
+        guard entry.mayOwn, let zone else { return [] }
         var targets = Set<String>()
         for value in entry.values {
             let references: [RecordReference] =
@@ -157,7 +195,7 @@ package struct HostRecordTable: Sendable {
                 case .list(let elements): elements.compactMap(\.referenceValue)
                 default: []
                 }
-            for reference in references where reference.action == .deleteSelf && !reference.leaves(entry.id.zone) {
+            for reference in references where reference.action == .deleteSelf && !reference.leaves(zone) {
                 targets.insert(reference.recordName)
             }
         }
@@ -165,12 +203,12 @@ package struct HostRecordTable: Sendable {
     }
 
     private mutating func index(_ entry: Entry) {
-        for target in Self.ownerTargets(of: entry) { dependentsByTarget[target, default: []].insert(entry.id.name) }
+        for target in ownerTargets(of: entry) { dependentsByTarget[target, default: []].insert(entry.name) }
     }
 
     private mutating func unindex(_ entry: Entry) {
-        for target in Self.ownerTargets(of: entry) {
-            dependentsByTarget[target]?.remove(entry.id.name)
+        for target in ownerTargets(of: entry) {
+            dependentsByTarget[target]?.remove(entry.name)
             if dependentsByTarget[target]?.isEmpty == true { dependentsByTarget[target] = nil }
         }
     }
@@ -196,7 +234,10 @@ extension HostRecordTable: Equatable {
     /// Equal when they hold the same records and tags, in whatever order.
     package static func == (lhs: HostRecordTable, rhs: HostRecordTable) -> Bool {
         guard lhs.entries.count == rhs.entries.count, lhs.looseTags == rhs.looseTags else { return false }
-        return lhs.entries.allSatisfy { rhs.entry($0.id.name) == $0 }
+        return lhs.entries.allSatisfy { entry in
+            guard let other = rhs.entry(entry.name) else { return false }
+            return other.tag == entry.tag && rhs.record(of: other).hasSameContent(as: lhs.record(of: entry))
+        }
     }
 }
 
@@ -212,9 +253,10 @@ extension HostRecordTable {
             writer.write(name)
             if let entry = entry(name) {
                 writer.write(UInt8(1))
-                writer.write(entry.type)
-                writer.write(varint: UInt64(entry.keys.count))
-                for (key, value) in zip(entry.keys, entry.values) {
+                writer.write(recordType(of: entry))
+                let keys = shapes[Int(entry.shape)]
+                writer.write(varint: UInt64(keys.count))
+                for (key, value) in zip(keys, entry.values) {
                     writer.write(key)
                     writer.write(value, tags: .commandLog)
                 }
@@ -230,6 +272,7 @@ extension HostRecordTable {
     package static func decode(_ data: Data, zone: ZoneID) throws(FlatSyncError) -> HostRecordTable {
         try data.withBinaryReader { (reader) throws(FlatSyncError) in
             var table = HostRecordTable()
+            table.zone = zone
             let count = try reader.readCount()
             let capacity = min(count, data.count / 4)
             table.entries.reserveCapacity(capacity)
@@ -237,8 +280,9 @@ extension HostRecordTable {
             // Types and keys recur in every record: read once, and the previous record's keys array is
             // shared when the next one has the same keys.
             var recent: [String] = []
-            var previousKeys: [String] = []
             var keys: [String] = []
+            var previousShape: UInt32?
+            var previousType: (name: String, number: UInt32)?
             for _ in 0..<count {
                 let name = try reader.readString()
                 let hasRecord = try reader.readByte()
@@ -260,8 +304,21 @@ extension HostRecordTable {
                         keys.append(key)
                         values.append(try reader.readFieldValue(tags: .commandLog))
                     }
-                    if keys != previousKeys { previousKeys = keys }
-                    entry = Entry(id: RecordID(zone: zone, name: name), type: type, keys: previousKeys, values: values)
+                    let shape: UInt32
+                    if let previousShape, table.shapes[Int(previousShape)] == keys {
+                        shape = previousShape
+                    } else {
+                        shape = table.number(ofShape: keys)
+                        previousShape = shape
+                    }
+                    let typeNumber: UInt32
+                    if let previousType, previousType.name == type {
+                        typeNumber = previousType.number
+                    } else {
+                        typeNumber = table.number(ofType: type)
+                        previousType = (type, typeNumber)
+                    }
+                    entry = Entry(name: name, type: typeNumber, shape: shape, values: values)
                 }
                 let tagText = try reader.readString()
                 let tag = tagText.isEmpty ? nil : ChangeTag(rawValue: tagText)

@@ -155,8 +155,8 @@ extension LocalStore {
         var orphans: [String] = []
         for entry in table.entries
         where entry.values.contains(where: { $0.referenceValue != nil || $0.listValue != nil }) {
-            let name = entry.id.name
-            let record = entry.record
+            let name = entry.name
+            let record = table.record(of: entry)
             for reference in record.references where reference.action == .deleteSelf && !reference.leaves(zone) {
                 let target = RecordID(zone: zone, name: reference.recordName)
                 let saved = pending.latestChange(for: target).map { !$0.isDelete } ?? false

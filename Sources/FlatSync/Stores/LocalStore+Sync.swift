@@ -385,7 +385,7 @@ extension LocalStore {
             records = []
         }
         // A parent before the records that refer to it (see ``RecordOrder``).
-        records += RecordOrder.parentsFirst(zones.hostRecords(in: zone).entries.map(\.record))
+        records += RecordOrder.parentsFirst(zones.hostRecords(in: zone).records)
         guard !records.isEmpty else { return 0 }
         return try await enqueueSaves(records, in: zone)
     }

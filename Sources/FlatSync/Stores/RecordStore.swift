@@ -56,28 +56,29 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// The value named `id`, if the store has it (and its record reads as one).
     public func value(_ id: String) async -> Value? {
-        guard let entry = await store.zones.hostRecords(in: Value.zone).entry(id), entry.type == Value.recordType
-        else {
-            return nil
-        }
-        return try? Value(id: id, fields: entry.recordFields)
+        let table = await store.zones.hostRecords(in: Value.zone)
+        guard let entry = table.entry(id), table.recordType(of: entry) == Value.recordType else { return nil }
+        return try? Value(id: id, fields: table.fields(of: entry))
     }
 
     /// Every value, in no set order (sort them as your view needs). A record that does not read as a value
     /// (another client wrote it wrong) is left out; ``record(_:)`` still shows it.
     public func values() async -> [Value] {
         let table = await store.zones.hostRecords(in: Value.zone)
+        guard let type = table.typeNumber(Value.recordType) else { return [] }
         var values: [Value] = []
         values.reserveCapacity(table.count)
-        for entry in table.entries where entry.type == Value.recordType {
-            if let value = try? Value(id: entry.id.name, fields: entry.recordFields) { values.append(value) }
+        for entry in table.entries where entry.type == type {
+            if let value = try? Value(id: entry.name, fields: table.fields(of: entry)) { values.append(value) }
         }
         return values
     }
 
     /// The number of records of the type.
     public func count() async -> Int {
-        await store.zones.hostRecords(in: Value.zone).entries.lazy.filter { $0.type == Value.recordType }.count
+        let table = await store.zones.hostRecords(in: Value.zone)
+        guard let type = table.typeNumber(Value.recordType) else { return 0 }
+        return table.entries.lazy.filter { $0.type == type }.count
     }
 
     /// The value's record as the server knows it: its fields, any field another client wrote, and the change
