@@ -172,10 +172,11 @@ if let (directory, times) = arguments.repeatColdStart {
     }
 }
 
-if let times = arguments.repeatHostColdStart {
+/// Runs a profiling mode in the scratch directory, removes it (`exit` runs no `defer`) and exits.
+func runInScratch(_ body: (URL) async throws -> Void) async -> Never {
     do {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        try await HostStoreMeasurements.repeatColdStart(in: scratch, times: times)
+        try await body(scratch)
         removeScratch()
         exit(0)
     } catch {
@@ -185,18 +186,12 @@ if let times = arguments.repeatHostColdStart {
     }
 }
 
+if let times = arguments.repeatHostColdStart {
+    await runInScratch { try await HostStoreMeasurements.repeatColdStart(in: $0, times: times) }
+}
+
 if let times = arguments.repeatBurst {
-    // `exit` runs no `defer`: the scratch directory is removed before each.
-    do {
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        try await Measurements.repeatBurst(in: scratch, times: times)
-        removeScratch()
-        exit(0)
-    } catch {
-        removeScratch()
-        FileHandle.standardError.write(Data("flatsync-bench: \(error)\n".utf8))
-        exit(1)
-    }
+    await runInScratch { try await Measurements.repeatBurst(in: $0, times: times) }
 }
 
 if let (items, directory, closing) = arguments.prepareDevice {
