@@ -60,12 +60,12 @@ package final class RecordChangeHub: Sendable {
 
     /// Ends every stream: the store closed.
     package func finish() {
-        state.withLock { state in
+        // Finished outside the lock: a stream's termination handler takes the lock to unsubscribe.
+        let subscribers = state.withLock { state in
             state.finished = true
-            for subscribers in state.subscribers.values {
-                for continuation in subscribers.values { continuation.finish() }
-            }
-            state.subscribers = [:]
+            defer { state.subscribers = [:] }
+            return state.subscribers.values.flatMap(\.values)
         }
+        for continuation in subscribers { continuation.finish() }
     }
 }

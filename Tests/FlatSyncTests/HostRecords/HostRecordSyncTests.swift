@@ -157,6 +157,62 @@ import Testing
         }
     }
 
+    @Test func aNoteFromTheServerThatDoesNotReadAsANoteIsReportedAndNotKept() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await device(harness, "A")
+            try await a.readingList.add("a1")
+            #expect(try await a.syncNow().isComplete)
+            let events = a.events()
+            func note(_ name: String, _ reference: RecordReference) -> Record {
+                Record(
+                    id: TestNote.recordID(name), type: TestNote.recordType,
+                    fields: [
+                        "article": .reference(reference), "text": .string("x"),
+                        "created": .date(Date(timeIntervalSince1970: 0)),
+                    ])
+            }
+            // The server refuses a reference out of the zone, as CloudKit does…
+            let leaving = try await harness.cloud.modifyRecords(
+                saving: [RecordSave(note("leaving", RecordReference(recordName: "rl-a1", zoneName: "Elsewhere")))],
+                deleting: [], atomically: false)
+            #expect(leaving.failed.count == 1)
+            // …but not one to a record that is not an entry, which another client may write.
+            let stray = try await harness.cloud.modifyRecords(
+                saving: [RecordSave(note("stray", RecordReference(recordName: "not-an-entry")))], deleting: [],
+                atomically: false)
+            #expect(stray.failed.isEmpty)
+            _ = try await a.syncNow()
+            #expect(await a.records(TestNote.self).value("stray") == nil)
+            #expect(await a.records(TestNote.self).count() == 0)
+            try await a.close()
+            let all = await collect(events)
+            let reported = all.contains {
+                if case .error(let error) = $0 { error.message.contains("not to a reading-list entry") } else { false }
+            }
+            #expect(reported)
+        }
+    }
+
+    @Test func changesStreamHearsAnotherDevicesChanges() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await device(harness, "A")
+            let b = try await device(harness, "B")
+            var changes = b.records(TestRecipe.self).changes().makeAsyncIterator()
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await changes.next() == ["r1"])
+            try await a.records(TestRecipe.self).delete("r1")
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await changes.next() == ["r1"])
+            #expect(await b.records(TestRecipe.self).count() == 0)
+            try await a.close()
+            try await b.close()
+            #expect(await changes.next() == nil, "closing the store ends the stream")
+        }
+    }
+
     @Test func aZoneOnlyHostsUseIsCreatedAndSeededAgainAfterTheServerLosesIt() async throws {
         try await SyncHarness.run { harness in
             let a = try await device(harness, "A")

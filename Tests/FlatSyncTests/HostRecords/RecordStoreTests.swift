@@ -10,7 +10,8 @@ struct RecordStoreTests {
     private func withStore<R>(_ body: (LocalStore) async throws -> R) async throws -> R {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(
-                directory: directory, options: .init(durability: .buffered, recordTypes: testRecordTypes))
+                directory: directory,
+                options: .init(durability: .buffered, recordTypes: testRecordTypes + [Loose.self]))
             let result = try await body(store)
             try await store.close()
             return result
@@ -135,8 +136,33 @@ struct RecordStoreTests {
             await expectRefused(.invalidArgument) {
                 try await store.records(WrongField.self).save(WrongField(id: "w"))
             }
+            await expectRefused(.invalidArgument) {
+                try await store.records(Loose.self).save(
+                    Loose(
+                        id: "l1",
+                        reference: RecordReference(
+                            recordName: "x", zoneName: "Elsewhere", action: .none)))
+            }
+            await expectRefused(.invalidArgument) {
+                try await store.records(Loose.self).save(
+                    Loose(
+                        id: "l2",
+                        reference: RecordReference(
+                            recordName: "x", action: .validate)))
+            }
             #expect(await store.nextMutationSequence == before)
             #expect(await store.pendingRecordCount() == 0)
+        }
+    }
+
+    @Test func aLooseReferenceNeedsNoTargetAndTheTypesCheckIsPerRecordType() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(
+                directory: directory, options: .init(durability: .buffered, recordTypes: [Loose.self]))
+            // A `none` reference may point at nothing (CloudKit keeps it so too).
+            #expect(try await store.records(Loose.self).save(Loose(id: "l", reference: Loose.reference(to: "nowhere"))))
+            #expect(await store.records(Loose.self).value("l")?.reference.recordName == "nowhere")
+            try await store.close()
         }
     }
 
@@ -211,4 +237,21 @@ private struct BadZone: SyncableRecord {
     var id: String
     var fields: [String: FieldValue] { [:] }
     init(id: String, fields: RecordFields) throws(FlatSyncError) { self.id = id }
+}
+
+private struct Loose: SyncableRecord {
+    static let zone = ZoneID("Loose")
+    static let recordType = "Loose"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["ref": .reference]
+    var id: String
+    var reference: RecordReference
+    init(id: String, reference: RecordReference) {
+        self.id = id
+        self.reference = reference
+    }
+    var fields: [String: FieldValue] { ["ref": .reference(reference)] }
+    init(id: String, fields: RecordFields) throws(FlatSyncError) {
+        self.id = id
+        reference = try fields.reference("ref")
+    }
 }
