@@ -297,17 +297,17 @@ extension HostRecordTable {
                     var values: [FieldValue] = []
                     values.reserveCapacity(min(fieldCount, 64))
                     for _ in 0..<fieldCount {
-                        let key = try reader.readString(reusing: &recent)
-                        guard keys.last.map({ $0 < key }) ?? true else {
-                            throw FlatSyncError(.damagedFile, "The fields of host record \(name) are out of order.")
-                        }
-                        keys.append(key)
+                        keys.append(try reader.readString(reusing: &recent))
                         values.append(try reader.readFieldValue(tags: .commandLog))
                     }
                     let shape: UInt32
                     if let previousShape, table.shapes[Int(previousShape)] == keys {
                         shape = previousShape
                     } else {
+                        // A new set of keys is checked once: sorted, each key once.
+                        guard zip(keys, keys.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                            throw FlatSyncError(.damagedFile, "The fields of host record \(name) are out of order.")
+                        }
                         shape = table.number(ofShape: keys)
                         previousShape = shape
                     }
