@@ -213,7 +213,51 @@ import Testing
         }
     }
 
-    @Test func aZoneOnlyHostsUseIsCreatedAndSeededAgainAfterTheServerLosesIt() async throws {
+    @Test func anAccountChangeWipesHostRecordsToo() async throws {
+        try await SyncHarness.run { harness in
+            let bobsCloud = InMemoryCloud()
+            let a = try await harness.device("A", account: "alice") { $0.recordTypes = testRecordTypes }
+            try await a.readingList.add("a1")
+            try await a.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Alice's"))
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Alice's soup"))
+            #expect(try await a.syncNow().isComplete)
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r2", title: "pending"))
+            try await a.accountDidChange(to: CloudAccount(id: "bob", transport: bobsCloud))
+            #expect(await a.records(TestNote.self).count() == 0)
+            #expect(await a.records(TestRecipe.self).count() == 0)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "bob-1", title: "Bob's"))
+            _ = try await a.syncNow()
+            #expect(await bobsCloud.records(in: TestRecipe.zone).map(\.id.name) == ["bob-1"])
+            try await a.close()
+            // Reopened, the wipe holds: nothing of Alice's comes back from a snapshot or the log.
+            let reopened = try await harness.device("A", account: "bob", transport: bobsCloud) {
+                $0.recordTypes = testRecordTypes
+            }
+            #expect(await reopened.records(TestRecipe.self).values().map(\.id) == ["bob-1"])
+            #expect(await reopened.records(TestNote.self).count() == 0)
+            try await reopened.close()
+        }
+    }
+
+    @Test func aHostZoneTheUserDeletedIsWipedHereAndNotResent() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await device(harness, "A")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "old", title: "Old"))
+            #expect(try await a.syncNow().isComplete)
+            try await harness.cloud.deleteZoneAsUser(TestRecipe.zone)
+            let events = a.events()
+            _ = try await a.syncNow()
+            #expect(await a.records(TestRecipe.self).count() == 0)
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "new", title: "New"))
+            _ = try await a.syncNow()
+            #expect(await harness.cloud.records(in: TestRecipe.zone).map(\.id.name) == ["new"])
+            try await a.close()
+            #expect(await collect(events).contains(.zoneReset(zone: TestRecipe.zone, reason: .deletedByUser)))
+        }
+    }
+
+    @Test func aZoneOnlyHostsUseIsPreparedOnTheServerLikeTheBuiltInOnes() async throws {
         try await SyncHarness.run { harness in
             let a = try await device(harness, "A")
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
