@@ -1,6 +1,7 @@
 /// Names a record zone in the user's private database.
 ///
-/// FlatSync uses two zones, named as in Apple News: ``readingList`` and ``readingHistory``.
+/// FlatSync's own stores use two zones, named as in Apple News: ``readingList`` and ``readingHistory``; a
+/// host-defined record type (``SyncableRecord``) may use one of them or a zone of its own.
 public struct ZoneID: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
     /// The zone's name, unique within the database.
     public var name: String

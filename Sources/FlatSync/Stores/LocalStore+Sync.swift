@@ -70,6 +70,7 @@ extension LocalStore {
         return (saves, deletes)
     }
 
+    /// True when the record's next save sends every field (see ``ZoneState/sendWhole``).
     private func sendsWhole(_ id: RecordID) -> Bool {
         zones.sendsWhole(id)
     }

@@ -221,11 +221,11 @@ public actor SyncContext: LocalChangeObserver {
 
     // MARK: - Starting, syncing, signals
 
-    /// Makes sure both zones exist on the server (creating them once and remembering it, and seeding a
-    /// new zone with local data), then starts sending pending commands and fetching changes in the
-    /// background. Call ``waitUntilIdle()`` to wait for that work.
+    /// Makes sure every zone (the two built-in ones and those of registered host types) exists on the
+    /// server (creating each once and remembering it, and seeding a new zone with local data), then starts
+    /// sending pending commands and fetching changes in the background. Call ``waitUntilIdle()`` to wait for that work.
     ///
-    /// In the background it also makes sure the server pushes changes of both zones to the account's
+    /// In the background it also makes sure the server pushes changes of every zone to the account's
     /// devices (``CloudTransport/subscribeToChanges(in:)``), once, remembered in the directory. A failure
     /// there does not fail `start()`: it is reported as a ``SyncEvent/error(_:)`` event, fetches still find
     /// every change, and the next `start()` tries again.
