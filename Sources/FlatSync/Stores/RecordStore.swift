@@ -109,7 +109,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     static func record(of value: Value) throws(FlatSyncError) -> Record {
         let name = value.id
         try validate(recordName: name)
-        let fields = value.fields
+        let fields = try value.fields
         for key in fields.keys.sorted() {
             let field = fields[key]!
             guard let type = Value.fieldTypes[key] else {
@@ -165,8 +165,8 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// The fields a value's record holds over `existing`, the stored version: the value's fields, and any
     /// field of `existing` the type does not declare (another client wrote it).
-    static func fields(of value: Value, over existing: Record?) -> [String: FieldValue] {
-        var fields = value.fields
+    static func fields(of value: Value, over existing: Record?) throws(FlatSyncError) -> [String: FieldValue] {
+        var fields = try value.fields
         if let existing {
             for (key, field) in existing.fields where Value.fieldTypes[key] == nil && fields[key] == nil {
                 fields[key] = field

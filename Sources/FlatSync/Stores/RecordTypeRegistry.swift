@@ -77,8 +77,11 @@ package struct RecordTypeRegistry: Sendable {
             merge: { mine, server, changed in
                 guard let mine = try? Value(record: mine), let theirs = try? Value(record: server) else { return nil }
                 var merged = server
-                merged.fields = RecordStore<Value>.fields(
-                    of: Value.merge(mine, theirs, changedFields: changed), over: server)
+                guard
+                    let fields = try? RecordStore<Value>.fields(
+                        of: Value.merge(mine, theirs, changedFields: changed), over: server)
+                else { return nil }
+                merged.fields = fields
                 return merged
             })
     }

@@ -50,6 +50,9 @@
 /// value leaves out of ``fields`` is removed from the record; a field of the record that ``fieldTypes`` does
 /// not declare (another client wrote it) is kept and never sent back.
 ///
+/// **Codable values.** A type that is also `Codable` needs no mapping: each stored property but `id` is a
+/// field of its name (see <doc:SyncingYourOwnRecords>).
+///
 /// **Merging.** When this device's change meets a newer version on the server, ``merge(_:_:changedFields:)``
 /// decides. The default is three-way and field by field: the fields this device changed since the version
 /// it last knew keep this device's values, every other field takes the server's.
@@ -63,8 +66,10 @@ public protocol SyncableRecord: Sendable, Equatable {
 
     /// The record's name, unique in its zone and stable for the life of the value.
     var id: String { get }
-    /// The value's fields, by key, each of the type ``fieldTypes`` declares.
-    var fields: [String: FieldValue] { get }
+    /// The value's fields, by key, each of the type ``fieldTypes`` declares. A `Codable` type gets this
+    /// from its conformance (each stored property but `id` is a field of its name); it throws
+    /// ``FlatSyncError/Code-swift.struct/invalidArgument`` for a property no CloudKit type can hold.
+    var fields: [String: FieldValue] { get throws(FlatSyncError) }
     /// Reads a value back from its record's name and fields; throws
     /// ``FlatSyncError/Code-swift.struct/malformedRecord`` when a field is missing or of the wrong type
     /// (``RecordFields`` throws that for you).
@@ -78,8 +83,7 @@ public protocol SyncableRecord: Sendable, Equatable {
 
 extension SyncableRecord {
     public static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self {
-        var fields = server.fields
-        let own = mine.fields
+        guard var fields = try? server.fields, let own = try? mine.fields else { return mine }
         for key in changedFields { fields[key] = own[key] }
         return (try? Self(id: mine.id, fields: RecordFields(fields, recordName: mine.id))) ?? mine
     }

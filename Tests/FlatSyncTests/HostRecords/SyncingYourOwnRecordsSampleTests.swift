@@ -74,6 +74,21 @@ func noteAndSync(deviceDirectory: URL, cloud: any CloudTransport) async throws -
 }
 // Article sample ends
 
+// Codable sample begins
+struct Bookmark: SyncableRecord, Codable {
+    static let zone = ZoneID("Bookmarks")
+    static let recordType = "Bookmark"
+    static let fieldTypes: [String: CloudSchema.FieldType] = [
+        "url": .string, "starred": .int64, "added": .timestamp, "tags": .list(.string),
+    ]
+    var id: String
+    var url: String
+    var starred = false
+    var added = Date()
+    var tags: [String] = []
+}
+// Codable sample ends
+
 @Suite struct SyncingYourOwnRecordsSampleTests {
     @Test func theSampleRunsAndTheNoteGoesWithItsArticleOnAnotherDevice() async throws {
         try await withTemporaryDirectory { directory in
@@ -108,5 +123,20 @@ func noteAndSync(deviceDirectory: URL, cloud: any CloudTransport) async throws -
                 "Sources/FlatSync/FlatSync.docc/SyncingYourOwnRecords.md")
         let text = try String(contentsOf: article, encoding: .utf8)
         #expect(text.contains("```swift\n" + sample + "```\n"), "the article's sample must be this file's, verbatim")
+        let codableBegin = try #require(source.range(of: "// Codable sample begins\n"))
+        let codableEnd = try #require(source.range(of: "// Codable sample ends\n"))
+        let codable = String(source[codableBegin.upperBound..<codableEnd.lowerBound])
+        #expect(text.contains("```swift\n" + codable + "```\n"), "the Codable sample must be this file's, verbatim")
+    }
+
+    @Test func theCodableSampleSavesAndReadsBack() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: .init(recordTypes: [Bookmark.self]))
+            let bookmark = Bookmark(id: "b", url: "https://example.com", starred: true, tags: ["a"])
+            try await store.records(Bookmark.self).save(bookmark)
+            #expect(await store.records(Bookmark.self).value("b")?.url == "https://example.com")
+            #expect(await store.records(Bookmark.self).value("b")?.starred == true)
+            try await store.close()
+        }
     }
 }
