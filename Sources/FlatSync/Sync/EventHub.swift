@@ -5,13 +5,16 @@
 #endif
 import Synchronization
 
-/// Delivers events to every subscriber, in order. Events raised while a store opened (a quarantined
-/// file, say) happen before anyone can subscribe, so they are kept and replayed to each new subscriber.
-package final class EventHub: Sendable {
+/// The store's engine events (see ``Broadcast``).
+package typealias EventHub = Broadcast<SyncEvent>
+
+/// Delivers elements to every subscriber, in order. Events raised while a store opened (a quarantined
+/// file, say) happen before anyone can subscribe, so they can be kept and replayed to each new subscriber.
+package final class Broadcast<Element: Sendable>: Sendable {
     private struct State {
-        var subscribers: [UInt64: AsyncStream<SyncEvent>.Continuation] = [:]
+        var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
         var nextID: UInt64 = 0
-        var replayed: [SyncEvent] = []
+        var replayed: [Element] = []
         var finished = false
     }
 
@@ -20,8 +23,8 @@ package final class EventHub: Sendable {
     package init() {}
 
     /// A new stream of events, starting with the replayed ones.
-    package func subscribe() -> AsyncStream<SyncEvent> {
-        let (stream, continuation) = AsyncStream<SyncEvent>.makeStream(bufferingPolicy: .unbounded)
+    package func subscribe() -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .unbounded)
         let id: UInt64? = state.withLock { state in
             for event in state.replayed { continuation.yield(event) }
             guard !state.finished else { return nil }
@@ -41,19 +44,19 @@ package final class EventHub: Sendable {
     }
 
     /// The kept events (those replayed to new subscribers).
-    package var keptEvents: [SyncEvent] {
+    package var keptEvents: [Element] {
         state.withLock { $0.replayed }
     }
 
     /// Sends an event to every subscriber.
-    package func emit(_ event: SyncEvent) {
+    package func emit(_ event: Element) {
         state.withLock { state in
             for continuation in state.subscribers.values { continuation.yield(event) }
         }
     }
 
     /// Sends an event to every subscriber and keeps it for subscribers yet to come.
-    package func emitAndKeep(_ event: SyncEvent) {
+    package func emitAndKeep(_ event: Element) {
         state.withLock { state in
             state.replayed.append(event)
             for continuation in state.subscribers.values { continuation.yield(event) }
