@@ -52,8 +52,15 @@ extension Record {
     /// The built-in stores' records hold none, so for them this builds no dictionary of fields.
     package var references: [RecordReference] {
         guard case .fields(let fields) = content else { return [] }
+        return RecordReference.all(in: fields.values)
+    }
+}
+
+extension RecordReference {
+    /// The references among `values`: reference fields and the elements of lists of references.
+    package static func all(in values: some Sequence<FieldValue>) -> [RecordReference] {
         var found: [RecordReference] = []
-        for value in fields.values {
+        for value in values {
             switch value {
             case .reference(let reference): found.append(reference)
             case .list(let elements):

@@ -28,16 +28,6 @@ package struct HostRecordTable: Sendable {
         /// The last change tag seen from the server.
         package var tag: ChangeTag? = nil
 
-        /// True when a value is a reference, or a list that holds one.
-        fileprivate var mayOwn: Bool {
-            values.contains {
-                switch $0 {
-                case .reference: return true
-                case .list(let elements): return elements.contains { $0.referenceValue != nil }
-                default: return false
-                }
-            }
-        }
     }
 
     /// The zone of the records (nil until the first is stored).
@@ -84,7 +74,8 @@ package struct HostRecordTable: Sendable {
         let keys = shapes[Int(entry.shape)]
         var fields = [String: FieldValue](minimumCapacity: keys.count)
         for (key, value) in zip(keys, entry.values) { fields[key] = value }
-        return Record(id: RecordID(zone: zone ?? ZoneID(""), name: entry.name), type: recordType(of: entry), fields: fields)
+        return Record(
+            id: RecordID(zone: zone ?? ZoneID(""), name: entry.name), type: recordType(of: entry), fields: fields)
     }
 
     /// The number of a type, adding it.
@@ -184,20 +175,16 @@ package struct HostRecordTable: Sendable {
     /// True when some record's `deleteSelf` reference points at a record of its zone.
     package var hasDependents: Bool { !dependentsByTarget.isEmpty }
 
+    /// The name of every record a `deleteSelf` reference of the zone points at.
+    package var ownerNames: Dictionary<String, Set<String>>.Keys { dependentsByTarget.keys }
+
     /// The targets of an entry's `deleteSelf` references within its zone.
     private func ownerTargets(of entry: Entry) -> Set<String> {
-        guard entry.mayOwn, let zone else { return [] }
+        guard let zone else { return [] }
         var targets = Set<String>()
-        for value in entry.values {
-            let references: [RecordReference] =
-                switch value {
-                case .reference(let reference): [reference]
-                case .list(let elements): elements.compactMap(\.referenceValue)
-                default: []
-                }
-            for reference in references where reference.action == .deleteSelf && !reference.leaves(zone) {
-                targets.insert(reference.recordName)
-            }
+        for reference in RecordReference.all(in: entry.values)
+        where reference.action == .deleteSelf && !reference.leaves(zone) {
+            targets.insert(reference.recordName)
         }
         return targets
     }

@@ -38,10 +38,8 @@ extension LocalStore {
             }
             for reference in record.references where reference.action == .deleteSelf {
                 let target = RecordID(zone: zone, name: reference.recordName)
-                let exists =
-                    (newRecords[target.name] != nil && !deleted.contains(target.name))
-                    || (zones.record(for: target) != nil && !deleted.contains(target.name))
-                guard exists else {
+                let exists = newRecords[target.name] != nil || zones.record(for: target) != nil
+                guard exists, !deleted.contains(target.name) else {
                     throw FlatSyncError(
                         .invalidArgument,
                         "The record \(record.id) refers (deleteSelf) to \(target), which does not exist: it would be "
@@ -131,7 +129,7 @@ extension LocalStore {
         var changes: [RecordChange] = []
         var names: [(recordType: String, name: String)] = []
         zones.withHostRecords(in: zone) { table in
-            for name in table.cascade(from: orphans.sorted()) {
+            for name in table.cascade(from: orphans) {
                 guard let record = table[name] else { continue }
                 table[name] = nil
                 changes.append(.delete(RecordID(zone: zone, name: name), sequence: sequence))
@@ -152,21 +150,13 @@ extension LocalStore {
     private func orphanedRecords(in zone: ZoneID) -> [String] {
         // Read through a copy, which shares the table's storage: nothing changes while it is held.
         let table = zones.hostRecords(in: zone)
-        var orphans: [String] = []
-        for entry in table.entries
-        where entry.values.contains(where: { $0.referenceValue != nil || $0.listValue != nil }) {
-            let name = entry.name
-            let record = table.record(of: entry)
-            for reference in record.references where reference.action == .deleteSelf && !reference.leaves(zone) {
-                let target = RecordID(zone: zone, name: reference.recordName)
-                let saved = pending.latestChange(for: target).map { !$0.isDelete } ?? false
-                if !saved, target.name != name, zones.record(for: target) == nil {
-                    orphans.append(name)
-                    break
-                }
-            }
+        var orphans = Set<String>()
+        for target in table.ownerNames {
+            let id = RecordID(zone: zone, name: target)
+            let saved = pending.latestChange(for: id).map { !$0.isDelete } ?? false
+            if !saved, zones.record(for: id) == nil { orphans.formUnion(table.dependents(of: target)) }
         }
-        return orphans
+        return orphans.sorted()
     }
 }
 

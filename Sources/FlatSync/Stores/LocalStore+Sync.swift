@@ -60,10 +60,8 @@ extension LocalStore {
             current.fields = current.fields
             saves.append(RecordSave(current, policy: policy))
         }
-        if saves.count > 1, let zone = changes.first?.recordID.zone,
-            zones.hostRecords(in: zone).hasDependents
-                || saves.contains(where: { isHostRecord($0.record.id) && !$0.record.references.isEmpty })
-        {
+        // Only a host record holds references: a request of built-in records is left as it is.
+        if saves.count > 1, saves.contains(where: { isHostRecord($0.record.id) && !$0.record.references.isEmpty }) {
             let byName = Dictionary(saves.map { ($0.record.id.name, $0) }, uniquingKeysWith: { $1 })
             saves = RecordOrder.parentsFirst(saves.map(\.record)).compactMap { byName[$0.id.name] }
         }
