@@ -74,6 +74,53 @@ extension BinaryReader {
         try readFieldValue(tags: tags, depth: 0)
     }
 
+    /// Checks the value written by ``BinaryWriter/write(_:tags:)`` at the offset and steps over it, making
+    /// no value of a string, a number or bytes (each is checked as ``readFieldValue(tags:)`` would check
+    /// it); the references in a reference or a list are added to `references`.
+    package mutating func checkFieldValue(
+        tags: FieldValueTags, references: inout [RecordReference]
+    ) throws(FlatSyncError) {
+        let tag = try peekByte()
+        guard tag != tags.list, tag != tags.reference else {
+            references += RecordReference.all(in: [try readFieldValue(tags: tags)])
+            return
+        }
+        switch try readByte() {
+        case tags.string: try withStringBytes { _ in }
+        case tags.int: _ = try readSigned()
+        case tags.date:
+            if tags.rawDates { _ = try readDouble() } else { _ = try readDate() }
+        case tags.double: _ = try readDouble()
+        case tags.bytes: try skip(byteCount: try readCount())
+        case tags.opaque:
+            try withStringBytes { _ in }
+            try withStringBytes { _ in }
+        case let other:
+            throw FlatSyncError(.damagedFile, "A record field has the unknown type \(other).")
+        }
+    }
+
+    /// Steps over a value that was checked before (``checkFieldValue(tags:references:)``), reading only
+    /// the lengths it needs; still bounds-checked.
+    package mutating func skipFieldValue(tags: FieldValueTags) throws(FlatSyncError) {
+        switch try peekByte() {
+        case tags.string, tags.bytes:
+            _ = try readByte()
+            try skip(byteCount: try readCount())
+        case tags.int:
+            _ = try readByte()
+            _ = try readVarint()
+        case tags.date, tags.double:
+            try skip(byteCount: 9)
+        case tags.opaque:
+            _ = try readByte()
+            try skip(byteCount: try readCount())
+            try skip(byteCount: try readCount())
+        default:
+            _ = try readFieldValue(tags: tags)
+        }
+    }
+
     private mutating func readFieldValue(tags: FieldValueTags, depth: Int) throws(FlatSyncError) -> FieldValue {
         switch try readByte() {
         case tags.string: return .string(try readString())

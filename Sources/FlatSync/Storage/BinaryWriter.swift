@@ -132,6 +132,18 @@ package struct BinaryReader {
         return value
     }
 
+    /// The next byte, left to read.
+    package func peekByte() throws(FlatSyncError) -> UInt8 {
+        guard offset < bytes.count else { throw damaged("unexpected end") }
+        return bytes[offset]
+    }
+
+    /// Steps over the next `count` bytes.
+    package mutating func skip(byteCount count: Int) throws(FlatSyncError) {
+        guard count >= 0, remaining >= count else { throw damaged("unexpected end") }
+        offset += count
+    }
+
     package mutating func readVarint() throws(FlatSyncError) -> UInt64 {
         var decoder = VarintDecoder()
         while true {
@@ -214,14 +226,22 @@ package struct BinaryReader {
         return string
     }
 
+    /// The next string, whose bytes were checked to be UTF-8 when they were first read (or written from a
+    /// `String`): made without checking them again (`String(decoding:)` would repair them if they were not).
+    package mutating func readCheckedString() throws(FlatSyncError) -> String {
+        let count = try readCount()
+        defer { offset += count }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]), as: UTF8.self)
+    }
+
     /// Runs `body` with the bytes of the next string, checked to be valid UTF-8 (ASCII at a glance), without
     /// making a `String` of them.
     package mutating func withStringBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
         let count = try readCount()
         let utf8 = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
-        var high: UInt8 = 0
-        for byte in utf8 { high |= byte }
-        if high >= 0x80 && String(validating: utf8.assumingMemoryBound(to: UInt8.self), as: UTF8.self) == nil {
+        if !CompactString.isASCII(utf8)
+            && String(validating: utf8.assumingMemoryBound(to: UInt8.self), as: UTF8.self) == nil
+        {
             throw damaged("invalid UTF-8")
         }
         offset += count

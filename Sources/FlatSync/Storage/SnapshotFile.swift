@@ -43,9 +43,12 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     package var unknownFields: Data?
     /// Names of records whose next save sends every field (see ``ZoneState/sendWhole``); absent when none.
     package var sendWhole: Data?
+    /// The zone's host records and their tags as the first version wrote them (see
+    /// ``HostRecordTable/decodeFirstVersion(_:zone:)``): read, no longer written.
+    package var hostRecords: Data?
     /// The zone's host records and their tags (see ``HostRecordTable/encoded()``); absent when none (and in
     /// files written before FlatSync kept them).
-    package var hostRecords: Data?
+    package var hostRecordTable: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
@@ -90,7 +93,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             sendWhole = names.data
         }
         if !state.hostRecords.isEmpty {
-            hostRecords = state.hostRecords.encoded()
+            hostRecordTable = state.hostRecords.encoded()
         }
         checksum = 0
         checksum = computedChecksum()
@@ -117,6 +120,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let unknownFields { crc = CRC32.checksum(unknownFields, continuing: crc) }
         if let sendWhole { crc = CRC32.checksum(sendWhole, continuing: crc) }
         if let hostRecords { crc = CRC32.checksum(hostRecords, continuing: crc) }
+        if let hostRecordTable { crc = CRC32.checksum(hostRecordTable, continuing: crc) }
         return crc
     }
 

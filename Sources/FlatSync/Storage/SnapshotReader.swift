@@ -32,10 +32,18 @@ package protocol SnapshotSource {
 extension SnapshotSource {
     /// The `count` bytes at `offset`.
     func bytes(at offset: Int, count: Int) throws(FlatSyncError) -> [UInt8] {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 8)
-        defer { buffer.deallocate() }
-        try read(into: buffer, at: offset)
-        return [UInt8](buffer)
+        var failure: FlatSyncError?
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            do throws(FlatSyncError) {
+                try read(into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+                initialized = count
+            } catch {
+                failure = error
+                initialized = 0
+            }
+        }
+        if let failure { throw failure }
+        return bytes
     }
 }
 
@@ -547,7 +555,8 @@ extension SnapshotFile {
         let skipped = try range("skippedVersions", required: false)
         let unknown = try range("unknownFields", required: false)
         let whole = try range("sendWhole", required: false)
-        let host = try range("hostRecords", required: false)
+        let firstVersionHost = try range("hostRecords", required: false)
+        let host = try range("hostRecordTable", required: false)
         let token = try tokenRange.map { (range) throws(FlatSyncError) -> Data in
             Data(try source.bytes(at: range.lowerBound, count: range.count))
         }
@@ -613,10 +622,15 @@ extension SnapshotFile {
                 while !cursor.isAtEnd { state.sendWhole.insert(try cursor.readString()) }
                 crc = CRC32.combine(crc, cursor.checksum, length: whole.count)
             }
+            if let firstVersionHost {
+                let bytes = Data(try source.bytes(at: firstVersionHost.lowerBound, count: firstVersionHost.count))
+                crc = CRC32.checksum(bytes, continuing: crc)
+                state.hostRecords = try HostRecordTable.decodeFirstVersion(bytes, zone: expectedZone)
+            }
             if let host {
                 // Read whole with the log's field codec: host records are fields, not columns.
-                let bytes = Data(try source.bytes(at: host.lowerBound, count: host.count))
-                crc = CRC32.checksum(bytes, continuing: crc)
+                let bytes = try source.bytes(at: host.lowerBound, count: host.count)
+                crc = bytes.withUnsafeBytes { CRC32.checksum($0, continuing: crc) }
                 state.hostRecords = try HostRecordTable.decode(bytes, zone: expectedZone)
             }
         } catch  where error.code == .damagedFile {

@@ -148,6 +148,11 @@ package struct ChangeTagTable: Sendable, Equatable, Sequence, ExpressibleByDicti
         PackedTags.pack(tag).flatMap { $0 == 0 ? nil : $0 }
     }
 
+    /// The word of ``packedWord(_:)`` for the tag whose UTF-8 bytes are `utf8`, without making a `String`.
+    package static func packedWord(utf8: UnsafeRawBufferPointer) -> UInt64? {
+        PackedTags.pack(utf8).flatMap { $0 == 0 ? nil : $0 }
+    }
+
     /// The tag a word of ``packedWord(_:)`` holds.
     package static func tag(packedIn word: UInt64) -> ChangeTag {
         PackedTags.unpack(word)

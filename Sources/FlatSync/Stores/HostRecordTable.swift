@@ -11,35 +11,52 @@
 /// in records, fields and bytes only, and a record of a type no store on this device registered (a later
 /// version of the app wrote it) is kept whole rather than dropped.
 ///
-/// Each record is one entry in an array: its name, its type, its keys (sorted, and one array shared by
-/// every record read with the same keys) and its values, in place of a dictionary of fields per record,
-/// which made reading 100,000 records from a snapshot cost six times SQLite's reading of as many rows.
+/// A record's field values are kept encoded, in the command log's field codec and in the order of its
+/// sorted keys, in one byte buffer that every record shares (``RecordFields`` reads a field from there
+/// when asked): opening a store copies a snapshot's section into that buffer and checks it, and makes no
+/// value, array or dictionary per record.
+/// Each record is one fixed-size entry — its name inline up to 22 bytes (``CompactString``), its type and
+/// set of keys as numbers, where its fields are in the buffer, its change tag packed in a word — found by
+/// name through a ``SlotIndex``.
 package struct HostRecordTable: Sendable {
-    /// One record. Its name, tag and scalars are inline (a name or tag of up to 15 UTF-8 bytes is a small
-    /// string, held without a reference): copying an entry retains only its values.
-    package struct Entry: Sendable, Equatable {
-        package var name: String
+    /// One record, without its fields' bytes (see ``HostRecordTable/fields(of:)``).
+    package struct Entry: Sendable {
+        fileprivate var compactName: CompactString
         /// The record type, as its number in ``HostRecordTable/types``.
         package var type: UInt32
         /// The field keys, as their number in ``HostRecordTable/shapes``.
-        package var shape: UInt32
-        /// The values of the shape's keys, in their order.
-        package var values: [FieldValue]
-        /// The last change tag seen from the server.
-        package var tag: ChangeTag? = nil
+        fileprivate var shape: UInt32
+        /// Where the record's field values (in its shape's key order) are in ``HostRecordTable/arena``.
+        fileprivate var start: Int
+        fileprivate var end: Int
+        /// The last change tag seen from the server: 0 for none, else packed
+        /// (``ChangeTagTable/packedWord(_:)``), or ``HostRecordTable/unpackedTag`` when the table's
+        /// `unpackedTags` holds it.
+        fileprivate var tagWord: UInt64 = 0
 
+        /// The record's name.
+        package var name: String { compactName.string }
     }
+
+    /// The tag word of an entry whose tag does not pack (no packed tag has a byte of 0x80 or more).
+    private static let unpackedTag = UInt64.max
 
     /// The zone of the records (nil until the first is stored).
     private var zone: ZoneID?
     /// Every record, in no set order.
     package private(set) var entries: [Entry] = []
+    /// Each entry's field values, one after another, in its shape's key order.
+    private var arena: [UInt8] = []
+    /// The bytes of `arena` that no entry uses any more (fields replaced or removed).
+    private var garbage = 0
     /// The record types the entries name, each once.
     private var types: [String] = []
     /// The sets of field keys (each sorted) the entries name, each once.
     private var shapes: [[String]] = []
-    /// Where each record's entry is, by name.
-    private var positions: [String: Int] = [:]
+    /// Finds an entry by name (a hash of its name's bytes, see ``HistoryTable/hash(of:)``).
+    private var index = SlotIndex()
+    /// The tags of entries that do not pack into a word, by name.
+    private var unpackedTags: [String: ChangeTag] = [:]
     /// The tags of records this zone no longer has: a record deleted locally keeps its tag until the
     /// server confirms the delete, because the delete is sent with it.
     private var looseTags: [String: ChangeTag] = [:]
@@ -66,16 +83,19 @@ package struct HostRecordTable: Sendable {
 
     /// An entry's fields, for a value to read without building a dictionary.
     package func fields(of entry: Entry) -> RecordFields {
-        RecordFields(keys: shapes[Int(entry.shape)], values: entry.values, recordName: entry.name)
+        fields(of: entry, name: entry.name)
+    }
+
+    /// An entry's fields, given its name (to make the name's `String` once).
+    package func fields(of entry: Entry, name: String) -> RecordFields {
+        RecordFields(keys: shapes[Int(entry.shape)], encoded: arena, range: entry.start..<entry.end, recordName: name)
     }
 
     /// An entry's record, without its change tag.
     package func record(of entry: Entry) -> Record {
-        let keys = shapes[Int(entry.shape)]
-        var fields = [String: FieldValue](minimumCapacity: keys.count)
-        for (key, value) in zip(keys, entry.values) { fields[key] = value }
-        return Record(
-            id: RecordID(zone: zone ?? ZoneID(""), name: entry.name), type: recordType(of: entry), fields: fields)
+        Record(
+            id: RecordID(zone: zone ?? ZoneID(""), name: entry.name), type: recordType(of: entry),
+            fields: fields(of: entry).all)
     }
 
     /// The number of a type, adding it.
@@ -92,9 +112,34 @@ package struct HostRecordTable: Sendable {
         return UInt32(shapes.count - 1)
     }
 
+    // MARK: - Finding by name
+
+    private static func hash(of name: CompactString) -> UInt32 { HistoryTable.hash(of: name) }
+
+    /// The position of the entry named `name` and its slot in the index, with the name's hash.
+    private func find(_ name: CompactString) -> (position: Int?, slot: Int?, hash: UInt32) {
+        let hash = Self.hash(of: name)
+        let found = index.find(hash: hash) { entries[$0].compactName == name }
+        return (found.position, found.slot, hash)
+    }
+
+    private func position(of name: String) -> Int? {
+        entries.isEmpty ? nil : find(CompactString(name)).position
+    }
+
+    /// The entry of the record named `name`.
+    package func entry(_ name: String) -> Entry? {
+        position(of: name).map { entries[$0] }
+    }
+
+    /// True when the table has a record named `name`.
+    package func contains(_ name: String) -> Bool { position(of: name) != nil }
+
+    // MARK: - Changing
+
     /// The record named `name`, without its change tag; setting nil removes it (its tag stays).
     package subscript(name: String) -> Record? {
-        get { positions[name].map { record(of: entries[$0]) } }
+        get { entry(name).map { record(of: $0) } }
         set {
             guard let record = newValue else {
                 remove(name)
@@ -103,52 +148,102 @@ package struct HostRecordTable: Sendable {
             zone = zone ?? record.id.zone
             let fields = record.fields
             let keys = fields.keys.sorted()
+            let start = arena.count
+            var writer = BinaryWriter(capacity: 64)
+            for key in keys { writer.write(fields[key]!, tags: .commandLog) }
+            arena.append(contentsOf: writer.bytes)
+            let compact = CompactString(name)
             var entry = Entry(
-                name: name, type: number(ofType: record.type), shape: number(ofShape: keys),
-                values: keys.map { fields[$0]! })
-            if let position = positions[name] {
-                entry.tag = entries[position].tag
-                unindex(entries[position])
+                compactName: compact, type: number(ofType: record.type), shape: number(ofShape: keys), start: start,
+                end: arena.count)
+            let found = find(compact)
+            if let position = found.position {
+                let old = entries[position]
+                entry.tagWord = old.tagWord
+                garbage += old.end - old.start
+                unindexDependents(of: old)
                 entries[position] = entry
             } else {
-                entry.tag = looseTags.removeValue(forKey: name)
-                positions[name] = entries.count
+                if let tag = looseTags.removeValue(forKey: name) { entry.tagWord = packedWord(tag, name: name) }
+                index.grow(toHold: entries.count + 1)
+                index.insert(hash: found.hash, position: entries.count)
                 entries.append(entry)
             }
-            index(entry)
+            indexDependents(named: name, targets: ownerTargets(in: RecordReference.all(in: fields.values)))
+            compactIfWasteful()
         }
-    }
-
-    /// The entry of the record named `name`.
-    package func entry(_ name: String) -> Entry? {
-        positions[name].map { entries[$0] }
     }
 
     /// Every record, without change tags.
     package var records: [Record] { entries.map { record(of: $0) } }
 
     private mutating func remove(_ name: String) {
-        guard let position = positions.removeValue(forKey: name) else { return }
+        guard !entries.isEmpty else { return }
+        let found = find(CompactString(name))
+        guard let position = found.position, let slot = found.slot else { return }
         let removed = entries[position]
-        unindex(removed)
-        if let tag = removed.tag { looseTags[name] = tag }
+        unindexDependents(of: removed)
+        index.remove(slot: slot)
+        if let tag = tag(of: removed) { looseTags[name] = tag }
+        unpackedTags[name] = nil
+        garbage += removed.end - removed.start
         let last = entries.removeLast()
         if position < entries.count {
+            index.move(hash: Self.hash(of: last.compactName), from: entries.count, to: position)
             entries[position] = last
-            positions[last.name] = position
         }
+        compactIfWasteful()
+    }
+
+    /// Copies the fields still in use to a new buffer when more than half of it is unused.
+    private mutating func compactIfWasteful() {
+        guard garbage > 4096, garbage * 2 > arena.count else { return }
+        var compacted: [UInt8] = []
+        compacted.reserveCapacity(arena.count - garbage)
+        for position in entries.indices {
+            let start = compacted.count
+            compacted.append(contentsOf: arena[entries[position].start..<entries[position].end])
+            entries[position].start = start
+            entries[position].end = compacted.count
+        }
+        arena = compacted
+        garbage = 0
+    }
+
+    // MARK: - Change tags
+
+    private func tag(of entry: Entry) -> ChangeTag? {
+        switch entry.tagWord {
+        case 0: return nil
+        case Self.unpackedTag: return unpackedTags[entry.name]
+        case let word: return ChangeTagTable.tag(packedIn: word)
+        }
+    }
+
+    /// The word that stands for `tag` in an entry named `name`, keeping a tag that does not pack aside.
+    private mutating func packedWord(_ tag: ChangeTag?, name: String) -> UInt64 {
+        guard let tag else {
+            unpackedTags[name] = nil
+            return 0
+        }
+        if let word = ChangeTagTable.packedWord(tag) {
+            unpackedTags[name] = nil
+            return word
+        }
+        unpackedTags[name] = tag
+        return Self.unpackedTag
     }
 
     /// The change tag of the record named `name`, whether the table has the record or not.
     package func changeTag(of name: String) -> ChangeTag? {
-        if let position = positions[name] { return entries[position].tag }
+        if let position = position(of: name) { return tag(of: entries[position]) }
         return looseTags.isEmpty ? nil : looseTags[name]
     }
 
     /// Sets the change tag of the record named `name`, or forgets it (nil).
     package mutating func setChangeTag(_ tag: ChangeTag?, of name: String) {
-        if let position = positions[name] {
-            entries[position].tag = tag
+        if let position = position(of: name) {
+            entries[position].tagWord = packedWord(tag, name: name)
         } else {
             looseTags[name] = tag
         }
@@ -157,14 +252,16 @@ package struct HostRecordTable: Sendable {
     /// Every change tag, by record name.
     package var changeTagsByName: [String: ChangeTag] {
         var tags = looseTags
-        for entry in entries { if let tag = entry.tag { tags[entry.name] = tag } }
+        for entry in entries { if let tag = tag(of: entry) { tags[entry.name] = tag } }
         return tags
     }
 
     /// The name of every record and of every record with a tag.
     package var allNames: Set<String> {
-        Set(positions.keys).union(looseTags.keys)
+        Set(entries.map(\.name)).union(looseTags.keys)
     }
+
+    // MARK: - References
 
     /// The names of the records whose `deleteSelf` reference points at the record named `target` in their
     /// own zone: the records CloudKit deletes with it.
@@ -178,22 +275,26 @@ package struct HostRecordTable: Sendable {
     /// The name of every record a `deleteSelf` reference of the zone points at.
     package var ownerNames: Dictionary<String, Set<String>>.Keys { dependentsByTarget.keys }
 
-    /// The targets of an entry's `deleteSelf` references within its zone.
-    private func ownerTargets(of entry: Entry) -> Set<String> {
+    /// The targets of `references`' `deleteSelf` references within the table's zone.
+    private func ownerTargets(in references: [RecordReference]) -> Set<String> {
         guard let zone else { return [] }
         var targets = Set<String>()
-        for reference in RecordReference.all(in: entry.values)
-        where reference.action == .deleteSelf && !reference.leaves(zone) {
+        for reference in references where reference.action == .deleteSelf && !reference.leaves(zone) {
             targets.insert(reference.recordName)
         }
         return targets
     }
 
-    private mutating func index(_ entry: Entry) {
-        for target in ownerTargets(of: entry) { dependentsByTarget[target, default: []].insert(entry.name) }
+    private func ownerTargets(of entry: Entry) -> Set<String> {
+        ownerTargets(in: RecordReference.all(in: fields(of: entry).all.values))
     }
 
-    private mutating func unindex(_ entry: Entry) {
+    private mutating func indexDependents(named name: String, targets: Set<String>) {
+        for target in targets { dependentsByTarget[target, default: []].insert(name) }
+    }
+
+    private mutating func unindexDependents(of entry: Entry) {
+        guard !dependentsByTarget.isEmpty else { return }
         for target in ownerTargets(of: entry) {
             dependentsByTarget[target]?.remove(entry.name)
             if dependentsByTarget[target]?.isEmpty == true { dependentsByTarget[target] = nil }
@@ -223,104 +324,190 @@ extension HostRecordTable: Equatable {
         guard lhs.entries.count == rhs.entries.count, lhs.looseTags == rhs.looseTags else { return false }
         return lhs.entries.allSatisfy { entry in
             guard let other = rhs.entry(entry.name) else { return false }
-            return other.tag == entry.tag && rhs.record(of: other).hasSameContent(as: lhs.record(of: entry))
+            return rhs.tag(of: other) == lhs.tag(of: entry)
+                && rhs.record(of: other).hasSameContent(as: lhs.record(of: entry))
         }
     }
 }
 
 extension HostRecordTable {
-    /// The table as a snapshot section: the number of names, then per name (sorted), whether a record
-    /// follows, the record's type and fields in the command log's field codec (keys sorted), and its
-    /// change tag (empty for none).
+    /// The table as a snapshot section (``SnapshotFile/hostRecordTable``): the record types, the sets of
+    /// keys, the tags of records the zone no longer has (name and tag), then per record its name, its
+    /// change tag (empty for none), the numbers of its type and its keys, and the byte count and bytes of
+    /// its values in the command log's field codec. Strings are a varint byte count and UTF-8 bytes.
     package func encoded() -> Data {
-        var writer = BinaryWriter(capacity: entries.count * 48)
-        let names = allNames.sorted()
-        writer.write(varint: UInt64(names.count))
-        for name in names {
+        var writer = BinaryWriter(capacity: arena.count - garbage + entries.count * 24 + 64)
+        writer.write(varint: UInt64(types.count))
+        for type in types { writer.write(type) }
+        writer.write(varint: UInt64(shapes.count))
+        for keys in shapes {
+            writer.write(varint: UInt64(keys.count))
+            for key in keys { writer.write(key) }
+        }
+        writer.write(varint: UInt64(looseTags.count))
+        for name in looseTags.keys.sorted() {
             writer.write(name)
-            if let entry = entry(name) {
-                writer.write(UInt8(1))
-                writer.write(recordType(of: entry))
-                let keys = shapes[Int(entry.shape)]
-                writer.write(varint: UInt64(keys.count))
-                for (key, value) in zip(keys, entry.values) {
-                    writer.write(key)
-                    writer.write(value, tags: .commandLog)
+            writer.write(looseTags[name]!.rawValue)
+        }
+        writer.write(varint: UInt64(entries.count))
+        arena.withUnsafeBytes { arena in
+            for entry in entries {
+                entry.compactName.withUTF8 { utf8 in
+                    writer.write(varint: UInt64(utf8.count))
+                    writer.write(raw: utf8)
                 }
-            } else {
-                writer.write(UInt8(0))
+                writer.write(tag(of: entry)?.rawValue ?? "")
+                writer.write(varint: UInt64(entry.type))
+                writer.write(varint: UInt64(entry.shape))
+                writer.write(varint: UInt64(entry.end - entry.start))
+                writer.write(raw: UnsafeRawBufferPointer(rebasing: arena[entry.start..<entry.end]))
             }
-            writer.write(changeTag(of: name)?.rawValue ?? "")
         }
         return writer.data
     }
 
-    /// Reads what ``encoded()`` wrote for the records of `zone`.
-    package static func decode(_ data: Data, zone: ZoneID) throws(FlatSyncError) -> HostRecordTable {
-        try data.withBinaryReader { (reader) throws(FlatSyncError) in
-            var table = HostRecordTable()
-            table.zone = zone
-            let count = try reader.readCount()
-            let capacity = min(count, data.count / 4)
-            table.entries.reserveCapacity(capacity)
-            table.positions.reserveCapacity(capacity)
-            // Types and keys recur in every record: read once, and the previous record's keys array is
-            // shared when the next one has the same keys.
-            var recent: [String] = []
+    /// Reads what ``encoded()`` wrote for the records of `zone`, checking every value as it goes without
+    /// making values of them; throws ``FlatSyncError/Code-swift.struct/damagedFile`` for anything else.
+    package static func decode(_ bytes: [UInt8], zone: ZoneID) throws(FlatSyncError) -> HostRecordTable {
+        var table = HostRecordTable()
+        table.zone = zone
+        // The section's bytes become the values' buffer: each entry points at its values where they are.
+        table.arena = bytes
+        let result = bytes.withUnsafeBytes { (buffer) -> Result<Void, FlatSyncError> in
+            do throws(FlatSyncError) {
+                try table.read(buffer)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+        table.garbage = table.arena.count - table.entries.reduce(0) { $0 + ($1.end - $1.start) }
+        return table
+    }
+
+    /// Reads the section ``decode(_:zone:)`` reads, whose bytes are `bytes`.
+    private mutating func read(_ bytes: UnsafeRawBufferPointer) throws(FlatSyncError) {
+        var reader = BinaryReader(bytes)
+        for _ in 0..<(try reader.readCount()) { types.append(try reader.readString()) }
+        for _ in 0..<(try reader.readCount()) {
             var keys: [String] = []
-            var previousShape: UInt32?
-            var previousType: (name: String, number: UInt32)?
-            for _ in 0..<count {
+            for _ in 0..<(try reader.readCount()) { keys.append(try reader.readString()) }
+            guard zip(keys, keys.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                throw FlatSyncError(.damagedFile, "A host record's keys are out of order: \(keys).")
+            }
+            shapes.append(keys)
+        }
+        for _ in 0..<(try reader.readCount()) {
+            let name = try reader.readString()
+            looseTags[name] = ChangeTag(rawValue: try reader.readString())
+        }
+        let shapeSizes = shapes.map(\.count)
+        let count = try reader.readCount()
+        entries.reserveCapacity(count)
+        var hashes: [UInt32] = []
+        hashes.reserveCapacity(count)
+        var references: [RecordReference] = []
+        for _ in 0..<count {
+            let (name, hash) = try reader.withStringBytes { utf8 in
+                (CompactString(validUTF8: utf8), HistoryTable.hash(utf8: utf8, isASCII: CompactString.isASCII(utf8)))
+            }
+            // The tag packs into the entry's word without a `String` (CloudKit's do); an empty one is none.
+            let tag = try reader.withStringBytes { (utf8) -> (word: UInt64, whole: String?) in
+                if utf8.isEmpty { return (0, nil) }
+                if let word = ChangeTagTable.packedWord(utf8: utf8) { return (word, nil) }
+                return (0, String(decoding: utf8, as: UTF8.self))
+            }
+            let type = try reader.readVarint()
+            let shape = try reader.readVarint()
+            guard type < types.count, shape < shapeSizes.count else {
+                throw FlatSyncError(.damagedFile, "The host record \(name) has type \(type) and keys \(shape).")
+            }
+            let length = try reader.readCount()
+            let start = reader.offset
+            for _ in 0..<shapeSizes[Int(shape)] {
+                try reader.checkFieldValue(tags: .commandLog, references: &references)
+            }
+            guard reader.offset == start + length else {
+                throw FlatSyncError(.damagedFile, "The values of host record \(name) are not \(length) bytes.")
+            }
+            var entry = Entry(
+                compactName: name, type: UInt32(type), shape: UInt32(shape), start: start, end: reader.offset,
+                tagWord: tag.word)
+            if let whole = tag.whole { entry.tagWord = packedWord(ChangeTag(rawValue: whole), name: entry.name) }
+            if !references.isEmpty {
+                indexDependents(named: entry.name, targets: ownerTargets(in: references))
+                references.removeAll()
+            }
+            hashes.append(hash)
+            entries.append(entry)
+        }
+        guard reader.isAtEnd else {
+            throw FlatSyncError(.damagedFile, "The host records section has \(reader.remaining) bytes after its end.")
+        }
+        try buildIndex(hashes: hashes)
+    }
+
+    private mutating func buildIndex(hashes: [UInt32]) throws(FlatSyncError) {
+        let entries = entries
+        guard index.build(hashes: hashes, same: { entries[$0].compactName == entries[$1].compactName }) else {
+            throw FlatSyncError(.damagedFile, "A host record is listed twice.")
+        }
+        for (name, _) in looseTags where contains(name) {
+            throw FlatSyncError(.damagedFile, "The host record \(name) is listed twice.")
+        }
+    }
+
+    /// Reads the section the first version wrote (``SnapshotFile/hostRecords``): the number of names, then
+    /// per name whether a record follows, the record's type and each field's key and value (keys sorted),
+    /// and its change tag (empty for none).
+    package static func decodeFirstVersion(_ data: Data, zone: ZoneID) throws(FlatSyncError) -> HostRecordTable {
+        var table = HostRecordTable()
+        table.zone = zone
+        var hashes: [UInt32] = []
+        try data.withBinaryReader { (reader) throws(FlatSyncError) in
+            var keys: [String] = []
+            var references: [RecordReference] = []
+            for _ in 0..<(try reader.readCount()) {
                 let name = try reader.readString()
                 let hasRecord = try reader.readByte()
                 guard hasRecord <= 1 else {
                     throw FlatSyncError(.damagedFile, "A host record's presence byte is \(hasRecord).")
                 }
-                var entry: Entry?
                 if hasRecord == 1 {
-                    let type = try reader.readString(reusing: &recent)
-                    let fieldCount = try reader.readCount()
-                    keys.removeAll(keepingCapacity: true)
-                    var values: [FieldValue] = []
-                    values.reserveCapacity(min(fieldCount, 64))
-                    for _ in 0..<fieldCount {
-                        keys.append(try reader.readString(reusing: &recent))
-                        values.append(try reader.readFieldValue(tags: .commandLog))
+                    let type = table.number(ofType: try reader.readString())
+                    keys.removeAll()
+                    let start = table.arena.count
+                    for _ in 0..<(try reader.readCount()) {
+                        keys.append(try reader.readString())
+                        let valueStart = reader.offset
+                        try reader.checkFieldValue(tags: .commandLog, references: &references)
+                        data.withUnsafeBytes { table.arena.append(contentsOf: $0[valueStart..<reader.offset]) }
                     }
-                    let shape: UInt32
-                    if let previousShape, table.shapes[Int(previousShape)] == keys {
-                        shape = previousShape
-                    } else {
-                        // A new set of keys is checked once: sorted, each key once.
-                        guard zip(keys, keys.dropFirst()).allSatisfy({ $0 < $1 }) else {
-                            throw FlatSyncError(.damagedFile, "The fields of host record \(name) are out of order.")
-                        }
-                        shape = table.number(ofShape: keys)
-                        previousShape = shape
+                    guard zip(keys, keys.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                        throw FlatSyncError(.damagedFile, "The fields of host record \(name) are out of order.")
                     }
-                    let typeNumber: UInt32
-                    if let previousType, previousType.name == type {
-                        typeNumber = previousType.number
-                    } else {
-                        typeNumber = table.number(ofType: type)
-                        previousType = (type, typeNumber)
+                    let compact = CompactString(name)
+                    table.entries.append(
+                        Entry(
+                            compactName: compact, type: type, shape: table.number(ofShape: keys), start: start,
+                            end: table.arena.count))
+                    hashes.append(Self.hash(of: compact))
+                    if !references.isEmpty {
+                        table.indexDependents(named: name, targets: table.ownerTargets(in: references))
+                        references.removeAll()
                     }
-                    entry = Entry(name: name, type: typeNumber, shape: shape, values: values)
                 }
                 let tagText = try reader.readString()
                 let tag = tagText.isEmpty ? nil : ChangeTag(rawValue: tagText)
-                if var entry {
-                    guard table.positions.updateValue(table.entries.count, forKey: name) == nil else {
-                        throw FlatSyncError(.damagedFile, "The host record \(name) is listed twice.")
-                    }
-                    entry.tag = tag
-                    table.index(entry)
-                    table.entries.append(entry)
+                if hasRecord == 1 {
+                    table.entries[table.entries.count - 1].tagWord = table.packedWord(tag, name: name)
                 } else if let tag {
                     table.looseTags[name] = tag
                 }
             }
-            return table
         }
+        try table.buildIndex(hashes: hashes)
+        return table
     }
 }

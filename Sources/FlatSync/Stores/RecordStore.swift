@@ -66,12 +66,18 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     public func values() async -> [Value] {
         let table = await store.zones.hostRecords(in: Value.zone)
         guard let type = table.typeNumber(Value.recordType) else { return [] }
-        var values: [Value] = []
-        values.reserveCapacity(table.count)
-        for entry in table.entries where entry.type == type {
-            if let value = try? Value(id: entry.name, fields: table.fields(of: entry)) { values.append(value) }
+        // Each value is made in its place in the array: appending a made value copied it (a retain of each
+        // of its strings) and then destroyed the original, through the value witnesses of a generic type.
+        return [Value](unsafeUninitializedCapacity: table.count) { buffer, initialized in
+            for entry in table.entries where entry.type == type {
+                let name = entry.name
+                do {
+                    let value = try Value(id: name, fields: table.fields(of: entry, name: name))
+                    (buffer.baseAddress! + initialized).initialize(to: value)
+                    initialized += 1
+                } catch {}
+            }
         }
-        return values
     }
 
     /// The number of records of the type.

@@ -125,51 +125,102 @@ extension ReadingListEntry {
 public struct RecordFields: Sendable {
     /// The record's name, for error messages.
     public let recordName: String
-    /// The fields as the store keeps them: keys in order and their values, or a dictionary.
-    private let keys: [String]
-    private let values: [FieldValue]
+    /// The fields as a dictionary, or nil when they are encoded: the values of `keys` (sorted) in the
+    /// command log's field codec, one after another, at `range` of `bytes`, each decoded when it is read.
+    /// Stored side by side rather than as an enum's cases, so that reading a field copies no payload.
     private let dictionary: [String: FieldValue]?
+    private let keys: [String]
+    private let bytes: [UInt8]
+    private let range: Range<Int>
 
     /// Fields of the record named `recordName`.
     public init(_ all: [String: FieldValue], recordName: String) {
         self.recordName = recordName
-        keys = []
-        values = []
         dictionary = all
+        keys = []
+        bytes = []
+        range = 0..<0
     }
 
-    /// The fields `keys` with `values` (one each), without building a dictionary.
-    package init(keys: [String], values: [FieldValue], recordName: String) {
+    /// The values of `keys` encoded at `range` of `bytes` (in the command log's field codec, in the order of
+    /// `keys`), already checked: how ``HostRecordTable`` keeps them.
+    package init(keys: [String], encoded bytes: [UInt8], range: Range<Int>, recordName: String) {
         self.recordName = recordName
-        self.keys = keys
-        self.values = values
         dictionary = nil
+        self.keys = keys
+        self.bytes = bytes
+        self.range = range
     }
 
     /// Every field, by key.
     public var all: [String: FieldValue] {
         if let dictionary { return dictionary }
         var fields = [String: FieldValue](minimumCapacity: keys.count)
-        for (key, value) in zip(keys, values) { fields[key] = value }
+        for (position, key) in keys.enumerated() {
+            fields[key] = encodedValue(at: position) { (reader) throws(FlatSyncError) in
+                try reader.readFieldValue(tags: .commandLog)
+            }
+        }
         return fields
     }
 
     /// The field's value, or nil when the record lacks it.
     public subscript(key: String) -> FieldValue? {
         if let dictionary { return dictionary[key] }
+        return encodedValue(key) { (reader) throws(FlatSyncError) in try reader.readFieldValue(tags: .commandLog) }
+    }
+
+    /// `read`'s value of the encoded field `key`, or nil when there is none or `read` throws.
+    private func encodedValue<T>(_ key: String, _ read: (inout BinaryReader) throws(FlatSyncError) -> T?) -> T? {
         // A record has a handful of fields: a scan of short keys beats hashing one.
-        for index in keys.indices where keys[index] == key { return values[index] }
-        return nil
+        guard let position = keys.firstIndex(of: key) else { return nil }
+        return encodedValue(at: position, read)
+    }
+
+    /// `read`'s value of the `position`th encoded field, stepping over the values before it.
+    private func encodedValue<T>(at position: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T?) -> T? {
+        bytes.withUnsafeBytes { buffer in
+            var reader = BinaryReader(UnsafeRawBufferPointer(rebasing: buffer[range]))
+            do throws(FlatSyncError) {
+                for _ in 0..<position { try reader.skipFieldValue(tags: .commandLog) }
+                return try read(&reader)
+            } catch {
+                return nil
+            }
+        }
     }
 
     /// A required string field.
     public func string(_ key: String) throws(FlatSyncError) -> String {
+        if dictionary == nil {
+            // Read in place: no ``FieldValue`` on the way.
+            let tag = FieldValueTags.commandLog.string
+            guard
+                let value = encodedValue(
+                    key,
+                    { (reader) throws(FlatSyncError) in
+                        try reader.readByte() == tag ? try reader.readCheckedString() : nil
+                    })
+            else { throw missing(key, "string") }
+            return value
+        }
         guard let value = self[key]?.stringValue else { throw missing(key, "string") }
         return value
     }
 
     /// A required integer field.
     public func int(_ key: String) throws(FlatSyncError) -> Int64 {
+        if dictionary == nil {
+            let tag = FieldValueTags.commandLog.int
+            guard
+                let value = encodedValue(
+                    key,
+                    { (reader) throws(FlatSyncError) in
+                        try reader.readByte() == tag ? try reader.readSigned() : nil
+                    })
+            else { throw missing(key, "integer") }
+            return value
+        }
         guard let value = self[key]?.intValue else { throw missing(key, "integer") }
         return value
     }
