@@ -40,7 +40,7 @@ public struct ReadingList: Sendable {
             changes.count == 1
             ? try await store.applyDurably(.readingList(changes[0]))
             : try await store.applyDurably { try $0.applyMutation(\.readingList, changes) }
-        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingList) }
+        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingList, debounce: nil) }
         return changed
     }
 
@@ -152,7 +152,7 @@ public struct ReadingHistory: Sendable {
             changes.count == 1
             ? try await store.applyDurably(.history(changes[0]))
             : try await store.applyDurably { try $0.applyMutation(\.history, changes) }
-        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingHistory) }
+        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: .readingHistory, debounce: nil) }
         return changed
     }
 
@@ -190,7 +190,9 @@ public struct ReadingHistory: Sendable {
 
 /// Hears about local changes once they are durable; the sync engine schedules sends this way.
 package protocol LocalChangeObserver: Sendable {
-    func localChangeDidBecomeDurable(in zone: ZoneID) async
+    /// A change in `zone` is durable: send it after `debounce`, or after the zone's own (the history's,
+    /// else at once) when nil.
+    func localChangeDidBecomeDurable(in zone: ZoneID, debounce: Duration?) async
 }
 
 /// A change to one article's item, as the batch APIs take them: ``ReadingListChange`` or

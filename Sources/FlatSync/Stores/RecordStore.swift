@@ -106,7 +106,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
         let changed = try await store.applyDurably { store in
             try store.applyHostMutation(in: zone, recordType: Value.recordType, saves: saves, deletes: deletes)
         }
-        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: zone) }
+        if changed > 0 { await observer?.localChangeDidBecomeDurable(in: zone, debounce: Value.sendDebounce) }
         return changed
     }
 

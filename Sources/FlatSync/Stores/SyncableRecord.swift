@@ -63,6 +63,11 @@ public protocol SyncableRecord: Sendable, Equatable {
     static var recordType: String { get }
     /// The CloudKit type of each field the value writes, by key: the record type's schema.
     static var fieldTypes: [String: CloudSchema.FieldType] { get }
+    /// How long a ``SyncContext`` waits after a change before it sends the zone's changes; each new change
+    /// of the type starts the wait again, so a burst of edits (typing, a slider) goes out as one request.
+    /// Zero, the default, sends at once. A ``SyncContext/syncNow()`` sends without waiting, and a change
+    /// that another store in the zone sends at once takes these along.
+    static var sendDebounce: Duration { get }
 
     /// The record's name, unique in its zone and stable for the life of the value.
     var id: String { get }
@@ -82,6 +87,9 @@ public protocol SyncableRecord: Sendable, Equatable {
 }
 
 extension SyncableRecord {
+    /// Zero: changes are sent at once.
+    public static var sendDebounce: Duration { .zero }
+
     public static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self {
         guard var fields = try? server.fields, let own = try? mine.fields else { return mine }
         for key in changedFields { fields[key] = own[key] }

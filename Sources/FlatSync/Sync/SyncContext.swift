@@ -98,7 +98,7 @@ public actor SyncContext: LocalChangeObserver {
     /// The reading history; changes are sent after ``Configuration/historyDebounce``.
     public nonisolated var history: ReadingHistory { ReadingHistory(store: localStore, observer: self) }
     /// The values of a host-defined record type registered in ``Configuration/recordTypes``; changes are
-    /// sent at once.
+    /// sent after the type's ``SyncableRecord/sendDebounce`` (at once unless the type says otherwise).
     public nonisolated func records<Value: SyncableRecord>(_ type: Value.Type) -> RecordStore<Value> {
         RecordStore(store: localStore, observer: self)
     }
@@ -144,16 +144,17 @@ public actor SyncContext: LocalChangeObserver {
     private var nextSummaryID: UInt64 = 0
 
     enum TimerKey: Hashable {
-        case historyDebounce
+        /// A zone's changes wait for a debounce (the history's, or a host type's ``SyncableRecord/sendDebounce``).
+        case sendDebounce(ZoneID)
         case pushRetry(ZoneID)
         case fetchRetry
 
-        /// Fixes the order in which timers due at the same moment fire.
-        var rank: Int {
+        /// Fixes the order in which timers due at the same moment fire: by kind, then by zone.
+        var rank: (Int, String) {
             switch self {
-            case .historyDebounce: return 0
-            case .pushRetry(let zone): return zone == .readingList ? 1 : 2
-            case .fetchRetry: return 3
+            case .sendDebounce(let zone): return (zone == .readingHistory ? 0 : 1, zone.name)
+            case .pushRetry(let zone): return (zone == .readingList ? 2 : 3, zone.name)
+            case .fetchRetry: return (4, "")
             }
         }
     }
@@ -456,9 +457,10 @@ public actor SyncContext: LocalChangeObserver {
 
     // MARK: - Local changes
 
-    package func localChangeDidBecomeDurable(in zone: ZoneID) async {
-        if zone == .readingHistory {
-            schedule(.historyDebounce, after: configuration.historyDebounce)
+    package func localChangeDidBecomeDurable(in zone: ZoneID, debounce: Duration?) async {
+        let delay = debounce ?? (zone == .readingHistory ? configuration.historyDebounce : .zero)
+        if delay > .zero {
+            schedule(.sendDebounce(zone), after: delay)
         } else {
             requestPush(zone)
         }
@@ -522,8 +524,8 @@ public actor SyncContext: LocalChangeObserver {
 
     private func runFullSync(epoch: Int, summary id: UInt64) async -> SyncSummary {
         if epoch == accountEpoch {
-            cancelTimer(.historyDebounce)
             for zone in zoneIDs {
+                cancelTimer(.sendDebounce(zone))
                 handle(await push(zone, epoch: epoch), of: zone)
             }
             let zones = zonesToFetch
@@ -631,12 +633,14 @@ public actor SyncContext: LocalChangeObserver {
         guard timers[key]?.generation == generation else { return }
         let now = clock.now()
         let due = timers.filter { $0.value.deadline <= now }
-            .sorted { ($0.value.deadline, $0.key.rank) < ($1.value.deadline, $1.key.rank) }
+            .sorted {
+                ($0.value.deadline, $0.key.rank.0, $0.key.rank.1) < ($1.value.deadline, $1.key.rank.0, $1.key.rank.1)
+            }
         for (key, timer) in due {
             timers[key] = nil
             timer.task.cancel()
             switch key {
-            case .historyDebounce: requestPush(.readingHistory)
+            case .sendDebounce(let zone): requestPush(zone)
             case .pushRetry(let zone): requestPush(zone)
             case .fetchRetry: requestFetch(full: fullFetchRequested)
             }

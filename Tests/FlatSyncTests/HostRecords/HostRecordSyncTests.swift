@@ -257,6 +257,36 @@ import Testing
         }
     }
 
+    /// A type with a send debounce waits until its burst of edits ends and goes out as one request; a
+    /// type without one is sent at once; `syncNow()` does not wait.
+    @Test func aTypesDebounceHoldsItsChangesUntilTheBurstEnds() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A") { $0.recordTypes = [Draft.self, TestRecipe.self] }
+            let drafts = a.records(Draft.self)
+            await a.waitUntilIdle()
+            let before = await harness.cloud.counters().recordsSaved
+            for text in ["H", "He", "Hel", "Hello"] {
+                try await drafts.save(Draft(id: "d1", text: text))
+                harness.clock.advance(by: .seconds(2))
+                await a.waitUntilIdle()
+                #expect(await harness.cloud.counters().recordsSaved == before, "still typing at \(text)")
+            }
+            harness.clock.advance(by: .seconds(1))  // three seconds after the last edit
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().recordsSaved == before + 1, "the burst went out as one save")
+            #expect(await harness.cloud.records(in: Draft.zone).first?["text"] == .string("Hello"))
+
+            // A type without a debounce goes at once; so does a draft when the host asks for a sync.
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().recordsSaved == before + 2)
+            try await drafts.save(Draft(id: "d2", text: "Now"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(await harness.cloud.counters().recordsSaved == before + 3)
+            try await a.close()
+        }
+    }
+
     @Test func aZoneOnlyHostsUseIsPreparedOnTheServerLikeTheBuiltInOnes() async throws {
         try await SyncHarness.run { harness in
             let a = try await device(harness, "A")
@@ -288,4 +318,14 @@ private struct Counter: SyncableRecord {
     static func merge(_ mine: Counter, _ server: Counter, changedFields: Set<String>) -> Counter {
         Counter(id: mine.id, count: max(mine.count, server.count))
     }
+}
+
+/// A draft whose edits are sent three seconds after the last one.
+private struct Draft: SyncableRecord, Codable {
+    static let zone = ZoneID("Drafts")
+    static let recordType = "Draft"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["text": .string]
+    static let sendDebounce = Duration.seconds(3)
+    var id: String
+    var text: String
 }
