@@ -117,6 +117,51 @@ import Testing
         }
     }
 
+    /// The same life of a host store through `DirectoryCloud`, the cloud two processes share on disk (as the
+    /// demo's devices do): records reach another device, concurrent edits merge, the server's cascade
+    /// removes what a deleted record owned, and an unsaved article takes its notes along.
+    @Test func aHostStoreSyncsThroughADirectoryCloud() async throws {
+        try await SyncHarness.run { harness in
+            let shared = harness.directory.appendingPathComponent("directory-cloud")
+            func device(_ name: String) async throws -> SyncContext {
+                try await harness.device(name, transport: try DirectoryCloud(directory: shared)) {
+                    $0.recordTypes = testRecordTypes
+                }
+            }
+            let a = try await device("A")
+            try await a.readingList.add("a1")
+            try await a.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Tea"))
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup", servings: 2))
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
+            #expect(try await a.syncNow().isComplete)
+            let b = try await device("B")
+            #expect(await b.records(TestStep.self).value("s1")?.recipeID == "r1")
+            #expect(await b.records(TestNote.self).value("n1")?.text == "Tea")
+
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup", servings: 2))
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup", servings: 6))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            let merged = TestRecipe(id: "r1", title: "Leek soup", servings: 6)
+            #expect(await a.records(TestRecipe.self).value("r1") == merged)
+            #expect(await b.records(TestRecipe.self).value("r1") == merged)
+
+            try await a.records(TestRecipe.self).delete("r1")
+            try await a.readingList.remove("a1")
+            #expect(await a.records(TestStep.self).count() == 0, "the step went with its recipe here at once")
+            #expect(await a.records(TestNote.self).count() == 0)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await b.records(TestStep.self).count() == 0, "and on B through the server")
+            #expect(await b.records(TestNote.self).count() == 0)
+            #expect(await b.records(TestRecipe.self).count() == 0)
+            #expect(try await DirectoryCloud(directory: shared).records(in: TestRecipe.zone).isEmpty)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test func aCustomMergeRuleDecides() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A") { $0.recordTypes = [Counter.self] }
