@@ -170,3 +170,13 @@ extension RecordOrder {
         return ordered + changes.filter(\.isDelete)
     }
 }
+
+extension LocalStore {
+    /// The type and name of every host record in `zone`, when someone listens to ``RecordStore/changes()``:
+    /// what a wipe of the zone removes, for telling them.
+    func hostRecordKeys(in zone: ZoneID) -> [(recordType: String, name: String)] {
+        guard recordChangeHub.isObserved else { return [] }
+        let table = zones.hostRecords(in: zone)
+        return table.entries.map { (table.recordType(of: $0), $0.name) }
+    }
+}

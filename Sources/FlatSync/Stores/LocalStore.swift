@@ -953,11 +953,13 @@ public actor LocalStore {
     package func wipe(_ zone: ZoneID) async throws {
         try checkWritable()
         let sequence = takeSequence()
+        let removed = hostRecordKeys(in: zone)
         lastWipeSequence[zone] = sequence
         acknowledgedSinceSnapshot[zone] = nil
         pending.clear(zone: zone)
         zones.wipe(zone, at: sequence)
         try await record([.clearedZone(zone, sequence: sequence)])
+        recordChangeHub.emit(zone: zone, changed: removed)
         try forgetRefusals(in: zone)
         stateVersion[zone, default: 0] += 1
         try await persistSnapshot(of: zone)
@@ -969,10 +971,12 @@ public actor LocalStore {
         let sequence = takeSequence()
         let allZones = Set(zoneIDs).union(zones.hostZones.keys).sorted()
         for zone in allZones { lastWipeSequence[zone] = sequence }
+        let removed = allZones.map { (zone: $0, records: hostRecordKeys(in: $0)) }
         acknowledgedSinceSnapshot = [:]
         pending.clearAll()
         for zone in allZones { zones.wipe(zone, at: sequence) }
         try await record([.clearedAll(sequence: sequence)])
+        for (zone, records) in removed { recordChangeHub.emit(zone: zone, changed: records) }
         try forgetRefusals(in: nil)
         var file = DeviceFile(deviceID: deviceID)
         file.account = newAccount

@@ -95,8 +95,8 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     }
 
     /// A stream of the record names of the type's values that changed, here or on another device (a
-    /// save, a delete, a merge), from now on, one element per change the store takes in. It ends when the
-    /// store closes.
+    /// save, a delete, a merge, a wipe when the account changes or the user deletes the zone), from now on,
+    /// one element per change the store takes in. It ends when the store closes.
     public func changes() -> AsyncStream<[String]> {
         store.recordChangeHub.subscribe(zone: Value.zone, recordType: Value.recordType)
     }
