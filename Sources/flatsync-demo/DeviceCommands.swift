@@ -179,7 +179,7 @@ struct DeviceCommands {
         }
         // Subscribe before anything runs: the tally counts every event of this run.
         let events = context.events()
-        let pendingBefore = await context.localStore.pendingRecordCount()
+        let pendingBefore = await context.status().pendingRecords
         let console = output.console
         let progress = console.errorIsTerminal ? console.writeError : nil
         let watcher = Task { await SyncProgress.watch(events, pendingRecords: pendingBefore, progress: progress) }
@@ -191,7 +191,7 @@ struct DeviceCommands {
         } catch {
             outcome = .failure(error)
         }
-        let pendingAfter = await context.localStore.pendingRecordCount()
+        let pendingAfter = await context.status().pendingRecords
         var closeError: (any Error)?
         do { try await context.close() } catch { closeError = error }
         // Closing ends the event stream, so the tally is complete.
@@ -245,7 +245,7 @@ struct DeviceCommands {
             try await SyncContext.open(directory: directory, account: account, configuration: .demo)
         }
         do {
-            let refused = await context.localStore.refusedChanges()
+            let refused = await context.refusedChanges()
             let chosen = refused.filter { recordName == nil || $0.recordID.name == recordName }
             if let recordName, chosen.isEmpty {
                 throw DemoFailure(

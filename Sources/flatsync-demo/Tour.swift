@@ -192,8 +192,9 @@ private final class TourRun {
             )
         }
         await context.waitUntilIdle()
-        let pending = await context.localStore.pendingRecordCount()
-        let commands = await context.localStore.pendingCommands().count
+        let status = await context.status()
+        let pending = status.pendingRecords
+        let commands = status.pendingCommands
         let offline = !device.network.isOnline
         switch mutation {
         case .save, .unsave, .resave:

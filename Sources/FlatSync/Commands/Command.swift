@@ -1,15 +1,15 @@
 /// Identifies a command in the queue; later commands have larger IDs.
-public struct CommandID: Hashable, Comparable, Sendable, CustomStringConvertible {
+package struct CommandID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The command's number; commands are numbered in the order they were created.
-    public var rawValue: UInt64
+    package var rawValue: UInt64
 
     /// Wraps a command number.
-    public init(_ rawValue: UInt64) {
+    package init(_ rawValue: UInt64) {
         self.rawValue = rawValue
     }
 
-    public static func < (lhs: CommandID, rhs: CommandID) -> Bool { lhs.rawValue < rhs.rawValue }
-    public var description: String { "#\(rawValue)" }
+    package static func < (lhs: CommandID, rhs: CommandID) -> Bool { lhs.rawValue < rhs.rawValue }
+    package var description: String { "#\(rawValue)" }
 }
 
 /// A pending command: modify records in a zone, or remove records from it (News:
@@ -17,23 +17,23 @@ public struct CommandID: Hashable, Comparable, Sendable, CustomStringConvertible
 ///
 /// A command in the queue holds each record at most once. It leaves the queue only when the server
 /// acknowledged every record in it.
-public struct Command: Hashable, Sendable, Identifiable {
+package struct Command: Hashable, Sendable, Identifiable {
     /// Modify or remove.
-    public enum Kind: UInt8, Hashable, Sendable, CustomStringConvertible {
+    package enum Kind: UInt8, Hashable, Sendable, CustomStringConvertible {
         /// Save records.
         case modifyRecords = 1
         /// Delete records.
         case removeRecords = 2
 
-        public var description: String { self == .modifyRecords ? "modify" : "remove" }
+        package var description: String { self == .modifyRecords ? "modify" : "remove" }
     }
 
     /// Identifies the command in its queue.
-    public let id: CommandID
+    package let id: CommandID
     /// The zone every record of the command lives in.
-    public let zone: ZoneID
+    package let zone: ZoneID
     /// Whether the command saves or deletes its records.
-    public let kind: Kind
+    package let kind: Kind
     /// The command's record changes in the order they joined it, nil where one left (acknowledged, moved
     /// to a command of the other kind, replaced by a newer change when a round ended, or a damaged log's
     /// second change of a record). The queue's index of pending records holds each record's
@@ -41,7 +41,7 @@ public struct Command: Hashable, Sendable, Identifiable {
     /// lookup per change instead of two, which were most of the cost of queueing a large batch.
     package private(set) var slots: [RecordChange?]
     /// The number of records in the command.
-    public private(set) var recordCount: Int
+    package private(set) var recordCount: Int
 
     /// An empty command.
     package init(id: CommandID, zone: ZoneID, kind: Kind) {
@@ -59,7 +59,7 @@ public struct Command: Hashable, Sendable, Identifiable {
 
     /// The command's record changes by record ID: a dictionary built for each call (to look up one record,
     /// use ``PendingCommands/change(of:in:)``).
-    public var changes: [RecordID: RecordChange] {
+    package var changes: [RecordID: RecordChange] {
         var changes: [RecordID: RecordChange] = [:]
         changes.reserveCapacity(recordCount)
         for case let change? in slots { changes[change.recordID] = change }
@@ -67,17 +67,17 @@ public struct Command: Hashable, Sendable, Identifiable {
     }
 
     /// The changes in the order they were made (by sequence, then record ID).
-    public var orderedChanges: [RecordChange] {
+    package var orderedChanges: [RecordChange] {
         slots.compactMap { $0 }.sorted { ($0.sequence, $0.recordID) < ($1.sequence, $1.recordID) }
     }
 
     /// Two commands are equal when they have the same ID, zone, kind and changes, wherever their changes sit.
-    public static func == (lhs: Command, rhs: Command) -> Bool {
+    package static func == (lhs: Command, rhs: Command) -> Bool {
         lhs.id == rhs.id && lhs.zone == rhs.zone && lhs.kind == rhs.kind && lhs.recordCount == rhs.recordCount
             && lhs.changes == rhs.changes
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(id)
         hasher.combine(zone)
         hasher.combine(kind)

@@ -15,7 +15,7 @@
 ///
 /// The command queue logs every transition, so replaying the log through the same transitions
 /// rebuilds the same queue after a restart.
-public struct PendingCommands: Sendable {
+package struct PendingCommands: Sendable {
     private var commands: [CommandID: Command] = [:]
     /// Each zone's commands, oldest first.
     private var order: [ZoneID: [CommandID]] = [:]
@@ -26,7 +26,7 @@ public struct PendingCommands: Sendable {
     /// The commands being sent, per zone.
     private var sealed: [ZoneID: Set<CommandID>] = [:]
     /// The ID the next new command gets.
-    public private(set) var nextCommandID: UInt64 = 1
+    package private(set) var nextCommandID: UInt64 = 1
 
     /// A record's change: its command, and its position in the command's ``Command/slots``.
     private struct Location: Hashable {
@@ -35,22 +35,22 @@ public struct PendingCommands: Sendable {
     }
 
     /// An empty queue.
-    public init() {}
+    package init() {}
 
     // MARK: - Reading
 
     /// A zone's commands, oldest first, including those being sent.
-    public func commands(in zone: ZoneID) -> [Command] {
+    package func commands(in zone: ZoneID) -> [Command] {
         (order[zone] ?? []).compactMap { commands[$0] }
     }
 
     /// Every command, zone by zone, oldest first within a zone.
-    public var allCommands: [Command] {
+    package var allCommands: [Command] {
         order.keys.sorted().flatMap { commands(in: $0) }
     }
 
     /// The number of commands waiting or being sent.
-    public var commandCount: Int { commands.count }
+    package var commandCount: Int { commands.count }
 
     /// The zones with a command waiting or being sent.
     package var zones: [ZoneID] { order.filter { !$0.value.isEmpty }.keys.sorted() }
@@ -66,33 +66,33 @@ public struct PendingCommands: Sendable {
     }
 
     /// The number of record changes waiting or being sent, in one zone or in all.
-    public func recordCount(in zone: ZoneID? = nil) -> Int {
+    package func recordCount(in zone: ZoneID? = nil) -> Int {
         guard let zone else { return location.count + sealedLocation.count }
         return commands(in: zone).reduce(0) { $0 + $1.recordCount }
     }
 
     /// The oldest command of a zone.
-    public func head(of zone: ZoneID) -> Command? {
+    package func head(of zone: ZoneID) -> Command? {
         order[zone]?.first.flatMap { commands[$0] }
     }
 
     /// A command by ID.
-    public func command(_ id: CommandID) -> Command? { commands[id] }
+    package func command(_ id: CommandID) -> Command? { commands[id] }
 
     /// True while a round of `zone` is being sent.
-    public func isSending(_ zone: ZoneID) -> Bool { !(sealed[zone]?.isEmpty ?? true) }
+    package func isSending(_ zone: ZoneID) -> Bool { !(sealed[zone]?.isEmpty ?? true) }
 
     /// True when the command is part of the round being sent.
-    public func isSealed(_ id: CommandID) -> Bool {
+    package func isSealed(_ id: CommandID) -> Bool {
         guard let zone = commands[id]?.zone else { return false }
         return sealed[zone]?.contains(id) ?? false
     }
 
     /// True when no command is waiting or being sent.
-    public var isEmpty: Bool { commands.isEmpty }
+    package var isEmpty: Bool { commands.isEmpty }
 
     /// The newest change of a record that is waiting or being sent.
-    public func latestChange(for id: RecordID) -> RecordChange? {
+    package func latestChange(for id: RecordID) -> RecordChange? {
         if let found = location[id] { return change(at: found) }
         if let found = sealedLocation[id] { return change(at: found) }
         return nil
@@ -100,7 +100,7 @@ public struct PendingCommands: Sendable {
 
     /// The change of a record in one command, if the command holds one (a lookup, where
     /// ``Command/changes`` builds a dictionary of all of them).
-    public func change(of recordID: RecordID, in commandID: CommandID) -> RecordChange? {
+    package func change(of recordID: RecordID, in commandID: CommandID) -> RecordChange? {
         if let found = sealedLocation[recordID], found.command == commandID { return change(at: found) }
         if let found = location[recordID], found.command == commandID { return change(at: found) }
         return nil
@@ -128,7 +128,7 @@ public struct PendingCommands: Sendable {
     }
 
     /// The IDs of every record with a change waiting or being sent in `zone`.
-    public func recordIDs(in zone: ZoneID) -> Set<RecordID> {
+    package func recordIDs(in zone: ZoneID) -> Set<RecordID> {
         var ids = Set<RecordID>()
         for command in commands(in: zone) {
             for case let change? in command.slots { ids.insert(change.recordID) }
@@ -174,11 +174,11 @@ public struct PendingCommands: Sendable {
     // MARK: - Enqueueing and coalescing
 
     /// What ``enqueue(_:)`` did.
-    public struct EnqueueResult: Hashable, Sendable {
+    package struct EnqueueResult: Hashable, Sendable {
         /// Commands the mutation created.
-        public var newCommands: [CommandID] = []
+        package var newCommands: [CommandID] = []
         /// Changes folded into a change already pending for the same record.
-        public var coalescedChanges: Int = 0
+        package var coalescedChanges: Int = 0
     }
 
     /// Adds a mutation's changes, coalescing each with the change pending for its record.
@@ -186,7 +186,7 @@ public struct PendingCommands: Sendable {
     /// The mutation is taken by value: when the caller passes its last copy, the changes move into the queue
     /// instead of being copied (and the mutation's array released change by change afterwards).
     @discardableResult
-    public mutating func enqueue(_ mutation: consuming Mutation) -> EnqueueResult {
+    package mutating func enqueue(_ mutation: consuming Mutation) -> EnqueueResult {
         var result = EnqueueResult()
         let zone = mutation.zone
         // Taken out of the mutation (not copied), so the array is unique when the caller passed its last copy.
@@ -338,7 +338,7 @@ public struct PendingCommands: Sendable {
 
     /// Starts a round: marks every command of `zone` as being sent and returns them, oldest first.
     /// Returns an empty list while a round of the zone is already being sent.
-    public mutating func seal(_ zone: ZoneID) -> [Command] {
+    package mutating func seal(_ zone: ZoneID) -> [Command] {
         guard !isSending(zone), let ids = order[zone], !ids.isEmpty else { return [] }
         sealed[zone] = Set(ids)
         let sealedCommands = ids.compactMap { commands[$0] }
@@ -355,7 +355,7 @@ public struct PendingCommands: Sendable {
     /// Removes records the server acknowledged (or that were dropped) from a command being sent.
     /// Returns true when that emptied the command, so it left the queue.
     @discardableResult
-    public mutating func acknowledge(_ recordIDs: [RecordID], in commandID: CommandID) -> Bool {
+    package mutating func acknowledge(_ recordIDs: [RecordID], in commandID: CommandID) -> Bool {
         guard commands[commandID] != nil else { return false }
         for recordID in recordIDs {
             if let found = sealedLocation[recordID], found.command == commandID {
@@ -372,7 +372,7 @@ public struct PendingCommands: Sendable {
     /// Ends a round of `zone`: what was not acknowledged goes back to pending. A record changed again
     /// while the round was out keeps only its newer change, which already holds the older one (a newer
     /// save over a delete that did not go through replaces the record, as coalescing the two would).
-    public mutating func unseal(_ zone: ZoneID) {
+    package mutating func unseal(_ zone: ZoneID) {
         guard let ids = sealed[zone] else { return }
         sealed[zone] = nil
         for id in ids.sorted() {
@@ -400,7 +400,7 @@ public struct PendingCommands: Sendable {
     // MARK: - Clearing and restoring
 
     /// Drops every command of a zone, sent or not.
-    public mutating func clear(zone: ZoneID) {
+    package mutating func clear(zone: ZoneID) {
         for id in order[zone] ?? [] {
             guard let command = commands.removeValue(forKey: id) else { continue }
             for case let change? in command.slots {
@@ -413,7 +413,7 @@ public struct PendingCommands: Sendable {
     }
 
     /// Drops every command.
-    public mutating func clearAll() {
+    package mutating func clearAll() {
         let nextID = nextCommandID
         self = PendingCommands()
         nextCommandID = nextID

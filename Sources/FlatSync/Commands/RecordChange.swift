@@ -3,9 +3,9 @@
 /// A save carries the *whole* record as the store held it right after the mutation, plus the keys the
 /// user's mutations changed. Carrying the whole record lets the queue be replayed over a stale snapshot
 /// after a crash, and lets a later change to the same record simply supersede an earlier one.
-public struct RecordChange: Hashable, Sendable {
+package struct RecordChange: Hashable, Sendable {
     /// What to do with the record.
-    public enum Operation: Hashable, Sendable {
+    package enum Operation: Hashable, Sendable {
         /// Save this record (its change tag is not used; the engine sends the tag it last saw).
         case save(Record)
         /// Delete the record.
@@ -13,9 +13,9 @@ public struct RecordChange: Hashable, Sendable {
     }
 
     /// The record this change is for.
-    public var recordID: RecordID
+    package var recordID: RecordID
     /// Save or delete.
-    public var operation: Operation {
+    package var operation: Operation {
         get { isSave ? .save(carriedRecord) : .delete }
         set {
             switch newValue {
@@ -47,9 +47,9 @@ public struct RecordChange: Hashable, Sendable {
     /// True for a save that stands for a delete of the record followed by a new one (a delete coalesced
     /// with a later save): sent, it replaces the server's record whole, where another save changes only the
     /// keys it changed (see ``SavePolicy/replaceIfServerRecordUnchanged``).
-    public internal(set) var replacesRecord = false
+    package internal(set) var replacesRecord = false
     /// The keys the user's mutations changed (empty for a delete).
-    public var changedKeys: Set<String> {
+    package var changedKeys: Set<String> {
         get {
             switch keys {
             case .set(let keys): keys
@@ -98,10 +98,10 @@ public struct RecordChange: Hashable, Sendable {
 
     /// The sequence number of the mutation that last changed this record; mutations are numbered in
     /// the order the store accepted them.
-    public var sequence: UInt64
+    package var sequence: UInt64
 
     /// A save of `record`.
-    public static func save(
+    package static func save(
         _ record: consuming Record, changedKeys: Set<String>, sequence: UInt64 = 0
     ) -> RecordChange {
         let id = record.id
@@ -127,17 +127,17 @@ public struct RecordChange: Hashable, Sendable {
     }
 
     /// A delete of the record with `id`.
-    public static func delete(_ id: RecordID, sequence: UInt64 = 0) -> RecordChange {
+    package static func delete(_ id: RecordID, sequence: UInt64 = 0) -> RecordChange {
         RecordChange(deleting: id, sequence: sequence)
     }
 
     /// The record to save, or `nil` for a delete.
-    public var record: Record? {
+    package var record: Record? {
         savedRecord
     }
 
     /// True for a delete.
-    public var isDelete: Bool {
+    package var isDelete: Bool {
         !isSave
     }
 
@@ -149,7 +149,7 @@ public struct RecordChange: Hashable, Sendable {
     /// | save | delete | the delete |
     /// | delete | save | the save, with the whole record, replacing the server's (``replacesRecord``) |
     /// | delete | delete | one delete |
-    public func coalesced(with later: RecordChange) -> RecordChange {
+    package func coalesced(with later: RecordChange) -> RecordChange {
         precondition(recordID == later.recordID, "coalescing changes of different records")
         switch (isSave, later.isSave) {
         case (true, true):
@@ -170,7 +170,7 @@ public struct RecordChange: Hashable, Sendable {
         }
     }
 
-    public static func == (lhs: RecordChange, rhs: RecordChange) -> Bool {
+    package static func == (lhs: RecordChange, rhs: RecordChange) -> Bool {
         // The records compared in place (through `savedRecord`, both were copied).
         lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.isSave == rhs.isSave
             && lhs.replacesRecord == rhs.replacesRecord && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
@@ -178,7 +178,7 @@ public struct RecordChange: Hashable, Sendable {
                 || lhs.changedKeys == rhs.changedKeys)
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(recordID)
         hasher.combine(operation)
         hasher.combine(changedKeys)

@@ -210,8 +210,14 @@ public actor LocalStore {
     }
 
     /// The commands waiting to be sent, zone by zone, oldest first.
-    public func pendingCommands() -> [Command] {
+    package func pendingCommands() -> [Command] {
         pending.allCommands
+    }
+
+    /// The number of commands waiting to be sent: each is one or more mutations of a zone, coalesced, that
+    /// go out (and are acknowledged) together.
+    public func pendingCommandCount() -> Int {
+        pending.allCommands.count
     }
 
     /// The number of record changes waiting to be sent.

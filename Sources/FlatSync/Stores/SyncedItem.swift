@@ -10,7 +10,7 @@
 /// Each type fixes its zone, record type and record-name prefix (DESIGN §2), converts to and from
 /// ``Record``, and merges two versions of itself (DESIGN §7). Merging is commutative, associative and
 /// idempotent, so devices converge whatever order changes arrive in.
-public protocol SyncedItem: Hashable, Sendable {
+package protocol SyncedItem: Hashable, Sendable {
     /// The zone the item's records live in.
     static var zone: ZoneID { get }
     /// The record type, such as `ReadingListEntry`.
@@ -31,7 +31,7 @@ public protocol SyncedItem: Hashable, Sendable {
 
 extension SyncedItem {
     /// The ID of the record for an article.
-    public static func recordID(for articleID: String) -> RecordID {
+    package static func recordID(for articleID: String) -> RecordID {
         RecordID(zone: zone, name: recordName(for: articleID))
     }
 
@@ -60,7 +60,7 @@ extension SyncedItem {
     }
 
     /// The ID of the item's record.
-    public var recordID: RecordID { Self.recordID(for: articleID) }
+    package var recordID: RecordID { Self.recordID(for: articleID) }
 
     /// The article ID a record name stands for, or `nil` for a name without the prefix.
     ///

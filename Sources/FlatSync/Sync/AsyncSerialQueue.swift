@@ -11,7 +11,7 @@ import Synchronization
 /// let summary = try await queue.perform { try await fetch() }   // runs after the push
 /// await queue.waitUntilEmpty()
 /// ```
-public final class AsyncSerialQueue: Sendable {
+package final class AsyncSerialQueue: Sendable {
     private struct Job: Sendable {
         let run: @Sendable () async -> Void
         /// Called instead of `run` when the job is cancelled before it starts.
@@ -29,26 +29,26 @@ public final class AsyncSerialQueue: Sendable {
     private let state = Mutex(State())
 
     /// An empty queue.
-    public init() {}
+    package init() {}
 
     /// The number of jobs waiting, plus the one running.
-    public var count: Int {
+    package var count: Int {
         state.withLock { $0.jobs.count - $0.head + ($0.current == nil ? 0 : 1) }
     }
 
     /// True when no job is waiting or running.
-    public var isEmpty: Bool {
+    package var isEmpty: Bool {
         state.withLock { !$0.isRunning }
     }
 
     /// Adds a job to the end of the queue.
-    public func enqueue(_ job: @escaping @Sendable () async -> Void) {
+    package func enqueue(_ job: @escaping @Sendable () async -> Void) {
         append(Job(run: job, cancel: {}))
     }
 
     /// Adds a job and waits for its result. Throws `CancellationError` if ``cancelAll()`` drops the job
     /// before it starts; a job already running sees cancellation through `Task.isCancelled`.
-    public func perform<T: Sendable>(_ job: @escaping @Sendable () async throws -> T) async throws -> T {
+    package func perform<T: Sendable>(_ job: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             append(
                 Job(
@@ -66,7 +66,7 @@ public final class AsyncSerialQueue: Sendable {
     }
 
     /// Drops every job that has not started and cancels the running one.
-    public func cancelAll() {
+    package func cancelAll() {
         let dropped = state.withLock { state -> ArraySlice<Job> in
             let dropped = state.jobs[state.head...]
             state.jobs = []
@@ -78,7 +78,7 @@ public final class AsyncSerialQueue: Sendable {
     }
 
     /// Returns once no job is waiting or running.
-    public func waitUntilEmpty() async {
+    package func waitUntilEmpty() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let idle = state.withLock { state -> Bool in
                 if !state.isRunning { return true }

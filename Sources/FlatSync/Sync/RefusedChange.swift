@@ -31,7 +31,7 @@ public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertibl
     public var reason: String
     /// When the server refused it (the device's clock).
     public var refusedAt: Date
-    /// The sequence number of the refused change (see ``RecordChange/sequence``): a newer local change of
+    /// The sequence number of the refused change (its place in the log): a newer local change of
     /// the record is not held back by this refusal.
     public var changeSequence: UInt64
 

@@ -8,17 +8,17 @@
 /// var generator = SeededRandomNumberGenerator(seed: 7)
 /// let roll = Int.random(in: 1...6, using: &generator)   // the same on every run and platform
 /// ```
-public struct SeededRandomNumberGenerator: RandomNumberGenerator, Sendable, Codable, Hashable {
+package struct SeededRandomNumberGenerator: RandomNumberGenerator, Sendable, Codable, Hashable {
     /// The generator's whole state; advancing it by a constant and mixing gives the next value.
-    public private(set) var state: UInt64
+    package private(set) var state: UInt64
 
     /// Creates a generator whose sequence is fixed by `seed`.
-    public init(seed: UInt64) {
+    package init(seed: UInt64) {
         state = seed
     }
 
     /// The next 64 random bits.
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -30,12 +30,12 @@ public struct SeededRandomNumberGenerator: RandomNumberGenerator, Sendable, Coda
     ///
     /// Computed here rather than with `Double.random(in:using:)` so that the mapping from bits to
     /// numbers cannot change with the standard library, keeping recorded seeds meaningful.
-    public mutating func nextUnitInterval() -> Double {
+    package mutating func nextUnitInterval() -> Double {
         Double(next() >> 11) * 0x1.0p-53
     }
 
     /// A value in `0..<upperBound`, for picking one of `upperBound` choices. `upperBound` must be positive.
-    public mutating func nextIndex(below upperBound: Int) -> Int {
+    package mutating func nextIndex(below upperBound: Int) -> Int {
         precondition(upperBound > 0, "upperBound must be positive")
         return Int(next() % UInt64(upperBound))
     }

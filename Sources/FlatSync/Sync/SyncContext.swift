@@ -21,7 +21,7 @@ public struct CloudAccount: Sendable {
 /// FlatSync's host-facing facade: a device directory kept in sync with one account's private database.
 ///
 /// A context owns the ``LocalStore`` (reading list, history, durable command queue) and one
-/// ``AsyncSerialQueue`` that runs all sync work one job at a time: sending the queued commands (push)
+/// `AsyncSerialQueue` that runs all sync work one job at a time: sending the queued commands (push)
 /// and fetching the server's changes with change tokens (pull). Reading-list changes are sent at once;
 /// history changes after a debounce. Time comes from the injected clock, so tests control it.
 ///
@@ -92,7 +92,7 @@ public actor SyncContext: LocalChangeObserver {
     }
 
     /// The store this context syncs.
-    public nonisolated let localStore: LocalStore
+    package nonisolated let localStore: LocalStore
     /// The reading list; changes are sent at once.
     public nonisolated var readingList: ReadingList { ReadingList(store: localStore, observer: self) }
     /// The reading history; changes are sent after ``Configuration/historyDebounce``.
@@ -361,6 +361,13 @@ public actor SyncContext: LocalChangeObserver {
             for zone in zoneIDs { requestPush(zone) }
             requestFetch(full: true)
         }
+    }
+
+    /// The pending changes the server refused, parked until the schema is fixed (see ``RefusedChange``), in
+    /// record order: they are sent again on ``start()`` and ``syncNow()``, or dropped with
+    /// ``discardRefusedChanges(_:)``.
+    public func refusedChanges() async -> [RefusedChange] {
+        await localStore.refusedChanges()
     }
 
     /// Drops parked changes the server refused (see ``RefusedChange``) and puts the server's version of each
