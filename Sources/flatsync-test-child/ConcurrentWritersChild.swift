@@ -5,9 +5,8 @@ import Foundation
 /// reading-list articles (`w<run>-<writer>-<n>`) as fast as their adds return, printing `ack <article>` once an
 /// add returned, until the parent kills it.
 ///
-/// With several writers on one `.fsync` store the log gathers their entries into shared flushes (see
-/// `AppendLog`), so kills land while a group is forming, while a writer that completed one flushes it, and
-/// while a late writer or the gathering watcher does.
+/// With several writers on one `.fsync` store their entries share flushes (group commit, see `AppendLog`),
+/// so kills land while writers queue behind a flush and while the one that leads the next flushes it.
 func runConcurrentWritersChild(_ arguments: [String]) async -> Int32 {
     guard arguments.count == 3, let writers = Int(arguments[1]), writers > 0,
         let durability = Durability(rawValue: arguments[2])

@@ -4,7 +4,6 @@
     import Foundation
 #endif
 import Synchronization
-import Dispatch
 
 #if canImport(Darwin)
     import Darwin
@@ -51,9 +50,8 @@ import Dispatch
 /// returns, so they survive the process being killed. In ``Durability/fsync`` mode ``append(_:)`` only
 /// buffers them in memory, and ``waitUntilDurable(_:)`` makes them durable with group commit: the first
 /// waiter becomes the leader and writes and flushes everything buffered so far on its own thread, while
-/// waiters that arrive during that flush suspend and are covered by the next one. While several writers are
-/// in play, that next flush waits (briefly: about as long as a flush takes, some 2 ms at the most) until each
-/// of them is waiting again, so that one fsync covers them all.
+/// waiters that arrive during that flush suspend and are covered by the next one, which the first of them
+/// leads.
 ///
 /// A failed write or flush is never retried. After a failed `fsync` the kernel may have dropped the dirty
 /// pages, so a second `fsync` could report success for lost data, and a later append that succeeds could
@@ -116,11 +114,6 @@ package final class AppendLog: Sendable {
     /// Held while frames are written and flushed, and while ``rewrite(_:)`` or ``close()`` swap or close the
     /// file, so that those never race a leader's flush. Lock order: `io`, then `state`.
     private let io = Mutex(())
-    /// Where ``watchGatherings()`` runs: a queue of its own, whose thread the watcher's sleeps may hold.
-    private let gatherWatchQueue = DispatchQueue(label: "FlatSync.AppendLog.gatherings", qos: .userInitiated)
-    /// How often the gathering watcher looks (see ``watchGatherings()``), unless a test sets another
-    /// interval (``setGatherWatchInterval(_:)``).
-    package static let gatherWatchInterval = Duration.milliseconds(1)
 
     /// A log appending to `descriptor`, a file whose frames end at `fileSize`, followed by zeros up to
     /// `allocatedSize`, all durable before `syncedThrough`.
@@ -206,11 +199,9 @@ package final class AppendLog: Sendable {
     ///
     /// Buffered mode: returns at once (``append(_:)`` already wrote the entries). Fsync mode: group commit.
     /// If no flush is running the caller becomes the leader and writes and flushes everything buffered so
-    /// far on its own thread; otherwise it suspends until a flush covers its ticket. While the log gathers a
-    /// group for the next flush (see ``flushAsLeader(forAWriter:)``) it suspends too, unless it is the
-    /// writer that completes the group, or it arrives after the group's deadline: then it leads. It runs on
-    /// the global executor, never on the caller's actor, and is not cancellable (the entries are appended
-    /// already).
+    /// far on its own thread; otherwise it suspends until a flush covers its ticket, or until it is handed
+    /// the lead of the next one (see ``flushAsLeader()``). It runs on the global executor, never on the
+    /// caller's actor, and is not cancellable (the entries are appended already).
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` (cause: the `POSIXError`) when the flush that
     ///   would cover the ticket failed, or failed earlier.
@@ -244,24 +235,22 @@ package final class AppendLog: Sendable {
     /// Calls `body` once every entry up to `ticket` is durable (with nil), or once the flush that would
     /// cover it failed (with the error); at once when that is known already. It never leads a flush: the
     /// caller must make sure one runs, by waiting on a ticket at least as late itself
-    /// (``waitUntilDurable(_:)``). It counts as `writers` waiters for the gathering of a group: a combiner
-    /// registers one callback for all the writers whose changes went into one entry.
-    package func whenDurable(
-        _ ticket: Ticket, writers: Int = 1, _ body: @escaping @Sendable (FlatSyncError?) -> Void
-    ) {
+    /// (``waitUntilDurable(_:)``). A combiner registers one callback for all the writers whose changes
+    /// went into one entry.
+    package func whenDurable(_ ticket: Ticket, _ body: @escaping @Sendable (FlatSyncError?) -> Void) {
         guard durability == .fsync else { return body(nil) }
         let sequence = ticket.sequence
         let now = state.withLock { (s: inout State) -> Wakeup? in
             if sequence <= s.durable { return .durable }
             if let failure = s.failure { return .failed(failure) }
-            s.waiters.append(Waiter(sequence: sequence, resumer: .callback(body), writers: writers))
+            s.waiters.append(Waiter(sequence: sequence, resumer: .callback(body)))
             return nil
         }
         if let now { Resumer.callback(body).resume(now) }
     }
 
-    /// Writes and flushes everything appended so far on the calling thread, when no flush is running or
-    /// being gathered; returns at once otherwise (a waiter leads the next one), in buffered mode, and when
+    /// Writes and flushes everything appended so far on the calling thread, when no flush is running;
+    /// returns at once otherwise (a waiter leads the next one), in buffered mode, and when
     /// everything is durable already.
     ///
     /// A large batch calls it right after appending its entry, on one thread while the store takes the
@@ -309,7 +298,7 @@ package final class AppendLog: Sendable {
                 wakeup = await withCheckedContinuation { (continuation: CheckedContinuation<Wakeup, Never>) in
                     let now = state.withLock { (s: inout State) -> Wakeup? in
                         if let now = s.decide(sequence) { return now }
-                        s.waiters.append(Waiter(sequence: sequence, resumer: .continuation(continuation), writers: 1))
+                        s.waiters.append(Waiter(sequence: sequence, resumer: .continuation(continuation)))
                         return nil
                     }
                     if let now { continuation.resume(returning: now) }
@@ -324,32 +313,19 @@ package final class AppendLog: Sendable {
     }
 
     /// Writes and flushes everything buffered and resumes the waiters it covered. Only one leader runs at a
-    /// time (`State.flushing`). `forAWriter` is false when the gathering watcher leads: no caller returns.
-    ///
-    /// Who leads the next flush: when this flush resumed writers (its caller, or waiters it covered) and at
-    /// least two writers are in play, the log gathers (`State.gather`): writers usually append again at
-    /// once, so the next flush waits until every writer in play now is waiting again, and the one that
-    /// completes the group leads, on its own thread, which is running anyway. Flushing again at once split
-    /// concurrent writers into two cohorts that alternated between flushes, each covering half of them (16
-    /// writers: 8.7 adds per fsync, 15.5 gathering); handing the lead to a suspended waiter cost a thread
-    /// wakeup per flush. A group has a deadline, as long as this flush took (at most 1 ms): a writer that
-    /// arrives after it leads at once, with whoever is waiting. A group that does not fill because its other
-    /// writers stopped is flushed by the watcher (``watchGatherings()``) at its first look after the
-    /// deadline: a gathering adds at most the deadline and ``gatherWatchInterval`` (about 2 ms in all, as
-    /// the watcher's sleep may run late) to a write's latency. A lone writer never gathers.
-    private func flushAsLeader(forAWriter: Bool = true) throws(FlatSyncError) {
+    /// time (`State.flushing`); when it is done, the first waiter it did not cover leads the next flush,
+    /// which takes everything appended meanwhile: the writers that arrived during one flush share the next.
+    private func flushAsLeader() throws(FlatSyncError) {
         let path = self.path
         let fileSystem = self.fileSystem
-        let (resumptions, failure, watch) = io.withLock { _ -> ([Resumption], FlatSyncError?, Bool) in
+        let (resumptions, failure) = io.withLock { _ -> ([Resumption], FlatSyncError?) in
             let job = state.withLock { (s: inout State) -> FlushJob? in
                 if s.failure != nil { return nil }
                 return s.takePendingForFlush()
             }
             var through: UInt64?
             if var job {
-                let start = ContinuousClock.now
                 let (failure, allocatedSize) = Self.writeAndSync(job, fileSystem: fileSystem, path: path)
-                let took = ContinuousClock.now - start
                 if failure == nil { through = job.through }
                 job.bytes.removeAll(keepingCapacity: true)
                 let buffer = job.bytes
@@ -358,50 +334,17 @@ package final class AppendLog: Sendable {
                     s.allocatedSize = max(s.allocatedSize, allocatedSize)
                     s.recordFlush(through: through, endingAt: job.end, failure: failure, fileSystem: fileSystem)
                     s.flushing = false
-                    let (resumptions, watch) = s.settleAfterFlush(took: took, leaderWrites: forAWriter)
-                    return (resumptions, s.failure, watch)
+                    return (s.settleWaiters(), s.failure)
                 }
             }
             // Nothing was buffered (a rewrite or close covered it), or the log failed meanwhile.
             return state.withLock { (s: inout State) in
                 s.flushing = false
-                return (s.settleWaiters(), s.failure, false)
+                return (s.settleWaiters(), s.failure)
             }
         }
         Self.resume(resumptions)
-        if watch { watchGatherings() }
         if let failure { throw failure }
-    }
-
-    /// Looks at the log every ``gatherWatchInterval`` while it gathers, and flushes a group whose deadline
-    /// has passed: one that no writer completes, and that no writer arriving late ends (see
-    /// `State.decide(_:)`), because the writers it waits for stopped. It stops after an interval in which no
-    /// gathering was begun, and when the log closes; the next gathering starts it again
-    /// (`State.watchingGatherings`).
-    ///
-    /// A look every millisecond, not a timer per gathering: with 16 writers a gathering begins after every
-    /// flush, several thousand times a second, and arming a Dispatch timer for each (a wakeup of Dispatch's
-    /// timer thread, and of a worker when it fired) cost a tenth to a sixth of their adds (55k → 61–66k adds/s
-    /// without it, half the context switches).
-    private func watchGatherings() {
-        gatherWatchQueue.async { [weak self] in
-            var seen: UInt64?
-            while true {
-                guard let interval = self?.state.withLock({ $0.gatherWatchInterval }) else { return }
-                var pause = timespec(
-                    tv_sec: Int(interval.components.seconds),
-                    tv_nsec: Int(interval.components.attoseconds / 1_000_000_000))
-                nanosleep(&pause, nil)
-                guard let log = self else { return }
-                let action = log.state.withLock { $0.watchGatherings(now: .now, seen: &seen) }
-                switch action {
-                case .stop: return
-                case .keepWatching: continue
-                // Its waiters hear of a failure from the flush itself; there is no caller here to throw to.
-                case .flush: try? log.flushAsLeader(forAWriter: false)
-                }
-            }
-        }
     }
 
     // MARK: - Compaction and closing
@@ -453,7 +396,6 @@ package final class AppendLog: Sendable {
                 s.syncedThrough = contents.count
                 s.pending = []
                 s.durable = s.appended
-                s.endGathering()
                 return (s.settleWaiters(), nil)
             }
         }
@@ -489,7 +431,6 @@ package final class AppendLog: Sendable {
                     fileSystem.close(s.descriptor)
                     s.descriptor = -1
                 }
-                s.endGathering()
                 return s.settleWaiters()
             }
         }
@@ -509,34 +450,10 @@ package final class AppendLog: Sendable {
         state.withLock { $0.flushCount }
     }
 
-    /// Sets how long a gathering waits for its group before it is flushed (nil: as long as the last
-    /// flush took, at most 1 ms), so that a test can make a gathering end only by its group filling, or end
-    /// at once.
-    package func setGatherDelay(_ delay: Duration?) {
-        state.withLock { $0.gatherDelay = delay }
-    }
-
-    /// Sets how often the gathering watcher looks, from its next look on (see ``watchGatherings()``), so
-    /// that a test can keep it from flushing a gathering, or watch it stop.
-    package func setGatherWatchInterval(_ interval: Duration) {
-        precondition(interval > .zero, "the watcher would look without pause")
-        state.withLock { $0.gatherWatchInterval = interval }
-    }
-
-    /// True while the gathering watcher runs (see ``watchGatherings()``).
-    package var isWatchingGatherings: Bool {
-        state.withLock { $0.watchingGatherings }
-    }
-
     /// How many writers wait for a flush: suspended callers of ``waitUntilDurable(_:)``, and the writers
-    /// callbacks registered with ``whenDurable(_:writers:_:)`` stand for.
+    /// callbacks registered with ``whenDurable(_:_:)``.
     package var waiterCount: Int {
-        state.withLock { $0.writersWaiting }
-    }
-
-    /// True while a gathering waits for its group (see ``flushAsLeader(forAWriter:)``).
-    package var isGathering: Bool {
-        state.withLock { $0.gather != nil }
+        state.withLock { $0.waiters.count }
     }
 
     /// The I/O failure that poisoned the log, until ``rewrite(_:)`` replaces the file; nil while it works.
@@ -654,12 +571,10 @@ extension AppendLog {
     fileprivate struct Waiter: Sendable {
         var sequence: UInt64
         var resumer: Resumer
-        /// How many writers it stands for in a gathering (see ``AppendLog/whenDurable(_:writers:_:)``).
-        var writers: Int
     }
 
     /// How a waiter hears its wakeup: a suspended ``AppendLog/waitUntilDurable(_:)``, which may be told to
-    /// lead, or a callback registered with ``AppendLog/whenDurable(_:writers:_:)``, which never leads.
+    /// lead, or a callback registered with ``AppendLog/whenDurable(_:_:)``, which never leads.
     fileprivate enum Resumer: Sendable {
         case continuation(CheckedContinuation<Wakeup, Never>)
         case callback(@Sendable (FlatSyncError?) -> Void)
@@ -680,16 +595,6 @@ extension AppendLog {
     }
 
     fileprivate typealias Resumption = (Resumer, Wakeup)
-
-    /// What the gathering watcher does after a look (see ``AppendLog/watchGatherings()``).
-    fileprivate enum GatherWatchAction {
-        /// Flush the gathering it ended.
-        case flush
-        /// Look again after an interval.
-        case keepWatching
-        /// Stop: no gathering began since the last look, or the log is closed.
-        case stop
-    }
 
     /// Bytes taken from the buffer by a leader (or ``AppendLog/close()``) to write and flush.
     fileprivate struct FlushJob: Sendable {
@@ -720,25 +625,10 @@ extension AppendLog {
         var appended: UInt64 = 0
         /// Every ticket up to this sequence is durable.
         var durable: UInt64 = 0
-        /// A leader is flushing or has been chosen, or a group is being gathered (`gather`); new waiters
-        /// suspend instead of leading, except the one that completes the group or comes after its deadline.
+        /// A leader is flushing or has been chosen: new waiters suspend instead of leading.
         var flushing = false
         /// Suspended waiters, in arrival order.
         var waiters: [Waiter] = []
-        /// How many writers `waiters` stand for.
-        var writersWaiting: Int { waiters.reduce(0) { $0 + $1.writers } }
-        /// The group the next flush waits for, in writers, while `flushing` is set and no leader runs: the
-        /// waiter that makes `writersWaiting` this large leads, or one that arrives after `deadline`, or the
-        /// watcher when none arrives (see ``AppendLog/flushAsLeader(forAWriter:)``).
-        var gather: (size: Int, deadline: ContinuousClock.Instant)?
-        /// How many gatherings have begun since open: the watcher stops after an interval without one.
-        var gatheringsBegun: UInt64 = 0
-        /// True while ``AppendLog/watchGatherings()`` runs (or is about to).
-        var watchingGatherings = false
-        /// How long a gathering may wait, instead of the last flush's duration (tests).
-        var gatherDelay: Duration?
-        /// How often the watcher looks: ``AppendLog/gatherWatchInterval`` except in tests.
-        var gatherWatchInterval = AppendLog.gatherWatchInterval
         var closed = false
         /// The I/O failure that poisoned the log.
         var failure: FlatSyncError?
@@ -771,33 +661,7 @@ extension AppendLog {
                 flushing = true
                 return .lead
             }
-            if let gather, writersWaiting + 1 >= gather.size || gather.deadline <= .now {
-                // This waiter completes the group being gathered, or the group had its time: it flushes it.
-                self.gather = nil
-                return .lead
-            }
             return nil
-        }
-
-        /// The watcher's look (see ``AppendLog/watchGatherings()``): ends the gathering when its deadline has
-        /// passed, for the watcher to flush it; stops the watcher when no gathering has begun since its last
-        /// look (`seen` is how many had then), or once the log is closed.
-        mutating func watchGatherings(now: ContinuousClock.Instant, seen: inout UInt64?) -> GatherWatchAction {
-            if closed {
-                watchingGatherings = false
-                return .stop
-            }
-            if let gather, gather.deadline <= now {
-                self.gather = nil  // `flushing` stays set: the watcher leads.
-                seen = gatheringsBegun
-                return .flush
-            }
-            if gather == nil, seen == gatheringsBegun {
-                watchingGatherings = false
-                return .stop
-            }
-            seen = gatheringsBegun
-            return .keepWatching
         }
 
         /// Takes everything buffered for a flush; nil (and everything counts as durable) when nothing is.
@@ -839,36 +703,12 @@ extension AppendLog {
             }
         }
 
-        /// After a leader's flush (`flushing` cleared): resumes the waiters it covered, and starts gathering
-        /// the next group when the flush resumed a writer and at least two are in play (see
-        /// ``AppendLog/flushAsLeader(forAWriter:)``); else the first waiter left that can lead does, or the
-        /// next to arrive. Callbacks count as writers in play: each stands for the writers that handed their
-        /// changes to a combiner and went into its entry (``AppendLog/whenDurable(_:writers:_:)``).
-        /// Returns the resumptions, and true when the watcher must be started (it was not running).
-        mutating func settleAfterFlush(took: Duration, leaderWrites: Bool) -> (
-            resumptions: [Resumption], startWatcher: Bool
-        ) {
-            let returning =
-                waiters.reduce(0) { $0 + ($1.sequence <= durable ? $1.writers : 0) } + (leaderWrites ? 1 : 0)
-            let size = writersWaiting + (leaderWrites ? 1 : 0)
-            guard failure == nil, returning > 0, size > 1 else { return (settleWaiters(), false) }
-            flushing = true  // No one leads until the group is in, or its deadline passed.
-            let resumptions = settleWaiters()
-            let delay = gatherDelay ?? min(took, .milliseconds(1))
-            gather = (size, ContinuousClock.now + delay)
-            gatheringsBegun += 1
-            if watchingGatherings { return (resumptions, false) }
-            watchingGatherings = true
-            return (resumptions, true)
-        }
-
         /// Returns the waiters to resume now: all of them with the failure if the log is poisoned, else the
         /// covered ones, plus — when no leader is running — the first uncovered one that can lead (not a
         /// callback) as the next leader.
-        /// A leader clears `flushing` before calling this (through ``settleAfterFlush(took:leaderWrites:)``,
-        /// which may set it again to gather instead), so that it hands over to a waiter whose entries were
-        /// buffered during its flush; ``AppendLog/rewrite(_:)`` and ``AppendLog/close()`` end a gathering
-        /// (``endGathering()``) and leave the flag to a leader that set it.
+        /// A leader clears `flushing` before calling this, so that it hands over to a waiter whose entries
+        /// were buffered during its flush; ``AppendLog/rewrite(_:)`` and ``AppendLog/close()`` leave the flag
+        /// to a leader that set it.
         mutating func settleWaiters() -> [Resumption] {
             if let failure {
                 let all = waiters.map { ($0.resumer, Wakeup.failed(failure)) }
@@ -890,15 +730,6 @@ extension AppendLog {
             }
             waiters = remaining
             return resumptions
-        }
-
-        /// Ends the gathering, if one waits, when a rewrite or close has made everything appended durable:
-        /// no leader runs during a gathering, so the next waiter may lead at once. The watcher then finds no
-        /// gathering to flush.
-        mutating func endGathering() {
-            guard gather != nil else { return }
-            gather = nil
-            flushing = false
         }
 
         /// Empties a buffer, keeping its storage unless it grew large (a big batch should not pin memory).

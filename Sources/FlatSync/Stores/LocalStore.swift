@@ -111,10 +111,6 @@ public actor LocalStore {
     package nonisolated let eventHub = EventHub()
     /// Shares trips into the actor among concurrent writers (see ``applyDurably(_:)``).
     package nonisolated let combiner = WriteCombiner<HandedIn>()
-    /// How many times a combiner let other writers run before its trip (see ``combineAndWait(_:)``);
-    /// tests check that a lone writer never does.
-    private nonisolated let combinerYields = Atomic<Int>(0)
-    package nonisolated var combinerYieldCount: Int { combinerYields.load(ordering: .relaxed) }
     private let lock: DirectoryLock
     private let log: AppendLog
     package internal(set) var pending: PendingCommands
@@ -415,16 +411,6 @@ public actor LocalStore {
     /// even when its own mutation changed nothing or failed; a failure of that flush is then the handed-in
     /// writers' to hear, not the combiner's.
     nonisolated package func combineAndWait(_ request: Request) async throws -> Int {
-        if request.single != nil, log.isGathering {
-            // Other writers are in play (the log gathers a group for its next flush) and usually ready to run:
-            // the flush that resumed them is still resuming the rest. Letting those run first, so that they
-            // hand their changes in, puts this single change in one batch with theirs; entering at once applied
-            // it alone, and the next writer found the role free again and did the same (16 writers: two to
-            // four lone changes per flush, each costing what a batch of three does). A lone writer never
-            // gathers, so it never waits here.
-            combinerYields.add(1, ordering: .relaxed)
-            await Task.yield()
-        }
         let (mine, handedIn) = await combine(request)
         var latest: Durable?
         // The writers whose changes went into `latest`'s entry: one callback tells them all, registered once
@@ -583,11 +569,10 @@ public actor LocalStore {
         }
 
         /// Tells `writers` (each with how many records its change changed) once the entry is durable, or
-        /// that its flush failed: with one callback, which counts as that many writers for the log's group
-        /// commit (``AppendLog/whenDurable(_:writers:_:)``).
+        /// that its flush failed, with one callback (``AppendLog/whenDurable(_:_:)``).
         fileprivate func tellWhenDurable(_ writers: [(UnsafeContinuation<HandedIn.Outcome, Never>, Int)]) {
             guard !writers.isEmpty else { return }
-            log.whenDurable(ticket, writers: writers.count) { error in
+            log.whenDurable(ticket) { error in
                 for (continuation, changed) in writers {
                     continuation.resume(returning: error.map { .failed($0) } ?? .done(changed))
                 }
@@ -758,7 +743,7 @@ public actor LocalStore {
         return nextSequence
     }
 
-    /// Local history pruning (DESIGN §8): removes expired items from this device only; the server keeps
+    /// Local history pruning (see <doc:Architecture>): removes expired items from this device only; the server keeps
     /// them. Returns how many items were removed.
     package func pruneHistory(now: Date) -> Int {
         let retention = options.historyRetention

@@ -81,8 +81,8 @@ import Testing
 }
 
 extension CrashRecoveryTests {
-    /// Sixteen tasks of one child add articles as fast as their adds return, so the log gathers their
-    /// entries into shared flushes; the child is killed at a random moment, and every add that returned
+    /// Sixteen tasks of one child add articles as fast as their adds return, so their entries share
+    /// flushes; the child is killed at a random moment, and every add that returned
     /// must be there after the reopen.
     @Test(arguments: Durability.allCases)
     func concurrentWritersLoseNoAcknowledgedAddToSIGKILL(durability: Durability) async throws {

@@ -97,16 +97,14 @@ import Testing
         }
     }
 
-    // MARK: - Gathering
+    // MARK: - Writers queued behind a flush
 
     /// Starts a flush of entry `firstPayload` and holds it in `sync` while writers of the next `queued`
-    /// entries queue behind it (and `alsoWaitingForTheLeader` more wait for the held entry itself, and
-    /// `callbackForTheLeader`, standing for its writers, is registered for it), then lets it finish. The log
-    /// is then gathering: the next flush waits for the queued writers and the ones the flush resumed. Returns
-    /// the queued writers' tasks, suspended.
-    private func gatherBehindAHeldFlush(
+    /// entries queue behind it (and `alsoWaitingForTheLeader` more wait for the held entry itself), calls
+    /// `beforeRelease`, then lets it finish. Returns the queued writers' tasks.
+    private func queueBehindAHeldFlush(
         _ log: AppendLog, _ disk: FaultyFileSystem, queued: Int, alsoWaitingForTheLeader: Int = 0,
-        callbackForTheLeader: (writers: Int, body: @Sendable (FlatSyncError?) -> Void)? = nil, firstPayload: Int = 0
+        firstPayload: Int = 0, beforeRelease: () throws -> Void = {}
     ) async throws -> [Task<Void, any Error>] {
         disk.holdNextSync()
         // The held flush blocks its thread: one of a private queue's, not of the pool the tests share.
@@ -123,13 +121,12 @@ import Testing
                 covered.append(Task { try await log.waitUntilDurable(held) })
             }
             try await yieldUntil { log.waiterCount == alsoWaitingForTheLeader }
-            if let (writers, body) = callbackForTheLeader { log.whenDurable(held, writers: writers, body) }
-            let waitingForTheLeader = alsoWaitingForTheLeader + (callbackForTheLeader?.writers ?? 0)
             for index in 1...queued {
                 let ticket = try log.append([logPayload(firstPayload + index)])
                 tasks.append(Task { try await log.waitUntilDurable(ticket) })
             }
-            try await yieldUntil { log.waiterCount == waitingForTheLeader + queued }
+            try await yieldUntil { log.waiterCount == alsoWaitingForTheLeader + queued }
+            try beforeRelease()
         } catch {
             // A failing test must not leave the flush held: the log's close would wait for it forever.
             disk.releaseHeldSync()
@@ -155,159 +152,51 @@ import Testing
         }
     }
 
-    /// Opens a log on a ``FaultyFileSystem`` in a temporary directory, with gatherings waiting `delay`,
-    /// brings it to a gathering with `queued` writers waiting in it (``gatherBehindAHeldFlush(_:_:queued:)``),
-    /// runs `body` and closes the log.
-    private func withGatheringLog(
-        delay: Duration, queued: Int,
-        callbackForTheLeader: (writers: Int, body: @Sendable (FlatSyncError?) -> Void)? = nil,
-        _ body: (AppendLog, FaultyFileSystem, URL, [Task<Void, any Error>]) async throws -> Void
-    ) async throws {
+    /// The writers that queued behind a flush share the next one, which the first of them leads.
+    @Test(.timeLimit(.minutes(1)))
+    func writersQueuedBehindAFlushShareTheNextOne() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let disk = FaultyFileSystem()
             let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
             defer { log.close() }
-            log.setGatherDelay(delay)
-            let queued = try await gatherBehindAHeldFlush(
-                log, disk, queued: queued, callbackForTheLeader: callbackForTheLeader)
-            try await body(log, disk, url, queued)
-        }
-    }
-
-    /// Writers usually append again as soon as their flush returns. So the writers that queued behind a
-    /// flush are not flushed at once, apart from the one it resumed (with 16 writers that split them into
-    /// two cohorts alternating between flushes, each fsync covering half): the next flush waits for that
-    /// one too, and the writer that completes the group flushes it.
-    @Test(.timeLimit(.minutes(1)))
-    func writersQueuedBehindAFlushWaitForTheOneItResumed() async throws {
-        // Only a full group ends the gathering here: its deadline is an hour away.
-        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
-            #expect(log.flushCount == 1)
-            #expect(log.isGathering)
-            #expect(log.waiterCount == 3, "the queued writers are not flushed without the fourth")
-
-            try await log.waitUntilDurable(log.append([logPayload(4)]))
+            let queued = try await queueBehindAHeldFlush(log, disk, queued: 3, alsoWaitingForTheLeader: 1)
             for task in queued { try await task.value }
-            #expect(log.flushCount == 2, "the writer that completed the group flushed all four")
-            #expect(log.isGathering, "four writers are still in play")
-            log.close()
-            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...4).map { logPayload($0) })
-        }
-    }
-
-    /// A group that does not fill, because a writer stopped, is flushed by the watcher.
-    @Test(.timeLimit(.minutes(1)))
-    func aGroupThatDoesNotFillIsFlushedByTheWatcher() async throws {
-        try await withGatheringLog(delay: .milliseconds(1), queued: 2) { log, _, _, queued in
-            for task in queued { try await task.value }
-            #expect(log.flushCount == 2)
-            // A writer that comes later is flushed too, whether a gathering still waits for the others or not.
-            try await log.waitUntilDurable(log.append([logPayload(3)]))
-            #expect(log.flushCount == 3)
-        }
-    }
-
-    /// A writer that arrives after the group's deadline leads the flush with the writers waiting then, even
-    /// though the group is not full: the watcher, which would flush it otherwise, looks only every
-    /// millisecond (here: every hour).
-    @Test(.timeLimit(.minutes(1)))
-    func aWriterArrivingAfterTheDeadlineFlushesTheGroupAsItIs() async throws {
-        try await withTemporaryDirectory { directory in
-            let url = directory.appendingPathComponent("commands.log")
-            let disk = FaultyFileSystem()
-            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
-            defer { log.close() }
-            log.setGatherDelay(.zero)
-            log.setGatherWatchInterval(.seconds(3600))
-            // The held flush covers a second waiter besides its leader: both return, so the group it gathers
-            // is of four (those two and the two queued), and one more writer does not complete it.
-            let queued = try await gatherBehindAHeldFlush(log, disk, queued: 2, alsoWaitingForTheLeader: 1)
-            #expect(log.isGathering)
-            #expect(log.waiterCount == 2)
-
-            try await log.waitUntilDurable(log.append([logPayload(3)]))
-            for task in queued { try await task.value }
-            #expect(log.flushCount == 2, "the late writer flushed the two queued ones with its own")
+            #expect(log.flushCount == 2, "one flush for the held entry, one for the three queued behind it")
+            #expect(log.waiterCount == 0)
             log.close()
             #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...3).map { logPayload($0) })
         }
     }
 
-    /// The watcher runs only while gatherings begin: it stops after an interval without one, and the next
-    /// gathering starts it again (its group, which does not fill, is flushed).
-    @Test(.timeLimit(.minutes(1)))
-    func theWatcherStopsWhenTheLogStopsGatheringAndStartsWithTheNextGathering() async throws {
-        try await withGatheringLog(delay: .zero, queued: 2) { log, disk, url, queued in
-            for task in queued { try await task.value }
-            #expect(log.flushCount == 2)
-            try await yieldUntil { !log.isWatchingGatherings }
-
-            // Only a watcher started again flushes this group (its writers never come back).
-            let next = try await gatherBehindAHeldFlush(log, disk, queued: 2, firstPayload: 3)
-            for task in next { try await task.value }
-            #expect(log.flushCount == 4, "the watcher flushed the second group too")
-            log.close()
-            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...5).map { logPayload($0) })
-        }
-    }
-
-    @Test func aLoneWriterNeverGathers() async throws {
+    @Test func aLoneWriterFlushesEachEntryAtOnce() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("commands.log")
             let (log, _) = try AppendLog.open(at: url, durability: .fsync)
             defer { log.close() }
-            log.setGatherDelay(.seconds(3600))
             for index in 0..<3 {
                 try await log.waitUntilDurable(log.append([logPayload(index)]))
-                #expect(!log.isGathering)
                 #expect(log.flushCount == index + 1)
+                #expect(log.waiterCount == 0)
             }
         }
     }
 
-    /// Closing while a group gathers flushes the writers waiting in it.
+    /// A shared flush that fails tells every writer in it, and the log takes no more writes.
     @Test(.timeLimit(.minutes(1)))
-    func closingDuringAGatheringFlushesItsWaiters() async throws {
-        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
-            #expect(log.waiterCount == 3)
-            log.close()
-            for task in queued { try await task.value }
-            #expect(!log.isGathering)
-            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...3).map { logPayload($0) })
-        }
-    }
-
-    /// A rewrite makes everything appended durable, the gathering's waiters included, and ends the gathering:
-    /// a writer that comes next leads at once rather than wait for a group that will not form.
-    @Test(.timeLimit(.minutes(1)))
-    func aRewriteDuringAGatheringEndsIt() async throws {
-        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
-            try log.rewrite((0...3).map { logPayload($0) })
-            for task in queued { try await task.value }
-            #expect(!log.isGathering)
-            try await log.waitUntilDurable(log.append([logPayload(4)]))
-            #expect(log.flushCount == 2, "the lone writer after the rewrite flushed at once")
-            log.close()
-            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...4).map { logPayload($0) })
-        }
-    }
-
-    /// A gathered flush that fails tells every writer of the group, and the log gathers no more.
-    @Test(.timeLimit(.minutes(1)))
-    func aGatheredFlushThatFailsTellsTheWholeGroup() async throws {
-        try await withGatheringLog(delay: .seconds(3600), queued: 2) { log, disk, _, queued in
+    func aSharedFlushThatFailsTellsEveryWriterInIt() async throws {
+        try await withFaultyLog { log, disk in
+            // The queued writers' flush is held in its turn, and fails when it goes on.
+            let queued = try await queueBehindAHeldFlush(log, disk, queued: 3) { disk.holdNextSync() }
+            try await yieldUntil { disk.isHoldingSync }
             disk.failNext(.sync, with: .ioError)
-            let last = await #expect(throws: FlatSyncError.self) {
-                try await log.waitUntilDurable(log.append([logPayload(3)]))
-            }
-            #expect(last?.code == .ioFailed)
+            disk.releaseHeldSync()
             for task in queued {
                 let error = await #expect(throws: FlatSyncError.self) { try await task.value }
                 #expect(error?.code == .ioFailed)
             }
-            #expect(!log.isGathering)
             #expect(log.flushCount == 1)
+            #expect(log.failure?.code == .ioFailed)
         }
     }
 
@@ -354,23 +243,25 @@ import Testing
         }
     }
 
-    /// While a group gathers, the next flush belongs to the writer that completes it (or the watcher): a
-    /// flush in between would split the group.
+    /// While a flush runs, `flushIfIdle` leaves the entry to the next leader: it never waits for the disk.
     @Test(.timeLimit(.minutes(1)))
-    func flushIfIdleLeavesAGatheringAlone() async throws {
-        try await withGatheringLog(delay: .seconds(3600), queued: 3) { log, _, url, queued in
-            let extra = try log.append([logPayload(4)])
-            log.flushIfIdle()
-            #expect(log.flushCount == 1)
-            #expect(log.isGathering)
-            #expect(log.waiterCount == 3)
-
-            try await log.waitUntilDurable(log.append([logPayload(5)]))
+    func flushIfIdleLeavesARunningFlushAlone() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            defer { log.close() }
+            var extra: AppendLog.Ticket?
+            let queued = try await queueBehindAHeldFlush(log, disk, queued: 1) {
+                extra = try log.append([logPayload(2)])
+                log.flushIfIdle()
+                #expect(log.flushCount == 0, "the held flush has not finished; flushIfIdle did not flush")
+            }
             for task in queued { try await task.value }
-            try await log.waitUntilDurable(extra)
-            #expect(log.flushCount == 2, "the writer that completed the group flushed everything")
+            try await log.waitUntilDurable(try #require(extra))
+            #expect(log.flushCount == 2, "the queued writer's flush took the extra entry too")
             log.close()
-            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...5).map { logPayload($0) })
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...2).map { logPayload($0) })
         }
     }
 
@@ -462,65 +353,25 @@ import Testing
         }
     }
 
-    /// A callback registered during a gathering waits in it without leading, and the flush of the group
-    /// covers it.
+    /// A callback registered behind a running flush waits without leading, and the next flush covers it.
     @Test(.timeLimit(.minutes(1)))
-    func aCallbackWaitsInAGatheringAndIsFlushedWithTheGroup() async throws {
-        // The held flush resumes one writer (its leader) and leaves two waiting: a group of three.
-        try await withGatheringLog(delay: .seconds(3600), queued: 2) { log, _, url, queued in
-            #expect(log.isGathering)
+    func aCallbackQueuedBehindAFlushIsCoveredByTheNextOne() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("commands.log")
+            let disk = FaultyFileSystem()
+            let (log, _) = try AppendLog.open(at: url, durability: .fsync, fileSystem: FileSystem(disk))
+            defer { log.close() }
             let heard = Heard()
-            // The queued writers' entries are 1 and 2; the callback waits for entry 3 with them.
-            log.whenDurable(try log.append([logPayload(3)]), heard.record)
-            #expect(log.waiterCount == 3)
-            #expect(heard.all.isEmpty, "a callback does not lead the group's flush")
-            #expect(log.flushCount == 1)
-
-            try await log.waitUntilDurable(log.append([logPayload(4)]))
+            let queued = try await queueBehindAHeldFlush(log, disk, queued: 1) {
+                log.whenDurable(try log.append([logPayload(2)]), heard.record)
+                #expect(log.waiterCount == 2)
+            }
             for task in queued { try await task.value }
             #expect(heard.all.count == 1)
             #expect(heard.all.first! == nil)
-            #expect(log.flushCount == 2, "the writer that completed the group flushed it, the callback's entry too")
+            #expect(log.flushCount == 2, "the queued writer's flush covered the callback's entry")
             log.close()
-            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...4).map { logPayload($0) })
-        }
-    }
-
-    /// A callback standing for several writers (a combiner's, for the writers whose changes went into one
-    /// entry) counts as that many in a gathering: in the size of the group its flush sets, and among the
-    /// waiters that complete a group.
-    @Test(.timeLimit(.minutes(1)))
-    func aCallbackCountsAsTheWritersItStandsFor() async throws {
-        let heard = Heard()
-        // Four writers whose changes are in the held entry, and one queued behind it. Only a full group ends a
-        // gathering here.
-        try await withGatheringLog(
-            delay: .seconds(3600), queued: 1, callbackForTheLeader: (4, heard.record)
-        ) { log, _, url, queued in
-            #expect(heard.all.count == 1, "the held flush covered the callback's writers")
-            #expect(log.isGathering, "a group of six: the leader, the callback's four, the queued writer")
-
-            // Two more writers make three waiting: not six, so the group waits on.
-            var writers: [Task<Void, any Error>] = []
-            for payload in 2...3 {
-                let ticket = try log.append([logPayload(payload)])
-                writers.append(Task { try await log.waitUntilDurable(ticket) })
-            }
-            try await yieldUntil { log.waiterCount == 3 || log.flushCount > 1 }
-            try #require(log.flushCount == 1, "a group counted without the callback's writers was flushed early")
-            #expect(log.isGathering)
-
-            // A callback for two more makes five; the writer after it completes the group and flushes it.
-            log.whenDurable(try log.append([logPayload(4)]), writers: 2, heard.record)
-            #expect(log.waiterCount == 5)
-            #expect(log.flushCount == 1, "a callback never leads")
-            try await log.waitUntilDurable(log.append([logPayload(5)]))
-            for writer in queued + writers { try await writer.value }
-            #expect(log.flushCount == 2)
-            #expect(heard.all.count == 2)
-            #expect(heard.all.allSatisfy { $0 == nil })
-            log.close()
-            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...5).map { logPayload($0) })
+            #expect(try AppendLog.open(at: url, durability: .fsync).1.payloads == (0...2).map { logPayload($0) })
         }
     }
 
