@@ -12,7 +12,8 @@
     import Musl
 #endif
 
-// How much memory this process holds, from /proc on Linux: the figures of DESIGN §10's memory rows.
+// How much memory this process holds, from /proc on Linux: the figures of the Memory row of the Performance
+// article (Sources/FlatSync/FlatSync.docc/Performance.md).
 
 /// The peak resident set size of this process so far, in megabytes.
 ///

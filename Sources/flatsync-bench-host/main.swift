@@ -8,7 +8,8 @@ import FlatSyncBenchHost
 #endif
 
 // `flatsync-bench-host DIR`: the smallest host of FlatSync — it links the library and nothing else — which
-// `flatsync-bench` starts to measure the memory of a cold start and of an open store (DESIGN §10).
+// `flatsync-bench` starts to measure the memory of a cold start and of an open store (the Memory row of the
+// Performance article, Sources/FlatSync/FlatSync.docc/Performance.md).
 
 /// Writes a line to standard error (without Foundation's `FileHandle`, which this host does not link).
 func printError(_ message: String) {

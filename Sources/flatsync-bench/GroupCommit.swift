@@ -1,7 +1,8 @@
 import FlatSync
 import Foundation
 
-// Concurrent durable writers: how group commit lets many callers share one fsync (DESIGN §3, §10).
+// Concurrent durable writers: how group commit lets many callers share one fsync (see TheDurabilityPromise.md
+// and Performance.md in Sources/FlatSync/FlatSync.docc).
 
 extension Measurements {
     /// 1, 4 and 16 tasks each adding new reading-list articles to one `.fsync` store (one store per count),

@@ -1,6 +1,7 @@
 import Foundation
 
-// The two outputs: a table for people and one flat JSON object for machines (DESIGN §10 fixes its keys).
+// The two outputs: a table for people and one flat JSON object for machines, one key per row (the rows are
+// described in the Performance article, Sources/FlatSync/FlatSync.docc/Performance.md).
 
 /// One line of the table: a measured value, what it is held against, and its target.
 struct Row: Sendable {
@@ -32,7 +33,8 @@ struct Row: Sendable {
 }
 
 enum Report {
-    /// Every row, in table order, with DESIGN §10's targets. A row whose value was not measured is left out
+    /// Every row, in table order, with its target from the Performance article
+    /// (Sources/FlatSync/FlatSync.docc/Performance.md). A row whose value was not measured is left out
     /// of both outputs.
     static let rows: [Row] = [
         Row(
@@ -113,7 +115,8 @@ enum Report {
             baseline: ("group_commit_mutations_per_s_1", "1 writer"), ratioKey: "group_commit_4_to_1"
         ),
         Row(
-            // Reported, no target: a reading app has one writer or a few (DESIGN §10 retired the 16-writer one).
+            // Reported, no target: a reading app has one writer or a few (see the Performance article,
+            // Sources/FlatSync/FlatSync.docc/Performance.md).
             key: "group_commit_mutations_per_s_16", title: "durable adds, 16 concurrent writers", unit: .perSecond,
             baseline: ("group_commit_mutations_per_s_1", "1 writer"), ratioKey: "group_commit_16_to_1"
         ),
@@ -232,7 +235,8 @@ enum Report {
         Row(key: "ckws_decode_us_per_record", title: "CKWS JSON decode per record (µs)", unit: .count),
     ]
 
-    /// Figures from DESIGN §10 measured elsewhere, for orientation only (the SQLite anchors are measured in
+    /// Figures measured outside this run, for orientation only (see the Performance article,
+    /// Sources/FlatSync/FlatSync.docc/Performance.md; the SQLite anchors are measured in
     /// the run itself when the library is there).
     static let anchors: [String] = [
         "durable insert, SQLite WAL synchronous=FULL through GRDB: 0.17–0.28 ms",

@@ -1,7 +1,8 @@
 import FlatSync
 import Foundation
 
-// The SQLite anchors of DESIGN §10, measured in the same run as FlatSync's figures and interleaved with
+// The SQLite anchors of the Performance article (Sources/FlatSync/FlatSync.docc/Performance.md), measured in
+// the same run as FlatSync's figures and interleaved with
 // them: tables shaped like FlatSync's rows, configured as GRDB configures SQLite (WAL; `synchronous=FULL`
 // for a durable write, `NORMAL` for GRDB's default; one transaction per write, or one for a burst;
 // prepared statements cached). They call SQLite's C API directly, so they carry none of GRDB's own

@@ -1,7 +1,8 @@
 import FlatSyncBenchHost
 import Foundation
 
-// flatsync-bench: FlatSync's performance figures beside their baselines, measured in one run (DESIGN §10).
+// flatsync-bench: FlatSync's performance figures beside their baselines, measured in one run (the Performance
+// article, Sources/FlatSync/FlatSync.docc/Performance.md, describes each).
 //
 //   swift run -c release flatsync-bench [--json] [--quick]
 //

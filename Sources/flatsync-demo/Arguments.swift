@@ -296,7 +296,8 @@ struct CommandValues {
     var options: [String: String]
     var flags: Set<String> = []
 
-    /// The operand at `index` checked as an article ID (DESIGN §2), so a bad one is a usage error and
+    /// The operand at `index` checked as an article ID (Sources/FlatSync/FlatSync.docc/Architecture.md), so a
+    /// bad one is a usage error and
     /// nothing is opened.
     func articleID(_ index: Int = 0) throws(ArgumentProblem) -> String {
         let id = operands[index]

@@ -67,7 +67,7 @@ struct OptionSpec: Sendable {
     }
 }
 
-/// Every command of DESIGN §9, in the order `--help` lists them.
+/// Every command the demo takes, in the order `--help` lists them: this table is the demo's command-line contract.
 enum CommandTable {
     static let sharedOptions = [
         OptionSpec(

@@ -66,7 +66,7 @@ struct Output: Sendable {
     }
 }
 
-// MARK: - The JSON shapes of DESIGN §9
+// MARK: - The JSON shapes the commands' help gives (CommandTable.swift)
 
 /// `list`: one entry.
 struct ListRow: Codable, Equatable {

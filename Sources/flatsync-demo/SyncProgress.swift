@@ -35,7 +35,7 @@ struct SyncTally: Equatable, Sendable {
         }
     }
 
-    /// The `--json` shape of DESIGN §9.
+    /// The `--json` shape of `sync`, as its help in CommandTable.swift gives it.
     var report: SyncReport {
         SyncReport(
             sent: sent, fetched: fetched, deleted: deleted, resets: resets.map(\.description),

@@ -241,7 +241,8 @@ private final class TourRun {
 
     // MARK: - Explaining merges
 
-    /// Prints the article's merged state and the merge rules (DESIGN §7) that produced it, found by
+    /// Prints the article's merged state and the merge rules that produced it (see
+    /// Sources/FlatSync/FlatSync.docc/HowSyncWorks.md), found by
     /// matching the merged dates against the journal of what each device did.
     private func explain(_ article: String) async {
         line("", "explain", article)

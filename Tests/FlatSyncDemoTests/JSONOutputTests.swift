@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-/// Every `--json` output is exactly one JSON value with the keys and types of DESIGN §9.
+/// Every `--json` output is exactly one JSON value with the keys and types its command's help gives
+/// (Sources/flatsync-demo/CommandTable.swift).
 @Suite struct JSONOutputTests {
     @Test func everyJSONOutputHasTheShapeOfTheContract() async throws {
         try await DemoWorld.run { world in

@@ -141,7 +141,7 @@ package struct RecordChange: Hashable, Sendable {
         !isSave
     }
 
-    /// This change followed by `later`, by the coalescing table of DESIGN §4:
+    /// This change followed by `later`, by the coalescing rules (see <doc:HowSyncWorks>):
     ///
     /// | pending | new | result |
     /// |---|---|---|

@@ -4,7 +4,7 @@
     import Foundation
 #endif
 
-/// How long local history keeps items, and which items seed a fresh zone (DESIGN §8, as News does).
+/// How long local history keeps items, and which items seed a fresh zone, as News does (see <doc:Architecture>).
 public struct HistoryRetention: Hashable, Sendable {
     /// Items last visited longer ago than this are pruned. Default: 90 days.
     public var visitedLifetime: Duration

@@ -368,7 +368,7 @@ extension LocalStore {
         return true
     }
 
-    /// Queues saves of the zone's local data for a zone just created on the server (history as DESIGN §8
+    /// Queues saves of the zone's local data for a zone just created on the server (history as ``HistoryRetention``
     /// allows: the newest 1,000 items plus anything newer than 28 days). Returns how many were queued.
     package func seed(_ zone: ZoneID) async throws -> Int {
         var records: [Record]

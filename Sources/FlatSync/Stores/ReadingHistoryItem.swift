@@ -311,7 +311,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     public static let recordType = "ReadingHistoryItem"
     public static let recordNamePrefix = "rh-"
 
-    /// The item as a `ReadingHistoryItem` record (DESIGN §2). Flags are int fields written only when set.
+    /// The item as a `ReadingHistoryItem` record (see <doc:Architecture>). Flags are int fields written only when set.
     ///
     /// The record keeps the item and builds its field dictionary only when asked (see `Record.Content`).
     public var record: Record {
@@ -422,7 +422,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
         self.device = device
     }
 
-    /// Field-wise merge (DESIGN §7): the later `lastVisited` (with its device), the earliest
+    /// Field-wise merge (see <doc:HowSyncWorks>): the later `lastVisited` (with its device), the earliest
     /// `firstSeen`, the highest `maxVersionSeen` and `readCount`, every flag set on either side, and the
     /// liking set most recently. Ties break on the values themselves, so the merge is commutative,
     /// associative and idempotent.

@@ -180,7 +180,7 @@ public struct ReadingHistory: Sendable {
         await store.zones.history.items.count
     }
 
-    /// Removes items past their retention (DESIGN §8) from this device; the server keeps its copies.
+    /// Removes items past their retention (see <doc:Architecture>) from this device; the server keeps its copies.
     /// Returns how many were removed.
     @discardableResult
     public func prune() async -> Int {

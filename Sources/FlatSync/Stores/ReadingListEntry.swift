@@ -84,7 +84,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
         title = try record.optionalString("title")
     }
 
-    /// The entry with the later `dateAdded` wins whole (DESIGN §7). Equal dates fall back to comparing
+    /// The entry with the later `dateAdded` wins whole (see <doc:HowSyncWorks>). Equal dates fall back to comparing
     /// origin and title, so the result does not depend on the order of the arguments.
     public func merged(with other: ReadingListEntry) -> ReadingListEntry {
         let mine = (dateAdded, origin, title ?? "")

@@ -1,4 +1,4 @@
-/// Merging records of either zone by the zone's rules (DESIGN §7), for conflicts and for laying pending
+/// Merging records of either zone by the zone's rules (see <doc:HowSyncWorks>), for conflicts and for laying pending
 /// changes over fetched records.
 package enum RecordMerge {
     /// The merge of two versions of a record, or nil when either does not decode as its zone's item.

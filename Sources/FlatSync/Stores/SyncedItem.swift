@@ -7,8 +7,8 @@
 /// A value a store keeps per article and syncs as one record: ``ReadingListEntry`` or
 /// ``ReadingHistoryItem``.
 ///
-/// Each type fixes its zone, record type and record-name prefix (DESIGN §2), converts to and from
-/// ``Record``, and merges two versions of itself (DESIGN §7). Merging is commutative, associative and
+/// Each type fixes its zone, record type and record-name prefix (see <doc:Architecture>), converts to and from
+/// ``Record``, and merges two versions of itself (see <doc:HowSyncWorks>). Merging is commutative, associative and
 /// idempotent, so devices converge whatever order changes arrive in.
 package protocol SyncedItem: Hashable, Sendable {
     /// The zone the item's records live in.

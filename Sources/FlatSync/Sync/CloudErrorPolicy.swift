@@ -1,4 +1,4 @@
-/// What the engine does about a failed send or fetch: DESIGN §5's error table as a pure function.
+/// What the engine does about a failed send or fetch: the error table of <doc:Errors>, as a pure function.
 ///
 /// | error | action |
 /// |---|---|

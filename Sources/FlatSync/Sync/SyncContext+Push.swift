@@ -229,7 +229,7 @@ extension SyncContext {
         var next = Next.continue
     }
 
-    /// Sends one batch and handles the result of each record by DESIGN §5's table.
+    /// Sends one batch and handles the result of each record by the engine's error table (see <doc:Errors>).
     private func send(
         _ batch: [RecordChange], in zone: ZoneID, via transport: any CloudTransport, epoch: Int,
         conflicts: inout [RecordID: Int]

@@ -106,7 +106,8 @@ enum JSONKind: Equatable {
     }
 }
 
-/// The keys of a JSON object and the kind of each value, to compare with DESIGN §9's shapes.
+/// The keys of a JSON object and the kind of each value, to compare with the shapes the commands' help gives
+/// (Sources/flatsync-demo/CommandTable.swift).
 func shape(of object: [String: Any]) -> [String: JSONKind] {
     object.mapValues(JSONKind.init)
 }

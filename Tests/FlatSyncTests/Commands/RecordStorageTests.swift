@@ -66,7 +66,7 @@ import Testing
             moved == .delete(other, sequence: 3) && moved.hashValue == RecordChange.delete(other, sequence: 3).hashValue
         )
         #expect(moved != delete)
-        // Coalescing by the table of DESIGN §4 sees the same kinds.
+        // Coalescing (Sources/FlatSync/FlatSync.docc/HowSyncWorks.md) sees the same kinds.
         #expect(RecordChange.save(record, changedKeys: ["n"], sequence: 1).coalesced(with: delete).isDelete)
         #expect(delete.coalesced(with: saved).record == record)
     }

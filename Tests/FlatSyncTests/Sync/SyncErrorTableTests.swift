@@ -4,7 +4,8 @@ import Testing
 
 @testable import FlatSync
 
-/// Every row of DESIGN §5's error table, driven through the cloud's fault plan on a test clock.
+/// Every row of the error table (Sources/FlatSync/FlatSync.docc/Errors.md), driven through the cloud's fault
+/// plan on a test clock.
 @Suite struct SyncErrorTableTests {
     /// Each row runs with the in-memory cloud called directly and through CloudKit Web Services (the
     /// transport, HTTP on 127.0.0.1, the emulator, the same cloud).
