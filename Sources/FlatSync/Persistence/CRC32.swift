@@ -59,3 +59,53 @@ package enum CRC32 {
         data.withUnsafeBytes { checksum($0, continuing: crc) }
     }
 }
+
+extension CRC32 {
+    /// The CRC-32 of two pieces of bytes one after the other, from the CRC of each and the second's length
+    /// (zlib's `crc32_combine`): multiplies the first CRC by x^(8·length) modulo the polynomial.
+    package static func combine(_ first: UInt32, _ second: UInt32, length: Int) -> UInt32 {
+        multiplyModP(powerOfX(eightTimes: length), first) ^ second
+    }
+
+    /// a·b modulo the CRC polynomial, in its bit-reflected form.
+    private static func multiplyModP(_ a: UInt32, _ b: UInt32) -> UInt32 {
+        var a = a
+        var b = b
+        var product: UInt32 = 0
+        var mask: UInt32 = 1 << 31
+        while mask != 0 {
+            if a & mask != 0 {
+                product ^= b
+                a ^= mask
+                if a == 0 { break }
+            }
+            mask >>= 1
+            b = b & 1 != 0 ? (b >> 1) ^ 0xEDB8_8320 : b >> 1
+        }
+        return product
+    }
+
+    /// x^(2^k) modulo the polynomial, for k = 0..<32.
+    private static let powersOfX: [UInt32] = {
+        var table: [UInt32] = []
+        var power: UInt32 = 1 << 30  // x^1
+        for _ in 0..<32 {
+            table.append(power)
+            power = multiplyModP(power, power)
+        }
+        return table
+    }()
+
+    /// x^(8·length) modulo the polynomial.
+    private static func powerOfX(eightTimes length: Int) -> UInt32 {
+        var result: UInt32 = 1 << 31  // x^0
+        var n = UInt64(length)
+        var k = 3  // 8 = 2^3
+        while n != 0 {
+            if n & 1 != 0 { result = multiplyModP(powersOfX[k & 31], result) }
+            n >>= 1
+            k += 1
+        }
+        return result
+    }
+}

@@ -1,0 +1,160 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A record's fields, read with typed accessors that throw
+/// ``FlatSyncError/Code-swift.struct/malformedRecord`` naming the record and the field when one is missing
+/// or has another type: what ``SyncableRecord/init(id:fields:)`` reads.
+public struct RecordFields: Sendable {
+    /// The record's name, for error messages.
+    public let recordName: String
+    /// The fields as a dictionary, or nil when they are encoded: the values of `keys` (sorted) in the
+    /// command log's field codec, one after another, at `range` of `bytes`, each decoded when it is read.
+    /// Stored side by side rather than as an enum's cases, so that reading a field copies no payload.
+    private let dictionary: [String: FieldValue]?
+    private let keys: [String]
+    private let bytes: [UInt8]
+    private let range: Range<Int>
+
+    /// Fields of the record named `recordName`.
+    public init(_ all: [String: FieldValue], recordName: String) {
+        self.recordName = recordName
+        dictionary = all
+        keys = []
+        bytes = []
+        range = 0..<0
+    }
+
+    /// The values of `keys` encoded at `range` of `bytes` (in the command log's field codec, in the order of
+    /// `keys`), already checked: how ``HostRecordTable`` keeps them.
+    package init(keys: [String], encoded bytes: [UInt8], range: Range<Int>, recordName: String) {
+        self.recordName = recordName
+        dictionary = nil
+        self.keys = keys
+        self.bytes = bytes
+        self.range = range
+    }
+
+    /// Every field, by key.
+    public var all: [String: FieldValue] {
+        if let dictionary { return dictionary }
+        var fields = [String: FieldValue](minimumCapacity: keys.count)
+        for (position, key) in keys.enumerated() {
+            fields[key] = encodedValue(at: position) { (reader) throws(FlatSyncError) in
+                try reader.readFieldValue(tags: .commandLog)
+            }
+        }
+        return fields
+    }
+
+    /// The field's value, or nil when the record lacks it.
+    public subscript(key: String) -> FieldValue? {
+        if let dictionary { return dictionary[key] }
+        return encodedValue(key) { (reader) throws(FlatSyncError) in try reader.readFieldValue(tags: .commandLog) }
+    }
+
+    /// `read`'s value of the encoded field `key`, or nil when there is none or `read` throws.
+    private func encodedValue<T>(_ key: String, _ read: (inout BinaryReader) throws(FlatSyncError) -> T?) -> T? {
+        // A record has a handful of fields: a scan of short keys beats hashing one.
+        guard let position = keys.firstIndex(of: key) else { return nil }
+        return encodedValue(at: position, read)
+    }
+
+    /// `read`'s value of the `position`th encoded field, stepping over the values before it.
+    private func encodedValue<T>(at position: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T?) -> T? {
+        bytes.withUnsafeBytes { buffer in
+            var reader = BinaryReader(UnsafeRawBufferPointer(rebasing: buffer[range]))
+            do throws(FlatSyncError) {
+                for _ in 0..<position { try reader.skipFieldValue(tags: .commandLog) }
+                return try read(&reader)
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    /// A required string field.
+    public func string(_ key: String) throws(FlatSyncError) -> String {
+        if dictionary == nil {
+            // Read in place: no ``FieldValue`` on the way.
+            let tag = FieldValueTags.commandLog.string
+            guard
+                let value = encodedValue(
+                    key,
+                    { (reader) throws(FlatSyncError) in
+                        try reader.readByte() == tag ? try reader.readCheckedString() : nil
+                    })
+            else { throw missing(key, "string") }
+            return value
+        }
+        guard let value = self[key]?.stringValue else { throw missing(key, "string") }
+        return value
+    }
+
+    /// A required integer field.
+    public func int(_ key: String) throws(FlatSyncError) -> Int64 {
+        if dictionary == nil {
+            let tag = FieldValueTags.commandLog.int
+            guard
+                let value = encodedValue(
+                    key,
+                    { (reader) throws(FlatSyncError) in
+                        try reader.readByte() == tag ? try reader.readSigned() : nil
+                    })
+            else { throw missing(key, "integer") }
+            return value
+        }
+        guard let value = self[key]?.intValue else { throw missing(key, "integer") }
+        return value
+    }
+
+    /// A required Boolean, kept as an integer (CloudKit has no Boolean type): anything but 0 is true.
+    public func bool(_ key: String) throws(FlatSyncError) -> Bool {
+        try int(key) != 0
+    }
+
+    /// A required double field.
+    public func double(_ key: String) throws(FlatSyncError) -> Double {
+        guard let value = self[key]?.doubleValue else { throw missing(key, "double") }
+        return value
+    }
+
+    /// A required date field.
+    public func date(_ key: String) throws(FlatSyncError) -> Date {
+        guard let value = self[key]?.dateValue else { throw missing(key, "timestamp") }
+        return value
+    }
+
+    /// A required bytes field.
+    public func bytes(_ key: String) throws(FlatSyncError) -> Data {
+        guard let value = self[key]?.bytesValue else { throw missing(key, "bytes") }
+        return value
+    }
+
+    /// A required reference field.
+    public func reference(_ key: String) throws(FlatSyncError) -> RecordReference {
+        guard let value = self[key]?.referenceValue else { throw missing(key, "reference") }
+        return value
+    }
+
+    /// A required list field (a missing list is an empty one: CloudKit drops empty lists).
+    public func list(_ key: String) throws(FlatSyncError) -> [FieldValue] {
+        guard let field = self[key] else { return [] }
+        guard let value = field.listValue else { throw missing(key, "list") }
+        return value
+    }
+
+    /// An optional field: nil when the record lacks it, else `read`'s value.
+    public func optional<T>(
+        _ key: String, _ read: (RecordFields) -> (String) throws(FlatSyncError) -> T
+    ) throws(FlatSyncError) -> T? {
+        guard self[key] != nil else { return nil }
+        return try read(self)(key)
+    }
+
+    private func missing(_ key: String, _ type: String) -> FlatSyncError {
+        FlatSyncError(.malformedRecord, "The record \(recordName) has no \(type) field \(key).")
+    }
+}
