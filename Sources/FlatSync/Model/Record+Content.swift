@@ -6,12 +6,10 @@ extension Record {
     /// took apart a dictionary of about ten fields. A record made from an item keeps the item instead (in the
     /// form its fields describe: only the flags records carry) and builds the dictionary only when someone
     /// asks for ``Record/fields``. Both forms compare and hash by the fields they stand for. The item is
-    /// boxed, so that a record stays as small as it was (a record is copied through every step of a sync;
-    /// an 88-byte item inline made each copy twice as large, and a 10k push and pull three times slower).
+    /// boxed, so that a record stays small: a record is copied through every step of a sync.
     ///
-    /// A reading-list entry's record is made for every add and remove in the same way: its four fields as a
-    /// dictionary (one allocation, four keys hashed) that the log then took apart to write them. Without it,
-    /// an add by one of 16 concurrent writers costs 16.5–18.2 µs of CPU in all, against 18.2–18.5 µs.
+    /// A reading-list entry's record keeps its entry the same way, so that an add or a remove builds no
+    /// dictionary of four fields for the log to take apart again.
     package enum Content: Sendable {
         /// Fields by key.
         case fields([String: FieldValue])

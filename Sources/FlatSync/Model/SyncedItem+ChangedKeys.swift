@@ -4,8 +4,8 @@ import Synchronization
 /// properties, without building either record.
 ///
 /// Building the old and the new record and comparing their dictionaries, then inserting every changed key
-/// into a new set, cost more than the rest of a mutation's bookkeeping: about 2 µs of the ~4 µs a new
-/// history item took in ``ZoneState/replace(_:with:sequence:)``. The result must equal
+/// into a new set, cost more than the rest of a mutation's bookkeeping in
+/// ``ZoneState/replace(_:with:sequence:)``. The result must equal
 /// ``SyncedItem/recordKeysChanged(since:)``, the record-based definition (tests check both agree).
 package protocol RecordDiffable: TableItem {
     /// The keys whose values differ between ``SyncedItem/record`` and `old?.record`, including keys only

@@ -122,8 +122,8 @@ package struct BinaryReader {
         // The bytes come from a Data, whose memory is bound to UInt8.
         let utf8 = UnsafeBufferPointer(
             start: (bytes.baseAddress! + start).assumingMemoryBound(to: UInt8.self), count: count)
-        // ASCII, the usual case, is valid as it stands: `String(decoding:)` takes it without the generic
-        // validation, which cost a host-record cold start a tenth of its time.
+        // ASCII, the usual case, is valid as it stands: `String(decoding:)` takes it without the slower
+        // generic validation.
         if utf8.allSatisfy({ $0 < 0x80 }) { return String(decoding: utf8, as: UTF8.self) }
         guard let string = String(validating: utf8, as: UTF8.self) else {
             throw damaged("invalid UTF-8")

@@ -40,11 +40,10 @@ extension CommandLogEvent {
     /// The event's bytes, as stored in one log frame.
     ///
     /// Events that carry records start with a table of the strings their records repeat (zone names,
-    /// record types, field keys), and the records refer to those by index: a history record then took about
-    /// 140 bytes instead of 330, and a batch of 10,000 about 1.4 MB instead of 3.3 MB to encode, checksum,
-    /// write and flush. A history item is written as its fields in a fixed order, with its device numbered
-    /// within the entry (see `InternedWriter.writeHistoryItem(ofChangeAt:)`): a burst's 10,000 visits take
-    /// 560 KB (930 KB with each device ID spelled out).
+    /// record types, field keys), and the records refer to those by index, so that a batch's entry is less
+    /// than half as large to encode, checksum, write and flush. A history item is written as its fields in
+    /// a fixed order, with its device numbered within the entry (see
+    /// `InternedWriter.writeHistoryItem(ofChangeAt:)`).
     package func encoded() -> Data {
         if case .mutation(let mutation) = self, let data = Self.encodedInterningOnlyTheZone(mutation) { return data }
         var writer = BinaryWriter(capacity: 128)

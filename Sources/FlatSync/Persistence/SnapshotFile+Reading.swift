@@ -14,9 +14,8 @@
 
 // Reading a snapshot without holding it: the binary property list's structure is read from its trailer,
 // offset table and top-level dictionary, and each packed column is streamed through a small buffer
-// straight into the zone's table. A 100k-item history snapshot (8.8 MB) used to be held whole, decoded
-// into a `SnapshotFile` holding copies of every column, then into an array per column, then into items:
-// ~50 MB at the peak of a cold start. Streaming holds 16 KB per column.
+// straight into the zone's table, so that a cold start holds 16 KB per column rather than the file, a copy
+// of every column and an array per column at once.
 //
 // The checksum is the one `SnapshotFile` computes over its fields in a fixed order; the columns are read
 // side by side, so each piece's CRC is computed as it streams and the pieces are combined afterwards.

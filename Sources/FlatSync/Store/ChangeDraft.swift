@@ -1,8 +1,8 @@
 /// One record's change as a batch's pass over the item table leaves it: what to make the change from, or
 /// the change itself once made.
 ///
-/// Making a change — its record name, its record, the box that holds a history item — cost most of the pass
-/// (a burst of 10,000 new visits: ~3.6 of its ~5.5 ms). The pass keeps drafts instead, and a large batch's
+/// Making a change — its record name, its record, the box that holds a history item — is most of the
+/// pass's work. The pass keeps drafts instead, and a large batch's
 /// changes are made from them afterwards on two threads (``makeChanges(_:sequence:onTwoThreads:)``): each
 /// thread takes its own half of the drafts apart (leaving each as ``taken``) and writes its half of the
 /// changes.
@@ -57,8 +57,7 @@ package enum ChangeDraft<Item: RecordDiffable>: Sendable {
 
     /// The changes of `drafts`, in their order; made half on this thread and half on another when
     /// `onTwoThreads` (see ``ForkJoin``). Each is made from its draft's own values, and `drafts` are left as
-    /// ``taken``: copying an item retained and released its strings, and taking the values instead made a
-    /// 10,000-visit burst 2–5 % faster (four interleaved runs of 60 bursts, medians and minimums).
+    /// ``taken``: copying an item would retain and release its strings.
     static func makeChanges(_ drafts: inout [ChangeDraft], sequence: UInt64, onTwoThreads: Bool) -> [RecordChange] {
         let count = drafts.count
         guard count > 0 else { return [] }

@@ -4,8 +4,8 @@
 ///
 /// Memory: 72 bytes an item in the array (no allocation per item for article IDs of up to 22 bytes, see
 /// ``CompactString``; device IDs shared, see ``DeviceName``), 8 for its record's change tag (see "Change
-/// tags" below) and 8 to 10 in the index: about 9 MB for 100,000 synced items, where a
-/// `[String: ReadingHistoryItem]` and a `[String: ChangeTag]` of the earlier layout took 56 MB.
+/// tags" below) and 8 to 10 in the index, a sixth of what a `[String: ReadingHistoryItem]` and a
+/// `[String: ChangeTag]` take.
 ///
 /// Order is restored lazily. A mutation that moves an item in the order (a visit makes it the newest) or
 /// that appends or removes one only marks the positions it disturbed; the items at unmarked positions stay
@@ -150,8 +150,8 @@ package struct HistoryTable: ItemTable {
     }
 
     /// Builds a table from a snapshot's items, which come newest first: each stays in order when it is older
-    /// than the one before. The index is built once all are in, in slot order rather than item by item:
-    /// inserting 100,000 items one by one missed the cache at nearly every slot (5 ms of a cold start).
+    /// than the one before. The index is built once all are in, in slot order rather than item by item,
+    /// which would miss the cache at nearly every slot.
     /// Should two items have the same article ID, the later replaces the earlier, as one by one.
     package struct SnapshotLoader {
         private var table = HistoryTable()
@@ -416,7 +416,7 @@ extension HistoryTable {
 
 /// The change tags of the history's records: each item's beside it, by position, in 8 bytes, rather than
 /// in a ``ChangeTagTable`` of their own (a copy of each record name, an index entry and the tag: about
-/// 45 bytes a record, 4.3 MB for a synced 100,000-item history).
+/// 45 bytes a record).
 ///
 /// Where a tag is kept: a record named for an item here (`rh-` and its article ID) keeps its tag in
 /// `tagWords` at the item's position when the tag packs in a word, else in `otherTags` with the marker in

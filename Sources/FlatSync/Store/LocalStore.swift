@@ -690,9 +690,8 @@ public actor LocalStore {
     }
 
     /// A large batch's two halves of work, at once on two threads: its log entry is encoded, appended and
-    /// flushed on one while its changes go into the command queue on the other. Both halves ran one after
-    /// the other before, and they take about as long (a 10,000-visit burst: the queue's 2.2–3.1 ms, the
-    /// log's 3.0–4.0 ms); the flush also no longer waits for the queue.
+    /// flushed on one while its changes go into the command queue on the other: the two take about as long,
+    /// and the flush need not wait for the queue.
     ///
     /// The state is the same as the sequential order leaves it, failures included: the changes are queued
     /// whether or not the append succeeds, and an append that fails marks the log as behind memory. The
@@ -711,8 +710,7 @@ public actor LocalStore {
         let queue = Mutex(consume taken)
         // Each half takes its reference to the changes out of a mutex, so none stays with this frame: the
         // queue's half lets go of its one as soon as it has copied them, and the log's half, whose flush
-        // usually ends later, frees them there — while the queue's half works, not after both, as it did
-        // here (freeing 10,000 changes cost ~0.6 ms).
+        // usually ends later, frees them there, while the queue's half works rather than after both.
         let forQueue = Mutex<Mutation?>(copy mutation)
         let forLog = Mutex<Mutation?>(consume mutation)
         parallelBatchCount += 1
