@@ -18,12 +18,12 @@
 /// Each record is one fixed-size entry — its name inline up to 22 bytes (``CompactString``), its type and
 /// set of keys as numbers, where its fields are in the buffer, its change tag packed in a word — found by
 /// name through a ``SlotIndex``.
-package struct HostRecordTable: Sendable {
+@usableFromInline package struct HostRecordTable: Sendable {
     /// One record, without its fields' bytes (see ``HostRecordTable/fields(of:)``).
-    package struct Entry: Sendable {
+    @usableFromInline package struct Entry: Sendable {
         fileprivate var compactName: CompactString
         /// The record type, as its number in ``HostRecordTable/types``.
-        package var type: UInt32
+        @usableFromInline package var type: UInt32
         /// The field keys, as their number in ``HostRecordTable/shapes``.
         fileprivate var shape: UInt32
         /// Where the record's field values (in its shape's key order) are in ``HostRecordTable/arena``.
@@ -35,7 +35,7 @@ package struct HostRecordTable: Sendable {
         fileprivate var tagWord: UInt64 = 0
 
         /// The record's name.
-        package var name: String { compactName.string }
+        @usableFromInline package var name: String { compactName.string }
     }
 
     /// The tag word of an entry whose tag does not pack (no packed tag has a byte of 0x80 or more).
@@ -44,7 +44,7 @@ package struct HostRecordTable: Sendable {
     /// The zone of the records (nil until the first is stored).
     private var zone: ZoneID?
     /// Every record, in no set order.
-    package private(set) var entries: [Entry] = []
+    @usableFromInline package private(set) var entries: [Entry] = []
     /// Each entry's field values, one after another, in its shape's key order.
     private var arena: [UInt8] = []
     /// The bytes of `arena` that no entry uses any more (fields replaced or removed).
@@ -71,10 +71,10 @@ package struct HostRecordTable: Sendable {
     package var isEmpty: Bool { entries.isEmpty && looseTags.isEmpty }
 
     /// The number of records.
-    package var count: Int { entries.count }
+    @usableFromInline package var count: Int { entries.count }
 
     /// The number of `recordType` in ``types``, if an entry ever had that type.
-    package func typeNumber(_ recordType: String) -> UInt32? {
+    @usableFromInline package func typeNumber(_ recordType: String) -> UInt32? {
         types.firstIndex(of: recordType).map { UInt32($0) }
     }
 
@@ -87,7 +87,7 @@ package struct HostRecordTable: Sendable {
     }
 
     /// An entry's fields, given its name (to make the name's `String` once).
-    package func fields(of entry: Entry, name: String) -> RecordFields {
+    @usableFromInline package func fields(of entry: Entry, name: String) -> RecordFields {
         RecordFields(keys: shapes[Int(entry.shape)], encoded: arena, range: entry.start..<entry.end, recordName: name)
     }
 
@@ -110,6 +110,20 @@ package struct HostRecordTable: Sendable {
         if let known = shapes.lastIndex(of: keys) { return UInt32(known) }
         shapes.append(keys)
         return UInt32(shapes.count - 1)
+    }
+
+    /// Every record of `Value`'s type that reads as a value, in no set order.
+    @inlinable package func values<Value: SyncableRecord>(of _: Value.Type) -> [Value] {
+        guard let type = typeNumber(Value.recordType) else { return [] }
+        // Each value is made in its place in the array rather than appended.
+        return [Value](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for entry in entries where entry.type == type {
+                let name = entry.name
+                guard let value = try? Value(id: name, fields: fields(of: entry, name: name)) else { continue }
+                (buffer.baseAddress! + initialized).initialize(to: value)
+                initialized += 1
+            }
+        }
     }
 
     // MARK: - Finding by name
@@ -320,7 +334,7 @@ package struct HostRecordTable: Sendable {
 
 extension HostRecordTable: Equatable {
     /// Equal when they hold the same records and tags, in whatever order.
-    package static func == (lhs: HostRecordTable, rhs: HostRecordTable) -> Bool {
+    @usableFromInline package static func == (lhs: HostRecordTable, rhs: HostRecordTable) -> Bool {
         guard lhs.entries.count == rhs.entries.count, lhs.looseTags == rhs.looseTags else { return false }
         return lhs.entries.allSatisfy { entry in
             guard let other = rhs.entry(entry.name) else { return false }

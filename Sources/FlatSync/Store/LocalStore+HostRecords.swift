@@ -179,4 +179,9 @@ extension LocalStore {
         let table = zones.hostRecords(in: zone)
         return table.entries.map { (table.recordType(of: $0), $0.name) }
     }
+
+    /// The host records of `zone`, for ``RecordStore/values()``.
+    @usableFromInline package func hostRecordTable(in zone: ZoneID) -> HostRecordTable {
+        zones.hostRecords(in: zone)
+    }
 }

@@ -20,7 +20,7 @@
 /// try await context.readingList.remove("a1")      // deletes the note too: its reference is deleteSelf
 /// ```
 public struct RecordStore<Value: SyncableRecord>: Sendable {
-    let store: LocalStore
+    @usableFromInline let store: LocalStore
     /// The sync engine, told about every durable change so it can send it.
     let observer: (any LocalChangeObserver)?
 
@@ -63,21 +63,11 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// Every value, in no set order (sort them as your view needs). A record that does not read as a value
     /// (another client wrote it wrong) is left out; ``record(_:)`` still shows it.
+    @inlinable
     public func values() async -> [Value] {
-        let table = await store.zones.hostRecords(in: Value.zone)
-        guard let type = table.typeNumber(Value.recordType) else { return [] }
-        // Each value is made in its place in the array: appending a made value copied it (a retain of each
-        // of its strings) and then destroyed the original, through the value witnesses of a generic type.
-        return [Value](unsafeUninitializedCapacity: table.count) { buffer, initialized in
-            for entry in table.entries where entry.type == type {
-                let name = entry.name
-                do {
-                    let value = try Value(id: name, fields: table.fields(of: entry, name: name))
-                    (buffer.baseAddress! + initialized).initialize(to: value)
-                    initialized += 1
-                } catch {}
-            }
-        }
+        // Inlinable, so that the loop is specialized for the host's type where it is called: made through a
+        // generic type's witnesses, each value was copied and destroyed again, retaining its strings.
+        await store.hostRecordTable(in: Value.zone).values(of: Value.self)
     }
 
     /// The number of records of the type.
