@@ -1,0 +1,97 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+import Synchronization
+
+// What the sync engine logs as it works through the queue: seals, acknowledgements and wipes.
+
+extension LocalStore {
+    // MARK: - Logging queue transitions
+
+    /// Appends queue transitions to the log and waits until they are durable.
+    package func record(_ events: [CommandLogEvent]) async throws {
+        try checkOpen()
+        let ticket = try append(events.map { $0.encoded() })
+        try await log.waitUntilDurable(ticket)
+        try compactIfNeeded()
+    }
+
+    /// Starts a sending round of `zone` and logs it.
+    package func sealPendingCommands(in zone: ZoneID) async throws -> [Command] {
+        try checkWritable()
+        let commands = pending.seal(zone)
+        guard !commands.isEmpty else { return [] }
+        try await record([.sealed(zone)])
+        return commands
+    }
+
+    /// Ends the sending round of `zone` and logs it.
+    package func unsealPendingCommands(in zone: ZoneID) async throws {
+        guard pending.isSending(zone) else { return }
+        try checkWritable()
+        pending.unseal(zone)
+        try await record([.unsealed(zone)])
+    }
+
+    /// Removes acknowledged (or dropped) records from a command being sent, and logs it.
+    package func acknowledge(_ recordIDs: [RecordID], in commandID: CommandID) async throws {
+        guard let zone = pending.command(commandID)?.zone else { return }
+        var present: [RecordID] = []
+        var changes: [RecordChange] = []
+        for id in recordIDs {
+            guard let change = pending.change(of: id, in: commandID) else { continue }
+            present.append(id)
+            changes.append(change)
+        }
+        guard !present.isEmpty else { return }
+        try checkWritable()
+        let onDisk = snapshotSequenceOnDisk[zone, default: 0]
+        let newer = changes.filter { $0.sequence > onDisk }
+        if !newer.isEmpty { acknowledgedSinceSnapshot[zone, default: []].append(contentsOf: newer) }
+        pending.acknowledge(present, in: commandID)
+        try await record([.acknowledged(commandID, present)])
+        try forgetRefusals(of: present)
+    }
+
+    // MARK: - Wiping
+
+    /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
+    package func wipe(_ zone: ZoneID) async throws {
+        try checkWritable()
+        let sequence = takeSequence()
+        let removed = hostRecordKeys(in: zone)
+        lastWipeSequence[zone] = sequence
+        acknowledgedSinceSnapshot[zone] = nil
+        pending.clear(zone: zone)
+        zones.wipe(zone, at: sequence)
+        try await record([.clearedZone(zone, sequence: sequence)])
+        recordChangeHub.emit(zone: zone, changed: removed)
+        try forgetRefusals(in: zone)
+        stateVersion[zone, default: 0] += 1
+        try await persistSnapshot(of: zone)
+    }
+
+    /// Wipes every zone and the sync bookkeeping, durably: the account changed.
+    package func wipeAll(newAccount: String?) async throws {
+        try checkWritable()
+        let sequence = takeSequence()
+        let allZones = Set(zoneIDs).union(zones.hostZones.keys).sorted()
+        for zone in allZones { lastWipeSequence[zone] = sequence }
+        let removed = allZones.map { (zone: $0, records: hostRecordKeys(in: $0)) }
+        acknowledgedSinceSnapshot = [:]
+        pending.clearAll()
+        for zone in allZones { zones.wipe(zone, at: sequence) }
+        try await record([.clearedAll(sequence: sequence)])
+        for (zone, records) in removed { recordChangeHub.emit(zone: zone, changed: records) }
+        try forgetRefusals(in: nil)
+        var file = DeviceFile(deviceID: deviceID)
+        file.account = newAccount
+        try saveDeviceFile(file)
+        for zone in zoneIDs {
+            stateVersion[zone, default: 0] += 1
+            try await persistSnapshot(of: zone)
+        }
+    }
+}
