@@ -12,9 +12,9 @@
     import Musl
 #endif
 
-/// Reads values written by ``BinaryWriter``, checking every length against the bytes that remain, so
-/// damaged input fails with ``FlatSyncError/Code-swift.struct/damagedFile`` instead of crashing.
-package struct BinaryReader {
+/// Reads values written by ``BinaryWriter`` from bytes in memory (see ``BinaryLayoutReading``, which
+/// decodes them), and the fixed-width fields of headers.
+package struct BinaryReader: BinaryLayoutReading {
     private let bytes: UnsafeRawBufferPointer
     package private(set) var offset: Int = 0
 
@@ -26,7 +26,7 @@ package struct BinaryReader {
     package var isAtEnd: Bool { offset >= bytes.count }
     package var remaining: Int { bytes.count - offset }
 
-    private func damaged(_ what: String) -> FlatSyncError {
+    package func damaged(_ what: String) -> FlatSyncError {
         FlatSyncError(.damagedFile, "Malformed binary data: \(what) at byte \(offset).")
     }
 
@@ -60,31 +60,6 @@ package struct BinaryReader {
         }
     }
 
-    /// A length or an element count. Every element takes at least one byte, so a count larger than the
-    /// bytes left after it is damage; checking that here keeps damaged input from allocating huge buffers.
-    package mutating func readCount() throws(FlatSyncError) -> Int {
-        let value = try readVarint()
-        guard value <= UInt64(remaining) else { throw damaged("count \(value) over the \(remaining) bytes left") }
-        return Int(value)
-    }
-
-    package mutating func readSigned() throws(FlatSyncError) -> Int64 {
-        let raw = try readVarint()
-        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
-    }
-
-    package mutating func readBool() throws(FlatSyncError) -> Bool {
-        switch try readByte() {
-        case 0: return false
-        case 1: return true
-        default: throw damaged("bad boolean")
-        }
-    }
-
-    package mutating func readDouble() throws(FlatSyncError) -> Double {
-        Double(bitPattern: try readFixed64())
-    }
-
     /// A 4-byte little-endian integer written by ``BinaryWriter/write(fixed32:)``.
     package mutating func readFixed32() throws(FlatSyncError) -> UInt32 {
         try readFixed(UInt32.self)
@@ -110,90 +85,16 @@ package struct BinaryReader {
         return Array(bytes[offset..<offset + count])
     }
 
-    package mutating func readString() throws(FlatSyncError) -> String {
-        try readString(byteCount: try readCount())
-    }
-
-    /// The `count` bytes at the offset as a string; `count` comes from ``readCount()``, so they are there.
-    private mutating func readString(byteCount count: Int) throws(FlatSyncError) -> String {
-        let start = offset
-        offset += count
-        guard count > 0 else { return "" }
-        // The bytes come from a Data, whose memory is bound to UInt8.
-        let utf8 = UnsafeBufferPointer(
-            start: (bytes.baseAddress! + start).assumingMemoryBound(to: UInt8.self), count: count)
-        // ASCII, the usual case, is valid as it stands: `String(decoding:)` takes it without the slower
-        // generic validation.
-        if utf8.allSatisfy({ $0 < 0x80 }) { return String(decoding: utf8, as: UTF8.self) }
-        guard let string = String(validating: utf8, as: UTF8.self) else {
-            throw damaged("invalid UTF-8")
-        }
-        return string
+    package mutating func take<T>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
+        guard count >= 0, remaining >= count else { throw damaged("unexpected end") }
+        defer { offset += count }
+        return body(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
     }
 
     /// The next string, whose bytes were checked to be UTF-8 when they were first read (or written from a
     /// `String`): made without checking them again (`String(decoding:)` would repair them if they were not).
     package mutating func readCheckedString() throws(FlatSyncError) -> String {
-        let count = try readCount()
-        defer { offset += count }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]), as: UTF8.self)
-    }
-
-    /// Runs `body` with the bytes of the next string, checked to be valid UTF-8 (ASCII at a glance), without
-    /// making a `String` of them.
-    package mutating func withStringBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
-        let count = try readCount()
-        let utf8 = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
-        if !CompactString.isASCII(utf8)
-            && String(validating: utf8.assumingMemoryBound(to: UInt8.self), as: UTF8.self) == nil
-        {
-            throw damaged("invalid UTF-8")
-        }
-        offset += count
-        return body(utf8)
-    }
-
-    package mutating func readOptionalString() throws(FlatSyncError) -> String? {
-        try readBool() ? try readString() : nil
-    }
-
-    /// A string, or an equal one from `recent` instead of a new copy; a new one joins the front of
-    /// `recent`, which keeps at most four. For columns that repeat a handful of values, such as the
-    /// device IDs of 100,000 history items, each of which would otherwise hold its own copy.
-    package mutating func readString(reusing recent: inout [String]) throws(FlatSyncError) -> String {
-        let count = try readCount()
-        guard count > 0 else { return "" }
-        let bytes = UnsafeRawBufferPointer(rebasing: self.bytes[offset..<offset + count])
-        for candidate in recent where candidate.utf8.count == count {
-            // Compared with memcmp: `elementsEqual` on the UTF-8 view went byte by byte through iterators.
-            var candidate = candidate
-            if candidate.withUTF8({ memcmp($0.baseAddress!, bytes.baseAddress!, count) == 0 }) {
-                offset += count
-                return candidate
-            }
-        }
-        let string = try readString(byteCount: count)
-        recent.insert(string, at: 0)
-        if recent.count > 4 { recent.removeLast() }
-        return string
-    }
-
-    /// An optional string read with ``readString(reusing:)``.
-    package mutating func readOptionalString(reusing recent: inout [String]) throws(FlatSyncError) -> String? {
-        try readBool() ? try readString(reusing: &recent) : nil
-    }
-
-    package mutating func readData() throws(FlatSyncError) -> Data {
-        let count = try readCount()
-        let data = Data(bytes[offset..<offset + count])
-        offset += count
-        return data
-    }
-
-    package mutating func readDate() throws(FlatSyncError) -> Date {
-        let interval = try readDouble()
-        guard interval.isFinite else { throw damaged("non-finite date") }
-        return Date(timeIntervalSinceReferenceDate: interval)
+        try take(try readCount()) { String(decoding: $0, as: UTF8.self) }
     }
 }
 
