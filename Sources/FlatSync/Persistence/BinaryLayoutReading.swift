@@ -19,9 +19,11 @@
 package protocol BinaryLayoutReading: ~Copyable {
     /// The number of bytes left to read.
     var remaining: Int { get }
-    /// Passes the next `count` bytes, contiguous, to `body` and steps over them; throws
-    /// ``FlatSyncError/Code-swift.struct/damagedFile`` when fewer remain.
-    mutating func take<T>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T
+    /// The next `count` bytes, contiguous, left to read: valid until the next call that reads or steps;
+    /// throws ``FlatSyncError/Code-swift.struct/damagedFile`` when fewer remain.
+    mutating func peek(_ count: Int) throws(FlatSyncError) -> UnsafeRawBufferPointer
+    /// Steps over `count` bytes that ``peek(_:)`` made available.
+    mutating func advance(_ count: Int)
     mutating func readByte() throws(FlatSyncError) -> UInt8
     /// A varint (LEB128, see ``VarintDecoder``).
     mutating func readVarint() throws(FlatSyncError) -> UInt64
@@ -30,14 +32,24 @@ package protocol BinaryLayoutReading: ~Copyable {
 }
 
 extension BinaryLayoutReading where Self: ~Copyable {
+    /// Passes the next `count` bytes, contiguous, to `body` and steps over them.
+    @inline(__always)
+    package mutating func take<T>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
+        let result = body(try peek(count))
+        advance(count)
+        return result
+    }
+
     /// A length or an element count. Every element takes at least one byte, so a count larger than the
     /// bytes left after it is damage; checking that here keeps damaged input from allocating huge buffers.
+    @inline(__always)
     package mutating func readCount() throws(FlatSyncError) -> Int {
         let value = try readVarint()
         guard value <= UInt64(remaining) else { throw damaged("count \(value) over the \(remaining) bytes left") }
         return Int(value)
     }
 
+    @inline(__always)
     package mutating func readSigned() throws(FlatSyncError) -> Int64 {
         let raw = try readVarint()
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
@@ -51,11 +63,13 @@ extension BinaryLayoutReading where Self: ~Copyable {
         }
     }
 
+    @inline(__always)
     package mutating func readDouble() throws(FlatSyncError) -> Double {
         try take(8) { Double(bitPattern: UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self))) }
     }
 
     /// A finite date, as ``BinaryWriter/write(_:)-(Date)`` writes one.
+    @inline(__always)
     package mutating func readDate() throws(FlatSyncError) -> Date {
         let interval = try readDouble()
         guard interval.isFinite else { throw damaged("non-finite date") }
@@ -68,26 +82,28 @@ extension BinaryLayoutReading where Self: ~Copyable {
 
     /// Runs `body` with the bytes of the next string, checked to be valid UTF-8, and whether they are all
     /// ASCII, without making a `String` of them.
+    @inline(__always)
     package mutating func readStringBytes<T>(
         _ body: (_ utf8: UnsafeRawBufferPointer, _ isASCII: Bool) -> T
     ) throws(FlatSyncError) -> T {
         let count = try readCount()
-        let checked = try take(count) { (utf8) -> T? in
-            let isASCII = CompactString.isASCII(utf8)
-            if !isASCII && String(validating: utf8.assumingMemoryBound(to: UInt8.self), as: UTF8.self) == nil {
-                return nil
-            }
-            return body(utf8, isASCII)
+        let utf8 = try peek(count)
+        let isASCII = CompactString.isASCII(utf8)
+        if !isASCII && String(validating: utf8.assumingMemoryBound(to: UInt8.self), as: UTF8.self) == nil {
+            throw damaged("invalid UTF-8")
         }
-        guard let checked else { throw damaged("invalid UTF-8") }
-        return checked
+        let result = body(utf8, isASCII)
+        advance(count)
+        return result
     }
 
     /// Runs `body` with the bytes of the next string, checked to be valid UTF-8, without making a `String`.
+    @inline(__always)
     package mutating func withStringBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
         try readStringBytes { utf8, _ in body(utf8) }
     }
 
+    @inline(__always)
     package mutating func readString() throws(FlatSyncError) -> String {
         // Checked already: `String(decoding:)` takes the bytes without the slower generic validation.
         try readStringBytes { utf8, _ in String(decoding: utf8, as: UTF8.self) }

@@ -49,7 +49,17 @@ package struct BinaryReader: BinaryLayoutReading {
         offset += count
     }
 
+    @inline(__always)
     package mutating func readVarint() throws(FlatSyncError) -> UInt64 {
+        // Most varints are one byte: counts, lengths, numbers of types.
+        if offset < bytes.count, bytes[offset] < 0x80 {
+            defer { offset += 1 }
+            return UInt64(bytes[offset])
+        }
+        return try readLongVarint()
+    }
+
+    private mutating func readLongVarint() throws(FlatSyncError) -> UInt64 {
         var decoder = VarintDecoder()
         while true {
             switch decoder.take(try readByte()) {
@@ -85,10 +95,13 @@ package struct BinaryReader: BinaryLayoutReading {
         return Array(bytes[offset..<offset + count])
     }
 
-    package mutating func take<T>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
+    package func peek(_ count: Int) throws(FlatSyncError) -> UnsafeRawBufferPointer {
         guard count >= 0, remaining >= count else { throw damaged("unexpected end") }
-        defer { offset += count }
-        return body(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    package mutating func advance(_ count: Int) {
+        offset += count
     }
 
     /// The next string, whose bytes were checked to be UTF-8 when they were first read (or written from a

@@ -114,9 +114,12 @@ package struct ColumnCursor: BinaryLayoutReading, ~Copyable {
         }
     }
 
-    package mutating func take<T>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> T) throws(FlatSyncError) -> T {
+    package mutating func peek(_ count: Int) throws(FlatSyncError) -> UnsafeRawBufferPointer {
         try need(count)
-        defer { start += count }
-        return body(UnsafeRawBufferPointer(rebasing: buffer[start..<start + count]))
+        return UnsafeRawBufferPointer(rebasing: buffer[start..<start + count])
+    }
+
+    package mutating func advance(_ count: Int) {
+        start += count
     }
 }

@@ -423,8 +423,8 @@ extension HostRecordTable {
         hashes.reserveCapacity(count)
         var references: [RecordReference] = []
         for _ in 0..<count {
-            let (name, hash) = try reader.withStringBytes { utf8 in
-                (CompactString(validUTF8: utf8), HistoryTable.hash(utf8: utf8, isASCII: CompactString.isASCII(utf8)))
+            let (name, hash) = try reader.readStringBytes { utf8, isASCII in
+                (CompactString(validUTF8: utf8), HistoryTable.hash(utf8: utf8, isASCII: isASCII))
             }
             // The tag packs into the entry's word without a `String` (CloudKit's do); an empty one is none.
             let tag = try reader.withStringBytes { (utf8) -> (word: UInt64, whole: String?) in
