@@ -4,20 +4,6 @@
     import Foundation
 #endif
 
-/// A signed-in account and the transport that reaches its private database.
-public struct CloudAccount: Sendable {
-    /// Identifies the account; data of one account is never sent to another.
-    public var id: String
-    /// The server holding the account's data.
-    public var transport: any CloudTransport
-
-    /// An account and the transport that reaches it.
-    public init(id: String, transport: any CloudTransport) {
-        self.id = id
-        self.transport = transport
-    }
-}
-
 /// FlatSync's host-facing facade: a device directory kept in sync with one account's private database.
 ///
 /// A context owns the ``LocalStore`` (reading list, history, durable command queue) and one
@@ -660,75 +646,4 @@ public actor SyncContext: LocalChangeObserver {
         idleWaiters = []
         for waiter in waiters { waiter.resume() }
     }
-}
-
-/// What ``SyncContext/syncNow()`` did.
-public struct SyncSummary: Sendable, Hashable {
-    /// Records the server acknowledged (saved or deleted).
-    public var sent = 0
-    /// Records fetched and applied.
-    public var fetched = 0
-    /// Local records deleted because the server deleted them.
-    public var deleted = 0
-    /// Changes the server refused during the sync, now parked on the device (see ``RefusedChange``); they
-    /// count in ``pendingRecords`` too.
-    public var refused: [RefusedChange] = []
-    /// Zones reset, with why.
-    public var resets: [ZoneReset] = []
-    /// Why sending or fetching stopped early, if it did.
-    public var problems: [String] = []
-    /// Record changes still waiting to be sent afterwards.
-    public var pendingRecords = 0
-
-    /// An empty summary.
-    public init() {}
-
-    /// True when everything was sent and fetched.
-    public var isComplete: Bool { problems.isEmpty && pendingRecords == 0 }
-
-    /// One zone reset.
-    public struct ZoneReset: Sendable, Hashable, CustomStringConvertible {
-        /// The zone that was reset.
-        public var zone: ZoneID
-        /// Why.
-        public var reason: ZoneResetReason
-        public var description: String { "\(zone): \(reason)" }
-    }
-
-    mutating func add(_ outcome: SyncContext.PushOutcome) {
-        sent += outcome.saved + outcome.deleted
-        refused += outcome.refused
-        resets += outcome.resets
-        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
-    }
-
-    mutating func add(_ outcome: SyncContext.FetchOutcome) {
-        fetched += outcome.changed
-        deleted += outcome.deleted
-        resets += outcome.resets
-        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
-    }
-}
-
-/// A snapshot of what a context is doing (``SyncContext/status()``).
-public struct SyncStatus: Sendable, Hashable {
-    /// The signed-in account.
-    public var account: String?
-    /// Commands waiting to be sent.
-    public var pendingCommands: Int
-    /// Record changes waiting to be sent, refused ones included.
-    public var pendingRecords: Int
-    /// Pending record changes the server refused, parked until retried or discarded (see
-    /// ``RefusedChange``).
-    public var refusedRecords: Int
-    /// Why sending is paused, if it is.
-    public var paused: PauseReason?
-    /// Zones waiting to retry a failed send.
-    public var retrying: [ZoneID]
-    /// Zones known to exist on the server.
-    public var preparedZones: [ZoneID]
-    /// Entries on the reading list.
-    public var readingListCount: Int
-    /// Items in the history.
-    public var historyCount: Int
 }

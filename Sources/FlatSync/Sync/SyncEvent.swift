@@ -50,39 +50,3 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
-
-/// Why a zone's local data was rebuilt or wiped.
-public enum ZoneResetReason: String, Sendable, Hashable, CustomStringConvertible {
-    /// The server no longer accepted the change token; the zone was fetched again from the start.
-    case tokenExpired
-    /// The user deleted the zone's data; local data and pending changes were wiped.
-    case deletedByUser
-
-    public var description: String { rawValue }
-}
-
-/// Why sending paused.
-public enum PauseReason: String, Sendable, Hashable, CustomStringConvertible {
-    /// The user's iCloud storage is full; sending resumes on ``SyncContext/syncNow()``.
-    case quotaExceeded
-    /// No account can be used; sending resumes after ``SyncContext/accountDidChange(to:)``.
-    case notAuthenticated
-
-    public var description: String { rawValue }
-}
-
-/// What an ``SyncEvent/error(_:)`` event reports.
-public struct SyncEventError: Sendable, Hashable, CustomStringConvertible {
-    /// The error's code, such as `quotaExceeded` or `ioFailed`.
-    public var code: String
-    /// What failed, in a sentence.
-    public var message: String
-
-    /// Creates an error report.
-    public init(code: String, message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { "\(code): \(message)" }
-}

@@ -1,0 +1,15 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Why sending paused.
+public enum PauseReason: String, Sendable, Hashable, CustomStringConvertible {
+    /// The user's iCloud storage is full; sending resumes on ``SyncContext/syncNow()``.
+    case quotaExceeded
+    /// No account can be used; sending resumes after ``SyncContext/accountDidChange(to:)``.
+    case notAuthenticated
+
+    public var description: String { rawValue }
+}

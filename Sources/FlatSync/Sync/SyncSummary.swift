@@ -1,0 +1,53 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What ``SyncContext/syncNow()`` did.
+public struct SyncSummary: Sendable, Hashable {
+    /// Records the server acknowledged (saved or deleted).
+    public var sent = 0
+    /// Records fetched and applied.
+    public var fetched = 0
+    /// Local records deleted because the server deleted them.
+    public var deleted = 0
+    /// Changes the server refused during the sync, now parked on the device (see ``RefusedChange``); they
+    /// count in ``pendingRecords`` too.
+    public var refused: [RefusedChange] = []
+    /// Zones reset, with why.
+    public var resets: [ZoneReset] = []
+    /// Why sending or fetching stopped early, if it did.
+    public var problems: [String] = []
+    /// Record changes still waiting to be sent afterwards.
+    public var pendingRecords = 0
+
+    /// An empty summary.
+    public init() {}
+
+    /// True when everything was sent and fetched.
+    public var isComplete: Bool { problems.isEmpty && pendingRecords == 0 }
+
+    /// One zone reset.
+    public struct ZoneReset: Sendable, Hashable, CustomStringConvertible {
+        /// The zone that was reset.
+        public var zone: ZoneID
+        /// Why.
+        public var reason: ZoneResetReason
+        public var description: String { "\(zone): \(reason)" }
+    }
+
+    mutating func add(_ outcome: SyncContext.PushOutcome) {
+        sent += outcome.saved + outcome.deleted
+        refused += outcome.refused
+        resets += outcome.resets
+        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
+    }
+
+    mutating func add(_ outcome: SyncContext.FetchOutcome) {
+        fetched += outcome.changed
+        deleted += outcome.deleted
+        resets += outcome.resets
+        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
+    }
+}
