@@ -26,56 +26,6 @@
 /// ``networkDidBecomeAvailable()`` when connectivity returns, ``accountDidChange(to:)`` when the user
 /// signs in, out, or switches accounts.
 public actor SyncContext: LocalChangeObserver {
-    /// How a context syncs.
-    public struct Configuration: Sendable {
-        /// When a mutation counts as done. Default: ``Durability/fsync``.
-        public var durability: Durability = .fsync
-        /// The device's ID in history items; `nil` keeps the one saved in the directory (a random UUID
-        /// made on first open), which is what most hosts want. An ID given here must be unique to the
-        /// device: the engine recognises its own writes on the server by it, so two devices sharing an ID
-        /// would take each other's changes for their own.
-        public var deviceID: String?
-        /// Time for debounces and retries.
-        public var clock: any Clock<Duration> = ContinuousClock()
-        /// The time stamped on entries and history items.
-        public var currentDate: @Sendable () -> Date = { Date() }
-        /// How long history changes wait before they are sent; each new change pushes it back.
-        public var historyDebounce: Duration = .seconds(5)
-        /// The most records in one modify request (never more than the transport accepts).
-        public var batchSize = 100
-        /// The most records one fetch page returns.
-        public var fetchResultsLimit = 400
-        /// How long to wait after a failure.
-        public var retryPolicy = RetryPolicy.default
-        /// Seeds the retry jitter, for tests that need it to repeat; `nil` seeds from the system.
-        public var randomSeed: UInt64?
-        /// How long after a local change the snapshot is written.
-        public var snapshotDelay: Duration = .seconds(1)
-        /// How long history items are kept, and which seed a fresh zone.
-        public var historyRetention = HistoryRetention.default
-        /// The host-defined record types to sync beside the reading list and history (see
-        /// ``SyncableRecord``); read and write them through ``SyncContext/records(_:)``.
-        public var recordTypes: [any SyncableRecord.Type] = []
-        /// Where the store's file-system calls go: the real file system, or a test double.
-        package var fileSystem = FileSystem.posix
-
-        /// The default configuration: `fsync` durability, the continuous clock, a 5 s history debounce.
-        public init() {}
-
-        /// A configuration with a clock (a `TestClock` in tests) and the rest as defaults.
-        public init(clock: any Clock<Duration>) {
-            self.clock = clock
-        }
-
-        var storeOptions: LocalStore.Options {
-            var options = LocalStore.Options(
-                durability: durability, deviceID: deviceID, clock: clock, currentDate: currentDate,
-                snapshotDelay: snapshotDelay, historyRetention: historyRetention, recordTypes: recordTypes
-            )
-            options.fileSystem = fileSystem
-            return options
-        }
-    }
 
     /// The store this context syncs.
     package nonisolated let localStore: LocalStore
@@ -114,20 +64,20 @@ public actor SyncContext: LocalChangeObserver {
     var zonesWithOrphansDeleted: Set<ZoneID> = []
     var isStarted = false
     var isClosed = false
-    private var random: SeededRandomNumberGenerator
-    private var pushTriggers: [ZoneID: SyncTrigger] = [:]
-    private var fetchTrigger = SyncTrigger()
-    private var zonesToFetch: Set<ZoneID> = []
-    private var fullFetchRequested = false
-    private var pushFailures: [ZoneID: Int] = [:]
-    private var fetchFailures = 0
-    private var timers: [TimerKey: ScheduledTimer] = [:]
-    private var timerGeneration: UInt64 = 0
-    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    var random: SeededRandomNumberGenerator
+    var pushTriggers: [ZoneID: SyncTrigger] = [:]
+    var fetchTrigger = SyncTrigger()
+    var zonesToFetch: Set<ZoneID> = []
+    var fullFetchRequested = false
+    var pushFailures: [ZoneID: Int] = [:]
+    var fetchFailures = 0
+    var timers: [TimerKey: ScheduledTimer] = [:]
+    var timerGeneration: UInt64 = 0
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
     /// The summaries of ``syncNow()`` calls still running, by call: every send and fetch that runs while
     /// one is open counts in it, including work queued before the call that it waited behind.
-    private var openSummaries: [UInt64: SyncSummary] = [:]
-    private var nextSummaryID: UInt64 = 0
+    var openSummaries: [UInt64: SyncSummary] = [:]
+    var nextSummaryID: UInt64 = 0
 
     enum TimerKey: Hashable {
         /// A zone's changes wait for a debounce (the history's, or a host type's ``SyncableRecord/sendDebounce``).
@@ -145,13 +95,13 @@ public actor SyncContext: LocalChangeObserver {
         }
     }
 
-    private struct ScheduledTimer {
+    struct ScheduledTimer {
         var deadline: Duration
         var task: Task<Void, Never>
         var generation: UInt64
     }
 
-    private init(store: LocalStore, account: CloudAccount?, configuration: Configuration) {
+    init(store: LocalStore, account: CloudAccount?, configuration: Configuration) {
         self.localStore = store
         self.account = account
         self.configuration = configuration
@@ -182,7 +132,7 @@ public actor SyncContext: LocalChangeObserver {
         return context
     }
 
-    private func adoptAccountAtOpen() async throws {
+    func adoptAccountAtOpen() async throws {
         let device = await localStore.deviceFile
         let stored = device.account
         if let stored, stored != account?.id {
@@ -373,7 +323,7 @@ public actor SyncContext: LocalChangeObserver {
         return try await queue.perform { try await self.discardRefused(ids, epoch: epoch) }
     }
 
-    private func discardRefused(_ ids: [RecordID]?, epoch: Int) async throws -> [RecordID] {
+    func discardRefused(_ ids: [RecordID]?, epoch: Int) async throws -> [RecordID] {
         guard epoch == accountEpoch, let transport = account?.transport else { throw CancellationError() }
         let refused = Set(await localStore.refusedChanges().map(\.recordID))
         let targets = (ids.map { Set($0) } ?? refused).intersection(refused).sorted()
@@ -415,7 +365,7 @@ public actor SyncContext: LocalChangeObserver {
 
     /// Marks the context closed, cancels its timers and queued work and waits for the running job.
     /// Returns false when it was already closed.
-    private func stopSyncing() async -> Bool {
+    func stopSyncing() async -> Bool {
         guard !isClosed else { return false }
         isClosed = true
         accountEpoch += 1
@@ -441,209 +391,11 @@ public actor SyncContext: LocalChangeObserver {
         )
     }
 
-    private func checkUsable() async throws {
+    func checkUsable() async throws {
         try await localStore.checkOpen()
         guard account != nil else {
             throw FlatSyncError(.accountUnavailable, "No account is signed in; call accountDidChange(to:) first.")
         }
     }
 
-    // MARK: - Local changes
-
-    package func localChangeDidBecomeDurable(in zone: ZoneID, debounce: Duration?) async {
-        let delay = debounce ?? (zone == .readingHistory ? configuration.historyDebounce : .zero)
-        if delay > .zero {
-            schedule(.sendDebounce(zone), after: delay)
-        } else {
-            requestPush(zone)
-        }
-    }
-
-    // MARK: - Queueing work
-
-    func requestPush(_ zone: ZoneID) {
-        guard isStarted, account != nil, paused == nil, !isClosed, timers[.pushRetry(zone)] == nil else { return }
-        if pushTriggers[zone, default: SyncTrigger()].request() {
-            enqueuePush(zone)
-        }
-    }
-
-    private func enqueuePush(_ zone: ZoneID) {
-        let epoch = accountEpoch
-        queue.enqueue { await self.runPushJob(zone, epoch: epoch) }
-    }
-
-    private func runPushJob(_ zone: ZoneID, epoch: Int) async {
-        guard epoch == accountEpoch else { return }
-        pushTriggers[zone, default: SyncTrigger()].started()
-        let outcome = await push(zone, epoch: epoch)
-        handle(outcome, of: zone)
-        let followUp = pushTriggers[zone, default: SyncTrigger()].finished()
-        if followUp {
-            if outcome.stop == nil {
-                enqueuePush(zone)
-            } else {
-                pushTriggers[zone]?.reset()
-            }
-        }
-    }
-
-    func requestFetch(full: Bool) {
-        guard isStarted, account != nil, !isClosed else { return }
-        if full { fullFetchRequested = true }
-        if fetchTrigger.request() {
-            let epoch = accountEpoch
-            queue.enqueue { await self.runFetchJob(epoch: epoch) }
-        }
-    }
-
-    private func runFetchJob(epoch: Int) async {
-        guard epoch == accountEpoch else { return }
-        fetchTrigger.started()
-        let full = fullFetchRequested
-        let zones = zonesToFetch
-        fullFetchRequested = false
-        zonesToFetch = []
-        let outcome = await fetch(full: full, zones: zones, epoch: epoch)
-        handle(outcome, full: full, zones: zones)
-        if fetchTrigger.finished() {
-            if outcome.stop == nil {
-                queue.enqueue { await self.runFetchJob(epoch: epoch) }
-            } else {
-                fetchTrigger.reset()
-            }
-        }
-    }
-
-    private func runFullSync(epoch: Int, summary id: UInt64) async -> SyncSummary {
-        if epoch == accountEpoch {
-            for zone in zoneIDs {
-                cancelTimer(.sendDebounce(zone))
-                handle(await push(zone, epoch: epoch), of: zone)
-            }
-            let zones = zonesToFetch
-            zonesToFetch = []
-            fullFetchRequested = false
-            handle(await fetch(full: true, zones: zones, epoch: epoch), full: true, zones: zones)
-            let orphaned = zonesWithOrphansDeleted
-            zonesWithOrphansDeleted = []
-            for zone in zoneIDs where orphaned.contains(zone) && epoch == accountEpoch {
-                handle(await push(zone, epoch: epoch), of: zone)
-            }
-        }
-        var summary = openSummaries.removeValue(forKey: id) ?? SyncSummary()
-        summary.pendingRecords = await localStore.pendingRecordCount()
-        return summary
-    }
-
-    // MARK: - Outcomes
-
-    private func handle(_ outcome: PushOutcome, of zone: ZoneID) {
-        for id in openSummaries.keys { openSummaries[id]!.add(outcome) }
-        guard let stop = outcome.stop else {
-            pushFailures[zone] = 0
-            return
-        }
-        switch stop {
-        case .retryLater(let after):
-            pushFailures[zone, default: 0] += 1
-            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: after))
-        case .waitForNetwork:
-            pushFailures[zone, default: 0] += 1
-            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil))
-        case .paused(let reason):
-            if paused == nil { emit(.paused(reason: reason)) }
-            paused = reason
-        case .failed(let error):
-            emit(.error(SyncEventError(code: "\(error.code)", message: "Sending \(zone) failed: \(error.message)")))
-            pushFailures[zone, default: 0] += 1
-            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil))
-        case .zoneWiped, .deletedOnServer, .cancelled:
-            break
-        }
-    }
-
-    private func handle(_ outcome: FetchOutcome, full: Bool, zones: Set<ZoneID>) {
-        for id in openSummaries.keys { openSummaries[id]!.add(outcome) }
-        guard let stop = outcome.stop else {
-            fetchFailures = 0
-            return
-        }
-        // Whatever was asked for is asked for again.
-        zonesToFetch.formUnion(zones)
-        if full { fullFetchRequested = true }
-        switch stop {
-        case .retryLater(let after):
-            fetchFailures += 1
-            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: after))
-        case .waitForNetwork:
-            fetchFailures += 1
-            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil))
-        case .paused(let reason):
-            if paused == nil { emit(.paused(reason: reason)) }
-            paused = reason
-        case .failed(let error):
-            emit(.error(SyncEventError(code: "\(error.code)", message: "Fetching failed: \(error.message)")))
-            fetchFailures += 1
-            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil))
-        case .zoneWiped, .deletedOnServer, .cancelled:
-            break
-        }
-    }
-
-    private func retryDelay(failures: Int, retryAfter: Duration?) -> Duration {
-        configuration.retryPolicy.delay(
-            afterFailures: failures, retryAfter: retryAfter, random: random.nextUnitInterval())
-    }
-
-    // MARK: - Timers
-
-    private func schedule(_ key: TimerKey, after delay: Duration) {
-        guard !isClosed else { return }
-        timers[key]?.task.cancel()
-        timerGeneration += 1
-        let generation = timerGeneration
-        let deadline = clock.now() + delay
-        let clock = self.clock
-        let task = Task {
-            do {
-                try await clock.sleep(deadline)
-            } catch {
-                return
-            }
-            self.timerFired(key, generation: generation)
-        }
-        timers[key] = ScheduledTimer(deadline: deadline, task: task, generation: generation)
-    }
-
-    private func cancelTimer(_ key: TimerKey) {
-        timers.removeValue(forKey: key)?.task.cancel()
-    }
-
-    /// Fires every timer that is due, not only the one whose task woke: timers that come due together
-    /// wake together, and firing them in a fixed order (deadline, then kind) keeps runs repeatable.
-    private func timerFired(_ key: TimerKey, generation: UInt64) {
-        guard timers[key]?.generation == generation else { return }
-        let now = clock.now()
-        let due = timers.filter { $0.value.deadline <= now }
-            .sorted {
-                ($0.value.deadline, $0.key.rank.0, $0.key.rank.1) < ($1.value.deadline, $1.key.rank.0, $1.key.rank.1)
-            }
-        for (key, timer) in due {
-            timers[key] = nil
-            timer.task.cancel()
-            switch key {
-            case .sendDebounce(let zone): requestPush(zone)
-            case .pushRetry(let zone): requestPush(zone)
-            case .fetchRetry: requestFetch(full: fullFetchRequested)
-            }
-        }
-        resumeIdleWaiters()
-    }
-
-    private func resumeIdleWaiters() {
-        let waiters = idleWaiters
-        idleWaiters = []
-        for waiter in waiters { waiter.resume() }
-    }
 }
