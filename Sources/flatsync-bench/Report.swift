@@ -453,7 +453,7 @@ enum Report {
             out += results.notes.map { "note — \($0)" }
         }
         out.append("")
-        out += anchors.map { "anchor from DESIGN §10 (not measured here): \($0)" }
+        out += anchors.map { "anchor from the design brief's figures (not measured here): \($0)" }
         return out.joined(separator: "\n")
     }
 

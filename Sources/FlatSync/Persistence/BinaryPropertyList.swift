@@ -14,6 +14,16 @@
 /// checks the structure itself first — every offset, length and reference in bounds, no cycle, little
 /// nesting — and reports anything else as a damaged file.
 package enum BinaryPropertyList {
+    /// What is wrong with a property list's structure.
+    package struct Problem: Error, ExpressibleByStringInterpolation {
+        var text: String
+        package init(text: String) { self.text = text }
+        package init(stringLiteral value: String) { text = value }
+        package init(stringInterpolation: DefaultStringInterpolation) {
+            text = String(stringInterpolation: stringInterpolation)
+        }
+    }
+
     /// `value` as a binary property list; `what` names it in the error ("The snapshot of ReadingList").
     package static func encode<T: Encodable>(_ value: T, what: String) throws(FlatSyncError) -> Data {
         let encoder = PropertyListEncoder()
@@ -47,63 +57,83 @@ package enum BinaryPropertyList {
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/damagedFile`` saying what is wrong.
     package static func validate(_ data: Data) throws(FlatSyncError) {
-        let problem = data.withUnsafeBytes { Structure.problem(in: $0) }
+        let problem = data.withUnsafeBytes { bytes in
+            switch Structure.read(bytes) {
+            case .success(let structure): return structure.checkObjects()
+            case .failure(let problem): return problem.text
+            }
+        }
         if let problem {
             throw FlatSyncError(.damagedFile, "It is not a well-formed binary property list: \(problem).")
         }
     }
 
-    /// The parts of a binary property list, read without trapping whatever the bytes.
-    private struct Structure {
-        let bytes: UnsafeRawBufferPointer
+    /// The parts of a binary property list, read without trapping whatever the bytes: the one reader of
+    /// the format's structure, for files read whole (``validate(_:)``) and for a snapshot read from its file
+    /// (`SnapshotPlist`).
+    package struct Structure<Bytes: PlistBytes> {
+        let bytes: Bytes
         let offsetSize: Int
         let referenceSize: Int
         let objectCount: Int
         let topObject: Int
         let offsetTable: Int
 
-        static func problem(in bytes: UnsafeRawBufferPointer) -> String? {
+        /// The structure of `bytes`, its trailer and offset table checked; ``checkObjects()`` checks the rest.
+        static func read(_ bytes: Bytes) -> Result<Structure, Problem> {
             let trailerSize = 32
-            guard bytes.count >= 8 + 1 + trailerSize else { return "it is \(bytes.count) bytes, too short" }
-            guard bytes.prefix(8).elementsEqual("bplist00".utf8) else { return "it does not start with bplist00" }
+            guard bytes.count >= 8 + 1 + trailerSize else { return .failure("it is \(bytes.count) bytes, too short") }
+            guard zip(0..<8, "bplist00".utf8).allSatisfy({ bytes[$0] == $1 }) else {
+                return .failure("it does not start with bplist00")
+            }
             let trailer = bytes.count - trailerSize
             let offsetSize = Int(bytes[trailer + 6])
             let referenceSize = Int(bytes[trailer + 7])
             // Any width from 1 to 8 bytes: Foundation writes 3-byte offsets once a file passes 64 KiB.
             guard (1...8).contains(offsetSize), (1...8).contains(referenceSize) else {
-                return "its trailer gives integer sizes \(offsetSize) and \(referenceSize)"
+                return .failure("its trailer gives integer sizes \(offsetSize) and \(referenceSize)")
             }
-            func field(_ at: Int) -> Int? {
-                Int(exactly: bytes[at..<at + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
-            }
+            func field(_ at: Int) -> Int? { Int(exactly: bigEndian(bytes, at: at, size: 8)) }
             guard let count = field(trailer + 8), let top = field(trailer + 16), let table = field(trailer + 24) else {
-                return "its trailer holds numbers too large"
+                return .failure("its trailer holds numbers too large")
             }
             guard count >= 1, count <= trailer, top < count else {
-                return "its trailer names \(count) objects and top object \(top)"
+                return .failure("its trailer names \(count) objects and top object \(top)")
             }
             let (tableSize, overflow) = count.multipliedReportingOverflow(by: offsetSize)
             guard !overflow, table >= 9, table <= trailer, tableSize <= trailer - table else {
-                return "its offset table does not fit between the objects and the trailer"
+                return .failure("its offset table does not fit between the objects and the trailer")
             }
-            let structure = Structure(
-                bytes: bytes, offsetSize: offsetSize, referenceSize: referenceSize, objectCount: count,
-                topObject: top, offsetTable: table)
-            return structure.checkObjects()
+            return .success(
+                Structure(
+                    bytes: bytes, offsetSize: offsetSize, referenceSize: referenceSize, objectCount: count,
+                    topObject: top, offsetTable: table))
+        }
+
+        private static func bigEndian(_ bytes: Bytes, at offset: Int, size: Int) -> UInt64 {
+            var value: UInt64 = 0
+            for index in offset..<offset + size { value = value << 8 | UInt64(bytes[index]) }
+            return value
         }
 
         /// An unsigned big-endian integer of `size` bytes at `offset`, or nil when it does not fit in an Int.
-        private func unsigned(at offset: Int, size: Int) -> Int? {
-            Int(exactly: bytes[offset..<offset + size].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+        func unsigned(at offset: Int, size: Int) -> Int? {
+            Int(exactly: Self.bigEndian(bytes, at: offset, size: size))
         }
 
-        private func offset(of object: Int) -> Int? {
+        /// An unsigned big-endian integer of `size` bytes (at most 8) at `offset`, whatever its size.
+        func unsigned64(at offset: Int, size: Int) -> UInt64 {
+            Self.bigEndian(bytes, at: offset, size: size)
+        }
+
+        /// Where `object` starts.
+        func offset(of object: Int) -> Int? {
             unsigned(at: offsetTable + object * offsetSize, size: offsetSize)
         }
 
         /// Checks every object's bounds and references, then that the graph from the top has no cycle and
         /// little depth. Returns the first problem.
-        private func checkObjects() -> String? {
+        func checkObjects() -> String? {
             var children: [[Int]] = []
             children.reserveCapacity(objectCount)
             for object in 0..<objectCount {
@@ -139,8 +169,17 @@ package enum BinaryPropertyList {
             return nil
         }
 
-        struct Problem: Error {
-            var text: String
+        /// The count of an object that has one (data, strings, collections), from its marker's low bits or
+        /// the integer after it, and where its contents start; nil when that integer is malformed.
+        func count(ofObjectAt start: Int) -> (value: Int, body: Int)? {
+            let low = Int(bytes[start] & 0x0F)
+            guard low == 0x0F else { return (low, start + 1) }
+            guard start + 1 < offsetTable else { return nil }
+            let intMarker = bytes[start + 1]
+            guard intMarker & 0xF0 == 0x10, intMarker & 0x0F <= 3 else { return nil }
+            let size = 1 << Int(intMarker & 0x0F)
+            guard size <= offsetTable - (start + 2), let value = unsigned(at: start + 2, size: size) else { return nil }
+            return (value, start + 2 + size)
         }
 
         /// The objects `object` refers to, once its bytes are known to lie within the object area.
@@ -154,16 +193,7 @@ package enum BinaryPropertyList {
             func fits(_ length: Int, after position: Int) -> Bool {
                 length >= 0 && length <= end - position
             }
-            /// The length of an object with a count: in the marker's low bits, or an integer after it.
-            func count() -> (value: Int, body: Int)? {
-                guard low == 0x0F else { return (low, start + 1) }
-                guard start + 1 < end else { return nil }
-                let intMarker = bytes[start + 1]
-                guard intMarker & 0xF0 == 0x10, intMarker & 0x0F <= 3 else { return nil }
-                let size = 1 << Int(intMarker & 0x0F)
-                guard fits(size, after: start + 2), let value = unsigned(at: start + 2, size: size) else { return nil }
-                return (value, start + 2 + size)
-            }
+            func count() -> (value: Int, body: Int)? { self.count(ofObjectAt: start) }
             func bad(_ what: String) -> Result<[Int], Problem> {
                 .failure(Problem(text: "object \(object) (\(what)) does not fit or is malformed"))
             }
@@ -206,3 +236,11 @@ package enum BinaryPropertyList {
         }
     }
 }
+
+/// Random access to a property list's bytes: those of a file held whole, or of one read through a window.
+package protocol PlistBytes {
+    var count: Int { get }
+    subscript(position: Int) -> UInt8 { get }
+}
+
+extension UnsafeRawBufferPointer: PlistBytes {}
