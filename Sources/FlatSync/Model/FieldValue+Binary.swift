@@ -100,27 +100,6 @@ extension BinaryReader {
         }
     }
 
-    /// Steps over a value that was checked before (``checkFieldValue(tags:references:)``), reading only
-    /// the lengths it needs; still bounds-checked.
-    package mutating func skipFieldValue(tags: FieldValueTags) throws(FlatSyncError) {
-        switch try peekByte() {
-        case tags.string, tags.bytes:
-            _ = try readByte()
-            try skip(byteCount: try readCount())
-        case tags.int:
-            _ = try readByte()
-            _ = try readVarint()
-        case tags.date, tags.double:
-            try skip(byteCount: 9)
-        case tags.opaque:
-            _ = try readByte()
-            try skip(byteCount: try readCount())
-            try skip(byteCount: try readCount())
-        default:
-            _ = try readFieldValue(tags: tags)
-        }
-    }
-
     private mutating func readFieldValue(tags: FieldValueTags, depth: Int) throws(FlatSyncError) -> FieldValue {
         switch try readByte() {
         case tags.string: return .string(try readString())

@@ -67,7 +67,8 @@ public struct RecordFields: Sendable {
         bytes.withUnsafeBytes { buffer in
             var reader = BinaryReader(UnsafeRawBufferPointer(rebasing: buffer[range]))
             do throws(FlatSyncError) {
-                for _ in 0..<position { try reader.skipFieldValue(tags: .commandLog) }
+                var references: [RecordReference] = []
+                for _ in 0..<position { try reader.checkFieldValue(tags: .commandLog, references: &references) }
                 return try read(&reader)
             } catch {
                 return nil

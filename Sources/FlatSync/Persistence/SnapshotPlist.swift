@@ -12,8 +12,6 @@ struct SnapshotPlist {
         case data(Range<Int>)
         case dictionary([String: Value])
         case other
-        /// What a checked structure's object was not, though it had to be (only while reading).
-        case bad(String)
     }
 
     let values: [String: Value]
@@ -33,24 +31,27 @@ struct SnapshotPlist {
         let problem = structure.checkObjects()
         if let failure = bytes.failure { throw failure }
         if let problem { throw Self.damaged(problem) }
-        guard case .dictionary(let top) = Self.value(of: structure.topObject, in: structure, depth: 0) else {
-            if let failure = bytes.failure { throw failure }
-            throw Self.damaged("the top object is not a dictionary")
+        let top: Value
+        do throws(FlatSyncError) {
+            top = try Self.value(of: structure.topObject, in: structure, depth: 0)
+        } catch {
+            throw bytes.failure ?? error
         }
         if let failure = bytes.failure { throw failure }
-        values = try Self.checked(top)
+        guard case .dictionary(let values) = top else { throw Self.damaged("the top object is not a dictionary") }
+        self.values = values
     }
 
     private static func damaged(_ what: String) -> FlatSyncError {
         FlatSyncError(.damagedFile, "The snapshot is not a readable property list: \(what).")
     }
 
-    /// A value read from a structure whose objects were checked: each is in bounds, so reading it cannot
-    /// fail; a kind a snapshot does not use is `.other`, and one that is not what it must be `.bad`.
+    /// A value read from a structure whose objects were checked: each is in bounds, so only what it holds
+    /// can be wrong; a kind a snapshot does not use is `.other`.
     private static func value(
         of object: Int, in structure: BinaryPropertyList.Structure<WindowedBytes>, depth: Int
-    ) -> Value {
-        guard let start = structure.offset(of: object) else { return .bad("bad object reference") }
+    ) throws(FlatSyncError) -> Value {
+        guard let start = structure.offset(of: object) else { throw damaged("bad object reference") }
         let marker = structure.bytes[start]
         let low = Int(marker & 0x0F)
         switch marker >> 4 {
@@ -58,55 +59,43 @@ struct SnapshotPlist {
             let size = 1 << low
             if size == 16 {
                 // A 128-bit integer: how values above Int64.max are written; the high half must be zero.
-                guard structure.unsigned64(at: start + 1, size: 8) == 0 else { return .bad("integer too large") }
+                guard structure.unsigned64(at: start + 1, size: 8) == 0 else { throw damaged("integer too large") }
                 return .int(structure.unsigned64(at: start + 9, size: 8))
             }
             return .int(structure.unsigned64(at: start + 1, size: size))
         case 0x4:
-            guard let (count, body) = structure.count(ofObjectAt: start) else { return .bad("bad length") }
+            guard let (count, body) = structure.count(ofObjectAt: start) else { throw damaged("bad length") }
             return .data(body..<body + count)
         case 0x5:
-            guard let (count, body) = structure.count(ofObjectAt: start) else { return .bad("bad length") }
+            guard let (count, body) = structure.count(ofObjectAt: start) else { throw damaged("bad length") }
             let ascii = (body..<body + count).map { structure.bytes[$0] }
-            guard ascii.allSatisfy({ $0 < 0x80 }) else { return .bad("bad ASCII string") }
+            guard ascii.allSatisfy({ $0 < 0x80 }) else { throw damaged("bad ASCII string") }
             return .string(String(decoding: ascii, as: UTF8.self))
         case 0x6:
-            guard let (count, body) = structure.count(ofObjectAt: start) else { return .bad("bad length") }
+            guard let (count, body) = structure.count(ofObjectAt: start) else { throw damaged("bad length") }
             let units = (0..<count).map {
                 UInt16(structure.bytes[body + 2 * $0]) << 8 | UInt16(structure.bytes[body + 2 * $0 + 1])
             }
-            guard let string = String(validating: units, as: UTF16.self) else { return .bad("bad UTF-16") }
+            guard let string = String(validating: units, as: UTF16.self) else { throw damaged("bad UTF-16") }
             return .string(string)
         case 0xD:
-            guard depth < 2 else { return .bad("dictionaries nested too deep") }
-            guard let (count, body) = structure.count(ofObjectAt: start) else { return .bad("bad length") }
+            guard depth < 2 else { throw damaged("dictionaries nested too deep") }
+            guard let (count, body) = structure.count(ofObjectAt: start) else { throw damaged("bad length") }
             var values: [String: Value] = [:]
+            let size = structure.referenceSize
             for index in 0..<count {
-                let size = structure.referenceSize
                 guard let key = structure.unsigned(at: body + index * size, size: size),
                     let member = structure.unsigned(at: body + (count + index) * size, size: size)
-                else { return .bad("bad object reference") }
-                guard case .string(let name) = value(of: key, in: structure, depth: depth + 1) else {
-                    return .bad("a dictionary key is not a string")
+                else { throw damaged("bad object reference") }
+                guard case .string(let name) = try value(of: key, in: structure, depth: depth + 1) else {
+                    throw damaged("a dictionary key is not a string")
                 }
-                values[name] = value(of: member, in: structure, depth: depth + 1)
+                values[name] = try value(of: member, in: structure, depth: depth + 1)
             }
             return .dictionary(values)
         default:
             return .other
         }
-    }
-
-    /// `values`, or the first problem found in them (and in a dictionary among them) as an error.
-    private static func checked(_ values: [String: Value]) throws(FlatSyncError) -> [String: Value] {
-        for value in values.values {
-            switch value {
-            case .bad(let what): throw damaged(what)
-            case .dictionary(let nested): _ = try checked(nested)
-            default: continue
-            }
-        }
-        return values
     }
 }
 

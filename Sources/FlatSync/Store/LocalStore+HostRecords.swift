@@ -180,7 +180,7 @@ extension LocalStore {
         return table.entries.map { (table.recordType(of: $0), $0.name) }
     }
 
-    /// The host records of `zone`, for ``RecordStore/values()``.
+    /// The host records of `zone`, for ``RecordStore``'s reads.
     @usableFromInline package func hostRecordTable(in zone: ZoneID) -> HostRecordTable {
         zones.hostRecords(in: zone)
     }

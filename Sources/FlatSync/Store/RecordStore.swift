@@ -56,7 +56,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// The value named `id`, if the store has it (and its record reads as one).
     public func value(_ id: String) async -> Value? {
-        let table = await store.zones.hostRecords(in: Value.zone)
+        let table = await store.hostRecordTable(in: Value.zone)
         guard let entry = table.entry(id), table.recordType(of: entry) == Value.recordType else { return nil }
         return try? Value(id: id, fields: table.fields(of: entry))
     }
@@ -72,7 +72,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// The number of records of the type.
     public func count() async -> Int {
-        let table = await store.zones.hostRecords(in: Value.zone)
+        let table = await store.hostRecordTable(in: Value.zone)
         guard let type = table.typeNumber(Value.recordType) else { return 0 }
         return table.entries.lazy.filter { $0.type == type }.count
     }
