@@ -317,7 +317,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     public var record: Record {
         var canonical = self
         canonical.flags.formIntersection(Flags.recorded)
-        return Record(id: recordID, type: Self.recordType, content: .historyItem(canonical))
+        return Record(id: recordID, type: Self.recordType, content: .stored(canonical))
     }
 
     /// The fields of ``record``.
@@ -367,7 +367,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
 
     public init(record: Record) throws(FlatSyncError) {
         // A record made by ``record`` holds the item: take it after the same checks as the fields' path.
-        if case .historyItem(let item) = record.content, record.type == Self.recordType,
+        if let item = record.content.stored(as: ReadingHistoryItem.self), record.type == Self.recordType,
             record.id.zone == Self.zone, Self.isRecordName(record.id.name, of: item.compactArticleID)
         {
             try record.checkArticleID(item.articleID)

@@ -34,7 +34,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
     ///
     /// The record keeps the entry and builds its field dictionary only when asked (see `Record.Content`).
     public var record: Record {
-        Record(id: recordID, type: Self.recordType, content: .readingListEntry(self))
+        Record(id: recordID, type: Self.recordType, content: .stored(self))
     }
 
     /// The fields of ``record``.
@@ -43,6 +43,9 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
         forEachRecordField { fields[$0] = $1 }
         return fields
     }
+
+    /// How many fields ``recordFields`` holds.
+    package var recordFieldCount: Int { title == nil ? 3 : 4 }
 
     /// Calls `body` with each field of ``record``, in a fixed order: what ``recordFields`` holds.
     package func forEachRecordField(_ body: (String, FieldValue) -> Void) {
@@ -71,7 +74,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
 
     public init(record: Record) throws(FlatSyncError) {
         // A record made by ``record`` holds the entry: take it after the same checks as the fields' path.
-        if case .readingListEntry(let entry) = record.content, record.type == Self.recordType,
+        if let entry = record.content.stored(as: ReadingListEntry.self), record.type == Self.recordType,
             record.id == entry.recordID
         {
             try record.checkArticleID(entry.articleID)
@@ -96,3 +99,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
         "\(articleID) (added \(dateAdded.formatted(.iso8601))\(title.map { ", \"\($0)\"" } ?? ""))"
     }
 }
+
+/// A reading-list entry's record holds the entry (see ``StoredRecordContent``), so that an add or a remove
+/// builds no dictionary of four fields for the log to take apart again. The log writes it as fields.
+extension ReadingListEntry: StoredRecordContent {}

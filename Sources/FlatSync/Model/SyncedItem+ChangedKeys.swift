@@ -98,7 +98,8 @@ extension ReadingHistoryItem: RecordDiffable {
         // Moved along (`consume`), not copied: each copy of the item or the record retained and released
         // their strings, for every change of a batch.
         return .save(
-            historyItem: consume canonical, id: Self.recordID(for: articleID), historyKeyMask: mask, sequence: sequence)
+            content: consume canonical, type: Self.recordType, id: Self.recordID(for: articleID), keyMask: mask,
+            sequence: sequence)
     }
 
     /// ``changedRecordKeys(since:)`` as a mask over ``recordKeys``.

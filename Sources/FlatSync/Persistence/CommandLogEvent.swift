@@ -41,9 +41,8 @@ extension CommandLogEvent {
     ///
     /// Events that carry records start with a table of the strings their records repeat (zone names,
     /// record types, field keys), and the records refer to those by index, so that a batch's entry is less
-    /// than half as large to encode, checksum, write and flush. A history item is written as its fields in
-    /// a fixed order, with its device numbered within the entry (see
-    /// `InternedWriter.writeHistoryItem(ofChangeAt:)`).
+    /// than half as large to encode, checksum, write and flush. A save whose record holds a store's value
+    /// with a log form of its own (a history item) is written in that form (see ``StoredRecordContent``).
     package func encoded() -> Data {
         if case .mutation(let mutation) = self, let data = Self.encodedInterningOnlyTheZone(mutation) { return data }
         var writer = BinaryWriter(capacity: 128)
@@ -51,13 +50,13 @@ extension CommandLogEvent {
         return writer.data
     }
 
-    /// A mutation whose changes intern no string but their zone's name (history saves written as items,
+    /// A mutation whose changes intern no string but their zone's name (saves in a store's own form,
     /// deletes), encoded as ``encode(to:)`` would, but with its one-string table written first and the
     /// changes straight after it: no second buffer to copy a 10,000-change batch's megabyte from. Nil when
     /// a change interns anything else.
     private static func encodedInterningOnlyTheZone(_ mutation: Mutation) -> Data? {
-        // Any other save interns its record type and keys (a reading-list add): no use starting.
-        if let first = mutation.changes.first, !first.isDelete, !first.carriedRecord.content.isHistoryItem {
+        // A save written as fields interns its record type and keys (a reading-list add): no use starting.
+        if let first = mutation.changes.first, !first.isDelete, !first.carriedRecord.content.hasOwnLogForm {
             return nil
         }
         let zone = mutation.zone.name
@@ -73,9 +72,9 @@ extension CommandLogEvent {
                 // Read where it is stored: passed as a value from the array or from its buffer, each change was
                 // copied before it was written, and destroyed after.
                 let change = changes.baseAddress! + index
-                // Any other save interns its record type and keys: give up before writing it, or a
+                // A save written as fields interns its record type and keys: give up before writing it, or a
                 // reading-list add would be written here and then again by ``encode(to:)``.
-                if !change.pointee.isDelete, !change.pointee.carriedRecord.content.isHistoryItem { return false }
+                if !change.pointee.isDelete, !change.pointee.carriedRecord.content.hasOwnLogForm { return false }
                 interned.write(changeAt: change, sequence: false)
                 if interned.table.count > 1 { return false }
             }

@@ -65,53 +65,12 @@ package struct InternedReader {
             return change
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
-        case 3:
-            return try Self.readHistoryItemSave(&reader, sequence: sequence, numberedDevices: false, reusing: &recent)
-        case 4:
-            return try Self.readHistoryItemSave(&reader, sequence: sequence, numberedDevices: true, reusing: &recent)
         case let other:
-            throw FlatSyncError(.damagedFile, "A record change has the unknown operation \(other).")
+            // A store's own form (see ``StoredRecordContent/logOperations``).
+            guard let content = StoredRecordContentTypes.readingLogOperation(other) else {
+                throw FlatSyncError(.damagedFile, "A record change has the unknown operation \(other).")
+            }
+            return try content.readLogSave(operation: other, &reader, sequence: sequence, reusing: &recent)
         }
-    }
-
-    /// A save written by ``InternedWriter/writeHistoryItem(ofChangeAt:)``: operation 4 when
-    /// `numberedDevices`, else operation 3, whose items hold their device IDs.
-    private static func readHistoryItemSave(
-        _ reader: inout BinaryReader, sequence: UInt64, numberedDevices: Bool, reusing recent: inout LogStrings
-    ) throws(FlatSyncError) -> RecordChange {
-        // The article ID straight into its compact form and the record name, without a String of its own.
-        let (articleID, name) = try reader.withStringBytes { utf8 in
-            (CompactString(validUTF8: utf8), ReadingHistoryItem.recordName(articleUTF8: utf8))
-        }
-        let tag = try reader.readOptionalString().map(ChangeTag.init(rawValue:))
-        let lastVisited = try reader.readDouble()
-        let firstSeen = try reader.readDouble()
-        let likingChangedAt = try reader.readDouble()
-        let maxVersionSeen = try reader.readSigned()
-        let readCount = try reader.readSigned()
-        let device =
-            numberedDevices
-            ? try recent.readNumberedDevice(&reader)
-            : try reader.readOptionalString(reusing: &recent.strings).map { recent.device($0) }
-        guard let liking = ReadingHistoryItem.Liking(rawValue: Int64(try reader.readByte())) else {
-            throw FlatSyncError(.damagedFile, "A history record has an unknown liking status.")
-        }
-        let flags = ReadingHistoryItem.Flags(rawValue: try reader.readSigned())
-        let written = try reader.readVarint()
-        let mask = written & ~InternedWriter.replacesRecordBit
-        guard mask < 1 << ReadingHistoryItem.recordKeys.count else {
-            throw FlatSyncError(.damagedFile, "A history record names changed keys that do not exist.")
-        }
-        let item = ReadingHistoryItem(
-            compactArticleID: articleID, lastVisitedTime: lastVisited, firstSeenTime: firstSeen,
-            maxVersionSeen: maxVersionSeen, readCount: readCount, device: device, liking: liking,
-            likingChangedAtTime: likingChangedAt, flags: flags
-        )
-        let record = Record(
-            id: RecordID(zone: ReadingHistoryItem.zone, name: name), type: ReadingHistoryItem.recordType,
-            content: .historyItem(item), changeTag: tag)
-        var change = RecordChange.save(record, historyKeyMask: Int(mask), sequence: sequence)
-        change.replacesRecord = written & InternedWriter.replacesRecordBit != 0
-        return change
     }
 }

@@ -14,8 +14,7 @@ package struct InternedWriter {
     /// first: hashing them cost a reading-list add more than the rest of its encoding.
     private var indices: [String: Int] = [:]
     private static let linearSearchLimit = 16
-    /// The devices of the history items written so far, in the order they were first written (see
-    /// ``writeDevice(of:)``).
+    /// The devices written so far, in the order they were first written (see ``writeNumbered(_:)``).
     private var devices: [DeviceName] = []
     /// How many devices an entry numbers: a user has a handful, and looking one up is a linear search.
     private static let numberedDeviceLimit = 16
@@ -87,7 +86,12 @@ package struct InternedWriter {
     /// a batch's change was copied (its strings retained) before it was written and destroyed after.
     mutating func write(changeAt change: UnsafePointer<RecordChange>, sequence: Bool) {
         if sequence { writer.write(varint: change.pointee.sequence) }
-        if !change.pointee.isDelete, writeHistoryItem(ofChangeAt: change) { return }
+        // A store's own form, when its record holds a value with one (see ``StoredRecordContent``).
+        if !change.pointee.isDelete, let box = change.pointee.carriedRecord.content.box,
+            box.writeLogSave(ofChangeAt: change, to: &self)
+        {
+            return
+        }
         if change.pointee.isDelete {
             writer.write(UInt8(2))
             write(change.pointee.recordID)
@@ -103,50 +107,12 @@ package struct InternedWriter {
 }
 
 extension InternedWriter {
-    /// Writes a save of a record made from a history item as the item's fields in a fixed order (operation
-    /// 4), if it is one, with the changed keys as a mask: no table lookups, and reading it back builds no
-    /// dictionary. False, having written nothing, for any other record.
-    ///
-    /// Operation 3, which older versions wrote and ``InternedReader`` still reads, held the device ID itself
-    /// in every item: 37 of a burst's 93 bytes per change. Operation 4 numbers the devices of an entry (see
-    /// ``writeDevice(of:)``).
-    mutating func writeHistoryItem(ofChangeAt change: UnsafePointer<RecordChange>) -> Bool {
-        // Read where it is stored: no copy of the record.
-        guard !change.pointee.isDelete,
-            let item = change.pointee.carriedRecord.content.historyItem,
-            change.pointee.carriedRecord.type == ReadingHistoryItem.recordType,
-            change.pointee.carriedRecord.id.zone == ReadingHistoryItem.zone,
-            ReadingHistoryItem.isRecordName(change.pointee.carriedRecord.id.name, of: item.compactArticleID),
-            // The mask as the change holds it; the set of keys is built only for a change that has no mask.
-            let mask = change.pointee.historyKeyMask ?? ReadingHistoryItem.keyMask(change.pointee.changedKeys)
-        else { return false }
-        writer.write(UInt8(4))
-        item.compactArticleID.withUTF8 { utf8 in
-            writer.write(varint: UInt64(utf8.count))
-            writer.write(raw: utf8)
-        }
-        writer.write(change.pointee.carriedRecord.changeTag?.rawValue)
-        writer.write(item.lastVisitedTime)
-        writer.write(item.firstSeenTime)
-        writer.write(item.likingChangedAtTime)
-        writer.write(signed: item.maxVersionSeen)
-        writer.write(signed: item.readCount)
-        writeDevice(of: item)
-        writer.write(UInt8(item.liking.rawValue))
-        writer.write(signed: item.flags.rawValue)
-        // A save that replaces its record sets a bit above the keys' (older versions never set it).
-        writer.write(varint: UInt64(mask) | (change.pointee.replacesRecord ? Self.replacesRecordBit : 0))
-        return true
-    }
-
-    /// The bit of a history save's key mask that says the save replaces its record: above any key's.
-    static let replacesRecordBit: UInt64 = 1 << 15
-
-    /// Writes an item's device as operation 4 holds it: 0 for none; 2 + n for the entry's device number n;
+    /// Writes a device (or another name that recurs across an entry's records) numbered within the entry,
+    /// as ``LogStrings/readNumberedDevice(_:)`` reads it: 0 for none; 2 + n for the entry's device number n;
     /// or 1 followed by the device ID, which then takes the next number. An entry numbers its first 16
     /// devices; any beyond them is written with its ID each time (the reader numbers those too, unused).
-    private mutating func writeDevice(of item: ReadingHistoryItem) {
-        guard let device = item.device else {
+    package mutating func writeNumbered(_ device: DeviceName?) {
+        guard let device else {
             writer.write(varint: 0)
             return
         }

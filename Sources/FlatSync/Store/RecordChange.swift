@@ -18,6 +18,8 @@ package struct RecordChange: Hashable, Sendable {
     package var operation: Operation {
         get { isSave ? .save(carriedRecord) : .delete }
         set {
+            // A mask is read over the keys of the record it came with.
+            if case .mask = keys { keys = .set(changedKeys) }
             switch newValue {
             case .save(let record):
                 carriedRecord = record
@@ -53,24 +55,25 @@ package struct RecordChange: Hashable, Sendable {
         get {
             switch keys {
             case .set(let keys): keys
-            case .historyMask(let mask): ReadingHistoryItem.keySets[mask]
+            case .mask(let mask): carriedRecord.content.box!.keySets![mask]
             }
         }
         set { keys = .set(newValue) }
     }
-    /// ``changedKeys`` as a mask over ``ReadingHistoryItem/recordKeys``, when the store made the change from a
-    /// history item: the log writes it as is, instead of looking each key up.
-    package var historyKeyMask: Int? {
-        if case .historyMask(let mask) = keys { return mask }
+    /// ``changedKeys`` as a mask over the keys of the store's value the record holds
+    /// (``StoredRecordContent/recordKeySets``), when the store made the change so: the store's own log form
+    /// writes it as is, instead of looking each key up.
+    package var keyMask: Int? {
+        if case .mask(let mask) = keys { return mask }
         return nil
     }
-    /// The changed keys as a set, or as a history item's mask until someone asks for the set: a burst of
-    /// history changes then neither looks each set up nor retains and releases one at every copy.
+    /// The changed keys as a set, or as a mask until someone asks for the set: a burst of history changes
+    /// then neither looks each set up nor retains and releases one at every copy.
     private var keys: ChangedKeys
 
     private enum ChangedKeys: Sendable {
         case set(Set<String>)
-        case historyMask(Int)
+        case mask(Int)
     }
 
     /// A delete of the record with `recordID`.
@@ -108,22 +111,17 @@ package struct RecordChange: Hashable, Sendable {
         return RecordChange(recordID: id, saving: record, keys: .set(changedKeys), sequence: sequence)
     }
 
-    /// A save of the record of `item`, whose ID is `id`, with changed keys `mask` over
-    /// ``ReadingHistoryItem/recordKeys``: the record is built in place (built first and passed in, it was
-    /// copied once more).
-    package static func save(
-        historyItem item: consuming ReadingHistoryItem, id: RecordID, historyKeyMask mask: Int, sequence: UInt64
+    /// A save of a record, with ID `id` and type `type`, holding a store's value, whose changed keys are
+    /// `mask` over the value's ``StoredRecordContent/recordKeySets``: the record is built in place (built
+    /// first and passed in, it was copied once more).
+    package static func save<Value: StoredRecordContent>(
+        content value: consuming Value, type: String, id: RecordID, changeTag: ChangeTag? = nil, keyMask mask: Int,
+        sequence: UInt64
     ) -> RecordChange {
-        RecordChange(
-            recordID: id,
-            saving: Record(id: id, type: ReadingHistoryItem.recordType, content: .historyItem(item)),
-            keys: .historyMask(mask), sequence: sequence)
-    }
-
-    /// A save of a history item's record whose changed keys are `mask` over ``ReadingHistoryItem/recordKeys``.
-    package static func save(_ record: consuming Record, historyKeyMask mask: Int, sequence: UInt64) -> RecordChange {
-        let id = record.id
-        return RecordChange(recordID: id, saving: record, keys: .historyMask(mask), sequence: sequence)
+        assert(Value.recordKeySets != nil, "\(Value.self) gives its changed keys as sets")
+        return RecordChange(
+            recordID: id, saving: Record(id: id, type: type, content: .stored(value), changeTag: changeTag),
+            keys: .mask(mask), sequence: sequence)
     }
 
     /// A delete of the record with `id`.
@@ -154,8 +152,12 @@ package struct RecordChange: Hashable, Sendable {
         switch (isSave, later.isSave) {
         case (true, true):
             var result = later
-            if let mine = historyKeyMask, let theirs = later.historyKeyMask {
-                result.keys = .historyMask(mine | theirs)
+            // Masks of one store's values unite as masks (a record's changes all come from its one store, but a
+            // fetched record merged over a pending change holds fields).
+            if let mine = keyMask, let theirs = later.keyMask,
+                carriedRecord.content.box!.holdsSameType(as: later.carriedRecord.content.box!)
+            {
+                result.keys = .mask(mine | theirs)
             } else {
                 result.changedKeys.formUnion(changedKeys)
             }
@@ -174,7 +176,7 @@ package struct RecordChange: Hashable, Sendable {
         // The records compared in place (through `savedRecord`, both were copied).
         lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.isSave == rhs.isSave
             && lhs.replacesRecord == rhs.replacesRecord && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
-            && (lhs.historyKeyMask != nil && lhs.historyKeyMask == rhs.historyKeyMask
+            && (lhs.keyMask != nil && lhs.keyMask == rhs.keyMask
                 || lhs.changedKeys == rhs.changedKeys)
     }
 

@@ -29,7 +29,7 @@ import Testing
     ])
     func aReadingListRecordHoldsItsEntryAndStandsForItsFields(entry: ReadingListEntry) throws {
         let record = entry.record
-        guard case .readingListEntry(let held) = record.content else {
+        guard let held = record.content.stored(as: ReadingListEntry.self) else {
             Issue.record("the record holds \(record.content), not the entry")
             return
         }
@@ -73,8 +73,8 @@ import Testing
         let entry = ReadingListEntry(articleID: "A1", dateAdded: Self.date)
         let renamed = Record(
             id: RecordID(zone: .readingList, name: "rl-other"), type: ReadingListEntry.recordType,
-            content: .readingListEntry(entry))
-        let retyped = Record(id: entry.recordID, type: "Something", content: .readingListEntry(entry))
+            content: .stored(entry))
+        let retyped = Record(id: entry.recordID, type: "Something", content: .stored(entry))
         let invalid = ReadingListEntry(articleID: "tab\there", dateAdded: Self.date).record
         for record in [renamed, retyped, invalid] {
             expectError(.malformedRecord) { try ReadingListEntry(record: record) }

@@ -100,8 +100,8 @@ import Testing
                 slots: [
                     replacing(
                         .save(
-                            historyItem: ReadingHistoryItem(articleID: "h"), id: ReadingHistoryItem.recordID(for: "h"),
-                            historyKeyMask: 3, sequence: 13))
+                            content: ReadingHistoryItem(articleID: "h"), type: ReadingHistoryItem.recordType,
+                            id: ReadingHistoryItem.recordID(for: "h"), keyMask: 3, sequence: 13))
                 ]
             )
         ),
@@ -257,7 +257,7 @@ import Testing
                 liking: .liked, flags: .read)
             #expect(change.recordID == ReadingHistoryItem.recordID(for: article) && change.sequence == 42)
             #expect(change.record.map { try? ReadingHistoryItem(record: $0) } == item)
-            #expect(change.historyKeyMask == 0b11)
+            #expect(change.keyMask == 0b11)
         }
     }
 
