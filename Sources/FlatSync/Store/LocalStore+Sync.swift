@@ -147,16 +147,14 @@ extension LocalStore {
         if sentWithoutTag { noteCreated(server.id) }
         // Compared as the zone's items: fields the server holds that the items do not use are not this
         // device's to send.
-        return merged.hasSameContent(as: RecordMerge.known(server) ?? server)
+        return merged.hasSameContent(as: registry.store(of: server)?.known(server) ?? server)
     }
 
-    /// The merge of this device's version of a record with the server's: by the zone's rule for a built-in
-    /// item, by its registered type's for a host record (with the keys every pending change of it changed),
-    /// nil when either does not read.
+    /// The merge of this device's version of a record with the server's, by the rule of the store the record
+    /// belongs to (given the keys every pending change of it changed); nil when either does not read.
     private func merge(_ local: Record, _ server: Record) -> Record? {
-        guard isHostRecord(local.id) else { return RecordMerge.merge(local, server) }
-        guard let entry = registry.entry(for: server), local.type == server.type else { return nil }
-        return entry.merge(local, server, pending.changedKeys(of: local.id))
+        guard let store = registry.store(of: server), local.type == server.type else { return nil }
+        return store.merge(local, server, pending.changedKeys(of: local.id))
     }
 
     /// True when the record belongs to a host-defined store rather than to a built-in one.

@@ -1,7 +1,8 @@
-/// The host-defined record types a store was opened with (``LocalStore/Options/recordTypes``), checked and
-/// kept without their Swift types, so that the engine below ``RecordStore`` deals in records only.
+/// The record types of every store: the two built-in ones (the reading list's and the history's) and the
+/// host-defined ones a store was opened with (``LocalStore/Options/recordTypes``), checked and kept without
+/// their Swift types, so that the engine below the stores deals in records only.
 package struct RecordTypeRegistry: Sendable {
-    /// One registered type.
+    /// One store's record type.
     package struct Entry: Sendable {
         package let zone: ZoneID
         package let recordType: String
@@ -9,8 +10,30 @@ package struct RecordTypeRegistry: Sendable {
         /// Throws ``FlatSyncError/Code-swift.struct/malformedRecord`` when the record does not read as a value.
         package let check: @Sendable (Record) throws(FlatSyncError) -> Void
         /// The merge of this device's version (`mine`, changed in `changedFields`) with the server's, by the
-        /// type's rule; nil when either does not read as a value.
+        /// store's rule; nil when either does not read as a value.
         package let merge: @Sendable (_ mine: Record, _ server: Record, _ changedFields: Set<String>) -> Record?
+        /// The record with only the fields the store's values use, or nil when the store keeps every field of
+        /// its records (a host's) or the record does not read.
+        package let known: @Sendable (Record) -> Record?
+    }
+
+    /// The built-in stores' entries, by zone: the reading list's and the history's, which merge by their
+    /// items' rules (see <doc:HowSyncWorks>) and keep the fields other clients wrote apart from their items.
+    private static let builtIn: [ZoneID: Entry] = [
+        ReadingListEntry.zone: builtInEntry(for: ReadingListEntry.self),
+        ReadingHistoryItem.zone: builtInEntry(for: ReadingHistoryItem.self),
+    ]
+
+    private static func builtInEntry<Item: SyncedItem>(for type: Item.Type) -> Entry {
+        Entry(
+            zone: Item.zone, recordType: Item.recordType,
+            fieldTypes: CloudSchema.flatSync.recordTypes[Item.recordType] ?? [:],
+            check: { (record) throws(FlatSyncError) in _ = try Item(record: record) },
+            merge: { mine, server, _ in
+                guard let mine = try? Item(record: mine), let theirs = try? Item(record: server) else { return nil }
+                return mine.merged(with: theirs).record
+            },
+            known: { record in (try? Item(record: record))?.record })
     }
 
     /// The entries by zone, then by record type.
@@ -83,15 +106,23 @@ package struct RecordTypeRegistry: Sendable {
                 else { return nil }
                 merged.fields = fields
                 return merged
-            })
+            },
+            known: { _ in nil })
     }
 
-    /// The entry of a record's type in its zone, if one is registered.
+    /// The entry of the store a record belongs to: a built-in store's for a record of its type in its zone,
+    /// else a registered host type's, if any.
+    package func store(of record: Record) -> Entry? {
+        if let builtIn = Self.builtIn[record.id.zone], builtIn.recordType == record.type { return builtIn }
+        return entry(for: record)
+    }
+
+    /// The entry of a record's host-defined type in its zone, if one is registered.
     package func entry(for record: Record) -> Entry? {
         entries[record.id.zone]?[record.type]
     }
 
-    /// The entry of `recordType` in `zone`, if one is registered.
+    /// The entry of the host-defined `recordType` in `zone`, if one is registered.
     package func entry(zone: ZoneID, recordType: String) -> Entry? {
         entries[zone]?[recordType]
     }
