@@ -54,7 +54,9 @@ let package = Package(
         // Runs the built flatsync-demo as separate processes (two devices, one cloud) and tests its parser.
         .testTarget(
             name: "FlatSyncDemoTests",
-            dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-demo"]
+            dependencies: ["FlatSync", "FlatSyncCloudKit", "FlatSyncTesting", "FlatSyncTestSupport", "flatsync-demo"],
+            // Read through #filePath by the tests that use them, not bundled.
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]
