@@ -7,8 +7,10 @@
 // A `Codable` value as a record's fields and back, for ``SyncableRecord`` types that are `Codable`: each
 // stored property is a field of the same name (but `id`, which is the record's name). Strings, integers,
 // `Bool` (as 0 or 1), `Double`/`Float`, `Date`, `Data`, ``RecordReference``, optionals (nil: no field) and
-// arrays of those map to CloudKit's types; anything else (a nested struct, a dictionary) is refused with a
-// typed error naming the property.
+// arrays of those map to CloudKit's types. A property of any other type (a nested struct, an array of them,
+// a dictionary, an enum) is stored as what its own `Codable` conformance makes of it in JSON: the one
+// string or integer it encodes as (an enum's raw value, a URL), else its JSON as bytes, keys sorted so that
+// equal values are equal bytes and an unchanged value is not sent again. CloudKit has no nested fields.
 
 extension SyncableRecord where Self: Codable {
     /// The value's stored properties as fields, through its `Codable` conformance (`id` left out).
@@ -67,8 +69,16 @@ private struct FieldEncoder: Encoder {
     func unsupported(_ what: String) -> FlatSyncError {
         FlatSyncError(
             .invalidArgument,
-            "The record \(recordName) cannot hold \(what): a Codable record's properties are strings, integers, "
-                + "Bool, Double, Date, Data, RecordReference, optionals or arrays of those.")
+            "The record \(recordName) cannot hold \(what): a Codable record is one field per property (strings, "
+                + "integers, Bool, Double, Date, Data, RecordReference, or any other Codable type as its JSON).")
+    }
+
+    /// True for the types ``fieldValue(_:)`` makes a field value of, but lists.
+    static func isFieldValueType(_ type: Any.Type) -> Bool {
+        type == String.self || type == Bool.self || type == Int.self || type == Int64.self || type == Int32.self
+            || type == Int16.self || type == Int8.self || type == UInt32.self || type == UInt16.self
+            || type == UInt8.self || type == Double.self || type == Float.self || type == Date.self
+            || type == Data.self || type == RecordReference.self || type == FieldValue.self
     }
 
     /// A property's value as a field value, or nil when its type has no CloudKit field type.
@@ -103,6 +113,8 @@ private protocol ListOfFieldValues {
 
 extension Array: ListOfFieldValues where Element: Encodable {
     fileprivate var listValue: FieldValue? {
+        // By the element type, not by the elements: an empty array of enums is its JSON like a full one.
+        guard FieldEncoder.isFieldValueType(Element.self) else { return nil }
         var values: [FieldValue] = []
         values.reserveCapacity(count)
         for element in self {
@@ -122,10 +134,15 @@ private struct FieldKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtoc
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        guard let field = FieldEncoder.fieldValue(value) else {
-            throw encoder.unsupported("the property \(key.stringValue) of type \(T.self)")
+        if let field = FieldEncoder.fieldValue(value) {
+            encoder.storage.fields[key.stringValue] = field
+            return
         }
-        encoder.storage.fields[key.stringValue] = field
+        do {
+            encoder.storage.fields[key.stringValue] = try JSONField.encode(value)
+        } catch {
+            throw encoder.unsupported("the property \(key.stringValue) of type \(T.self) (\(error))")
+        }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(
@@ -273,7 +290,9 @@ private struct FieldKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContain
             if let list = type as? any DecodableList.Type, let empty = list.decode(.list([])) as? T { return empty }
             throw decoder.wrongType(key.stringValue, T.self)
         }
-        guard let value = FieldDecoder.value(field, as: T.self) else {
+        if let value = FieldDecoder.value(field, as: T.self) { return value }
+        // A property stored as its JSON (see `JSONField`).
+        guard let value = JSONField.decode(T.self, from: field) else {
             throw decoder.wrongType(key.stringValue, T.self)
         }
         return value
@@ -291,4 +310,41 @@ private struct FieldKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContain
 
     func superDecoder() throws -> any Decoder { decoder }
     func superDecoder(forKey key: Key) throws -> any Decoder { decoder }
+}
+
+// MARK: - Values of other types
+
+/// A property of a type no CloudKit field holds, stored as what its `Codable` conformance makes of it in
+/// JSON: the one string or integer it encodes as (an enum's raw value, a URL), else its JSON as bytes.
+private enum JSONField {
+    static func encode(_ value: some Encodable) throws -> FieldValue {
+        let encoder = JSONEncoder()
+        // Sorted, so that equal values are equal bytes: a field that changes with every encoding would be
+        // sent with every save.
+        encoder.outputFormatting = [.sortedKeys]
+        let data = try encoder.encode(value)
+        switch data.first ?? 0 {
+        case UInt8(ascii: "\""):
+            return .string(try JSONDecoder().decode(String.self, from: data))
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            if let integer = try? JSONDecoder().decode(Int64.self, from: data) { return .int(integer) }
+            return .bytes(data)
+        default:
+            return .bytes(data)
+        }
+    }
+
+    /// The value `field` holds as `T`'s JSON, or nil when it holds none.
+    static func decode<T: Decodable>(_ type: T.Type, from field: FieldValue) -> T? {
+        let json: Data
+        switch field {
+        case .bytes(let data): json = data
+        case .string(let string):
+            guard let data = try? JSONEncoder().encode(string) else { return nil }
+            json = data
+        case .int(let integer): json = Data(String(integer).utf8)
+        default: return nil
+        }
+        return try? JSONDecoder().decode(T.self, from: json)
+    }
 }

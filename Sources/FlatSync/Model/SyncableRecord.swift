@@ -72,8 +72,9 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// The record's name, unique in its zone and stable for the life of the value.
     var id: String { get }
     /// The value's fields, by key, each of the type ``fieldTypes`` declares. A `Codable` type gets this
-    /// from its conformance (each stored property but `id` is a field of its name); it throws
-    /// ``FlatSyncError/Code-swift.struct/invalidArgument`` for a property no CloudKit type can hold.
+    /// from its conformance (each stored property but `id` is a field of its name, a property of a type
+    /// CloudKit has no field for as its JSON); it throws ``FlatSyncError/Code-swift.struct/invalidArgument``
+    /// for a property that cannot be encoded.
     var fields: [String: FieldValue] { get throws(FlatSyncError) }
     /// Reads a value back from its record's name and fields; throws
     /// ``FlatSyncError/Code-swift.struct/malformedRecord`` when a field is missing or of the wrong type

@@ -26,7 +26,34 @@ private struct CodableBookmark: SyncableRecord, Codable {
     var folder: RecordReference?
 }
 
-/// A `Codable` type with a property no CloudKit field type holds.
+/// A `Codable` type with properties of types no CloudKit field holds: each is stored as its JSON, or as the
+/// string or integer it encodes as.
+private struct Recipe: SyncableRecord, Codable {
+    struct Ingredient: Codable, Equatable {
+        var name: String
+        var grams: Double
+        var optional: Bool?
+    }
+    enum Course: String, Codable { case starter, main, dessert }
+    enum Spice: Int, Codable { case mild = 1, hot = 3 }
+    static let zone = ZoneID("Bookmarks")
+    static let recordType = "Recipe"
+    static let fieldTypes: [String: CloudSchema.FieldType] = [
+        "ingredients": .bytes, "course": .string, "spice": .int64, "source": .string, "ratings": .bytes,
+        "nested": .bytes, "courses": .bytes,
+    ]
+    var id: String
+    var ingredients: [Ingredient] = []
+    var course = Course.main
+    var spice: Spice? = nil
+    var source = URL(string: "https://example.com/soup")!
+    var ratings: [String: Int] = [:]
+    var nested: Ingredient? = nil
+    var courses: [Course] = []
+}
+
+/// A type whose nested value is declared as a string, and one that JSON cannot hold when it is NaN: the save
+/// is refused before anything is written.
 private struct Nested: SyncableRecord, Codable {
     struct Point: Codable, Equatable {
         var x = 0
@@ -34,9 +61,12 @@ private struct Nested: SyncableRecord, Codable {
     }
     static let zone = ZoneID("Bookmarks")
     static let recordType = "Nested"
-    static let fieldTypes: [String: CloudSchema.FieldType] = ["point": .string]
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["point": .string, "scale": .bytes]
     var id: String
     var point = Point()
+    var scale: Scale? = nil
+
+    struct Scale: Codable, Equatable { var factor: Double }
 }
 
 @Suite struct CodableRecordTests {
@@ -75,6 +105,65 @@ private struct Nested: SyncableRecord, Codable {
         }
     }
 
+    @Test func propertiesOfOtherTypesAreTheirJSONAndBack() throws {
+        let recipe = Recipe(
+            id: "soup",
+            ingredients: [.init(name: "leek", grams: 250.5), .init(name: "salt", grams: 2, optional: true)],
+            course: .starter, spice: .hot, ratings: ["ann": 5, "bob": 3], nested: .init(name: "x", grams: -1),
+            courses: [.main, .dessert])
+        let fields = try recipe.fields
+        #expect(fields["course"] == .string("starter") && fields["spice"] == .int(3))
+        #expect(fields["source"] == .string("https://example.com/soup"))
+        #expect(
+            fields["ratings"] == .bytes(Data(#"{"ann":5,"bob":3}"#.utf8)), "JSON with sorted keys, the same every time")
+        #expect(fields["courses"] == .bytes(Data(#"["main","dessert"]"#.utf8)))
+        guard case .bytes = fields["ingredients"] else {
+            Issue.record("ingredients as \(String(describing: fields["ingredients"]))")
+            return
+        }
+        #expect(try recipe.fields == fields, "encoding again gives equal fields")
+        #expect(try Recipe(id: "soup", fields: RecordFields(fields, recordName: "soup")) == recipe)
+        // Left out when nil; defaults read back.
+        let plain = Recipe(id: "plain")
+        #expect(try plain.fields["spice"] == nil && plain.fields["nested"] == nil)
+        #expect(try Recipe(id: "plain", fields: RecordFields(plain.fields, recordName: "plain")) == plain)
+
+        // Bytes that are not the type's JSON, or a value that is not a case, are a malformed record.
+        for (key, value) in [
+            ("ingredients", FieldValue.bytes(Data("[{}]".utf8))), ("course", .string("brunch")),
+            ("spice", .int(2)), ("ratings", .string("many")),
+        ] {
+            var broken = fields
+            broken[key] = value
+            #expect {
+                _ = try Recipe(id: "soup", fields: RecordFields(broken, recordName: "soup"))
+            } throws: { error in
+                (error as? FlatSyncError)?.code == .malformedRecord && "\(error)".contains(key)
+            }
+        }
+    }
+
+    @Test func aValueWithNestedPropertiesSyncsWhole() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A") { $0.recordTypes = [Recipe.self] }
+            var soup = Recipe(
+                id: "soup", ingredients: [.init(name: "leek", grams: 250)], spice: .mild, ratings: ["ann": 4])
+            try await a.records(Recipe.self).save(soup)
+            #expect(try await a.syncNow().isComplete)
+            let b = try await harness.device("B") { $0.recordTypes = [Recipe.self] }
+            #expect(await b.records(Recipe.self).value("soup") == soup)
+            // Saving an equal value changes nothing: the same JSON, so no field differs.
+            #expect(try await !a.records(Recipe.self).save(soup))
+            soup.ingredients.append(.init(name: "salt", grams: 2, optional: true))
+            try await b.records(Recipe.self).save(soup)
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.records(Recipe.self).value("soup") == soup)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test func aCodableStoreSavesSyncsAndRefusesWhatCloudKitCannotHold() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A") { $0.recordTypes = [CodableBookmark.self, Nested.self] }
@@ -87,13 +176,18 @@ private struct Nested: SyncableRecord, Codable {
                 await a.localStore.pendingChange(for: CodableBookmark.recordID("b1"))?.changedKeys
                     == Set(try changed.fields.keys))
             #expect(await a.localStore.pendingRecordCount() == 1)
-            do {
-                try await a.records(Nested.self).save(Nested(id: "n"))
-                Issue.record("a nested struct must be refused")
-            } catch let error as FlatSyncError {
-                #expect(error.code == .invalidArgument)
-                #expect(error.message.contains("point"))
+            // Declared as a string, held as bytes; and a value JSON cannot hold (NaN): refused, nothing written.
+            for (nested, field) in [(Nested(id: "n"), "point"), (Nested(id: "n", scale: .init(factor: .nan)), "scale")]
+            {
+                do {
+                    try await a.records(Nested.self).save(nested)
+                    Issue.record("\(nested) must be refused")
+                } catch let error as FlatSyncError {
+                    #expect(error.code == .invalidArgument)
+                    #expect(error.message.contains(field), "\(error)")
+                }
             }
+            #expect(await a.localStore.pendingRecordCount() == 1)
             #expect(try await a.syncNow().isComplete)
             let b = try await harness.device("B") { $0.recordTypes = [CodableBookmark.self, Nested.self] }
             #expect(await b.records(CodableBookmark.self).value("b1") == changed)
