@@ -218,6 +218,12 @@ public actor LocalStore {
         pending.allCommands.count
     }
 
+    /// The record changes waiting in zones that no store of this run registers, by zone: an earlier run's
+    /// host store saved them, and they are sent once a store of their zone is registered again.
+    package func pendingRecordCountsOfUnregisteredZones() -> [(ZoneID, Int)] {
+        pending.zones.filter { !zoneIDs.contains($0) }.sorted().map { ($0, pending.recordCount(in: $0)) }
+    }
+
     /// The number of record changes waiting to be sent.
     public func pendingRecordCount() -> Int {
         pending.recordCount()

@@ -93,6 +93,13 @@ extension SyncContext {
         }
         var summary = openSummaries.removeValue(forKey: id) ?? SyncSummary()
         summary.pendingRecords = await localStore.pendingRecordCount()
+        // Changes a store saved in an earlier run, in a zone no store of this run registers: kept, and sent
+        // when one does; said here, since they keep the sync from being complete.
+        for (zone, count) in await localStore.pendingRecordCountsOfUnregisteredZones() {
+            summary.problems.append(
+                "\(count) change\(count == 1 ? "" : "s") in zone \(zone) wait\(count == 1 ? "s" : "") for a store of "
+                    + "that zone to be registered again (Configuration.recordTypes).")
+        }
         return summary
     }
 
