@@ -159,11 +159,7 @@ extension LocalStore {
 
     /// True when the record belongs to a host-defined store rather than to a built-in one.
     package func isHostRecord(_ id: RecordID) -> Bool {
-        switch id.zone {
-        case .readingList: return !zones.readingList.owns(id.name)
-        case .readingHistory: return !zones.history.owns(id.name)
-        default: return true
-        }
+        !RecordTypeRegistry.isBuiltIn(id)
     }
 
     /// A delete met a newer server version: the other device's edit wins, so the record comes back.

@@ -150,10 +150,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
         } catch {
             throw FlatSyncError(.invalidArgument, "The record name is not valid: \(error.message)")
         }
-        let builtIn =
-            (Value.zone == .readingList && ReadingListEntry.articleID(fromRecordName: name) != nil)
-            || (Value.zone == .readingHistory && ReadingHistoryItem.articleID(fromRecordName: name) != nil)
-        guard !builtIn else {
+        guard !RecordTypeRegistry.isBuiltIn(RecordID(zone: Value.zone, name: name)) else {
             throw FlatSyncError(
                 .invalidArgument, "The record name \(name) has the prefix of the zone's built-in records.")
         }

@@ -15,6 +15,20 @@ package struct RecordTypeRegistry: Sendable {
         /// The record with only the fields the store's values use, or nil when the store keeps every field of
         /// its records (a host's) or the record does not read.
         package let known: @Sendable (Record) -> Record?
+        /// The prefix of every record name a built-in store keeps (`rl-`, `rh-`); its zone's other records are
+        /// host records. Nil for a host type, whose names are the host's.
+        package var claimedNamePrefix: String? = nil
+
+    }
+
+    /// The name prefixes of the built-in stores, by zone: looked up for every record a sync sends or fetches,
+    /// without copying an entry.
+    private static let builtInPrefixes = builtIn.compactMapValues(\.claimedNamePrefix)
+
+    /// True when the record is a built-in store's, false when it is a host record.
+    package static func isBuiltIn(_ id: RecordID) -> Bool {
+        guard let prefix = builtInPrefixes[id.zone] else { return false }
+        return id.name.utf8.starts(with: prefix.utf8)
     }
 
     /// The built-in stores' entries, by zone: the reading list's and the history's, which merge by their
@@ -33,7 +47,7 @@ package struct RecordTypeRegistry: Sendable {
                 guard let mine = try? Item(record: mine), let theirs = try? Item(record: server) else { return nil }
                 return mine.merged(with: theirs).record
             },
-            known: { record in (try? Item(record: record))?.record })
+            known: { record in (try? Item(record: record))?.record }, claimedNamePrefix: Item.recordNamePrefix)
     }
 
     /// The entries by zone, then by record type.

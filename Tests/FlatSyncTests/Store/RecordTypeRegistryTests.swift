@@ -47,7 +47,12 @@ import Testing
             Record(id: record.id, type: "Note", fields: theirs.fields), ["text"])
         #expect(merged?.fields["text"] == .string("mine") && merged?.fields["pinned"] == .int(1))
         // A built-in type in another zone, or a type nobody registered, has no store.
+        #expect(
+            RecordTypeRegistry.isBuiltIn(ReadingListEntry.recordID(for: "a"))
+                && !RecordTypeRegistry.isBuiltIn(record.id))
+        #expect(RecordTypeRegistry.isBuiltIn(RecordID(zone: .readingHistory, name: "rh-x")))
         let stray = Record(id: RecordID(zone: ZoneID("Elsewhere"), name: "rl-a"), type: ReadingListEntry.recordType)
+        #expect(!RecordTypeRegistry.isBuiltIn(stray.id))
         #expect(registry.store(of: stray) == nil)
         #expect(registry.store(of: Record(id: record.id, type: "Unknown")) == nil)
     }
