@@ -18,7 +18,6 @@ package struct RecordTypeRegistry: Sendable {
         /// The prefix of every record name a built-in store keeps (`rl-`, `rh-`); its zone's other records are
         /// host records. Nil for a host type, whose names are the host's.
         package var claimedNamePrefix: String? = nil
-
     }
 
     /// The name prefixes of the built-in stores, by zone: looked up for every record a sync sends or fetches,
