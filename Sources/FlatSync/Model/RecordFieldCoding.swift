@@ -6,8 +6,8 @@
 
 // A `Codable` value as a record's fields and back, for ``SyncableRecord`` types that are `Codable`: each
 // stored property is a field of the same name (but `id`, which is the record's name). Strings, integers,
-// `Bool` (as 0 or 1), `Double`/`Float`, `Date`, `Data`, ``RecordReference``, optionals (nil: no field) and
-// arrays of those map to CloudKit's types. A property of any other type (a nested struct, an array of them,
+// `Bool` (as 0 or 1), `Double`/`Float`, `Date`, `Data`, ``RecordReference``, optionals (nil: no field),
+// arrays of those and sets of those (as sorted lists) map to CloudKit's types. A property of any other type (a nested struct, an array of them,
 // a dictionary, an enum) is stored as what its own `Codable` conformance makes of it in JSON: the one
 // string or integer it encodes as (an enum's raw value, a URL), else its JSON as bytes, keys sorted so that
 // equal values are equal bytes and an unchanged value is not sent again. CloudKit has no nested fields.
@@ -123,6 +123,12 @@ extension Array: ListOfFieldValues where Element: Encodable {
         }
         return .list(values)
     }
+}
+
+/// A set of field values is a list, sorted: a set's own order changes from one process to the next, and a
+/// field that changes with every encoding would be sent with every save.
+extension Set: ListOfFieldValues where Element: Encodable & Comparable {
+    fileprivate var listValue: FieldValue? { sorted().listValue }
 }
 
 private struct FieldKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
@@ -270,6 +276,13 @@ extension Array: DecodableList where Element: Decodable {
             elements.append(element)
         }
         return elements
+    }
+}
+
+extension Set: DecodableList where Element: Decodable {
+    fileprivate static func decode(_ field: FieldValue) -> Set<Element>? {
+        guard let elements = [Element].decode(field) else { return nil }
+        return Set(elements)
     }
 }
 

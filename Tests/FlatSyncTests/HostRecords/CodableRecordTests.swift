@@ -40,7 +40,7 @@ private struct Recipe: SyncableRecord, Codable {
     static let recordType = "Recipe"
     static let fieldTypes: [String: CloudSchema.FieldType] = [
         "ingredients": .bytes, "course": .string, "spice": .int64, "source": .string, "ratings": .bytes,
-        "nested": .bytes, "courses": .bytes,
+        "nested": .bytes, "courses": .bytes, "labels": .list(.string),
     ]
     var id: String
     var ingredients: [Ingredient] = []
@@ -50,6 +50,7 @@ private struct Recipe: SyncableRecord, Codable {
     var ratings: [String: Int] = [:]
     var nested: Ingredient? = nil
     var courses: [Course] = []
+    var labels: Set<String> = []
 }
 
 /// A type whose nested value is declared as a string, and one that JSON cannot hold when it is NaN: the save
@@ -110,8 +111,9 @@ private struct Nested: SyncableRecord, Codable {
             id: "soup",
             ingredients: [.init(name: "leek", grams: 250.5), .init(name: "salt", grams: 2, optional: true)],
             course: .starter, spice: .hot, ratings: ["ann": 5, "bob": 3], nested: .init(name: "x", grams: -1),
-            courses: [.main, .dessert])
+            courses: [.main, .dessert], labels: ["winter", "quick", "vegan", "cheap"])
         let fields = try recipe.fields
+        #expect(fields["labels"] == .list(["cheap", "quick", "vegan", "winter"].map(FieldValue.string)), "sorted")
         #expect(fields["course"] == .string("starter") && fields["spice"] == .int(3))
         #expect(fields["source"] == .string("https://example.com/soup"))
         #expect(
@@ -166,7 +168,11 @@ private struct Nested: SyncableRecord, Codable {
 
     @Test func aCodableStoreSavesSyncsAndRefusesWhatCloudKitCannotHold() async throws {
         try await SyncHarness.run { harness in
-            let a = try await harness.device("A") { $0.recordTypes = [CodableBookmark.self, Nested.self] }
+            // Not started until the saves are checked: a started device sends the first save at once, and the
+            // second would race it into a command of its own.
+            let a = try await harness.device("A", start: false) {
+                $0.recordTypes = [CodableBookmark.self, Nested.self]
+            }
             #expect(try await a.records(CodableBookmark.self).save(bookmark))
             var changed = bookmark
             changed.visits = 4
@@ -188,6 +194,7 @@ private struct Nested: SyncableRecord, Codable {
                 }
             }
             #expect(await a.localStore.pendingRecordCount() == 1)
+            try await a.start()
             #expect(try await a.syncNow().isComplete)
             let b = try await harness.device("B") { $0.recordTypes = [CodableBookmark.self, Nested.self] }
             #expect(await b.records(CodableBookmark.self).value("b1") == changed)
