@@ -274,21 +274,21 @@ extension LocalStore {
                 events.append(.error(SyncEventError(code: error.code.description, message: error.message)))
                 continue
             }
-            switch pending.latestChange(for: record.id).map({ $0.isDelete }) {
-            case nil:
-                state.keepUnknownFields(of: record)
-                // This device's own save coming back changes nothing and is not counted.
-                if state.changeTag(of: record.id.name) == record.changeTag, state.items[articleID] == item { continue }
+            let action = FetchedRecordRule.action(
+                pendingIsDelete: pending.latestChange(for: record.id).map(\.isDelete),
+                tagUnchanged: state.changeTag(of: record.id.name) == record.changeTag,
+                sameContent: { state.items[articleID] == item })
+            if action != .skipForPendingDelete { state.keepUnknownFields(of: record) }
+            switch action {
+            case .ignore:
+                continue
+            case .take:
                 state.items[articleID] = item
-            case false:
-                state.keepUnknownFields(of: record)
-                // Nothing new if the server still holds the version this device last saw.
-                if state.changeTag(of: record.id.name) == record.changeTag { continue }
+            case .merge:
                 state.items[articleID] = state.items[articleID].map { $0.merged(with: item) } ?? item
-                // The merge may differ from the server's version in fields the pending change does not name.
                 state.sendWhole.insert(record.id.name)
                 merged.append(record.id)
-            case true:
+            case .skipForPendingDelete:
                 state.skippedVersions[record.id.name] = record.changeTag
                 continue
             }
@@ -337,16 +337,16 @@ extension LocalStore {
                 return false
             }
         }
-        switch pending.latestChange(for: record.id).map({ $0.isDelete }) {
-        case nil:
-            if state.hostRecords.changeTag(of: name) == record.changeTag,
-                state.hostRecords[name].map({ $0.hasSameContent(as: record) }) ?? false
-            {
-                return false
-            }
+        let action = FetchedRecordRule.action(
+            pendingIsDelete: pending.latestChange(for: record.id).map(\.isDelete),
+            tagUnchanged: state.hostRecords.changeTag(of: name) == record.changeTag,
+            sameContent: { state.hostRecords[name].map { $0.hasSameContent(as: record) } ?? false })
+        switch action {
+        case .ignore:
+            return false
+        case .take:
             state.hostRecords[name] = record
-        case false:
-            if state.hostRecords.changeTag(of: name) == record.changeTag { return false }
+        case .merge:
             let local = state.hostRecords[name]
             let mine = local.flatMap { local in
                 local.type == record.type ? entry?.merge(local, record, pending.changedKeys(of: record.id)) : nil
@@ -354,7 +354,7 @@ extension LocalStore {
             state.hostRecords[name] = mine ?? local ?? record
             state.sendWhole.insert(name)
             merged.append(record.id)
-        case true:
+        case .skipForPendingDelete:
             state.skippedVersions[name] = record.changeTag
             return false
         }
