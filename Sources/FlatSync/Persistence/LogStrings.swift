@@ -9,7 +9,7 @@
 package struct LogStrings {
     var strings: [String] = []
     private var devices: [DeviceName] = []
-    /// The devices the entry being read has numbered so far (see ``InternedWriter/writeDevice(of:)``).
+    /// The devices the entry being read has numbered so far (see ``InternedWriter/writeNumbered(_:)``).
     private var entryDevices: [DeviceName] = []
 
     package init() {}
