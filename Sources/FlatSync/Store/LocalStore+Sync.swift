@@ -320,9 +320,11 @@ extension LocalStore {
         return result
     }
 
-    /// Applies one fetched host record (see ``apply(_:_:_:_:zone:to:pending:registry:merged:hostChanges:events:)``):
-    /// a record of a registered type must read as its value (else it is reported and skipped); a record of a
-    /// type no store here registered is kept as it came. Returns whether the zone's data changed.
+    /// Applies one fetched host record (see ``apply(_:_:_:_:zone:to:pending:registry:merged:hostChanges:events:)``),
+    /// kept as it came, as the server holds it. A record of a registered type that does not read as its
+    /// value is reported too: ``RecordStore/values()`` leaves it out, and a later version of the type that
+    /// reads it (a field made optional) finds it here, where a record dropped now would not be fetched again.
+    /// Returns whether the zone's data changed.
     private static func applyHost<Item: TableItem>(
         _ record: Record, to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
         merged: inout [RecordID], events: inout [SyncEvent]
@@ -334,7 +336,6 @@ extension LocalStore {
                 try entry.check(record)
             } catch {
                 events.append(.error(SyncEventError(code: error.code.description, message: error.message)))
-                return false
             }
         }
         let action = FetchedRecordRule.action(

@@ -70,7 +70,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
         await store.hostRecordTable(in: Value.zone).values(of: Value.self)
     }
 
-    /// The number of records of the type.
+    /// The number of records of the type, including any that do not read as a value (see ``values()``).
     public func count() async -> Int {
         let table = await store.hostRecordTable(in: Value.zone)
         guard let type = table.typeNumber(Value.recordType) else { return 0 }
