@@ -123,8 +123,12 @@ struct RecordStoreTests {
             await expectRefused(.invalidArgument) {
                 try await store.records(TestNote.self).save(TestNote(id: "rl-x", articleID: "x", text: "x"))
             }
-            await expectRefused(.invalidArgument) {
-                try await store.records(TestRecipe.self).save(TestRecipe(id: "", title: "x"))
+            // CloudKit's rule for record names (CKRecord.ID): ASCII, at most 255, not starting with _.
+            for name in ["", "_hidden", "crème", "tab\there", String(repeating: "n", count: 256)] {
+                await expectRefused(.invalidArgument) {
+                    try await store.records(TestRecipe.self).save(TestRecipe(id: name, title: "x"))
+                }
+                await expectRefused(.invalidArgument) { try await store.records(TestRecipe.self).delete(name) }
             }
             await expectRefused(.recordTooLarge) {
                 try await store.records(TestRecipe.self).save(
@@ -152,6 +156,12 @@ struct RecordStoreTests {
             }
             #expect(await store.nextMutationSequence == before)
             #expect(await store.pendingRecordCount() == 0)
+            // The longest name CloudKit takes, and printable ASCII of every kind but a leading _, are fine.
+            let longest = String(repeating: "n", count: 255)
+            let saved = try? await store.records(TestRecipe.self).save([
+                TestRecipe(id: longest, title: "x"), TestRecipe(id: "a_b-c.d~e:f/g h", title: "y"),
+            ])
+            #expect(saved == 2)
         }
     }
 
