@@ -57,7 +57,9 @@
 /// decides. The default is three-way and field by field: the fields this device changed since the version
 /// it last knew keep this device's values, every other field takes the server's.
 public protocol SyncableRecord: Sendable, Equatable {
-    /// The zone the records live in. A record may refer only to records of its own zone.
+    /// The zone the records live in: a built-in zone, or one named with 1–64 ASCII letters, digits, `_`
+    /// or `-`, not starting with `_` (CloudKit reserves those). A record may refer only to records of its
+    /// own zone.
     static var zone: ZoneID { get }
     /// The CloudKit record type, such as `Note`. No two registered types may share one in a zone.
     static var recordType: String { get }

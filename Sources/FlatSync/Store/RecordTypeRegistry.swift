@@ -59,7 +59,7 @@ package struct RecordTypeRegistry: Sendable {
     package static let maximumZoneNameLength = 64
 
     /// Checks and keeps `types`; throws ``FlatSyncError/Code-swift.struct/invalidArgument`` naming the first
-    /// problem: a zone name that is not 1–64 ASCII letters, digits, `_` or `-`; a record type that is empty,
+    /// problem: a zone name that is not 1–64 ASCII letters, digits, `_` or `-` not starting with `_`; a record type that is empty,
     /// built in or registered twice in a zone; no fields, or a field named like FlatSync's own
     /// (``CloudSchema/lastModifiedByField``).
     package init(_ types: [any SyncableRecord.Type]) throws(FlatSyncError) {
@@ -90,13 +90,15 @@ package struct RecordTypeRegistry: Sendable {
     private static func entry<Value: SyncableRecord>(for type: Value.Type) throws(FlatSyncError) -> Entry {
         let zone = Value.zone
         let name = zone.name
+        // CloudKit documents zone names as up to 255 ASCII characters not starting with an underscore
+        // (CKRecordZone.ID.init(zoneName:ownerName:)); a snapshot's file is named after the zone too.
         guard !name.isEmpty, name.utf8.count <= maximumZoneNameLength,
-            name.utf8.allSatisfy(isZoneNameByte)
+            name.utf8.allSatisfy(isZoneNameByte), name.utf8.first != UInt8(ascii: "_")
         else {
             throw FlatSyncError(
                 .invalidArgument,
                 "The zone name \"\(name)\" of \(Value.self) is not 1–\(maximumZoneNameLength) ASCII letters, digits, "
-                    + "_ or -.")
+                    + "_ or -, not starting with _.")
         }
         let recordType = Value.recordType
         guard !recordType.isEmpty, CloudSchema.flatSync.recordTypes[recordType] == nil else {

@@ -178,7 +178,9 @@ struct RecordStoreTests {
 
     @Test func registrationIsChecked() throws {
         try withTemporaryDirectory { directory in
-            for types in [[TestRecipe.self, TestRecipe.self], [BadZone.self]] as [[any SyncableRecord.Type]] {
+            for types in [[TestRecipe.self, TestRecipe.self], [BadZone.self], [ReservedZone.self]]
+                as [[any SyncableRecord.Type]]
+            {
                 #expect(throws: FlatSyncError.self) {
                     _ = try LocalStore(directory: directory, options: .init(recordTypes: types))
                 }
@@ -237,6 +239,16 @@ private struct WrongField: SyncableRecord {
     var id: String
     init(id: String) { self.id = id }
     var fields: [String: FieldValue] { ["title": .int(3)] }
+    init(id: String, fields: RecordFields) throws(FlatSyncError) { self.id = id }
+}
+
+/// CloudKit's zone names do not start with an underscore (`_defaultZone` is the server's).
+private struct ReservedZone: SyncableRecord {
+    static let zone = ZoneID("_private")
+    static let recordType = "ReservedZone"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["x": .string]
+    var id: String
+    var fields: [String: FieldValue] { [:] }
     init(id: String, fields: RecordFields) throws(FlatSyncError) { self.id = id }
 }
 
