@@ -61,9 +61,11 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// or `-`, not starting with `_` (CloudKit reserves those). A record may refer only to records of its
     /// own zone.
     static var zone: ZoneID { get }
-    /// The CloudKit record type, such as `Note`. No two registered types may share one in a zone.
+    /// The CloudKit record type, such as `Note`: a letter, then letters, digits and `_` (CloudKit's rule).
+    /// No two registered types may share one in a zone.
     static var recordType: String { get }
-    /// The CloudKit type of each field the value writes, by key: the record type's schema.
+    /// The CloudKit type of each field the value writes, by key: the record type's schema. A key is a letter,
+    /// then letters, digits and `_` (CloudKit's rule).
     static var fieldTypes: [String: CloudSchema.FieldType] { get }
     /// How long a ``SyncContext`` waits after a change before it sends the zone's changes; each new change
     /// of the type starts the wait again, so a burst of edits (typing, a slider) goes out as one request.

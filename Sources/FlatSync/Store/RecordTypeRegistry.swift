@@ -59,8 +59,9 @@ package struct RecordTypeRegistry: Sendable {
     package static let maximumZoneNameLength = 64
 
     /// Checks and keeps `types`; throws ``FlatSyncError/Code-swift.struct/invalidArgument`` naming the first
-    /// problem: a zone name that is not 1–64 ASCII letters, digits, `_` or `-` not starting with `_`; a record type that is empty,
-    /// built in or registered twice in a zone; no fields, or a field named like FlatSync's own
+    /// problem: a zone name that is not 1–64 ASCII letters, digits, `_` or `-` not starting with `_`; a record
+    /// type that is not a CloudKit name (see ``isCloudKitName(_:)``), built in or registered twice in a zone;
+    /// no fields, a field whose name is not a CloudKit name, or one named like FlatSync's own
     /// (``CloudSchema/lastModifiedByField``).
     package init(_ types: [any SyncableRecord.Type]) throws(FlatSyncError) {
         var entries: [ZoneID: [String: Entry]] = [:]
@@ -74,6 +75,16 @@ package struct RecordTypeRegistry: Sendable {
         }
         self.entries = entries
         hostZones = entries.keys.filter { !ZoneID.all.contains($0) }.sorted()
+    }
+
+    /// True when `name` is one CloudKit takes for a record type or a field: "one or more alphanumeric
+    /// characters", starting with a letter, underscores allowed, no spaces (the documentation of
+    /// `CKRecord.init(recordType:zoneID:)` and `CKRecord.setObject(_:forKey:)`), read as ASCII.
+    package static func isCloudKitName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, first.isASCIILetter else { return false }
+        return name.utf8.allSatisfy {
+            $0.isASCIILetter || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "_")
+        }
     }
 
     /// True for an ASCII letter, digit, `_` or `-`.
@@ -101,8 +112,17 @@ package struct RecordTypeRegistry: Sendable {
                     + "_ or -, not starting with _.")
         }
         let recordType = Value.recordType
-        guard !recordType.isEmpty, CloudSchema.flatSync.recordTypes[recordType] == nil else {
-            throw FlatSyncError(.invalidArgument, "\(Value.self) may not use the record type \"\(recordType)\".")
+        guard isCloudKitName(recordType), CloudSchema.flatSync.recordTypes[recordType] == nil else {
+            throw FlatSyncError(
+                .invalidArgument,
+                "\(Value.self) may not use the record type \"\(recordType)\": it must be ASCII letters, digits and _, "
+                    + "starting with a letter, and not one of FlatSync's.")
+        }
+        if let key = Value.fieldTypes.keys.sorted().first(where: { !isCloudKitName($0) }) {
+            throw FlatSyncError(
+                .invalidArgument,
+                "\(Value.self) declares the field \"\(key)\": a field name must be ASCII letters, digits and _, "
+                    + "starting with a letter.")
         }
         guard !Value.fieldTypes.isEmpty, Value.fieldTypes[CloudSchema.lastModifiedByField] == nil else {
             throw FlatSyncError(
@@ -151,5 +171,12 @@ extension SyncableRecord {
                 .malformedRecord, "The record \(record.id) of type \(record.type) is not a \(Self.recordType).")
         }
         try self.init(id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
+    }
+}
+
+extension UInt8 {
+    /// True for an ASCII letter.
+    fileprivate var isASCIILetter: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
     }
 }

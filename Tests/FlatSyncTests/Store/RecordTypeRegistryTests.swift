@@ -56,4 +56,38 @@ import Testing
         #expect(registry.store(of: stray) == nil)
         #expect(registry.store(of: Record(id: record.id, type: "Unknown")) == nil)
     }
+
+    /// CloudKit's documented rule for record type and field names: a letter, then letters, digits and _.
+    @Test func recordTypeAndFieldNamesAreCloudKitNames() {
+        for good in ["Note", "n", "Recipe_2", "a_b_c", "X9"] {
+            #expect(RecordTypeRegistry.isCloudKitName(good), "\(good)")
+        }
+        for bad in ["", "_Note", "9lives", "two words", "dash-ed", "crème", "Note.", "tab\t"] {
+            #expect(!RecordTypeRegistry.isCloudKitName(bad), "\(bad)")
+        }
+        #expect(throws: FlatSyncError.self) { try RecordTypeRegistry([BadlyNamedField.self]) }
+        #expect(throws: FlatSyncError.self) { try RecordTypeRegistry([BadlyNamedType.self]) }
+        for name in CloudSchema.flatSync.recordTypes.keys { #expect(RecordTypeRegistry.isCloudKitName(name)) }
+        for fields in CloudSchema.flatSync.recordTypes.values {
+            for key in fields.keys { #expect(RecordTypeRegistry.isCloudKitName(key), "\(key)") }
+        }
+    }
+}
+
+private struct BadlyNamedField: SyncableRecord {
+    static let zone = ZoneID("Names")
+    static let recordType = "Named"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["ok": .string, "not ok": .string]
+    var id: String
+    var fields: [String: FieldValue] { [:] }
+    init(id: String, fields: RecordFields) throws(FlatSyncError) { self.id = id }
+}
+
+private struct BadlyNamedType: SyncableRecord {
+    static let zone = ZoneID("Names")
+    static let recordType = "Bad-Type"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["ok": .string]
+    var id: String
+    var fields: [String: FieldValue] { [:] }
+    init(id: String, fields: RecordFields) throws(FlatSyncError) { self.id = id }
 }
