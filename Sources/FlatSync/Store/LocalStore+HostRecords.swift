@@ -47,6 +47,7 @@ extension LocalStore {
                 }
             }
         }
+        try checkDeleteSelfLimit(in: zone, saving: newRecords, deleting: deleted)
 
         let sequence = nextMutationSequence
         var changes: [RecordChange] = []
@@ -183,5 +184,38 @@ extension LocalStore {
     /// The host records of `zone`, for ``RecordStore``'s reads.
     @usableFromInline package func hostRecordTable(in zone: ZoneID) -> HostRecordTable {
         zones.hostRecords(in: zone)
+    }
+
+    /// The most `deleteSelf` references that may point at one record: CloudKit's limit (PropertyMetrics,
+    /// "Maximum number of source references to a single target where the action is delete self").
+    package static let maximumDeleteSelfReferences = 750
+
+    /// Throws ``FlatSyncError/Code-swift.struct/invalidArgument`` when the mutation would leave more than
+    /// ``maximumDeleteSelfReferences`` of the zone's records with a `deleteSelf` reference to one record, as
+    /// far as this device knows them: refused here, before anything is written, rather than by the server
+    /// after the change was acknowledged.
+    private func checkDeleteSelfLimit(
+        in zone: ZoneID, saving newRecords: [String: Record], deleting deleted: Set<String>
+    ) throws(FlatSyncError) {
+        var referrers: [String: Set<String>] = [:]
+        for (name, record) in newRecords where !deleted.contains(name) {
+            for reference in record.references where reference.action == .deleteSelf && reference.recordName != name {
+                referrers[reference.recordName, default: []].insert(name)
+            }
+        }
+        guard !referrers.isEmpty else { return }
+        let table = zones.hostRecords(in: zone)
+        for (target, names) in referrers.sorted(by: { $0.key < $1.key }) {
+            var after = Set(table.dependents(of: target))
+            after.subtract(newRecords.keys)
+            after.subtract(deleted)
+            after.formUnion(names)
+            guard after.count <= Self.maximumDeleteSelfReferences else {
+                throw FlatSyncError(
+                    .invalidArgument,
+                    "\(after.count) records would refer (deleteSelf) to \(RecordID(zone: zone, name: target)); CloudKit "
+                        + "takes at most \(Self.maximumDeleteSelfReferences).")
+            }
+        }
     }
 }

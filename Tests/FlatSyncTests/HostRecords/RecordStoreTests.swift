@@ -176,6 +176,40 @@ struct RecordStoreTests {
         }
     }
 
+    /// CloudKit takes at most 750 deleteSelf references to one record: the 751st step of a recipe is refused
+    /// before anything is written; a step moved to another recipe, or deleted, makes room.
+    @Test func aRecordTakesAtMost750DeleteSelfReferences() async throws {
+        try await withStore { store in
+            let limit = LocalStore.maximumDeleteSelfReferences
+            let steps = store.records(TestStep.self)
+            try await store.records(TestRecipe.self).save([
+                TestRecipe(id: "soup", title: "Soup"), TestRecipe(id: "tea", title: "Tea"),
+            ])
+            #expect(
+                try await steps.save((0..<limit).map { TestStep(id: "s\($0)", recipeID: "soup", text: "x") }) == limit)
+            let before = await store.nextMutationSequence
+            do {
+                try await steps.save(TestStep(id: "one-more", recipeID: "soup", text: "x"))
+                Issue.record("the 751st reference must be refused")
+            } catch let error as FlatSyncError {
+                #expect(error.code == .invalidArgument && error.message.contains("751"), "\(error)")
+            }
+            #expect(await store.nextMutationSequence == before)
+            #expect(await steps.count() == limit)
+            // Saving a step again, unchanged in its reference, is no new reference.
+            try await steps.save(TestStep(id: "s0", recipeID: "soup", text: "edited"))
+            // One step moved to the tea, one deleted: room for two.
+            try await steps.save(TestStep(id: "s1", recipeID: "tea", text: "x"))
+            try await steps.delete("s2")
+            #expect(
+                try await steps.save([
+                    TestStep(id: "more-1", recipeID: "soup", text: "x"),
+                    TestStep(id: "more-2", recipeID: "soup", text: "x"),
+                ]) == 2)
+            #expect(await store.zones.hostRecords(in: TestRecipe.zone).dependents(of: "soup").count == limit)
+        }
+    }
+
     @Test func registrationIsChecked() throws {
         try withTemporaryDirectory { directory in
             for types in [[TestRecipe.self, TestRecipe.self], [BadZone.self], [ReservedZone.self]]
