@@ -7,10 +7,11 @@
 // A `Codable` value as a record's fields and back, for ``SyncableRecord`` types that are `Codable`: each
 // stored property is a field of the same name (but `id`, which is the record's name). Strings, integers,
 // `Bool` (as 0 or 1), `Double`/`Float`, `Date`, `Data`, ``RecordReference``, optionals (nil: no field),
-// arrays of those and sets of those (as sorted lists) map to CloudKit's types. A property of any other type (a nested struct, an array of them,
-// a dictionary, an enum) is stored as what its own `Codable` conformance makes of it in JSON: the one
-// string or integer it encodes as (an enum's raw value, a URL), else its JSON as bytes, keys sorted so that
-// equal values are equal bytes and an unchanged value is not sent again. CloudKit has no nested fields.
+// arrays of those and sets of those (as sorted lists) map to CloudKit's types. A property of any other
+// type (a nested struct, an array of them, a dictionary, an enum) is stored as what its own `Codable`
+// conformance makes of it in JSON: the one string or integer it encodes as (an enum's raw value, a URL),
+// else its JSON as bytes, keys sorted so that equal values are equal bytes and an unchanged value is not
+// sent again. CloudKit has no nested fields.
 
 extension SyncableRecord where Self: Codable {
     /// The value's stored properties as fields, through its `Codable` conformance (`id` left out).
