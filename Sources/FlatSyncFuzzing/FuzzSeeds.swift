@@ -151,8 +151,9 @@ package enum FuzzSeeds {
         }
     }
 
-    /// A version 1 log file holding `payloads`.
-    static func versionOneLog(_ payloads: [Data]) -> Data {
+    /// A version 1 log file holding `payloads` (16-byte header, frames without the synced-through offset),
+    /// as FlatSync wrote it before version 2.
+    package static func versionOneLog(_ payloads: [Data]) -> Data {
         var bytes = Array("FSYNCLOG".utf8) + [1, 0, 0, 0]
         withUnsafeBytes(of: CRC32.checksum(Data(bytes)).littleEndian) { bytes.append(contentsOf: $0) }
         for payload in payloads {

@@ -486,7 +486,8 @@ extension SimulatedDisk.Model {
 
     /// The disk after a power loss: every node durable, holding what `damage` lets survive.
     fileprivate func afterPowerLoss(_ damage: SimulatedDisk.Damage) -> Self {
-        var random = SplitMix(seed: { if case .random(let seed) = damage { return seed } else { return 0 } }())
+        var random = SeededRandomNumberGenerator(
+            seed: { if case .random(let seed) = damage { return seed } else { return 0 } }())
         func keep() -> Bool {
             switch damage {
             case .flushedOnly: return false
@@ -532,7 +533,7 @@ extension SimulatedDisk.Model {
 
 extension SimulatedDisk.Node {
     /// What a power loss leaves of this file's unflushed changes.
-    fileprivate func crashData(damage: SimulatedDisk.Damage, random: inout SplitMix) -> [UInt8] {
+    fileprivate func crashData(damage: SimulatedDisk.Damage, random: inout SeededRandomNumberGenerator) -> [UInt8] {
         var data = durableData
         switch damage {
         case .flushedOnly:
@@ -628,18 +629,5 @@ extension [String: Int] {
             self[from] = nil
             self[to] = node
         }
-    }
-}
-
-/// A small seeded generator, so every crash image can be made again from its seed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -61,5 +61,5 @@ import Testing
 
 extension SystemRandomNumberGenerator {
     /// A seeded generator, so that the mutations repeat from run to run.
-    static func seeded(_ seed: UInt64) -> SplitMix64 { SplitMix64(seed: seed) }
+    static func seeded(_ seed: UInt64) -> SeededRandomNumberGenerator { SeededRandomNumberGenerator(seed: seed) }
 }

@@ -1,3 +1,4 @@
+import FlatSyncFuzzing
 import FlatSyncTestSupport
 import FlatSyncTesting
 import Foundation
@@ -191,19 +192,9 @@ import Testing
     // MARK: - Version 1
 
     /// A version 1 file (16-byte header, frames without the synced-through offset), as FlatSync wrote it
-    /// before version 2.
+    /// before version 2: the fuzz seeds' (see `FuzzSeeds.versionOneLog(_:)`).
     static func versionOneLog(_ payloads: [Data]) -> [UInt8] {
-        var bytes = Array("FSYNCLOG".utf8) + [1, 0, 0, 0]
-        withUnsafeBytes(of: CRC32.checksum(Data(bytes)).littleEndian) { bytes.append(contentsOf: $0) }
-        for payload in payloads {
-            let length = UInt32(payload.count).littleEndian
-            let crc = withUnsafeBytes(of: length) { CRC32.checksum(payload, continuing: CRC32.checksum(Data($0))) }
-            withUnsafeBytes(of: (AppendLog.frameMagic.littleEndian, length, crc.littleEndian)) {
-                bytes.append(contentsOf: $0)
-            }
-            bytes.append(contentsOf: payload)
-        }
-        return bytes
+        [UInt8](FuzzSeeds.versionOneLog(payloads))
     }
 
     @Test func aVersionOneLogIsReadAndRewrittenAsVersionTwo() async throws {
@@ -413,7 +404,7 @@ import Testing
             let url = directory.appendingPathComponent("commands.log")
             let payloads = (0..<6).map { logPayload($0, size: 10 + 9 * $0) }
             let original = try await writeLog(payloads, to: url)
-            var random = SplitMix64(seed: 2026)
+            var random = SeededRandomNumberGenerator(seed: 2026)
             for round in 0..<60 {
                 var bytes = original
                 for _ in 0..<(1 + Int(random.next() % 3)) {
@@ -444,18 +435,5 @@ import Testing
 func removeEverything(in directory: URL, except kept: String) throws {
     for name in try fileNames(in: directory) where name != kept {
         try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
-    }
-}
-
-/// A small deterministic random number generator for reproducible damage.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
