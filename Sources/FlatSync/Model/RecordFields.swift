@@ -11,31 +11,35 @@ public struct RecordFields: Sendable {
     /// The record's name, for error messages.
     public let recordName: String
     /// The fields as a dictionary, or nil when they are encoded: the values of `keys` (sorted) in the
-    /// command log's field codec, one after another, at `range` of `bytes`, each decoded when it is read.
-    /// Stored side by side rather than as an enum's cases, so that reading a field copies no payload.
+    /// command log's field codec, one after another, at `range` of `encoded`'s bytes, each decoded when it
+    /// is read. Stored side by side rather than as an enum's cases, so that reading a field copies no
+    /// payload; the encoded form is one reference, so that making fields for each of many records retains
+    /// one object (see ``EncodedRecordFields``).
     private let dictionary: [String: FieldValue]?
-    private let keys: [String]
-    private let bytes: [UInt8]
+    private let encoded: EncodedRecordFields
+    private let shape: Int
     private let range: Range<Int>
 
     /// Fields of the record named `recordName`.
     public init(_ all: [String: FieldValue], recordName: String) {
         self.recordName = recordName
         dictionary = all
-        keys = []
-        bytes = []
+        encoded = .empty
+        shape = 0
         range = 0..<0
     }
 
-    /// The values of `keys` encoded at `range` of `bytes` (in the command log's field codec, in the order of
-    /// `keys`), already checked: how ``HostRecordTable`` keeps them.
-    package init(keys: [String], encoded bytes: [UInt8], range: Range<Int>, recordName: String) {
+    /// The values of `encoded`'s `shape`th set of keys at `range` of its bytes (in the command log's field
+    /// codec, in the order of the keys), already checked: how ``HostRecordTable`` keeps them.
+    @usableFromInline package init(encoded: EncodedRecordFields, shape: Int, range: Range<Int>, recordName: String) {
         self.recordName = recordName
         dictionary = nil
-        self.keys = keys
-        self.bytes = bytes
+        self.encoded = encoded
+        self.shape = shape
         self.range = range
     }
+
+    private var keys: [String] { encoded.shapes[shape] }
 
     /// Every field, by key.
     public var all: [String: FieldValue] {
@@ -58,13 +62,14 @@ public struct RecordFields: Sendable {
     /// `read`'s value of the encoded field `key`, or nil when there is none or `read` throws.
     private func encodedValue<T>(_ key: String, _ read: (inout BinaryReader) throws(FlatSyncError) -> T?) -> T? {
         // A record has a handful of fields: a scan of short keys beats hashing one.
-        guard let position = keys.firstIndex(of: key) else { return nil }
+        guard let position = encoded.shapes[shape].firstIndex(of: key) else { return nil }
         return encodedValue(at: position, read)
     }
 
     /// `read`'s value of the `position`th encoded field, stepping over the values before it.
     private func encodedValue<T>(at position: Int, _ read: (inout BinaryReader) throws(FlatSyncError) -> T?) -> T? {
-        bytes.withUnsafeBytes { buffer in
+        // Read through `self`, which holds it: a copy of the reference would be retained and released.
+        encoded.bytes.withUnsafeBytes { buffer in
             var reader = BinaryReader(UnsafeRawBufferPointer(rebasing: buffer[range]))
             do throws(FlatSyncError) {
                 var references: [RecordReference] = []
@@ -158,4 +163,24 @@ public struct RecordFields: Sendable {
     private func missing(_ key: String, _ type: String) -> FlatSyncError {
         FlatSyncError(.malformedRecord, "The record \(recordName) has no \(type) field \(key).")
     }
+}
+
+/// The encoded fields of many records: the sets of keys they use and the bytes of their values, which
+/// each record's ``RecordFields`` reads at its own range.
+///
+/// A class, so that a record's fields hold one reference rather than the two arrays; each thread that makes
+/// values makes its own (``HostRecordTable/values(of:)``), so that two cores never retain the same object.
+@usableFromInline package final class EncodedRecordFields: Sendable {
+    /// The sets of keys, each sorted.
+    let shapes: [[String]]
+    /// The values, in the command log's field codec.
+    let bytes: [UInt8]
+
+    @usableFromInline package init(shapes: [[String]], bytes: [UInt8]) {
+        self.shapes = shapes
+        self.bytes = bytes
+    }
+
+    /// No keys and no bytes: what fields given as a dictionary refer to.
+    static let empty = EncodedRecordFields(shapes: [[]], bytes: [])
 }

@@ -154,8 +154,9 @@ extension SnapshotFile {
             if let host {
                 // Read whole with the log's field codec: host records are fields, not columns.
                 let bytes = try source.bytes(at: host.lowerBound, count: host.count)
-                crc = bytes.withUnsafeBytes { CRC32.checksum($0, continuing: crc) }
-                state.hostRecords = try HostRecordTable.decode(bytes, zone: expectedZone)
+                let (table, sectionCRC) = try HostRecordTable.decodeWithChecksum(bytes, zone: expectedZone)
+                crc = CRC32.combine(crc, sectionCRC, length: bytes.count)
+                state.hostRecords = table
             }
         } catch  where error.code == .damagedFile {
             throw FlatSyncError(

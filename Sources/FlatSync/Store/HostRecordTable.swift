@@ -87,8 +87,20 @@
     }
 
     /// An entry's fields, given its name (to make the name's `String` once).
-    @usableFromInline package func fields(of entry: Entry, name: String) -> RecordFields {
-        RecordFields(keys: shapes[Int(entry.shape)], encoded: arena, range: entry.start..<entry.end, recordName: name)
+    package func fields(of entry: Entry, name: String) -> RecordFields {
+        fields(of: entry, name: name, in: encodedFields())
+    }
+
+    /// The shapes and bytes every entry's fields read from, as one object (see ``EncodedRecordFields``).
+    @usableFromInline package func encodedFields() -> EncodedRecordFields {
+        EncodedRecordFields(shapes: shapes, bytes: arena)
+    }
+
+    /// An entry's fields, read from `encoded` (what ``encodedFields()`` returned for this table).
+    @usableFromInline package func fields(of entry: Entry, name: String, in encoded: EncodedRecordFields)
+        -> RecordFields
+    {
+        RecordFields(encoded: encoded, shape: Int(entry.shape), range: entry.start..<entry.end, recordName: name)
     }
 
     /// An entry's record, without its change tag.
@@ -112,18 +124,61 @@
         return UInt32(shapes.count - 1)
     }
 
+    /// The fewest entries for which ``values(of:)`` makes values on two threads: below it, the hand-off
+    /// costs more than the second core saves.
+    @usableFromInline package static let valuesOnTwoThreadsMinimum = 4_096
+
     /// Every record of `Value`'s type that reads as a value, in no set order.
+    ///
+    /// A large table's values are made on two threads, each half of the entries into its own part of the
+    /// result (see ``ForkJoin``): a cold start reads every record, and a phone has a second core.
     @inlinable package func values<Value: SyncableRecord>(of _: Value.Type) -> [Value] {
         guard let type = typeNumber(Value.recordType) else { return [] }
+        let count = count
         // Each value is made in its place in the array rather than appended.
         return [Value](unsafeUninitializedCapacity: count) { buffer, initialized in
-            for entry in entries where entry.type == type {
-                let name = entry.name
-                guard let value = try? Value(id: name, fields: fields(of: entry, name: name)) else { continue }
-                (buffer.baseAddress! + initialized).initialize(to: value)
-                initialized += 1
+            let result = ValuesBuffer(base: buffer.baseAddress!)
+            guard count >= Self.valuesOnTwoThreadsMinimum, ForkJoin.isWorthForking else {
+                initialized = makeValues(Value.self, type: type, entries: 0..<count, into: result)
+                return
             }
+            let middle = count / 2
+            let (first, second) = ForkJoin.run(
+                { makeValues(Value.self, type: type, entries: 0..<middle, into: result) },
+                { makeValues(Value.self, type: type, entries: middle..<count, into: result) })
+            // The second half's values move down to follow the first half's, without a copy of their strings.
+            if first < middle { (result.base + first).moveInitialize(from: result.base + middle, count: second) }
+            initialized = first + second
         }
+    }
+
+    /// Makes the values of the entries at `positions` that have type `type` and read as values, at
+    /// `result`'s positions from `positions.lowerBound` on, and returns how many it made.
+    @inlinable func makeValues<Value: SyncableRecord>(
+        _: Value.Type, type: UInt32, entries positions: Range<Int>, into result: ValuesBuffer<Value>
+    ) -> Int {
+        // Its own object for the fields to refer to: two threads retaining one object would contend for it.
+        let encoded = encodedFields()
+        var made = 0
+        for position in positions where entries[position].type == type {
+            let entry = entries[position]
+            let name = entry.name
+            guard let value = try? Value(id: name, fields: fields(of: entry, name: name, in: encoded)) else {
+                continue
+            }
+            (result.base + positions.lowerBound + made).initialize(to: value)
+            made += 1
+        }
+        return made
+    }
+
+    /// Where ``values(of:)`` makes its values: the result array's storage, which two threads fill at once.
+    @usableFromInline struct ValuesBuffer<Value>: @unchecked Sendable {
+        // @unchecked: a pointer, and each thread initializes its own range of it (``makeValues``), which the
+        // other never touches; `ForkJoin.run` returns only after both are done.
+        @usableFromInline let base: UnsafeMutablePointer<Value>
+
+        @usableFromInline init(base: UnsafeMutablePointer<Value>) { self.base = base }
     }
 
     // MARK: - Finding by name
@@ -383,26 +438,167 @@ extension HostRecordTable {
     /// Reads what ``encoded()`` wrote for the records of `zone`, checking every value as it goes without
     /// making values of them; throws ``FlatSyncError/Code-swift.struct/damagedFile`` for anything else.
     package static func decode(_ bytes: [UInt8], zone: ZoneID) throws(FlatSyncError) -> HostRecordTable {
+        try decodeWithChecksum(bytes, zone: zone).table
+    }
+
+    /// The fewest records ``decodeWithChecksum(_:zone:)`` reads on two threads: below it, the hand-off
+    /// costs more than the second core saves.
+    static let readOnTwoThreadsMinimum = 4_096
+
+    /// What ``decode(_:zone:)`` reads, and the CRC-32 of `bytes` (``CRC32``).
+    ///
+    /// A large section is read in two halves at once, each on its own core with its own checksum (combined
+    /// afterwards): a cold start reads every record, and a phone has a second core.
+    package static func decodeWithChecksum(_ bytes: [UInt8], zone: ZoneID) throws(FlatSyncError) -> (
+        table: HostRecordTable, checksum: UInt32
+    ) {
         var table = HostRecordTable()
         table.zone = zone
         // The section's bytes become the values' buffer: each entry points at its values where they are.
         table.arena = bytes
-        let result = bytes.withUnsafeBytes { (buffer) -> Result<Void, FlatSyncError> in
-            do throws(FlatSyncError) {
-                try table.read(buffer)
-                return .success(())
-            } catch {
-                return .failure(error)
+        let (count, entriesStart) = try withReader(bytes) { (reader) throws(FlatSyncError) in
+            try table.readHeader(&reader)
+        }
+        let pieces: [Piece]
+        if count >= readOnTwoThreadsMinimum && ForkJoin.isWorthForking {
+            // The second piece finds where its records start by stepping over the first piece's, which costs
+            // about a seventh of reading them: so the first piece takes a little more than half.
+            let split = count * 8 / 15
+            pieces = [
+                Piece(checksummed: 0..<bytes.count / 2, records: 0..<split, start: entriesStart, endsSection: false),
+                Piece(
+                    checksummed: bytes.count / 2..<bytes.count, records: split..<count, start: nil, endsSection: true),
+            ]
+        } else {
+            pieces = [Piece(checksummed: 0..<bytes.count, records: 0..<count, start: entriesStart, endsSection: true)]
+        }
+        let header = table
+        var hashes = [UInt32](repeating: 0, count: count)
+        var reads: [PieceRead] = []
+        // Each piece makes its entries in their places in the table's array: no copy of them afterwards.
+        let entries = hashes.withUnsafeMutableBufferPointer { hashes in
+            [Entry](unsafeUninitializedCapacity: count) { buffer, initialized in
+                let output = DecodedEntries(entries: buffer.baseAddress!, hashes: hashes.baseAddress!)
+                if pieces.count == 1 {
+                    reads = [header.read(pieces[0], of: bytes, entriesStart: entriesStart, into: output)]
+                } else {
+                    let (first, second) = ForkJoin.run(
+                        { header.read(pieces[0], of: bytes, entriesStart: entriesStart, into: output) },
+                        { header.read(pieces[1], of: bytes, entriesStart: entriesStart, into: output) })
+                    reads = [first, second]
+                }
+                if reads.allSatisfy({ $0.failure == nil }) {
+                    initialized = count
+                } else {
+                    for (piece, read) in zip(pieces, reads) {
+                        (output.entries + piece.records.lowerBound).deinitialize(count: read.made)
+                    }
+                }
             }
         }
-        try result.get()
-        table.garbage = table.arena.count - table.entries.reduce(0) { $0 + ($1.end - $1.start) }
-        return table
+        if let failure = reads.lazy.compactMap(\.failure).first { throw failure }
+        if reads.count == 2, reads[0].end != reads[1].start {
+            throw FlatSyncError(.damagedFile, "The host records section's records do not follow one another.")
+        }
+        table.entries = entries
+        for read in reads {
+            table.unpackedTags.merge(read.unpackedTags) { $1 }
+            table.dependentsByTarget.merge(read.dependentsByTarget) { $0.union($1) }
+        }
+        try table.buildIndex(hashes: hashes)
+        table.garbage = bytes.count - reads.reduce(0) { $0 + $1.valueBytes }
+        let checksum =
+            reads.count == 1
+            ? reads[0].checksum
+            : CRC32.combine(reads[0].checksum, reads[1].checksum, length: pieces[1].checksummed.count)
+        return (table, checksum)
     }
 
-    /// Reads the section ``decode(_:zone:)`` reads, whose bytes are `bytes`.
-    private mutating func read(_ bytes: UnsafeRawBufferPointer) throws(FlatSyncError) {
-        var reader = BinaryReader(bytes)
+    /// A run of records in a section, which one thread reads (``decodeWithChecksum(_:zone:)``), and a run
+    /// of the section's bytes, not necessarily the same, that it checksums.
+    private struct Piece: Sendable {
+        var checksummed: Range<Int>
+        /// Which of the section's records it reads.
+        var records: Range<Int>
+        /// Where its first record starts, or nil to find out by stepping over the records before it.
+        var start: Int?
+        /// True when its last record is the section's last.
+        var endsSection: Bool
+    }
+
+    /// What reading a ``Piece`` found, besides its entries.
+    private struct PieceRead: Sendable {
+        var checksum: UInt32
+        /// The number of entries made (all of the piece's unless it failed).
+        var made = 0
+        var failure: FlatSyncError?
+        /// Where its first record starts and where its last ends.
+        var start = 0
+        var end = 0
+        var unpackedTags: [String: ChangeTag] = [:]
+        var dependentsByTarget: [String: Set<String>] = [:]
+        /// The bytes of the entries' values.
+        var valueBytes = 0
+    }
+
+    /// Where the pieces of a section put their entries and the hashes of their names.
+    private struct DecodedEntries: @unchecked Sendable {
+        // @unchecked: pointers into the table's new arrays, of which each piece writes only its own records'
+        // places; `ForkJoin.run` returns only after both pieces are done.
+        let entries: UnsafeMutablePointer<Entry>
+        let hashes: UnsafeMutablePointer<UInt32>
+    }
+
+    /// Reads `piece` of `bytes`, a section whose header (ending at `entriesStart`) this table holds, into
+    /// `output`.
+    private func read(
+        _ piece: Piece, of bytes: [UInt8], entriesStart: Int, into output: DecodedEntries
+    ) -> PieceRead {
+        var read = PieceRead(
+            checksum: bytes.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[piece.checksummed])) }
+        )
+        // A table of its own for the tags that do not pack and the references it meets.
+        var part = self
+        part.arena = []
+        do throws(FlatSyncError) {
+            try Self.withReader(bytes) { (reader) throws(FlatSyncError) in
+                if let start = piece.start {
+                    try reader.skip(byteCount: start)
+                } else {
+                    try reader.skip(byteCount: entriesStart)
+                    for _ in 0..<piece.records.lowerBound { try Self.skipEntry(&reader) }
+                }
+                read.start = reader.offset
+                try part.readEntries(
+                    &reader, records: piece.records, into: output, made: &read.made, valueBytes: &read.valueBytes)
+                read.end = reader.offset
+                guard !piece.endsSection || reader.isAtEnd else {
+                    throw FlatSyncError(
+                        .damagedFile, "The host records section has \(reader.remaining) bytes after its end.")
+                }
+            }
+        } catch {
+            read.failure = error
+        }
+        read.unpackedTags = part.unpackedTags
+        read.dependentsByTarget = part.dependentsByTarget
+        return read
+    }
+
+    /// Runs `body` with a reader over `bytes`.
+    private static func withReader<T>(
+        _ bytes: [UInt8], _ body: (inout BinaryReader) throws(FlatSyncError) -> T
+    ) throws(FlatSyncError) -> T {
+        let result = bytes.withUnsafeBytes { (buffer) -> Result<T, FlatSyncError> in
+            var reader = BinaryReader(buffer)
+            return Result { () throws(FlatSyncError) in try body(&reader) }
+        }
+        return try result.get()
+    }
+
+    /// Reads the types, the sets of keys and the loose tags, and returns the number of records that follow
+    /// and where the first starts.
+    private mutating func readHeader(_ reader: inout BinaryReader) throws(FlatSyncError) -> (count: Int, start: Int) {
         for _ in 0..<(try reader.readCount()) { types.append(try reader.readString()) }
         for _ in 0..<(try reader.readCount()) {
             var keys: [String] = []
@@ -416,13 +612,28 @@ extension HostRecordTable {
             let name = try reader.readString()
             looseTags[name] = ChangeTag(rawValue: try reader.readString())
         }
-        let shapeSizes = shapes.map(\.count)
         let count = try reader.readCount()
-        entries.reserveCapacity(count)
-        var hashes: [UInt32] = []
-        hashes.reserveCapacity(count)
+        return (count, reader.offset)
+    }
+
+    /// Steps over one record as ``readEntries(_:count:hashes:)`` reads it, checking only its lengths.
+    private static func skipEntry(_ reader: inout BinaryReader) throws(FlatSyncError) {
+        try reader.skip(byteCount: try reader.readCount())
+        try reader.skip(byteCount: try reader.readCount())
+        _ = try reader.readVarint()
+        _ = try reader.readVarint()
+        try reader.skip(byteCount: try reader.readCount())
+    }
+
+    /// Reads the records `records` of the section, making each one's entry at its place in `output` and
+    /// counting them in `made` (so that a failure can unmake them) and their values' bytes in `valueBytes`.
+    private mutating func readEntries(
+        _ reader: inout BinaryReader, records: Range<Int>, into output: DecodedEntries, made: inout Int,
+        valueBytes: inout Int
+    ) throws(FlatSyncError) {
+        let shapeSizes = shapes.map(\.count)
         var references: [RecordReference] = []
-        for _ in 0..<count {
+        for position in records {
             let (name, hash) = try reader.readStringBytes { utf8, isASCII in
                 (CompactString(validUTF8: utf8), HistoryTable.hash(utf8: utf8, isASCII: isASCII))
             }
@@ -453,13 +664,11 @@ extension HostRecordTable {
                 indexDependents(named: entry.name, targets: ownerTargets(in: references))
                 references.removeAll()
             }
-            hashes.append(hash)
-            entries.append(entry)
+            output.hashes[position] = hash
+            (output.entries + position).initialize(to: entry)
+            made += 1
+            valueBytes += entry.end - entry.start
         }
-        guard reader.isAtEnd else {
-            throw FlatSyncError(.damagedFile, "The host records section has \(reader.remaining) bytes after its end.")
-        }
-        try buildIndex(hashes: hashes)
     }
 
     private mutating func buildIndex(hashes: [UInt32]) throws(FlatSyncError) {

@@ -15,12 +15,12 @@ import Synchronization
 /// other thread is free to take the other, it runs that one too. So the call never waits for a thread that
 /// may not come (nothing to deadlock on a busy pool), and it returns only after both pieces ran, with what
 /// they returned visible to the caller.
-package enum ForkJoin {
+@usableFromInline package enum ForkJoin {
     /// True when there is a second core to run a piece on; with one, forking only adds a hand-off.
-    package static let isWorthForking = ProcessInfo.processInfo.activeProcessorCount > 1
+    @usableFromInline package static let isWorthForking = ProcessInfo.processInfo.activeProcessorCount > 1
 
     /// Runs `first` and `second` at once and returns both results.
-    package static func run<First: Sendable, Second: Sendable>(
+    @usableFromInline package static func run<First: Sendable, Second: Sendable>(
         _ first: @Sendable () -> First,
         _ second: @Sendable () -> Second
     ) -> (First, Second) {

@@ -155,3 +155,138 @@ struct HostRecordTableTests {
         #expect(error?.code == .damagedFile)
     }
 }
+
+/// A table large enough that its section is read, its index built and its values made on two threads
+/// (``HostRecordTable/readOnTwoThreadsMinimum``, ``HostRecordTable/valuesOnTwoThreadsMinimum``): the
+/// result must be the one thread's, record for record.
+@Suite("Host record table, large")
+struct LargeHostRecordTableTests {
+    private static let zone = ZoneID("Recipes")
+    private static let count = 6_000
+
+    private struct Dish: SyncableRecord {
+        static let zone = ZoneID("Recipes")
+        static let recordType = "Recipe"
+        static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string, "servings": .int64]
+        var id: String
+        var title: String
+        var servings: Int64
+        var fields: [String: FieldValue] { ["title": .string(title), "servings": .int(servings)] }
+        init(id: String, fields: RecordFields) throws(FlatSyncError) {
+            self.id = id
+            title = try fields.string("title")
+            servings = try fields.int("servings")
+        }
+    }
+
+    /// Records of two types spread over both halves: names short, long and not ASCII, tags that pack and
+    /// tags that do not, `deleteSelf` references from the second half to the first, records that lack a
+    /// field, and loose tags.
+    private static func largeTable() -> HostRecordTable {
+        var table = HostRecordTable()
+        for index in 0..<count {
+            let name =
+                switch index % 7 {
+                case 0: "crème-\(index)"
+                case 1: "a-name-longer-than-twenty-two-bytes-\(index)"
+                default: "r\(index)"
+                }
+            var fields: [String: FieldValue] = ["title": .string("Dish \(index)"), "servings": .int(Int64(index))]
+            var type = "Recipe"
+            if index % 11 == 0 {
+                type = "Step"
+                fields["recipe"] = .reference(RecordReference(recordName: "r\(index - count / 2)", action: .deleteSelf))
+            }
+            if index % 13 == 0 { fields["servings"] = nil }
+            table[name] = Record(id: RecordID(zone: zone, name: name), type: type, fields: fields)
+            if index % 3 == 0 { table.setChangeTag(ChangeTag(rawValue: "tag\(index)"), of: name) }
+            if index % 17 == 0 {
+                table.setChangeTag(ChangeTag(rawValue: "a tag too long to pack, number \(index)"), of: name)
+            }
+        }
+        for index in 0..<5 { table.setChangeTag(ChangeTag(rawValue: "gone\(index)"), of: "deleted\(index)") }
+        return table
+    }
+
+    @Test func aLargeSectionReadsAsItWasWritten() throws {
+        let table = Self.largeTable()
+        #expect(Self.count >= HostRecordTable.readOnTwoThreadsMinimum)
+        #expect(Self.count >= HostRecordTable.valuesOnTwoThreadsMinimum)
+        let bytes = [UInt8](table.encoded())
+        let (decoded, checksum) = try HostRecordTable.decodeWithChecksum(bytes, zone: Self.zone)
+        #expect(checksum == bytes.withUnsafeBytes { CRC32.checksum($0) })
+        #expect(decoded == table)
+        #expect(decoded.count == Self.count)
+        for index in stride(from: 0, to: Self.count, by: 17) {
+            let name =
+                index % 7 == 0
+                ? "crème-\(index)" : index % 7 == 1 ? "a-name-longer-than-twenty-two-bytes-\(index)" : "r\(index)"
+            #expect(decoded.changeTag(of: name) == table.changeTag(of: name))
+        }
+        #expect(decoded.changeTag(of: "deleted3")?.rawValue == "gone3")
+        // References read in the second half point at records read in the first.
+        #expect(decoded.dependents(of: "r\(3_036 - Self.count / 2)") == ["r3036"])
+        #expect(decoded.cascade(from: ["r\(3_036 - Self.count / 2)"]).count == 2)
+        // It takes changes like a table built one record at a time.
+        var changed = decoded
+        changed["r2"] = nil
+        changed["new"] = Record(id: RecordID(zone: Self.zone, name: "new"), type: "Recipe", fields: [:])
+        #expect(changed.count == Self.count)
+        #expect(try HostRecordTable.decode([UInt8](changed.encoded()), zone: Self.zone) == changed)
+    }
+
+    @Test func valuesMadeOnTwoThreadsAreEveryReadableRecordOfTheType() throws {
+        let table = try HostRecordTable.decode([UInt8](Self.largeTable().encoded()), zone: Self.zone)
+        let values = table.values(of: Dish.self)
+        // Steps are another type; recipes without servings do not read.
+        let expected = (0..<Self.count).filter { $0 % 11 != 0 && $0 % 13 != 0 }
+        #expect(values.count == expected.count)
+        #expect(Set(values.map(\.servings)) == Set(expected.map(Int64.init)))
+        #expect(values.allSatisfy { $0.title == "Dish \($0.servings)" })
+    }
+
+    @Test func aDamagedLargeSectionThrowsATypedErrorFromEitherHalf() throws {
+        let bytes = [UInt8](Self.largeTable().encoded())
+        for length in stride(from: 0, to: bytes.count, by: 4_001) {
+            #expect(throws: FlatSyncError.self) {
+                try HostRecordTable.decode(Array(bytes[0..<length]), zone: Self.zone)
+            }
+        }
+        for position in stride(from: 0, to: bytes.count, by: 1_009) {
+            var damaged = bytes
+            damaged[position] ^= 0xFF
+            do {
+                _ = try HostRecordTable.decode(damaged, zone: Self.zone)
+            } catch {
+                #expect(error.code == .damagedFile)
+            }
+        }
+    }
+
+    @Test func aRecordListedInBothHalvesIsDamage() throws {
+        var table = HostRecordTable()
+        for index in 0..<Self.count {
+            table["r\(index)"] = Record(
+                id: RecordID(zone: Self.zone, name: "r\(index)"), type: "Recipe", fields: ["title": .string("x")])
+        }
+        var bytes = [UInt8](table.encoded())
+        // Rename the last record to the first one's name: both are "r" and four digits long.
+        let last = try #require(bytes.lastRange(of: Array("r\(Self.count - 1)".utf8)))
+        bytes.replaceSubrange(last, with: Array("r1000".utf8))
+        let first = try #require(bytes.firstRange(of: Array("r1000".utf8)))
+        #expect(first.lowerBound < bytes.count / 2 && last.lowerBound > bytes.count / 2)
+        let error = #expect(throws: FlatSyncError.self) { try HostRecordTable.decode(bytes, zone: Self.zone) }
+        #expect(error?.code == .damagedFile)
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func lastRange(of other: [UInt8]) -> Range<Int>? {
+        guard other.count <= count else { return nil }
+        for start in stride(from: count - other.count, through: 0, by: -1)
+        where self[start..<start + other.count].elementsEqual(other) {
+            return start..<start + other.count
+        }
+        return nil
+    }
+}
