@@ -63,11 +63,11 @@ enum HostStoreMeasurements {
 
     // MARK: - Cold start
 
-    /// Builds a device of 100k host records in `scratch` and opens and reads it `times` times, printing the
-    /// median: for a profiler (`--repeat-host-cold-start N`).
-    static func repeatColdStart(in scratch: URL, times: Int) async throws {
+    /// Builds a device of `records` host records in `scratch` and opens and reads it `times` times, printing
+    /// the median: for a profiler (`--repeat-host-cold-start N [RECORDS]`).
+    static func repeatColdStart(in scratch: URL, times: Int, records: Int) async throws {
         let template = scratch.appendingPathComponent("template")
-        try await prepareDevice(at: template, count: 100_000)
+        try await prepareDevice(at: template, count: records)
         var samples: [Double] = []
         var opens: [Double] = []
         for run in 0..<times {
@@ -84,15 +84,15 @@ enum HostStoreMeasurements {
                     read = await store.records(TestRecipe.self).values()
                     opened = store
                 })
-            guard read.count == 100_000 else { throw BenchError("the cold start read \(read.count) records") }
+            guard read.count == records else { throw BenchError("the cold start read \(read.count) records") }
             read = []
             await opened?.abandon()
             try? FileManager.default.removeItem(at: directory)
         }
         print(
             String(
-                format: "host cold start of 100k: median %.2f ms over %d (opening the store %.2f ms)", median(samples),
-                times, median(opens)))
+                format: "host cold start of %d: median %.2f ms over %d (opening the store %.2f ms)", records,
+                median(samples), times, median(opens)))
     }
 
     private static func prepareDevice(at template: URL, count: Int) async throws {

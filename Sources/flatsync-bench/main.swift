@@ -18,8 +18,8 @@ import Foundation
 // thread), and `--prepare-killed-device ITEMS DIR` the same device as a killed process leaves it;
 // `--repeat-cold-start DIR N` opens and reads a copy of DIR N times in one process and prints the median, for
 // profiling the warm cold start the table reports; `--repeat-burst N` runs the burst N times in one process
-// (FlatSync only) and prints the median, for profiling it; `--repeat-host-cold-start N` the same for the
-// cold start of 100k host records.
+// (FlatSync only) and prints the median, for profiling it; `--repeat-host-cold-start N [RECORDS]` the same
+// for the cold start of RECORDS host records (100k unless given).
 
 let usage = """
     usage: flatsync-bench [--json] [--quick]
@@ -38,7 +38,7 @@ struct Arguments {
     var prepareDevice: (items: Int, directory: String, closing: Bool)?
     var repeatColdStart: (directory: String, times: Int)?
     var repeatBurst: Int?
-    var repeatHostColdStart: Int?
+    var repeatHostColdStart: (times: Int, records: Int)?
 
     /// Parses the command line; nil (after printing why) on a usage error.
     init?(_ arguments: [String]) {
@@ -60,7 +60,12 @@ struct Arguments {
                 repeatColdStart = (directory, times)
             case "--repeat-host-cold-start":
                 guard let times = remaining.popFirst().flatMap({ Int($0) }) else { return nil }
-                repeatHostColdStart = times
+                var records = 100_000
+                if let given = remaining.first.flatMap({ Int($0) }) {
+                    records = given
+                    remaining.removeFirst()
+                }
+                repeatHostColdStart = (times, records)
             case "--repeat-burst":
                 guard let times = remaining.popFirst().flatMap({ Int($0) }) else { return nil }
                 repeatBurst = times
@@ -187,8 +192,8 @@ func runInScratch(_ body: (URL) async throws -> Void) async -> Never {
     }
 }
 
-if let times = arguments.repeatHostColdStart {
-    await runInScratch { try await HostStoreMeasurements.repeatColdStart(in: $0, times: times) }
+if let (times, records) = arguments.repeatHostColdStart {
+    await runInScratch { try await HostStoreMeasurements.repeatColdStart(in: $0, times: times, records: records) }
 }
 
 if let times = arguments.repeatBurst {
