@@ -83,7 +83,8 @@ public protocol SyncableRecord: Sendable, Equatable {
     var fields: [String: FieldValue] { get throws(FlatSyncError) }
     /// Reads a value back from its record's name and fields; throws
     /// ``FlatSyncError/Code-swift.struct/malformedRecord`` when a field is missing or of the wrong type
-    /// (``RecordFields`` throws that for you).
+    /// (``RecordFields`` throws that for you). ``RecordStore/values()`` may call it on two threads at
+    /// once, each for its own records, so it must not depend on which thread calls it.
     init(id: String, fields: RecordFields) throws(FlatSyncError)
 
     /// The value to keep when `mine`, this device's version with its unsent changes to `changedFields`,

@@ -10,8 +10,8 @@ import Synchronization
 /// Dispatch's pool each take one (which takes which is up to Dispatch).
 ///
 /// A large batch has two independent halves of work after its changes are made — writing its log entry
-/// (encode, append, flush) and taking its changes into the command queue — and a phone has more than one
-/// core. `DispatchQueue.concurrentPerform` does the forking: the calling thread runs a piece, and when no
+/// (encode, append, flush) and taking its changes into the command queue — and a large host store's cold
+/// start reads its records and makes their values in two halves; a phone has more than one core. `DispatchQueue.concurrentPerform` does the forking: the calling thread runs a piece, and when no
 /// other thread is free to take the other, it runs that one too. So the call never waits for a thread that
 /// may not come (nothing to deadlock on a busy pool), and it returns only after both pieces ran, with what
 /// they returned visible to the caller.

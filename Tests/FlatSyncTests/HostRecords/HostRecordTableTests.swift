@@ -116,20 +116,7 @@ struct HostRecordTableTests {
     @Test func aDamagedSectionThrowsATypedError() throws {
         let bytes = [UInt8](Self.sampleTable().encoded())
         // Every truncation, and every byte flipped, throws or reads; none crashes.
-        for length in 0..<bytes.count {
-            #expect(throws: FlatSyncError.self) {
-                try HostRecordTable.decode(Array(bytes[0..<length]), zone: Self.zone)
-            }
-        }
-        for position in bytes.indices {
-            var damaged = bytes
-            damaged[position] ^= 0xFF
-            do {
-                _ = try HostRecordTable.decode(damaged, zone: Self.zone)
-            } catch {
-                #expect(error.code == .damagedFile)
-            }
-        }
+        expectDamageToThrowOrRead(bytes, zone: Self.zone, every: 1)
         // A name listed twice.
         var table = HostRecordTable()
         table["r1"] = Self.record("r1", ["title": .string("Soup")])
@@ -246,21 +233,8 @@ struct LargeHostRecordTableTests {
     }
 
     @Test func aDamagedLargeSectionThrowsATypedErrorFromEitherHalf() throws {
-        let bytes = [UInt8](Self.largeTable().encoded())
-        for length in stride(from: 0, to: bytes.count, by: 4_001) {
-            #expect(throws: FlatSyncError.self) {
-                try HostRecordTable.decode(Array(bytes[0..<length]), zone: Self.zone)
-            }
-        }
-        for position in stride(from: 0, to: bytes.count, by: 1_009) {
-            var damaged = bytes
-            damaged[position] ^= 0xFF
-            do {
-                _ = try HostRecordTable.decode(damaged, zone: Self.zone)
-            } catch {
-                #expect(error.code == .damagedFile)
-            }
-        }
+        // A truncation or a flipped byte every kilobyte or so, in both pieces.
+        expectDamageToThrowOrRead([UInt8](Self.largeTable().encoded()), zone: Self.zone, every: 1_009)
     }
 
     @Test func aRecordListedInBothHalvesIsDamage() throws {
@@ -277,6 +251,23 @@ struct LargeHostRecordTableTests {
         #expect(first.lowerBound < bytes.count / 2 && last.lowerBound > bytes.count / 2)
         let error = #expect(throws: FlatSyncError.self) { try HostRecordTable.decode(bytes, zone: Self.zone) }
         #expect(error?.code == .damagedFile)
+    }
+}
+
+/// Checks that `bytes` (a host-record section) cut short at every `every`th length throws, and that with
+/// every `every`th byte flipped it throws ``FlatSyncError/Code-swift.struct/damagedFile`` or reads.
+private func expectDamageToThrowOrRead(_ bytes: [UInt8], zone: ZoneID, every: Int) {
+    for length in stride(from: 0, to: bytes.count, by: every) {
+        #expect(throws: FlatSyncError.self) { try HostRecordTable.decode(Array(bytes[0..<length]), zone: zone) }
+    }
+    for position in stride(from: 0, to: bytes.count, by: every) {
+        var damaged = bytes
+        damaged[position] ^= 0xFF
+        do {
+            _ = try HostRecordTable.decode(damaged, zone: zone)
+        } catch {
+            #expect(error.code == .damagedFile)
+        }
     }
 }
 
