@@ -168,8 +168,8 @@ public struct RecordFields: Sendable {
 /// The encoded fields of many records: the sets of keys they use and the bytes of their values, which
 /// each record's ``RecordFields`` reads at its own range.
 ///
-/// A class, so that a record's fields hold one reference rather than the two arrays; each thread that makes
-/// values makes its own (``HostRecordTable/values(of:)``), so that two cores never retain the same object.
+/// A class, so that a record's fields hold one reference rather than the two arrays; each piece of
+/// ``HostRecordTable/values(of:)`` makes its own, so that two cores never retain the same object.
 @usableFromInline package final class EncodedRecordFields: Sendable {
     /// The sets of keys, each sorted.
     let shapes: [[String]]

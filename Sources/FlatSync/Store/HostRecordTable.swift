@@ -138,8 +138,9 @@
     /// A large table's values are made on two threads, each piece of the entries into its own part of the
     /// result (see ``ForkJoin``): a cold start reads every record, and a phone has a second core.
     @inlinable package func values<Value: SyncableRecord>(of _: Value.Type) -> [Value] {
-        guard let type = typeNumber(Value.recordType) else { return [] }
         let count = count
+        // An empty array's storage need not have an address.
+        guard let type = typeNumber(Value.recordType), count > 0 else { return [] }
         // Each value is made in its place in the array rather than appended.
         return [Value](unsafeUninitializedCapacity: count) { buffer, initialized in
             let result = ValuesBuffer(base: buffer.baseAddress!)
@@ -483,6 +484,13 @@ extension HostRecordTable {
             pieces = [Piece(checksummed: 0..<bytes.count, records: 0..<count, start: entriesStart, endsSection: true)]
         }
         let header = table
+        if count == 0 {
+            // No records, only tags: nothing to read on two threads, and an empty array's storage need not
+            // have an address.
+            try table.buildIndex(hashes: [])
+            table.garbage = bytes.count
+            return (table, bytes.withUnsafeBytes { CRC32.checksum($0) })
+        }
         var hashes = [UInt32](repeating: 0, count: count)
         var reads: [PieceRead] = []
         // Each piece makes its entries in their places in the table's array: no copy of them afterwards.

@@ -281,3 +281,34 @@ extension Array where Element == UInt8 {
         return nil
     }
 }
+
+/// Tables with no records: what a zone whose records were all deleted keeps.
+@Suite("Host record table, empty")
+struct EmptyHostRecordTableTests {
+    private static let zone = ZoneID("Recipes")
+
+    private struct Dish: SyncableRecord {
+        static let zone = ZoneID("Recipes")
+        static let recordType = "Recipe"
+        static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string]
+        var id: String
+        var fields: [String: FieldValue] { [:] }
+        init(id: String, fields: RecordFields) throws(FlatSyncError) { self.id = id }
+    }
+
+    @Test func aTableWhoseRecordsWereAllDeletedReadsAndHasNoValues() throws {
+        var table = HostRecordTable()
+        table["r1"] = Record(id: RecordID(zone: Self.zone, name: "r1"), type: "Recipe", fields: [:])
+        table.setChangeTag(ChangeTag(rawValue: "t1"), of: "r1")
+        #expect(table.values(of: Dish.self).map(\.id) == ["r1"])
+        table["r1"] = nil
+        #expect(table.values(of: Dish.self).isEmpty, "the type is still known, with no record of it")
+        let bytes = [UInt8](table.encoded())
+        let (decoded, checksum) = try HostRecordTable.decodeWithChecksum(bytes, zone: Self.zone)
+        #expect(checksum == bytes.withUnsafeBytes { CRC32.checksum($0) })
+        #expect(decoded == table)
+        #expect(decoded.count == 0)
+        #expect(decoded.changeTag(of: "r1")?.rawValue == "t1", "the deleted record's tag stays until sent")
+        #expect(decoded.values(of: Dish.self).isEmpty)
+    }
+}
