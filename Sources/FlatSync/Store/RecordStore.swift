@@ -63,7 +63,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// Every value, in no set order (sort them as your view needs). A record that does not read as a value
     /// (another client wrote it wrong) is left out; ``record(_:)`` still shows it. A store of thousands of
-    /// records makes half of its values on a second thread, and returns once both halves are made.
+    /// records makes its values on two threads, and returns once all are made.
     @inlinable
     public func values() async -> [Value] {
         // Inlinable, so that the loop is specialized for the host's type where it is called: made through a

@@ -1,3 +1,4 @@
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -151,21 +152,6 @@ struct LargeHostRecordTableTests {
     private static let zone = ZoneID("Recipes")
     private static let count = 6_000
 
-    private struct Dish: SyncableRecord {
-        static let zone = ZoneID("Recipes")
-        static let recordType = "Recipe"
-        static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string, "servings": .int64]
-        var id: String
-        var title: String
-        var servings: Int64
-        var fields: [String: FieldValue] { ["title": .string(title), "servings": .int(servings)] }
-        init(id: String, fields: RecordFields) throws(FlatSyncError) {
-            self.id = id
-            title = try fields.string("title")
-            servings = try fields.int("servings")
-        }
-    }
-
     /// Records of two types spread over both halves: names short, long and not ASCII, tags that pack and
     /// tags that do not, `deleteSelf` references from the second half to the first, records that lack a
     /// field, and loose tags.
@@ -224,7 +210,7 @@ struct LargeHostRecordTableTests {
 
     @Test func valuesMadeOnTwoThreadsAreEveryReadableRecordOfTheType() throws {
         let table = try HostRecordTable.decode([UInt8](Self.largeTable().encoded()), zone: Self.zone)
-        let values = table.values(of: Dish.self)
+        let values = table.values(of: TestRecipe.self)
         // Steps are another type; recipes without servings do not read.
         let expected = (0..<Self.count).filter { $0 % 11 != 0 && $0 % 13 != 0 }
         #expect(values.count == expected.count)
@@ -287,28 +273,21 @@ extension Array where Element == UInt8 {
 struct EmptyHostRecordTableTests {
     private static let zone = ZoneID("Recipes")
 
-    private struct Dish: SyncableRecord {
-        static let zone = ZoneID("Recipes")
-        static let recordType = "Recipe"
-        static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string]
-        var id: String
-        var fields: [String: FieldValue] { [:] }
-        init(id: String, fields: RecordFields) throws(FlatSyncError) { self.id = id }
-    }
-
     @Test func aTableWhoseRecordsWereAllDeletedReadsAndHasNoValues() throws {
         var table = HostRecordTable()
-        table["r1"] = Record(id: RecordID(zone: Self.zone, name: "r1"), type: "Recipe", fields: [:])
+        table["r1"] = Record(
+            id: RecordID(zone: Self.zone, name: "r1"), type: "Recipe",
+            fields: ["title": .string("Soup"), "servings": .int(4)])
         table.setChangeTag(ChangeTag(rawValue: "t1"), of: "r1")
-        #expect(table.values(of: Dish.self).map(\.id) == ["r1"])
+        #expect(table.values(of: TestRecipe.self).map(\.id) == ["r1"])
         table["r1"] = nil
-        #expect(table.values(of: Dish.self).isEmpty, "the type is still known, with no record of it")
+        #expect(table.values(of: TestRecipe.self).isEmpty, "the type is still known, with no record of it")
         let bytes = [UInt8](table.encoded())
         let (decoded, checksum) = try HostRecordTable.decodeWithChecksum(bytes, zone: Self.zone)
         #expect(checksum == bytes.withUnsafeBytes { CRC32.checksum($0) })
         #expect(decoded == table)
         #expect(decoded.count == 0)
         #expect(decoded.changeTag(of: "r1")?.rawValue == "t1", "the deleted record's tag stays until sent")
-        #expect(decoded.values(of: Dish.self).isEmpty)
+        #expect(decoded.values(of: TestRecipe.self).isEmpty)
     }
 }
