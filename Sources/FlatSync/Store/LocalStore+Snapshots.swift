@@ -112,8 +112,7 @@ extension LocalStore {
     /// been acknowledged and snapshotted.
     func compactIfNeeded() throws(FlatSyncError) {
         guard log.byteCount > options.compactionMinimumBytes else { return }
-        let live = pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
-        guard recordChangesInLog > options.compactionGrowthFactor * live else { return }
+        guard recordChangesInLog > options.compactionGrowthFactor * liveRecordChanges else { return }
         try compact()
     }
 
@@ -140,6 +139,6 @@ extension LocalStore {
         try log.rewrite(events.map { $0.encoded() })
         entriesInLog = events.count
         logIsBehindMemory = false
-        recordChangesInLog = pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
+        recordChangesInLog = liveRecordChanges
     }
 }

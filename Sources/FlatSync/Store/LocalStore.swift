@@ -258,12 +258,25 @@ public actor LocalStore {
         if let firstError { throw firstError }
     }
 
-    /// True when the log holds many more entries than a compaction would write, and little enough to
-    /// rewrite it quickly.
+    /// True when the log holds many more entries or record changes than a compaction would write, and
+    /// little enough to rewrite it quickly.
+    ///
+    /// Record changes count as well as entries: one batch of a few thousand records, sent and snapshotted,
+    /// is few entries, but the next open replays every change in it (about 3 µs each, against well under
+    /// 1 µs to read the record from the snapshot).
     var shouldCompactOnClose: Bool {
         // Not if `abandon()` ran while `close()` awaited its snapshots: the log is closed then.
-        !isClosed && entriesInLog > 2 * pending.commandCount + options.closeCompactionMinimumEntries
-            && log.byteCount <= options.closeCompactionMaximumBytes && log.failure == nil && !logIsBehindMemory
+        guard !isClosed, log.byteCount <= options.closeCompactionMaximumBytes, log.failure == nil,
+            !logIsBehindMemory
+        else { return false }
+        let minimum = options.closeCompactionMinimumEntries
+        if entriesInLog > 2 * pending.commandCount + minimum { return true }
+        return recordChangesInLog > 2 * liveRecordChanges + minimum
+    }
+
+    /// The record changes a compaction keeps: pending, or acknowledged and in no snapshot yet.
+    var liveRecordChanges: Int {
+        pending.recordCount() + acknowledgedSinceSnapshot.values.reduce(0) { $0 + $1.count }
     }
 
     /// Gives up the directory the way a killed process would: no snapshots are written and nothing

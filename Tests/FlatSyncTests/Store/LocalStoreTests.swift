@@ -303,6 +303,27 @@ struct StoreContents: Equatable {
         }
     }
 
+    @Test func closingRewritesALogOfFewEntriesHoldingManySentChanges() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            // One entry of 1,000 changes (below the size that compacts while open), sent and acknowledged.
+            try await store.history.apply((0..<1_000).map { .visit(articleID: "a\($0)") })
+            let round = try await store.sealPendingCommands(in: .readingHistory)
+            for command in round { try await store.acknowledge(Array(command.changes.keys), in: command.id) }
+            try await store.unsealPendingCommands(in: .readingHistory)
+            try await store.history.visit("pending")
+            let before = await StoreContents(store)
+            try await store.close()
+            // The counters and the one pending visit: the snapshot holds the 1,000, so reopening replays none.
+            #expect(try logEntries(in: directory) <= 2)
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            #expect(await StoreContents(reopened) == before)
+            #expect(await reopened.history.count() == 1_001)
+            #expect(await reopened.pendingRecordCount() == 1)
+            try await reopened.close()
+        }
+    }
+
     @Test func closingLeavesALogOfFewEntriesAsItIs() async throws {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(directory: directory, options: testOptions())
