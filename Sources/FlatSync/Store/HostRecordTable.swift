@@ -458,8 +458,9 @@ extension HostRecordTable {
 
     /// What ``decode(_:zone:)`` reads, and the CRC-32 of `bytes` (``CRC32``).
     ///
-    /// A large section is read in two halves at once, each on its own core with its own checksum (combined
-    /// afterwards): a cold start reads every record, and a phone has a second core.
+    /// A large section is read on two cores, as a cold start reads every record and a phone has a second
+    /// core: first its records, in two runs at once; then the name index, which needs every record, beside
+    /// the checksum, which needs none of them, cut into pieces that the two threads take in turn.
     package static func decodeWithChecksum(_ bytes: [UInt8], zone: ZoneID) throws(FlatSyncError) -> (
         table: HostRecordTable, checksum: UInt32
     ) {
@@ -470,20 +471,6 @@ extension HostRecordTable {
         let (count, entriesStart) = try withReader(bytes) { (reader) throws(FlatSyncError) in
             try table.readHeader(&reader)
         }
-        let pieces: [Piece]
-        if count >= readOnTwoThreadsMinimum && ForkJoin.isWorthForking {
-            // The second piece finds where its records start by stepping over the first piece's, which costs
-            // about a seventh of reading them: so the first piece takes a little more than half.
-            let split = count * 8 / 15
-            pieces = [
-                Piece(checksummed: 0..<bytes.count / 2, records: 0..<split, start: entriesStart, endsSection: false),
-                Piece(
-                    checksummed: bytes.count / 2..<bytes.count, records: split..<count, start: nil, endsSection: true),
-            ]
-        } else {
-            pieces = [Piece(checksummed: 0..<bytes.count, records: 0..<count, start: entriesStart, endsSection: true)]
-        }
-        let header = table
         if count == 0 {
             // No records, only tags: nothing to read on two threads, and an empty array's storage need not
             // have an address.
@@ -491,9 +478,23 @@ extension HostRecordTable {
             table.garbage = bytes.count
             return (table, bytes.withUnsafeBytes { CRC32.checksum($0) })
         }
+        let onTwoThreads = count >= readOnTwoThreadsMinimum && ForkJoin.isWorthForking
+        let pieces: [Piece]
+        if onTwoThreads {
+            // The second run finds where its records start by stepping over the first run's, which costs
+            // about a seventh of reading them: so the first run takes a little more than half.
+            let split = count * 8 / 15
+            pieces = [
+                Piece(records: 0..<split, start: entriesStart, endsSection: false),
+                Piece(records: split..<count, start: nil, endsSection: true),
+            ]
+        } else {
+            pieces = [Piece(records: 0..<count, start: entriesStart, endsSection: true)]
+        }
+        let header = table
         var hashes = [UInt32](repeating: 0, count: count)
         var reads: [PieceRead] = []
-        // Each piece makes its entries in their places in the table's array: no copy of them afterwards.
+        // Each run makes its entries in their places in the table's array: no copy of them afterwards.
         let entries = hashes.withUnsafeMutableBufferPointer { hashes in
             [Entry](unsafeUninitializedCapacity: count) { buffer, initialized in
                 let output = DecodedEntries(entries: buffer.baseAddress!, hashes: hashes.baseAddress!)
@@ -523,19 +524,59 @@ extension HostRecordTable {
             table.unpackedTags.merge(read.unpackedTags) { $1 }
             table.dependentsByTarget.merge(read.dependentsByTarget) { $0.union($1) }
         }
-        try table.buildIndex(hashes: hashes)
+        let (index, checksum) = indexAndChecksum(
+            of: entries, hashes: hashes, bytes: bytes, onTwoThreads: onTwoThreads)
+        guard let index else { throw FlatSyncError(.damagedFile, "A host record is listed twice.") }
+        table.index = index
+        try table.checkLooseTags()
         table.garbage = bytes.count - reads.reduce(0) { $0 + $1.valueBytes }
-        let checksum =
-            reads.count == 1
-            ? reads[0].checksum
-            : CRC32.combine(reads[0].checksum, reads[1].checksum, length: pieces[1].checksummed.count)
         return (table, checksum)
     }
 
-    /// A run of records in a section, which one thread reads (``decodeWithChecksum(_:zone:)``), and a run
-    /// of the section's bytes, not necessarily the same, that it checksums.
+    /// How many pieces ``indexAndChecksum(of:hashes:bytes:onTwoThreads:)`` cuts the checksum into: enough
+    /// that the thread not building the index takes most of them, whichever core runs faster.
+    private static let checksumPieces = 8
+
+    /// The name index of `entries` (nil when two have the same name) and the CRC-32 of `bytes`, on two
+    /// threads at once when `onTwoThreads`: the index is one piece and the checksum several, and each
+    /// thread takes the next piece as it finishes one.
+    private static func indexAndChecksum(
+        of entries: [Entry], hashes: [UInt32], bytes: [UInt8], onTwoThreads: Bool
+    ) -> (SlotIndex?, UInt32) {
+        @Sendable func index() -> SlotIndex? {
+            var index = SlotIndex()
+            guard index.build(hashes: hashes, same: { entries[$0].compactName == entries[$1].compactName }) else {
+                return nil
+            }
+            return index
+        }
+        guard onTwoThreads else { return (index(), bytes.withUnsafeBytes { CRC32.checksum($0) }) }
+        enum Result: Sendable {
+            case index(SlotIndex?)
+            case checksum(UInt32, length: Int)
+        }
+        let bounds = { @Sendable (piece: Int) in bytes.count * piece / checksumPieces }
+        // The index first: it is the longest piece, so the other thread starts on the checksum at once.
+        let results = ForkJoin.map(pieces: 1 + checksumPieces) { piece -> Result in
+            guard piece > 0 else { return .index(index()) }
+            let range = bounds(piece - 1)..<bounds(piece)
+            return .checksum(
+                bytes.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[range])) },
+                length: range.count)
+        }
+        var index: SlotIndex?
+        var checksum: UInt32 = 0
+        for result in results {
+            switch result {
+            case .index(let built): index = built
+            case .checksum(let piece, let length): checksum = CRC32.combine(checksum, piece, length: length)
+            }
+        }
+        return (index, checksum)
+    }
+
+    /// A run of records in a section, which one thread reads (``decodeWithChecksum(_:zone:)``).
     private struct Piece: Sendable {
-        var checksummed: Range<Int>
         /// Which of the section's records it reads.
         var records: Range<Int>
         /// Where its first record starts, or nil to find out by stepping over the records before it.
@@ -546,7 +587,6 @@ extension HostRecordTable {
 
     /// What reading a ``Piece`` found, besides its entries.
     private struct PieceRead: Sendable {
-        var checksum: UInt32
         /// The number of entries made (all of the piece's unless it failed).
         var made = 0
         var failure: FlatSyncError?
@@ -572,9 +612,7 @@ extension HostRecordTable {
     private func read(
         _ piece: Piece, of bytes: [UInt8], entriesStart: Int, into output: DecodedEntries
     ) -> PieceRead {
-        var read = PieceRead(
-            checksum: bytes.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[piece.checksummed])) }
-        )
+        var read = PieceRead()
         // A table of its own for the tags that do not pack and the references it meets.
         var part = self
         part.arena = []
@@ -694,6 +732,11 @@ extension HostRecordTable {
         guard index.build(hashes: hashes, same: { entries[$0].compactName == entries[$1].compactName }) else {
             throw FlatSyncError(.damagedFile, "A host record is listed twice.")
         }
+        try checkLooseTags()
+    }
+
+    /// Throws when a loose tag (of a record this zone no longer has) names a record it has.
+    private func checkLooseTags() throws(FlatSyncError) {
         for (name, _) in looseTags where contains(name) {
             throw FlatSyncError(.damagedFile, "The host record \(name) is listed twice.")
         }
