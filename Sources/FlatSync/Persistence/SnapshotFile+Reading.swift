@@ -81,6 +81,7 @@ extension SnapshotFile {
         let whole = try range("sendWhole", required: false)
         let firstVersionHost = try range("hostRecords", required: false)
         let host = try range("hostRecordTable", required: false)
+        let hostOffsets = try range("hostRecordOffsets", required: false)
         let token = try tokenRange.map { (range) throws(FlatSyncError) -> Data in
             Data(try source.bytes(at: range.lowerBound, count: range.count))
         }
@@ -151,13 +152,18 @@ extension SnapshotFile {
                 crc = CRC32.checksum(bytes, continuing: crc)
                 state.hostRecords = try HostRecordTable.decodeFirstVersion(bytes, zone: expectedZone)
             }
+            let offsets = try hostOffsets.map { (range) throws(FlatSyncError) in
+                try source.bytes(at: range.lowerBound, count: range.count)
+            }
             if let host {
                 // Read whole with the log's field codec: host records are fields, not columns.
                 let bytes = try source.bytes(at: host.lowerBound, count: host.count)
-                let (table, sectionCRC) = try HostRecordTable.decodeWithChecksum(bytes, zone: expectedZone)
+                let (table, sectionCRC) = try HostRecordTable.decodeWithChecksum(
+                    bytes, zone: expectedZone, recordOffsets: offsets)
                 crc = CRC32.combine(crc, sectionCRC, length: bytes.count)
                 state.hostRecords = table
             }
+            if let offsets { crc = offsets.withUnsafeBytes { CRC32.checksum($0, continuing: crc) } }
         } catch  where error.code == .damagedFile {
             throw FlatSyncError(
                 .damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)

@@ -49,6 +49,10 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     /// The zone's host records and their tags (see ``HostRecordTable/encoded()``); absent when none (and in
     /// files written before FlatSync kept them).
     package var hostRecordTable: Data?
+    /// Where every ``HostRecordTable/recordOffsetStride``th record of ``hostRecordTable`` starts (see
+    /// ``HostRecordTable/encodedSection()``), so that a cold start reads the records in many runs at once;
+    /// absent when there are fewer records (and in files written before FlatSync kept them).
+    package var hostRecordOffsets: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
@@ -93,7 +97,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             sendWhole = names.data
         }
         if !state.hostRecords.isEmpty {
-            hostRecordTable = state.hostRecords.encoded()
+            (hostRecordTable, hostRecordOffsets) = state.hostRecords.encodedSection()
         }
         checksum = 0
         checksum = computedChecksum()
@@ -121,6 +125,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let sendWhole { crc = CRC32.checksum(sendWhole, continuing: crc) }
         if let hostRecords { crc = CRC32.checksum(hostRecords, continuing: crc) }
         if let hostRecordTable { crc = CRC32.checksum(hostRecordTable, continuing: crc) }
+        if let hostRecordOffsets { crc = CRC32.checksum(hostRecordOffsets, continuing: crc) }
         return crc
     }
 

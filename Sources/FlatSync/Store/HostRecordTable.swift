@@ -416,7 +416,23 @@ extension HostRecordTable {
     /// change tag (empty for none), the numbers of its type and its keys, and the byte count and bytes of
     /// its values in the command log's field codec. Strings are a varint byte count and UTF-8 bytes.
     package func encoded() -> Data {
+        encodedSection().section
+    }
+
+    /// How many records apart ``encodedSection()`` notes where a record starts: often enough that a large
+    /// section splits into many runs for two threads to take in turn, and for little (a few bytes per
+    /// thousand records).
+    package static let recordOffsetStride = 1_024
+
+    /// The section (``encoded()``), and where every ``recordOffsetStride``th record starts in it
+    /// (``SnapshotFile/hostRecordOffsets``): the byte offsets of records `stride`, `2 × stride` and so on,
+    /// as varints, or nil when there are no more records than that.
+    ///
+    /// The offsets let a cold start read the section in many runs at once, none of which has to step over
+    /// the records before it first (see ``decodeWithChecksum(_:zone:recordOffsets:)``).
+    package func encodedSection() -> (section: Data, recordOffsets: Data?) {
         var writer = BinaryWriter(capacity: arena.count - garbage + entries.count * 24 + 64)
+        var offsets = BinaryWriter()
         writer.write(varint: UInt64(types.count))
         for type in types { writer.write(type) }
         writer.write(varint: UInt64(shapes.count))
@@ -431,7 +447,10 @@ extension HostRecordTable {
         }
         writer.write(varint: UInt64(entries.count))
         arena.withUnsafeBytes { arena in
-            for entry in entries {
+            for (position, entry) in entries.enumerated() {
+                if position > 0 && position % Self.recordOffsetStride == 0 {
+                    offsets.write(varint: UInt64(writer.bytes.count))
+                }
                 entry.compactName.withUTF8 { utf8 in
                     writer.write(varint: UInt64(utf8.count))
                     writer.write(raw: utf8)
@@ -443,7 +462,7 @@ extension HostRecordTable {
                 writer.write(raw: UnsafeRawBufferPointer(rebasing: arena[entry.start..<entry.end]))
             }
         }
-        return writer.data
+        return (writer.data, offsets.bytes.isEmpty ? nil : offsets.data)
     }
 
     /// Reads what ``encoded()`` wrote for the records of `zone`, checking every value as it goes without
@@ -459,17 +478,25 @@ extension HostRecordTable {
     /// What ``decode(_:zone:)`` reads, and the CRC-32 of `bytes` (``CRC32``).
     ///
     /// A large section is read on two cores, as a cold start reads every record and a phone has a second
-    /// core: first its records, in two runs at once; then the name index, which needs every record, beside
-    /// the checksum, which needs none of them, cut into pieces that the two threads take in turn.
-    package static func decodeWithChecksum(_ bytes: [UInt8], zone: ZoneID) throws(FlatSyncError) -> (
-        table: HostRecordTable, checksum: UInt32
-    ) {
+    /// core: first its records, in runs that the two threads take in turn; then the name index, which needs
+    /// every record, beside the checksum, which needs none of them.
+    ///
+    /// - Parameter recordOffsets: where every ``recordOffsetStride``th record starts, as
+    ///   ``encodedSection()`` wrote them, or nil for a section written without them (before FlatSync kept
+    ///   them): its records are then read in two runs, the second stepping over the first's records to
+    ///   find where it starts. Offsets need no trust: each run must end where the next one starts.
+    package static func decodeWithChecksum(
+        _ bytes: [UInt8], zone: ZoneID, recordOffsets: [UInt8]? = nil
+    ) throws(FlatSyncError) -> (table: HostRecordTable, checksum: UInt32) {
         var table = HostRecordTable()
         table.zone = zone
         // The section's bytes become the values' buffer: each entry points at its values where they are.
         table.arena = bytes
         let (count, entriesStart) = try withReader(bytes) { (reader) throws(FlatSyncError) in
             try table.readHeader(&reader)
+        }
+        let offsets = try recordOffsets.map { (offsets) throws(FlatSyncError) in
+            try Self.recordOffsets(offsets, records: count, entriesStart: entriesStart, sectionSize: bytes.count)
         }
         if count == 0 {
             // No records, only tags: nothing to read on two threads, and an empty array's storage need not
@@ -479,18 +506,7 @@ extension HostRecordTable {
             return (table, bytes.withUnsafeBytes { CRC32.checksum($0) })
         }
         let onTwoThreads = count >= readOnTwoThreadsMinimum && ForkJoin.isWorthForking
-        let pieces: [Piece]
-        if onTwoThreads {
-            // The second run finds where its records start by stepping over the first run's, which costs
-            // about a seventh of reading them: so the first run takes a little more than half.
-            let split = count * 8 / 15
-            pieces = [
-                Piece(records: 0..<split, start: entriesStart, endsSection: false),
-                Piece(records: split..<count, start: nil, endsSection: true),
-            ]
-        } else {
-            pieces = [Piece(records: 0..<count, start: entriesStart, endsSection: true)]
-        }
+        let pieces = Self.pieces(records: count, entriesStart: entriesStart, offsets: onTwoThreads ? offsets : [])
         let header = table
         var hashes = [UInt32](repeating: 0, count: count)
         var reads: [PieceRead] = []
@@ -501,10 +517,9 @@ extension HostRecordTable {
                 if pieces.count == 1 {
                     reads = [header.read(pieces[0], of: bytes, entriesStart: entriesStart, into: output)]
                 } else {
-                    let (first, second) = ForkJoin.run(
-                        { header.read(pieces[0], of: bytes, entriesStart: entriesStart, into: output) },
-                        { header.read(pieces[1], of: bytes, entriesStart: entriesStart, into: output) })
-                    reads = [first, second]
+                    reads = ForkJoin.map(pieces: pieces.count) { piece in
+                        header.read(pieces[piece], of: bytes, entriesStart: entriesStart, into: output)
+                    }
                 }
                 if reads.allSatisfy({ $0.failure == nil }) {
                     initialized = count
@@ -516,7 +531,7 @@ extension HostRecordTable {
             }
         }
         if let failure = reads.lazy.compactMap(\.failure).first { throw failure }
-        if reads.count == 2, reads[0].end != reads[1].start {
+        for (read, next) in zip(reads, reads.dropFirst()) where read.end != next.start {
             throw FlatSyncError(.damagedFile, "The host records section's records do not follow one another.")
         }
         table.entries = entries
@@ -531,6 +546,50 @@ extension HostRecordTable {
         try table.checkLooseTags()
         table.garbage = bytes.count - reads.reduce(0) { $0 + $1.valueBytes }
         return (table, checksum)
+    }
+
+    /// The record offsets of ``encodedSection()``, checked against the section they belong to: one per
+    /// ``recordOffsetStride`` records after the first stride, each after the one before, all inside the
+    /// records.
+    private static func recordOffsets(
+        _ bytes: [UInt8], records: Int, entriesStart: Int, sectionSize: Int
+    ) throws(FlatSyncError) -> [Int] {
+        var offsets: [Int] = []
+        try withReader(bytes) { (reader) throws(FlatSyncError) in
+            while !reader.isAtEnd {
+                let offset = try reader.readVarint()
+                guard offset > UInt64(offsets.last ?? entriesStart), offset < UInt64(sectionSize) else {
+                    throw FlatSyncError(.damagedFile, "A host record offset, \(offset), is out of place.")
+                }
+                offsets.append(Int(offset))
+            }
+        }
+        guard offsets.count == max(0, records - 1) / recordOffsetStride else {
+            throw FlatSyncError(
+                .damagedFile, "The section has \(records) host records but \(offsets.count) record offsets.")
+        }
+        return offsets
+    }
+
+    /// The runs a section of `records` records is read in: one run per ``recordOffsetStride`` records when
+    /// `offsets` says where each starts; one run when `offsets` is empty (a small section, or one thread);
+    /// and without offsets, two runs, the second finding its start by stepping over the first's records,
+    /// which costs about a seventh of reading them, so the first takes a little more than half.
+    private static func pieces(records: Int, entriesStart: Int, offsets: [Int]?) -> [Piece] {
+        guard let offsets else {
+            let split = records * 8 / 15
+            return [
+                Piece(records: 0..<split, start: entriesStart, endsSection: false),
+                Piece(records: split..<records, start: nil, endsSection: true),
+            ]
+        }
+        let starts = [entriesStart] + offsets
+        return starts.indices.map { run in
+            let first = run * recordOffsetStride
+            let last = run == starts.count - 1
+            return Piece(
+                records: first..<(last ? records : first + recordOffsetStride), start: starts[run], endsSection: last)
+        }
     }
 
     /// How many pieces ``indexAndChecksum(of:hashes:bytes:onTwoThreads:)`` cuts the checksum into: enough

@@ -219,8 +219,120 @@ struct LargeHostRecordTableTests {
     }
 
     @Test func aDamagedLargeSectionThrowsATypedErrorFromEitherHalf() throws {
-        // A truncation or a flipped byte every kilobyte or so, in both pieces.
-        expectDamageToThrowOrRead([UInt8](Self.largeTable().encoded()), zone: Self.zone, every: 1_009)
+        // A truncation or a flipped byte every kilobyte or so, in every run: two without offsets, one per
+        // 1,024 records with them.
+        let (section, offsets) = Self.largeTable().encodedSection()
+        expectDamageToThrowOrRead([UInt8](section), zone: Self.zone, every: 1_009)
+        expectDamageToThrowOrRead(
+            [UInt8](section), zone: Self.zone, every: 1_009, recordOffsets: offsets.map(Array.init))
+    }
+
+    /// The varints of `offsets`.
+    private static func offsetBytes(_ offsets: [Int]) -> [UInt8] {
+        var writer = BinaryWriter()
+        for offset in offsets { writer.write(varint: UInt64(offset)) }
+        return writer.bytes
+    }
+
+    /// The offsets `encodedSection()` wrote.
+    private static func offsets(in bytes: Data) throws -> [Int] {
+        try bytes.withBinaryReader { (reader) throws(FlatSyncError) in
+            var offsets: [Int] = []
+            while !reader.isAtEnd { offsets.append(Int(try reader.readVarint())) }
+            return offsets
+        }
+    }
+
+    /// Where each record of a section starts, found by walking it as ``HostRecordTable/encoded()`` lays it
+    /// out.
+    private static func recordStarts(in bytes: [UInt8]) throws -> [Int] {
+        try Data(bytes).withBinaryReader { (reader) throws(FlatSyncError) in
+            for _ in 0..<(try reader.readCount()) { _ = try reader.readString() }
+            for _ in 0..<(try reader.readCount()) {
+                for _ in 0..<(try reader.readCount()) { _ = try reader.readString() }
+            }
+            for _ in 0..<(try reader.readCount()) { _ = (try reader.readString(), try reader.readString()) }
+            var starts: [Int] = []
+            for _ in 0..<(try reader.readCount()) {
+                starts.append(reader.offset)
+                _ = (try reader.readString(), try reader.readString(), try reader.readVarint(), try reader.readVarint())
+                try reader.skip(byteCount: try reader.readCount())
+            }
+            return starts
+        }
+    }
+
+    @Test func recordOffsetsSplitTheReadIntoRunsThatMeet() throws {
+        let table = Self.largeTable()
+        let (section, written) = table.encodedSection()
+        let bytes = [UInt8](section)
+        let offsets = try Self.offsets(in: try #require(written))
+        // 6,000 records: where records 1,024, 2,048, 3,072, 4,096 and 5,120 start.
+        #expect(offsets.count == (Self.count - 1) / HostRecordTable.recordOffsetStride)
+        let starts = try Self.recordStarts(in: bytes)
+        #expect(offsets == stride(from: 1_024, to: Self.count, by: 1_024).map { starts[$0] })
+        let (decoded, checksum) = try HostRecordTable.decodeWithChecksum(
+            bytes, zone: Self.zone, recordOffsets: Self.offsetBytes(offsets))
+        #expect(decoded == table)
+        #expect(checksum == bytes.withUnsafeBytes { CRC32.checksum($0) })
+        #expect(decoded.dependents(of: "r\(3_036 - Self.count / 2)") == ["r3036"])
+        // Offsets that do not fit the records are damage, whichever way they are wrong.
+        let wrong: [(String, [Int])] = [
+            ("one short", Array(offsets.dropLast())),
+            ("one too many", offsets + [bytes.count - 1]),
+            ("inside a record", offsets.enumerated().map { $0.offset == 2 ? $0.element + 1 : $0.element }),
+            ("out of order", [offsets[1], offsets[0]] + offsets.dropFirst(2)),
+            ("past the end", Array(offsets.dropLast()) + [bytes.count]),
+            ("before the records", [1] + offsets.dropFirst()),
+        ]
+        for (what, offsets) in wrong {
+            let error = #expect(throws: FlatSyncError.self, "\(what)") {
+                try HostRecordTable.decodeWithChecksum(bytes, zone: Self.zone, recordOffsets: Self.offsetBytes(offsets))
+            }
+            #expect(error?.code == .damagedFile, "\(what)")
+        }
+        // At the start of another record: each run reads, but they do not meet.
+        let next = try #require(starts.firstIndex(of: offsets[1])) + 1
+        let misplaced = #expect(throws: FlatSyncError.self) {
+            try HostRecordTable.decodeWithChecksum(
+                bytes, zone: Self.zone,
+                recordOffsets: Self.offsetBytes([offsets[0], starts[next]] + offsets.dropFirst(2)))
+        }
+        #expect(misplaced?.message.contains("do not follow one another") == true)
+        let cut = #expect(throws: FlatSyncError.self) {
+            try HostRecordTable.decodeWithChecksum(bytes, zone: Self.zone, recordOffsets: [0x80])
+        }
+        #expect(cut?.code == .damagedFile, "a varint cut short")
+    }
+
+    @Test func aSnapshotReadsItsRecordsWithOrWithoutOffsets() throws {
+        var state = ZoneState<HostZoneItem>()
+        state.hostRecords = Self.largeTable()
+        let file = SnapshotFile(state, zone: Self.zone)
+        #expect(file.hostRecordOffsets != nil)
+        let read = try SnapshotFile.decodeState(
+            of: HostZoneItem.self, zone: Self.zone, from: try file.encoded(), path: "test")
+        #expect(read.hostRecords == state.hostRecords)
+        // As written before FlatSync kept offsets.
+        var older = file
+        older.hostRecordOffsets = nil
+        older.updateChecksum()
+        let readOlder = try SnapshotFile.decodeState(
+            of: HostZoneItem.self, zone: Self.zone, from: try older.encoded(), path: "test")
+        #expect(readOlder.hostRecords == state.hostRecords)
+        // The checksum covers the offsets.
+        var damaged = file
+        damaged.hostRecordOffsets = Data(Self.offsetBytes(try Self.offsets(in: file.hostRecordOffsets!).map { $0 + 1 }))
+        let error = #expect(throws: FlatSyncError.self) {
+            try SnapshotFile.decodeState(
+                of: HostZoneItem.self, zone: Self.zone, from: try damaged.encoded(), path: "test")
+        }
+        #expect(error?.code == .damagedFile)
+        // A small table has none.
+        var small = ZoneState<HostZoneItem>()
+        small.hostRecords["r1"] = Record(
+            id: RecordID(zone: Self.zone, name: "r1"), type: "Recipe", fields: ["title": .string("Soup")])
+        #expect(SnapshotFile(small, zone: Self.zone).hostRecordOffsets == nil)
     }
 
     @Test func aRecordListedInBothHalvesIsDamage() throws {
@@ -240,17 +352,20 @@ struct LargeHostRecordTableTests {
     }
 }
 
-/// Checks that `bytes` (a host-record section) cut short at every `every`th length throws, and that with
-/// every `every`th byte flipped it throws ``FlatSyncError/Code-swift.struct/damagedFile`` or reads.
-private func expectDamageToThrowOrRead(_ bytes: [UInt8], zone: ZoneID, every: Int) {
+/// Checks that `bytes` (a host-record section, read with `recordOffsets`) cut short at every `every`th
+/// length throws, and that with every `every`th byte flipped it throws
+/// ``FlatSyncError/Code-swift.struct/damagedFile`` or reads.
+private func expectDamageToThrowOrRead(_ bytes: [UInt8], zone: ZoneID, every: Int, recordOffsets: [UInt8]? = nil) {
     for length in stride(from: 0, to: bytes.count, by: every) {
-        #expect(throws: FlatSyncError.self) { try HostRecordTable.decode(Array(bytes[0..<length]), zone: zone) }
+        #expect(throws: FlatSyncError.self) {
+            try HostRecordTable.decodeWithChecksum(Array(bytes[0..<length]), zone: zone, recordOffsets: recordOffsets)
+        }
     }
     for position in stride(from: 0, to: bytes.count, by: every) {
         var damaged = bytes
         damaged[position] ^= 0xFF
         do {
-            _ = try HostRecordTable.decode(damaged, zone: zone)
+            _ = try HostRecordTable.decodeWithChecksum(damaged, zone: zone, recordOffsets: recordOffsets)
         } catch {
             #expect(error.code == .damagedFile)
         }
