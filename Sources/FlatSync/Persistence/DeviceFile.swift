@@ -61,23 +61,29 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     /// Decodes and checks a device file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
     /// ``FlatSyncError/Code-swift.struct/unsupportedFormatVersion``.
     package static func decode(_ data: Data, path: String) throws(FlatSyncError) -> DeviceFile {
-        struct VersionProbe: Decodable { var formatVersion: Int }
-        let version = try BinaryPropertyList.decode(
-            VersionProbe.self, from: data, damage: "device.plist is not readable.", path: path
-        ).formatVersion
-        guard version == 1 || version == currentFormatVersion else {
-            throw FlatSyncError(
+        func unsupported(_ version: Int) -> FlatSyncError {
+            FlatSyncError(
                 .unsupportedFormatVersion,
                 "device.plist has format version \(version); this FlatSync reads versions 1 and \(currentFormatVersion).",
                 path: path
             )
         }
+        func isSupported(_ version: Int) -> Bool { version == 1 || version == currentFormatVersion }
         let file: DeviceFile
         do {
             file = try PropertyListDecoder().decode(DeviceFile.self, from: data)
         } catch {
+            // Only a file that does not read is probed for its version (every open reads this file): a later
+            // version may have changed its layout, and is not damage.
+            struct VersionProbe: Decodable { var formatVersion: Int }
+            let version = try BinaryPropertyList.decode(
+                VersionProbe.self, from: data, damage: "device.plist is not readable.", path: path
+            ).formatVersion
+            guard isSupported(version) else { throw unsupported(version) }
             throw FlatSyncError(.damagedFile, "device.plist's structure is damaged.", cause: error, path: path)
         }
+        let version = file.formatVersion
+        guard isSupported(version) else { throw unsupported(version) }
         if version >= 2 {
             guard let checksum = file.checksum, checksum == file.computedChecksum() else {
                 throw FlatSyncError(.damagedFile, "device.plist's checksum does not match its contents.", path: path)

@@ -105,6 +105,32 @@ import Testing
         #expect(file.deviceID == "legacy" && file.account == "u" && file.formatVersion == 1)
     }
 
+    /// A later version is not damage, whether its layout still reads as this version's or not.
+    @Test func aLaterVersionIsUnsupportedNotDamaged() throws {
+        var sameLayout = Self.sampleFile()
+        sameLayout.formatVersion = 3
+        struct NewLayout: Encodable {
+            var formatVersion = 3
+            var identity = "moved"
+        }
+        let files = [
+            ("same layout", try BinaryPropertyList.encode(sameLayout, what: "test")),
+            ("new layout", try BinaryPropertyList.encode(NewLayout(), what: "test")),
+        ]
+        for (what, data) in files {
+            let error = #expect(throws: FlatSyncError.self, "\(what)") {
+                try DeviceFile.decode(data, path: "device.plist")
+            }
+            #expect(error?.code == .unsupportedFormatVersion, "\(what)")
+        }
+        // A file of a known version that does not read is damage.
+        struct Broken: Encodable { var formatVersion = 2 }
+        let error = #expect(throws: FlatSyncError.self) {
+            try DeviceFile.decode(try BinaryPropertyList.encode(Broken(), what: "test"), path: "device.plist")
+        }
+        #expect(error?.code == .damagedFile)
+    }
+
     // MARK: - In a store
 
     /// The problem the checksum solves: a few bytes flipped in the middle of the device ID used to open
