@@ -70,8 +70,11 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         }
         func isSupported(_ version: Int) -> Bool { version == 1 || version == currentFormatVersion }
         let file: DeviceFile
-        do {
-            file = try PropertyListDecoder().decode(DeviceFile.self, from: data)
+        do throws(FlatSyncError) {
+            // Checked before Foundation's decoder sees it (``BinaryPropertyList/validate(_:)``): some damaged
+            // files crash that decoder.
+            file = try BinaryPropertyList.decode(
+                DeviceFile.self, from: data, damage: "device.plist's structure is damaged.", path: path)
         } catch {
             // Only a file that does not read is probed for its version (every open reads this file): a later
             // version may have changed its layout, and is not damage.
@@ -80,7 +83,7 @@ package struct DeviceFile: Codable, Sendable, Equatable {
                 VersionProbe.self, from: data, damage: "device.plist is not readable.", path: path
             ).formatVersion
             guard isSupported(version) else { throw unsupported(version) }
-            throw FlatSyncError(.damagedFile, "device.plist's structure is damaged.", cause: error, path: path)
+            throw error
         }
         let version = file.formatVersion
         guard isSupported(version) else { throw unsupported(version) }
