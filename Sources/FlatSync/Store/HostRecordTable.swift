@@ -471,7 +471,7 @@ extension HostRecordTable {
         try decodeWithChecksum(bytes, zone: zone).table
     }
 
-    /// The fewest records ``decodeWithChecksum(_:zone:)`` reads on two threads: below it, the hand-off
+    /// The fewest records ``decodeWithChecksum(_:zone:recordOffsets:)`` reads on two threads: below it, the hand-off
     /// costs more than the second core saves.
     static let readOnTwoThreadsMinimum = 4_096
 
@@ -634,7 +634,7 @@ extension HostRecordTable {
         return (index, checksum)
     }
 
-    /// A run of records in a section, which one thread reads (``decodeWithChecksum(_:zone:)``).
+    /// A run of records in a section, which one thread reads (``decodeWithChecksum(_:zone:recordOffsets:)``).
     private struct Piece: Sendable {
         /// Which of the section's records it reads.
         var records: Range<Int>
@@ -660,8 +660,8 @@ extension HostRecordTable {
 
     /// Where the pieces of a section put their entries and the hashes of their names.
     private struct DecodedEntries: @unchecked Sendable {
-        // @unchecked: pointers into the table's new arrays, of which each piece writes only its own records'
-        // places; `ForkJoin.run` returns only after both pieces are done.
+        // @unchecked: pointers into the table's new arrays, of which each run writes only its own records'
+        // places; `ForkJoin.map` returns only after every run is done.
         let entries: UnsafeMutablePointer<Entry>
         let hashes: UnsafeMutablePointer<UInt32>
     }
