@@ -106,13 +106,18 @@ extension LocalStore {
 
     // MARK: - Compaction
 
-    /// Rewrites the log as the live commands once it is large and mostly dead: it holds more than
-    /// ``Options/compactionGrowthFactor`` times as many record changes as are live. Counting changes rather
+    /// Rewrites the log as the live commands once it is mostly dead (it holds more than
+    /// ``Options/compactionGrowthFactor`` times as many record changes as are live) and either large or
+    /// holding more dead changes than ``Options/compactionMinimumDeadChanges``. Counting changes rather
     /// than comparing with the size after the last compaction lets the log shrink once a large queue has
     /// been acknowledged and snapshotted.
     func compactIfNeeded() throws(FlatSyncError) {
-        guard log.byteCount > options.compactionMinimumBytes else { return }
-        guard recordChangesInLog > options.compactionGrowthFactor * liveRecordChanges else { return }
+        let live = liveRecordChanges
+        guard recordChangesInLog > options.compactionGrowthFactor * live else { return }
+        guard
+            log.byteCount > options.compactionMinimumBytes
+                || recordChangesInLog - live > options.compactionMinimumDeadChanges
+        else { return }
         try compact()
     }
 

@@ -44,9 +44,14 @@ public actor LocalStore {
         /// ``SyncableRecord``), each read and written through ``LocalStore/records(_:)``. Their zones are
         /// synced with the built-in ones; a type must be registered every time the directory is opened.
         public var recordTypes: [any SyncableRecord.Type] = []
-        /// The log is compacted once it is larger than this many bytes (256 KiB, about 2,000 history records:
-        /// below that, replaying dead entries costs less than rewriting the log)…
+        /// The log is compacted once it is larger than this many bytes (256 KiB, about 2,000 history
+        /// records)…
         package var compactionMinimumBytes = 256 << 10
+        /// …or holds more than this many record changes that no compaction would keep (sent, and in a
+        /// snapshot): an app the system suspends and then kills never calls ``LocalStore/close()``, and
+        /// every open replays each such change (about 3.5 µs apiece), so they are not left to pile up to
+        /// the byte bound…
+        package var compactionMinimumDeadChanges = 512
         /// …and holds this many times as many record changes as are live (pending, or acknowledged but in
         /// no snapshot yet), so it stays within about this factor of what a compaction would keep.
         package var compactionGrowthFactor = 4

@@ -277,6 +277,36 @@ struct StoreContents: Equatable {
         }
     }
 
+    /// An app the system kills never closes its store: a log of few bytes but many sent changes is
+    /// compacted once a snapshot holds them, so that the next open does not replay them all.
+    @Test func sentChangesInASnapshotAreCompactedAwayWithoutAClose() async throws {
+        for (visits, compacted) in [(600, true), (400, false)] {
+            try await withTemporaryDirectory { directory in
+                let store = try LocalStore(directory: directory, options: testOptions())
+                for batch in 0..<(visits / 100) {
+                    try await store.history.apply((0..<100).map { .visit(articleID: "a\(batch)-\($0)") })
+                }
+                let round = try await store.sealPendingCommands(in: .readingHistory)
+                for command in round { try await store.acknowledge(Array(command.changes.keys), in: command.id) }
+                try await store.unsealPendingCommands(in: .readingHistory)
+                let sent = store.logByteCount
+                #expect(sent < 256 << 10, "below the byte bound")
+                try await store.persistSnapshot(of: .readingHistory)
+                if compacted {
+                    #expect(store.logByteCount < sent / 10, "\(visits) sent changes are rewritten away")
+                } else {
+                    #expect(store.logByteCount == sent, "\(visits) sent changes are not worth a rewrite")
+                }
+                let before = await StoreContents(store)
+                await store.abandon()
+                let reopened = try LocalStore(directory: directory, options: testOptions())
+                #expect(await StoreContents(reopened) == before)
+                #expect(await reopened.history.count() == visits)
+                try await reopened.close()
+            }
+        }
+    }
+
     /// The number of entries in a closed store's log.
     private func logEntries(in directory: URL) throws -> Int {
         let url = directory.appendingPathComponent("commands.log")
