@@ -19,7 +19,11 @@ import Testing
                 guard kind == .modifyRecords, number == 1 else { return }
                 faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
             }
-            let a = try await harness.device("A", transport: transport) { $0.fileSystem = FileSystem(faulty) }
+            // Not started: a started device sends "x" at once, and that push, not syncNow's, would meet the
+            // failing write.
+            let a = try await harness.device("A", transport: transport, start: false) {
+                $0.fileSystem = FileSystem(faulty)
+            }
             try await a.readingList.add("x")
             let first = try await a.syncNow()
             #expect(first.sent == 1, "the server confirmed the save")
