@@ -6,15 +6,16 @@
 import Dispatch
 import Synchronization
 
-/// Runs two pieces of work at once and returns when both are done: the calling thread and a thread of
-/// Dispatch's pool each take one (which takes which is up to Dispatch).
+/// Runs pieces of work at once and returns when all are done: the calling thread and a thread of
+/// Dispatch's pool take them (which takes which is up to Dispatch).
 ///
 /// A large batch has two independent halves of work after its changes are made — writing its log entry
 /// (encode, append, flush) and taking its changes into the command queue — and a large host store's cold
-/// start reads its records and makes their values in two halves; a phone has more than one core. `DispatchQueue.concurrentPerform` does the forking: the calling thread runs a piece, and when no
-/// other thread is free to take the other, it runs that one too. So the call never waits for a thread that
-/// may not come (nothing to deadlock on a busy pool), and it returns only after both pieces ran, with what
-/// they returned visible to the caller.
+/// start reads its records, checks them and makes their values in pieces; a phone has more than one core.
+/// `DispatchQueue.concurrentPerform` does the forking: the calling thread runs a piece, and when no other
+/// thread is free to take the rest, it runs them too. So a call never waits for a thread that may not come
+/// (nothing to deadlock on a busy pool), and it returns only after every piece ran, with what they
+/// returned visible to the caller.
 @usableFromInline package enum ForkJoin {
     /// True when there is a second core to run a piece on; with one, forking only adds a hand-off.
     @usableFromInline package static let isWorthForking = ProcessInfo.processInfo.activeProcessorCount > 1
