@@ -483,8 +483,8 @@ extension HostRecordTable {
     ///
     /// - Parameter recordOffsets: where every ``recordOffsetStride``th record starts, as
     ///   ``encodedSection()`` wrote them, or nil for a section written without them (before FlatSync kept
-    ///   them): its records are then read in two runs, the second stepping over the first's records to
-    ///   find where it starts. Offsets need no trust: each run must end where the next one starts.
+    ///   them), whose records one thread reads; its next snapshot has them. Offsets need no trust: each run
+    ///   must end where the next one starts.
     package static func decodeWithChecksum(
         _ bytes: [UInt8], zone: ZoneID, recordOffsets: [UInt8]? = nil
     ) throws(FlatSyncError) -> (table: HostRecordTable, checksum: UInt32) {
@@ -506,7 +506,7 @@ extension HostRecordTable {
             return (table, bytes.withUnsafeBytes { CRC32.checksum($0) })
         }
         let onTwoThreads = count >= readOnTwoThreadsMinimum && ForkJoin.isWorthForking
-        let pieces = Self.pieces(records: count, entriesStart: entriesStart, offsets: onTwoThreads ? offsets : [])
+        let pieces = Self.pieces(records: count, entriesStart: entriesStart, offsets: onTwoThreads ? offsets : nil)
         let header = table
         var hashes = [UInt32](repeating: 0, count: count)
         var reads: [PieceRead] = []
@@ -515,10 +515,10 @@ extension HostRecordTable {
             [Entry](unsafeUninitializedCapacity: count) { buffer, initialized in
                 let output = DecodedEntries(entries: buffer.baseAddress!, hashes: hashes.baseAddress!)
                 if pieces.count == 1 {
-                    reads = [header.read(pieces[0], of: bytes, entriesStart: entriesStart, into: output)]
+                    reads = [header.read(pieces[0], of: bytes, into: output)]
                 } else {
                     reads = ForkJoin.map(pieces: pieces.count) { piece in
-                        header.read(pieces[piece], of: bytes, entriesStart: entriesStart, into: output)
+                        header.read(pieces[piece], of: bytes, into: output)
                     }
                 }
                 if reads.allSatisfy({ $0.failure == nil }) {
@@ -531,7 +531,7 @@ extension HostRecordTable {
             }
         }
         if let failure = reads.lazy.compactMap(\.failure).first { throw failure }
-        for (read, next) in zip(reads, reads.dropFirst()) where read.end != next.start {
+        for (read, next) in zip(reads, pieces.dropFirst()) where read.end != next.start {
             throw FlatSyncError(.damagedFile, "The host records section's records do not follow one another.")
         }
         table.entries = entries
@@ -571,19 +571,10 @@ extension HostRecordTable {
         return offsets
     }
 
-    /// The runs a section of `records` records is read in: one run per ``recordOffsetStride`` records when
-    /// `offsets` says where each starts; one run when `offsets` is empty (a small section, or one thread);
-    /// and without offsets, two runs, the second finding its start by stepping over the first's records,
-    /// which costs about a seventh of reading them, so the first takes a little more than half.
+    /// The runs a section of `records` records is read in: one per ``recordOffsetStride`` records when
+    /// `offsets` says where each starts, else one.
     private static func pieces(records: Int, entriesStart: Int, offsets: [Int]?) -> [Piece] {
-        guard let offsets else {
-            let split = records * 8 / 15
-            return [
-                Piece(records: 0..<split, start: entriesStart, endsSection: false),
-                Piece(records: split..<records, start: nil, endsSection: true),
-            ]
-        }
-        let starts = [entriesStart] + offsets
+        let starts = [entriesStart] + (offsets ?? [])
         return starts.indices.map { run in
             let first = run * recordOffsetStride
             let last = run == starts.count - 1
@@ -638,8 +629,8 @@ extension HostRecordTable {
     private struct Piece: Sendable {
         /// Which of the section's records it reads.
         var records: Range<Int>
-        /// Where its first record starts, or nil to find out by stepping over the records before it.
-        var start: Int?
+        /// Where its first record starts.
+        var start: Int
         /// True when its last record is the section's last.
         var endsSection: Bool
     }
@@ -649,8 +640,7 @@ extension HostRecordTable {
         /// The number of entries made (all of the piece's unless it failed).
         var made = 0
         var failure: FlatSyncError?
-        /// Where its first record starts and where its last ends.
-        var start = 0
+        /// Where its last record ends.
         var end = 0
         var unpackedTags: [String: ChangeTag] = [:]
         var dependentsByTarget: [String: Set<String>] = [:]
@@ -666,24 +656,15 @@ extension HostRecordTable {
         let hashes: UnsafeMutablePointer<UInt32>
     }
 
-    /// Reads `piece` of `bytes`, a section whose header (ending at `entriesStart`) this table holds, into
-    /// `output`.
-    private func read(
-        _ piece: Piece, of bytes: [UInt8], entriesStart: Int, into output: DecodedEntries
-    ) -> PieceRead {
+    /// Reads `piece` of `bytes`, a section whose header this table holds, into `output`.
+    private func read(_ piece: Piece, of bytes: [UInt8], into output: DecodedEntries) -> PieceRead {
         var read = PieceRead()
         // A table of its own for the tags that do not pack and the references it meets.
         var part = self
         part.arena = []
         do throws(FlatSyncError) {
             try Self.withReader(bytes) { (reader) throws(FlatSyncError) in
-                if let start = piece.start {
-                    try reader.skip(byteCount: start)
-                } else {
-                    try reader.skip(byteCount: entriesStart)
-                    for _ in 0..<piece.records.lowerBound { try Self.skipEntry(&reader) }
-                }
-                read.start = reader.offset
+                try reader.skip(byteCount: piece.start)
                 try part.readEntries(
                     &reader, records: piece.records, into: output, made: &read.made, valueBytes: &read.valueBytes)
                 read.end = reader.offset
@@ -729,15 +710,6 @@ extension HostRecordTable {
         }
         let count = try reader.readCount()
         return (count, reader.offset)
-    }
-
-    /// Steps over one record as ``readEntries(_:count:hashes:)`` reads it, checking only its lengths.
-    private static func skipEntry(_ reader: inout BinaryReader) throws(FlatSyncError) {
-        try reader.skip(byteCount: try reader.readCount())
-        try reader.skip(byteCount: try reader.readCount())
-        _ = try reader.readVarint()
-        _ = try reader.readVarint()
-        try reader.skip(byteCount: try reader.readCount())
     }
 
     /// Reads the records `records` of the section, making each one's entry at its place in `output` and
