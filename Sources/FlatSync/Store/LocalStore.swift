@@ -263,20 +263,13 @@ public actor LocalStore {
         if let firstError { throw firstError }
     }
 
-    /// True when the log holds many more entries or record changes than a compaction would write, and
-    /// little enough to rewrite it quickly.
-    ///
-    /// Record changes count as well as entries: one batch of a few thousand records, sent and snapshotted,
-    /// is few entries, but the next open replays every change in it (about 3 µs each, against well under
-    /// 1 µs to read the record from the snapshot).
+    /// True when the log holds many more entries than a compaction would write, and little enough to
+    /// rewrite it quickly. (A log of few entries but many sent changes, a large batch, is compacted when
+    /// its snapshot is written: see ``compactIfNeeded()``.)
     var shouldCompactOnClose: Bool {
         // Not if `abandon()` ran while `close()` awaited its snapshots: the log is closed then.
-        guard !isClosed, log.byteCount <= options.closeCompactionMaximumBytes, log.failure == nil,
-            !logIsBehindMemory
-        else { return false }
-        let minimum = options.closeCompactionMinimumEntries
-        if entriesInLog > 2 * pending.commandCount + minimum { return true }
-        return recordChangesInLog > 2 * liveRecordChanges + minimum
+        !isClosed && entriesInLog > 2 * pending.commandCount + options.closeCompactionMinimumEntries
+            && log.byteCount <= options.closeCompactionMaximumBytes && log.failure == nil && !logIsBehindMemory
     }
 
     /// The record changes a compaction keeps: pending, or acknowledged and in no snapshot yet.

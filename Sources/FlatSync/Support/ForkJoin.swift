@@ -21,7 +21,7 @@ import Synchronization
     @usableFromInline package static let isWorthForking = ProcessInfo.processInfo.activeProcessorCount > 1
 
     /// Runs `first` and `second` at once and returns both results.
-    @usableFromInline package static func run<First: Sendable, Second: Sendable>(
+    package static func run<First: Sendable, Second: Sendable>(
         _ first: @Sendable () -> First,
         _ second: @Sendable () -> Second
     ) -> (First, Second) {

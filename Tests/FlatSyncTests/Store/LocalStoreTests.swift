@@ -336,7 +336,8 @@ struct StoreContents: Equatable {
     @Test func closingRewritesALogOfFewEntriesHoldingManySentChanges() async throws {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(directory: directory, options: testOptions())
-            // One entry of 1,000 changes (below the size that compacts while open), sent and acknowledged.
+            // One entry of 1,000 changes (under 256 KiB), sent and acknowledged: the snapshot close writes holds
+            // them, so the log is compacted then.
             try await store.history.apply((0..<1_000).map { .visit(articleID: "a\($0)") })
             let round = try await store.sealPendingCommands(in: .readingHistory)
             for command in round { try await store.acknowledge(Array(command.changes.keys), in: command.id) }
