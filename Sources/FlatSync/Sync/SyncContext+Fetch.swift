@@ -24,15 +24,16 @@ extension SyncContext {
         var targets = zones
         var databaseToken: ChangeToken?
         if full {
-            let stored = await localStore.deviceFile.databaseChangeToken.map(ChangeToken.init(data:))
-            var token = stored
-            var expired = false
+            var token = await localStore.deviceFile.databaseChangeToken.map(ChangeToken.init(data:))
+            // True while the pages come from a nil token: a first fetch, or a reset after the stored token
+            // expired.
+            var fromStart = token == nil
             while true {
                 let changes: DatabaseChanges
                 do {
                     changes = try await transport.fetchDatabaseChanges(since: token)
-                } catch let error as CloudError where error.code == .changeTokenExpired && !expired {
-                    expired = true
+                } catch let error as CloudError where error.code == .changeTokenExpired && !fromStart {
+                    fromStart = true
                     token = nil
                     targets.formUnion(zoneIDs)
                     continue
@@ -40,8 +41,11 @@ extension SyncContext {
                     outcome.stop = .from(error)
                     return outcome
                 }
-                // On a first fetch, deletions predate this device's data and say nothing about it.
-                if stored != nil {
+                // Deletions listed from a nil token may predate this device's zones, so they say nothing about
+                // the zones it has, and wiping on one would drop unsent changes. Whether CloudKit lists zone
+                // deletions from nil is not known; it does list record deletions from nil (observed live,
+                // ckws-client.md). A zone that really is gone fails its own fetch below, which creates it again.
+                if !fromStart {
                     for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
                         await wipeZone(deletion.zone, epoch: epoch)
                         outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))

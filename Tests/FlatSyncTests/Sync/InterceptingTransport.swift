@@ -11,11 +11,18 @@ final class InterceptingTransport: CloudTransport, Sendable {
 
     let base: any CloudTransport
     private let hook: Hook
+    private let databaseChanges: @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges
     private let counts = Mutex<[RequestKind: Int]>([:])
 
-    init(_ base: any CloudTransport, before hook: @escaping Hook) {
+    /// - Parameter databaseChanges: what the transport answers to `fetchDatabaseChanges(since:)`, given
+    ///   the token asked with and the base transport's answer: for answers the emulators never give.
+    init(
+        _ base: any CloudTransport, before hook: @escaping Hook = { _, _ in },
+        databaseChanges: @escaping @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges = { $1 }
+    ) {
         self.base = base
         self.hook = hook
+        self.databaseChanges = databaseChanges
     }
 
     /// How many requests of `kind` went through.
@@ -48,7 +55,7 @@ final class InterceptingTransport: CloudTransport, Sendable {
 
     func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
         await before(.fetchDatabaseChanges)
-        return try await base.fetchDatabaseChanges(since: token)
+        return databaseChanges(token, try await base.fetchDatabaseChanges(since: token))
     }
 
     func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws -> ZoneChanges {

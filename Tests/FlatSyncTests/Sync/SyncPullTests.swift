@@ -66,6 +66,37 @@ import Testing
         }
     }
 
+    @Test func aResetFromANilTokenWipesNoZoneItsAnswerListsAsDeleted() async throws {
+        // Whether CloudKit lists old zone deletions from a nil token is not known (it does list old record
+        // deletions: ckws-client.md); the emulators never do, so this transport adds one to every such answer.
+        try await SyncHarness.run { harness in
+            let cloud = harness.cloud
+            let transport = InterceptingTransport(
+                cloud,
+                databaseChanges: { token, changes in
+                    guard token == nil else { return changes }
+                    var changes = changes
+                    changes.deletedZones.append(ZoneDeletion(zone: .readingList, reason: .deletedByUser))
+                    return changes
+                })
+            let a = try await harness.device("A", transport: transport)
+            try await a.readingList.add("synced")
+            _ = try await a.syncNow()
+            // The database token expires while a change cannot be sent: the fetch resets from nil with it pending.
+            await cloud.expireAllChangeTokens()
+            await cloud.setFaultPlan(.failNext(100, .modifyRecords, with: .zoneBusy))
+            try await a.readingList.add("unsent")
+            let summary = try await a.syncNow()
+            #expect(!summary.resets.contains { $0.reason == .deletedByUser }, "\(summary.resets)")
+            #expect(Set(await a.readingList.entries().map(\.articleID)) == ["synced", "unsent"])
+            #expect(await a.localStore.pendingRecordCount() == 1)
+            await cloud.setFaultPlan(.none)
+            #expect(try await a.syncNow().isComplete)
+            #expect(Set(await cloud.records(in: .readingList).map(\.id.name)) == ["rl-synced", "rl-unsent"])
+            try await a.close()
+        }
+    }
+
     @Test func aPendingEditSurvivesARemoteDelete() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")
