@@ -28,7 +28,7 @@ import Foundation
 /// | `CHANGE_TOKEN_EXPIRED` | 400 | `changeTokenExpired` | **guessed**: see below |
 /// | `USER_DELETED_ZONE` | 404 | `userDeletedZone` | **guessed**: see below |
 /// | any other code | by status: 429 → `requestRateLimited`; 502–504 → `serviceUnavailable`; other 5xx → `internalError`; 401/421 → `notAuthenticated`; other 4xx → `invalidArguments` | the raw code is kept in `CloudError.serverErrorCode` |
-/// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401/421 → `notAuthenticated`; else `unexpectedServerResponse` | a proxy's page, a server restarting |
+/// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401 → `notAuthenticated`; 421 → `networkFailure` (HTTP's Misdirected Request; the token is kept); else `unexpectedServerResponse` | a proxy's page, a server restarting, a reused HTTP/2 connection |
 /// | a 200 whose body lacks the keys the operation needs | `unexpectedServerResponse` | |
 ///
 /// `retryAfter` comes from the body's `retryAfter` (seconds; the unit is not documented), else from an
@@ -159,7 +159,9 @@ enum CloudKitErrorMapping {
         switch response.status {
         case 429: code = .requestRateLimited
         case 500...599: code = .serviceUnavailable
-        case 401, 421: code = .notAuthenticated
+        case 401: code = .notAuthenticated
+        // HTTP's "Misdirected Request" (CloudKit's own 421 has a body): try again, on a new connection.
+        case 421: code = .networkFailure
         default: code = .unexpectedServerResponse
         }
         return CloudError(

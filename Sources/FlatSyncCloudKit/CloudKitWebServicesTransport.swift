@@ -222,8 +222,11 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         switch response.status {
         case 421:
             // AUTHENTICATION_REQUIRED: the user's token is no good; forget it, so the host asks the user to
-            // sign in again.
-            await forgetToken()
+            // sign in again. Only when the body says so: a 421 without one is HTTP's "Misdirected Request"
+            // (a reused HTTP/2 connection: brightdigit/MistKit #379), not a sign-out.
+            if CloudKitWire.ErrorFields.of(body: response.body)?.serverErrorCode == "AUTHENTICATION_REQUIRED" {
+                await forgetToken()
+            }
         case 401:
             // AUTHENTICATION_FAILED: something about the request was refused — a wrong API token, say — not
             // necessarily the user's token. Keep it, and do not adopt whatever token came with the refusal.

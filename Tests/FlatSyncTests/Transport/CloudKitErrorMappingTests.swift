@@ -161,7 +161,7 @@ struct CloudKitErrorMappingTests {
         (
             404, "<html>Not Found</html>",
             .unexpectedServerResponse
-        ), (400, #"{"serverErr"#, .unexpectedServerResponse), (421, "", .notAuthenticated),
+        ), (400, #"{"serverErr"#, .unexpectedServerResponse), (421, "", .networkFailure), (401, "", .notAuthenticated),
     ])
     func aStatusWithoutACloudKitBodyMapsByStatusAndIsNeverDropped(status: Int, body: String, expected: CloudError.Code)
         async throws

@@ -66,6 +66,24 @@ struct CloudKitWebAuthTokenTests {
         #expect(exchange.requests.last?.query("ckWebAuthToken") == nil)
     }
 
+    /// HTTP's own 421, "Misdirected Request" (a reused HTTP/2 connection: brightdigit/MistKit #379), has no
+    /// CloudKit body: the user is still signed in, so the token stays and the request is retried.
+    @Test func aMisdirectedRequestKeepsTheWebAuthTokenAndIsRetried() async throws {
+        let store = InMemoryWebAuthTokenStore(token: "good")
+        let exchange = ScriptedExchange([
+            HTTPExchangeResponse(
+                status: 421, headers: ["Content-Type": "text/html"], body: Data("<h1>Misdirected Request</h1>".utf8)),
+            .json(#"{"zones":[]}"#),
+        ])
+        let transport = makeTransport(exchange, tokens: store)
+        let error = await #expect(throws: CloudError.self) { _ = try await transport.listZones() }
+        #expect(error?.code == .networkFailure)
+        #expect(CloudErrorPolicy.action(for: error!) == .waitForNetwork, "retried, not a sign-out")
+        #expect(store.loadToken() == "good")
+        _ = try await transport.listZones()
+        #expect(exchange.requests.last?.query("ckWebAuthToken") == "good")
+    }
+
     /// 401 `AUTHENTICATION_FAILED` also answers a wrong API token: the user's token stays, and the token
     /// the refusal carries is not adopted.
     @Test func aFailedAuthenticationKeepsTheWebAuthToken() async throws {
