@@ -187,12 +187,19 @@ extension CloudDatabase {
     /// Saves a record that ``saveFailure(_:)`` accepted; returns it as the server now holds it.
     private mutating func applySave(_ save: RecordSave) -> Record {
         let id = save.record.id
-        let fields: [String: FieldValue]
+        var fields: [String: FieldValue]
         switch save.policy {
         case .changedKeys, .ifServerRecordUnchanged:
             fields = currentRecord(id)?.fields.merging(save.record.fields) { $1 } ?? save.record.fields
         case .replaceIfServerRecordUnchanged, .allKeys:
             fields = save.record.fields
+        }
+        // CloudKit keeps a TIMESTAMP to the millisecond (documented: ckws.md): a finer date comes back rounded.
+        for (key, value) in save.record.fields {
+            switch value {
+            case .date, .list: fields[key] = value.roundedToMilliseconds
+            default: break
+            }
         }
         let saved = Record(
             id: id, type: save.record.type, fields: fields, changeTag: nextChangeTag(),

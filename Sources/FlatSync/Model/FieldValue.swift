@@ -169,6 +169,19 @@ extension Hasher {
     }
 }
 
+extension FieldValue {
+    /// The value with its dates (its own, or its list's) at millisecond precision, as CloudKit keeps them:
+    /// what a store keeps of a host's value, so that the record it sends comes back from the server equal.
+    package var roundedToMilliseconds: FieldValue {
+        switch self {
+        case .date(let date): return .date(date.roundedToMilliseconds)
+        case .list(let values) where values.contains(where: { $0.dateValue != nil }):
+            return .list(values.map(\.roundedToMilliseconds))
+        default: return self
+        }
+    }
+}
+
 extension Date {
     /// The date at millisecond precision, the precision CloudKit keeps for a timestamp: a date that
     /// makes a round trip through the server comes back equal to this one.

@@ -106,7 +106,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     static func record(of value: Value) throws(FlatSyncError) -> Record {
         let name = value.id
         try validate(recordName: name)
-        let fields = try value.fields
+        let fields = try fields(of: value)
         for key in fields.keys.sorted() {
             let field = fields[key]!
             guard let type = Value.fieldTypes[key] else {
@@ -138,6 +138,31 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
                 "\(Value.self) \(name) is about \(size) bytes; CloudKit takes records of at most \(maximumRecordSize).")
         }
         return record
+    }
+
+    /// A value's fields, its dates at millisecond precision: CloudKit keeps a timestamp to the millisecond,
+    /// and a date kept finer would differ from the server's (and be sent again as a change).
+    static func fields(of value: Value) throws(FlatSyncError) -> [String: FieldValue] {
+        var fields = try value.fields
+        for (key, field) in fields {
+            switch field {
+            case .date, .list: fields[key] = field.roundedToMilliseconds
+            default: break
+            }
+        }
+        return fields
+    }
+
+    /// The fields a value's record holds over `existing`, the stored version: the value's fields, and any
+    /// field of `existing` the type does not declare (another client wrote it).
+    static func fields(of value: Value, over existing: Record?) throws(FlatSyncError) -> [String: FieldValue] {
+        var fields = try fields(of: value)
+        if let existing {
+            for (key, field) in existing.fields where Value.fieldTypes[key] == nil && fields[key] == nil {
+                fields[key] = field
+            }
+        }
+        return fields
     }
 
     /// CloudKit's limit on a record's size, assets aside (PropertyMetrics).
@@ -175,17 +200,5 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
             throw FlatSyncError(
                 .invalidArgument, "The record name \(name) has the prefix of the zone's built-in records.")
         }
-    }
-
-    /// The fields a value's record holds over `existing`, the stored version: the value's fields, and any
-    /// field of `existing` the type does not declare (another client wrote it).
-    static func fields(of value: Value, over existing: Record?) throws(FlatSyncError) -> [String: FieldValue] {
-        var fields = try value.fields
-        if let existing {
-            for (key, field) in existing.fields where Value.fieldTypes[key] == nil && fields[key] == nil {
-                fields[key] = field
-            }
-        }
-        return fields
     }
 }

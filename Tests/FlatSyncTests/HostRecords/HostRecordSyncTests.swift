@@ -46,6 +46,32 @@ import Testing
         }
     }
 
+    /// CloudKit keeps a TIMESTAMP to the millisecond (ckws.md), so a store keeps a host's dates so too: the
+    /// value read back equals what every device and the server hold, and a save of it again changes nothing.
+    @Test(arguments: Self.routes)
+    func aDateFinerThanAMillisecondIsKeptAsTheServerKeepsIt(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            try await a.readingList.add("a1")
+            let fine = Date(timeIntervalSince1970: 1_700_000_000.123_456_7)
+            let rounded = Date(timeIntervalSince1970: 1_700_000_000.123)
+            var note = TestNote(id: "n1", articleID: "a1", text: "Tea")
+            note.created = fine
+            try await a.records(TestNote.self).save(note)
+            let kept = try #require(await a.records(TestNote.self).value("n1"))
+            #expect(kept.created == rounded)
+            #expect(try await a.syncNow().isComplete)
+            let onServer = try #require(await harness.cloud.records(in: .readingList).first { $0.id.name == "n1" })
+            #expect(onServer["created"]?.dateValue == rounded)
+            #expect(try await a.records(TestNote.self).save(kept) == false, "the same value again: nothing to send")
+            let b = try await device(harness, "B")
+            #expect(await b.records(TestNote.self).value("n1") == kept)
+            #expect(await DeviceView(a) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func unsavingAnArticleDeletesItsNotesOnEveryDevice(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
