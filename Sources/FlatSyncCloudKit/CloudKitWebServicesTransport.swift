@@ -134,6 +134,18 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         self.configuration = configuration
     }
 
+    /// Throws when ``Configuration/schema`` lacks a record type or field of `schema` (or declares a field
+    /// as another type): a save of it would fail before it is sent. A context asks when it is given the
+    /// transport, with its stores' schema, `CloudSchema.flatSync(adding:)` its registered types.
+    public nonisolated func checkCanWrite(_ schema: CloudSchema) throws(FlatSyncError) {
+        guard let own = configuration.schema, let missing = schema.firstDeclaration(missingFrom: own) else { return }
+        throw FlatSyncError(
+            .invalidArgument,
+            "The CloudKit Web Services transport's schema lacks \(missing), so every such record would be refused. "
+                + "Make the transport with the schema the context writes: "
+                + "Configuration(…, schema: .flatSync(adding: yourRecordTypes)).")
+    }
+
     // MARK: - Signing in
 
     /// The signed-in user (`users/current`).

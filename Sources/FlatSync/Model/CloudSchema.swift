@@ -62,6 +62,20 @@ public struct CloudSchema: Hashable, Sendable, Codable {
         return schema
     }
 
+    /// What this schema declares that `schema` does not (a record type, a field, or a field's type), in a
+    /// sentence, or nil when `schema` declares all of it.
+    package func firstDeclaration(missingFrom schema: CloudSchema) -> String? {
+        for recordType in recordTypes.keys.sorted() {
+            guard let theirs = schema.recordTypes[recordType] else { return "the record type \(recordType)" }
+            let fields = recordTypes[recordType]!
+            for field in fields.keys.sorted() where theirs[field] != fields[field] {
+                return "the field \(field) of \(recordType) as \(fields[field]!.wireName)"
+                    + (theirs[field].map { " (it declares \($0.wireName))" } ?? "")
+            }
+        }
+        return nil
+    }
+
     /// The declared type of a field, or nil when the record type or the field is not declared.
     public func type(of field: String, in recordType: String) -> FieldType? {
         recordTypes[recordType]?[field]

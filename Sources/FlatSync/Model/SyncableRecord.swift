@@ -9,10 +9,12 @@
 ///
 /// A type declares where its records live (``zone``), what they are called (``recordType``), the CloudKit
 /// type of each field (``fieldTypes``, which also goes into the schema you deploy) and how a value maps to
-/// fields and back. Register it when you open the store (``LocalStore/Options/recordTypes``), then read and
-/// write its values through ``RecordStore``, with the guarantees of the built-in stores: a write returns
-/// once it is durable, changes to one record coalesce field by field, and a ``SyncContext`` sends them,
-/// fetches other devices' changes and merges conflicts.
+/// fields and back. Register it when you open the store (``SyncContext/Configuration/recordTypes``, or
+/// ``LocalStore/Options/recordTypes`` for a store alone), then read and write its values through
+/// ``RecordStore``, with the guarantees of the built-in stores: a write returns once it is durable, changes
+/// to one record coalesce field by field, and a ``SyncContext`` sends them, fetches other devices' changes
+/// and merges conflicts. Dates are kept to the millisecond, as CloudKit keeps them: a value read back has
+/// its dates rounded so.
 ///
 /// ```swift
 /// struct Note: SyncableRecord {

@@ -46,6 +46,9 @@ extension SyncContext {
             self.clock = clock
         }
 
+        /// The CloudKit schema the context writes: FlatSync's own stores' and ``recordTypes``'.
+        public var schema: CloudSchema { .flatSync(adding: recordTypes) }
+
         var storeOptions: LocalStore.Options {
             var options = LocalStore.Options(
                 durability: durability, deviceID: deviceID, clock: clock, currentDate: currentDate,

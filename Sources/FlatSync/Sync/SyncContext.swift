@@ -115,12 +115,15 @@ public actor SyncContext: LocalChangeObserver {
     /// If the directory holds another account's data (the account changed while the app was not
     /// running), that data, its pending commands and its tokens are wiped first.
     ///
-    /// - Throws: ``FlatSyncError`` as ``LocalStore/init(directory:options:)`` does.
+    /// - Throws: ``FlatSyncError`` as ``LocalStore/init(directory:options:)`` does;
+    ///   ``FlatSyncError/Code-swift.struct/invalidArgument`` when the account's transport cannot write
+    ///   the context's records (``CloudTransport/checkCanWrite(_:)`` with ``Configuration/schema``).
     public static func open(
         directory: URL,
         account: CloudAccount?,
         configuration: Configuration = Configuration()
     ) async throws -> SyncContext {
+        try account?.transport.checkCanWrite(configuration.schema)
         let store = try LocalStore(directory: directory, options: configuration.storeOptions)
         let context = SyncContext(store: store, account: account, configuration: configuration)
         do {
@@ -261,8 +264,12 @@ public actor SyncContext: LocalChangeObserver {
 
     /// Call when the account changes (`nil`: signed out). The old account's stores, commands and tokens
     /// are wiped before anything else runs, so nothing of one account ever reaches another.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument`` when the new account's transport
+    ///   cannot write the context's records (nothing changes then), as ``open(directory:account:configuration:)``.
     public func accountDidChange(to newAccount: CloudAccount?) async throws {
         try await localStore.checkOpen()
+        try newAccount?.transport.checkCanWrite(configuration.schema)
         let old = account?.id
         guard old != newAccount?.id else {
             // The same account again (signed back in, or a new transport for it): resume if it was the

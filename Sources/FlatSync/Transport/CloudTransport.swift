@@ -6,8 +6,9 @@
 
 /// The server FlatSync syncs with, modelled on a CloudKit private database.
 ///
-/// Implementations in this package: `InMemoryCloud` and `DirectoryCloud` (in `FlatSyncTesting`).
-/// All of them pass the same conformance suite, so the engine sees the same semantics from each.
+/// Implementations in this package: `CloudKitWebServicesTransport` (in `FlatSyncCloudKit`), Apple's
+/// server, and `InMemoryCloud` and `DirectoryCloud` (in `FlatSyncTesting`), for tests and demos. All of
+/// them pass the same conformance suite, so the engine sees the same semantics from each.
 ///
 /// Every method throws ``CloudError``. Request-level failures (the network, throttling, an expired
 /// token) are thrown; per-record failures of ``modifyRecords(saving:deleting:atomically:)`` come back
@@ -57,4 +58,18 @@ public protocol CloudTransport: Sendable {
     ///
     /// - Throws: ``CloudError``; ``CloudError/Code-swift.struct/zoneNotFound`` when a zone does not exist.
     func subscribeToChanges(in zones: [ZoneID]) async throws
+
+    /// Throws when the transport cannot write records of `schema`'s types: one that writes within a schema
+    /// of its own (as the CloudKit Web Services transport does) lacks a record type or field of it.
+    ///
+    /// A ``SyncContext`` asks with the schema of its stores when it is given the transport, so that a type
+    /// left out of the transport's schema fails there, and not as every record of it refused.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument``, naming what is missing.
+    func checkCanWrite(_ schema: CloudSchema) throws(FlatSyncError)
+}
+
+extension CloudTransport {
+    /// Writes any record: the default for a transport without a schema of its own.
+    public func checkCanWrite(_ schema: CloudSchema) throws(FlatSyncError) {}
 }

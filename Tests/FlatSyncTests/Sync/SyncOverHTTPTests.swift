@@ -166,6 +166,52 @@ import Testing
         }
     }
 
+    /// The transport writes within its schema, `CloudSchema.flatSync` by default: a context whose host types
+    /// it lacks would have every record of them refused, so it is turned down when it is given the transport.
+    @Test func aTransportWhoseSchemaLacksARegisteredTypeIsTurnedDown() async throws {
+        try await withTemporaryDirectory { directory in
+            // Never contacted: the check comes before any request.
+            func transport(_ schema: CloudSchema?) -> CloudKitWebServicesTransport {
+                CloudKitWebServicesTransport(
+                    configuration: .init(
+                        containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
+                        tokenStore: InMemoryWebAuthTokenStore(), baseURL: URL(string: "http://127.0.0.1:9")!,
+                        schema: schema))
+            }
+            var configuration = SyncContext.Configuration(clock: TestClock())
+            configuration.recordTypes = [TestNote.self]
+            let device = directory.appendingPathComponent("A")
+            let error = await #expect(throws: FlatSyncError.self) {
+                _ = try await SyncContext.open(
+                    directory: device, account: CloudAccount(id: "user", transport: transport(.flatSync)),
+                    configuration: configuration)
+            }
+            #expect(error?.code == .invalidArgument)
+            #expect(error?.message.contains("the record type TestNote") == true, "\(error?.message ?? "")")
+            #expect(!FileManager.default.fileExists(atPath: device.path), "nothing was written")
+
+            // A field declared as another type is turned down too; a schema that covers the types, or none, is not.
+            var wrongType = CloudSchema.flatSync(adding: [TestNote.self])
+            wrongType.recordTypes[TestNote.recordType]!["text"] = .int64
+            await #expect(throws: FlatSyncError.self) {
+                _ = try await SyncContext.open(
+                    directory: device, account: CloudAccount(id: "user", transport: transport(wrongType)),
+                    configuration: configuration)
+            }
+            let context = try await SyncContext.open(
+                directory: device,
+                account: CloudAccount(id: "user", transport: transport(.flatSync(adding: [TestNote.self]))),
+                configuration: configuration)
+            let changing = await #expect(throws: FlatSyncError.self) {
+                try await context.accountDidChange(to: CloudAccount(id: "other", transport: transport(.flatSync)))
+            }
+            #expect(changing?.code == .invalidArgument)
+            #expect(await context.status().account == "user", "the account did not change")
+            try await context.accountDidChange(to: CloudAccount(id: "user", transport: transport(nil)))
+            try await context.close()
+        }
+    }
+
     @Test func theNewestWebAuthTokenSurvivesARestartOfTheDevice() async throws {
         try await withTemporaryDirectory { directory in
             let cloud = InMemoryCloud()
