@@ -113,7 +113,10 @@ public actor SyncContext: LocalChangeObserver {
     /// Opens the device directory for `account` (`nil`: nobody is signed in, so nothing syncs).
     ///
     /// If the directory holds another account's data (the account changed while the app was not
-    /// running), that data, its pending commands and its tokens are wiped first.
+    /// running), that data, its pending commands and its tokens are wiped first. So is it when `account`
+    /// is `nil`: `nil` says the user signed out, not that you could not tell who is signed in. Without a
+    /// network at launch, open with the account the directory holds (``accountID(storedIn:)``) and call
+    /// ``accountDidChange(to:)`` if the server later names someone else.
     ///
     /// - Throws: ``FlatSyncError`` as ``LocalStore/init(directory:options:)`` does;
     ///   ``FlatSyncError/Code-swift.struct/invalidArgument`` when the account's transport cannot write
@@ -133,6 +136,28 @@ public actor SyncContext: LocalChangeObserver {
             throw error
         }
         return context
+    }
+
+    /// The ID of the account whose data the directory holds (the one it was last opened for), or nil when it
+    /// holds none (never opened, opened signed out, or its device file damaged).
+    ///
+    /// What to open with when the server cannot say who is signed in, as with no network at launch:
+    ///
+    /// ```swift
+    /// let id: String?
+    /// do {
+    ///     id = try await transport.currentUser().userRecordName
+    /// } catch let error as CloudError where error.code.isTransient {
+    ///     id = try SyncContext.accountID(storedIn: deviceDirectory)  // check again once online
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the device file cannot be read.
+    public static func accountID(storedIn directory: URL) throws(FlatSyncError) -> String? {
+        let path = directory.standardizedFileURL.appendingPathComponent(DeviceFile.fileName).path
+        guard let data = try FileSystem.posix.readFile(path) else { return nil }
+        // A damaged file is quarantined when the directory opens, and its account with it.
+        return try? DeviceFile.decode(data, path: path).account
     }
 
     func adoptAccountAtOpen() async throws {
@@ -173,12 +198,20 @@ public actor SyncContext: LocalChangeObserver {
     /// Before `start()` nothing is sent or fetched in the background: local changes wait in the queue
     /// (``syncNow()`` still works, since it is an explicit request).
     ///
+    /// Offline (or when the server asks to wait), `start()` starts all the same: each send and fetch makes
+    /// sure of its zone first and retries as after any transient failure (see
+    /// ``networkDidBecomeAvailable()``), so an app opened without a network syncs once it has one.
+    ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/accountUnavailable`` without an account; the
-    ///   ``CloudError`` that stopped the zones from being prepared (call `start()` again later).
+    ///   ``CloudError`` that stopped the zones from being prepared when waiting will not fix it (nobody
+    ///   signed in, the storage full, a refusal): call `start()` again once it is dealt with.
     public func start() async throws {
         try await checkUsable()
         let epoch = accountEpoch
-        if let stop = try await queue.perform({ await self.ensurePrepared(self.zoneIDs, epoch: epoch) }) {
+        switch try await queue.perform({ await self.ensurePrepared(self.zoneIDs, epoch: epoch) }) {
+        case nil, .waitForNetwork?, .retryLater?:
+            break
+        case let stop?:
             throw stop.error
         }
         isStarted = true

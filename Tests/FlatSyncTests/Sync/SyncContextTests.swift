@@ -5,6 +5,59 @@ import Testing
 @testable import FlatSync
 
 @Suite struct SyncContextTests {
+    @Test func theAccountADirectoryHoldsIsWhatToOpenWithOffline() async throws {
+        try await SyncHarness.run { harness in
+            let directory = harness.directory.appendingPathComponent("A")
+            #expect(try SyncContext.accountID(storedIn: directory) == nil, "never opened")
+            let a = try await harness.device("A", account: "alice")
+            try await a.readingList.add("x")
+            await a.waitUntilIdle()
+            await harness.cloud.setFaultPlan(.failNext(1_000, with: .networkUnavailable))
+            try await a.readingList.add("unsent")
+            try await a.close()
+            // Launched without a network: the server cannot say who is signed in.
+            let stored = try SyncContext.accountID(storedIn: directory)
+            #expect(stored == "alice")
+            let again = try await harness.device("A", account: try #require(stored))
+            #expect(Set(await again.readingList.entries().map(\.articleID)) == ["x", "unsent"])
+            #expect(await again.localStore.pendingRecordCount() == 1, "nothing wiped, the unsent change kept")
+            try await again.close()
+
+            try Data("not a property list".utf8).write(to: directory.appendingPathComponent("device.plist"))
+            #expect(try SyncContext.accountID(storedIn: directory) == nil, "a damaged file holds no account")
+        }
+    }
+
+    @Test func startingOfflineStartsAllTheSameAndSyncsOnceTheNetworkIsBack() async throws {
+        try await SyncHarness.run { harness in
+            // A first launch without a network: the zones cannot even be listed.
+            await harness.cloud.setFaultPlan(.failNext(1_000, with: .networkUnavailable))
+            let a = try await harness.device("A", start: false)
+            try await a.readingList.add("x")
+            try await a.start()
+            await a.waitUntilIdle()
+            #expect(await a.localStore.pendingRecordCount() == 1)
+            #expect(await harness.cloud.records(in: .readingList).isEmpty)
+            await harness.cloud.setFaultPlan(.none)
+            await a.networkDidBecomeAvailable()
+            await a.waitUntilIdle()
+            #expect(await a.localStore.pendingRecordCount() == 0, "sent without another start()")
+            #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-x"])
+            try await a.close()
+        }
+    }
+
+    @Test func startingThrowsWhatWaitingWillNotFix() async throws {
+        try await SyncHarness.run { harness in
+            await harness.cloud.setFaultPlan(.failNext(1, .listZones, with: .notAuthenticated))
+            let a = try await harness.device("A", start: false)
+            let error = await #expect(throws: CloudError.self) { try await a.start() }
+            #expect(error?.code == .notAuthenticated)
+            try await a.start()
+            try await a.close()
+        }
+    }
+
     @Test func aSaveOnOneDeviceReachesTheOther() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")

@@ -1,0 +1,89 @@
+import FlatSyncTestSupport
+import FlatSyncTesting
+import Testing
+
+// Getting started sample begins
+import FlatSync
+import FlatSyncCloudKit  // the CloudKit Web Services transport
+import Foundation
+
+/// Opens the device directory's context for the user signed in to iCloud, and starts syncing.
+func openContext(
+    deviceDirectory: URL, apiToken: String, recordTypes: [any SyncableRecord.Type] = [],
+    server: URL = CloudKitWebServicesTransport.Configuration.appleBaseURL  // tests use the emulator's
+) async throws -> SyncContext {
+    var configuration = SyncContext.Configuration()
+    configuration.recordTypes = recordTypes  // your own records, if any (see "Syncing your own records")
+    let transport = CloudKitWebServicesTransport(
+        configuration: .init(
+            containerID: "iCloud.com.example.news", environment: .production, apiToken: apiToken,
+            tokenStore: DirectoryWebAuthTokenStore(directory: deviceDirectory),  // the rotating web auth token
+            baseURL: server,
+            schema: configuration.schema))  // it writes within this schema: declare your types in it too
+    let userID: String
+    do {
+        // Nobody signed in: notAuthenticated, with the sign-in page as its redirectURL.
+        userID = try await transport.currentUser().userRecordName
+    } catch let error as CloudError where error.code.isTransient {
+        // No network at launch: carry on as the account the directory holds (nil would wipe its data).
+        guard let stored = try SyncContext.accountID(storedIn: deviceDirectory) else { throw error }
+        userID = stored
+    }
+    let context = try await SyncContext.open(
+        directory: deviceDirectory, account: CloudAccount(id: userID, transport: transport),
+        configuration: configuration)
+    try await context.start()  // offline too: it syncs once networkDidBecomeAvailable() is called
+    return context
+}
+// Getting started sample ends
+
+/// The "Getting started" article's sample is the code above, run here against the CloudKit Web Services
+/// emulator, online and then offline; a test checks that the article shows exactly this text.
+@Suite struct GettingStartedSampleTests {
+    @Test func theSampleOpensOnlineAndOfflineWithoutLosingAChange() async throws {
+        try await withTemporaryDirectory { directory in
+            let phone = directory.appendingPathComponent("phone")
+            let server = try CloudKitWebServicesServer(backing: InMemoryCloud())
+            let url = server.baseURL
+            do {
+                let online = try await openContext(
+                    deviceDirectory: phone, apiToken: "t", recordTypes: [TestNote.self], server: url)
+                try await online.readingList.add("a1")
+                try await online.records(TestNote.self).save(TestNote(id: "n1", articleID: "a1", text: "Tea"))
+                #expect(try await online.syncNow().isComplete)
+                try await online.close()
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+
+            // The server is out of reach: the directory's account is kept, and so is a change made now.
+            let offline = try await openContext(
+                deviceDirectory: phone, apiToken: "t", recordTypes: [TestNote.self], server: url)
+            try await offline.readingList.add("a2")
+            #expect(Set(await offline.readingList.entries().map(\.articleID)) == ["a1", "a2"])
+            #expect(await offline.records(TestNote.self).value("n1")?.text == "Tea")
+            #expect(await offline.status().pendingRecords == 1)
+            try await offline.close()
+
+            // A directory that holds no account cannot be opened offline: there is nobody to open it for.
+            await #expect(throws: CloudError.self) {
+                _ = try await openContext(
+                    deviceDirectory: directory.appendingPathComponent("tablet"), apiToken: "t", server: url)
+            }
+        }
+    }
+
+    @Test func theArticleShowsExactlyTheSampleThatIsCompiled() throws {
+        let here = URL(fileURLWithPath: #filePath)
+        let source = try String(contentsOf: here, encoding: .utf8)
+        let begin = try #require(source.range(of: "// Getting started sample begins\n"))
+        let end = try #require(source.range(of: "// Getting started sample ends\n"))
+        let sample = String(source[begin.upperBound..<end.lowerBound])
+        let article = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/FlatSync/FlatSync.docc/GettingStarted.md")
+        let text = try String(contentsOf: article, encoding: .utf8)
+        #expect(text.contains("```swift\n" + sample + "```\n"), "the article's sample must be this file's, verbatim")
+    }
+}
