@@ -10,8 +10,13 @@ extension CloudKitWebServicesTransport {
         let response = try decode(CloudKitWire.ZonesResponse.self, reply, .listZones)
         var zones: [ZoneID] = []
         for entry in response.zones {
+            // A zone's own error (documented as an entry of the list) fails that zone, not the list: left out,
+            // it counts as missing, and creating it, or using it, reports what is wrong with it.
             if let error = entry.error {
-                throw CloudKitErrorMapping.error(error, status: nil, operation: .listZones, sentChangeToken: false)
+                guard entry.zoneID != nil else {
+                    throw CloudKitErrorMapping.error(error, status: nil, operation: .listZones, sentChangeToken: false)
+                }
+                continue
             }
             guard let name = entry.zoneID?.zoneName else {
                 throw CloudKitErrorMapping.unexpectedResponse(.listZones, reply.data, problem: "a zone has no zoneID")
@@ -56,7 +61,9 @@ extension CloudKitWebServicesTransport {
         var changed: [ZoneID] = []
         var deleted: [ZoneDeletion] = []
         for entry in response.zones {
-            if let error = entry.error {
+            // A zone's own error (documented as an entry of the list) is that zone's: it is named changed, so
+            // that its own `changes/zone` fetch meets the error, and the other zones' changes still come.
+            if let error = entry.error, entry.zoneID?.zoneName == nil {
                 throw CloudKitErrorMapping.error(
                     error, status: nil, operation: .databaseChanges, sentChangeToken: token != nil)
             }
@@ -65,7 +72,7 @@ extension CloudKitWebServicesTransport {
                     .databaseChanges, reply.data, problem: "a zone has no zoneID")
             }
             guard name != Self.defaultZoneName else { continue }
-            if entry.deleted == true {
+            if entry.error == nil, entry.deleted == true {
                 // CloudKit documents no flag for a zone the user deleted; `purged` is the emulator's.
                 deleted.append(
                     ZoneDeletion(zone: ZoneID(name), reason: entry.purged == true ? .deletedByUser : .unknown))

@@ -117,6 +117,24 @@ struct CloudKitResponseTests {
         #expect(try await makeTransport(exchange).listZones() == [ZoneID("A"), ZoneID("B")])
     }
 
+    /// A zone-error entry (`{zoneID, serverErrorCode, …}`, documented in both lists) is that zone's: the
+    /// other zones still come, the zone is left out of the list, and a changes answer names it changed so
+    /// that its own fetch meets the error. An error without a zone still fails the whole answer.
+    @Test func aZonesOwnErrorFailsThatZoneAndNotTheList() async throws {
+        let zoneError = #"{"zoneID":{"zoneName":"Notes"},"serverErrorCode":"ZONE_NOT_FOUND","reason":"gone"}"#
+        let exchange = ScriptedExchange([
+            .json(#"{"zones":[{"zoneID":{"zoneName":"A"}},"# + zoneError + "]}"),
+            .json(#"{"syncToken":"db-2","zones":[{"zoneID":{"zoneName":"A"}},"# + zoneError + "]}"),
+            .json(#"{"zones":[{"serverErrorCode":"INTERNAL_ERROR"}]}"#),
+        ])
+        let transport = makeTransport(exchange)
+        #expect(try await transport.listZones() == [ZoneID("A")])
+        let changes = try await transport.fetchDatabaseChanges(since: nil)
+        #expect(changes.changedZones == [ZoneID("A"), ZoneID("Notes")])
+        #expect(changes.deletedZones.isEmpty)
+        await #expect(throws: CloudError.self) { _ = try await transport.listZones() }
+    }
+
     // MARK: - records/modify results
 
     @Test func aModifyReportsEachRecordAndLooksUpTheConflictedOnes() async throws {
