@@ -37,7 +37,7 @@ import Foundation
 /// - Timestamps travel as whole milliseconds (CKWS `TIMESTAMP`); see `Date.roundedToMilliseconds`.
 /// - At most ``maximumOperationsPerRequest`` (200) saves plus deletes per call, the documented limit.
 ///
-/// Error mapping is one table, documented on the internal `CloudKitErrorMapping` and in the README.
+/// Error mapping is one table, documented on the internal `CloudKitErrorMapping` and in the article "Meeting CloudKit".
 /// Requests the transport can tell are malformed (empty names, a record named twice, too many
 /// operations) fail with `CloudError.Code.invalidArguments` or
 /// `CloudError.Code.limitExceeded` before anything is sent: an empty record name would

@@ -5,7 +5,10 @@ import Synchronization
 ///
 /// ```swift
 /// let clock = TestClock()
-/// let context = try SyncContext(directory: dir, account: account, configuration: .init(clock: clock))
+/// let context = try await SyncContext.open(
+///     directory: dir, account: CloudAccount(id: "user", transport: InMemoryCloud()),
+///     configuration: .init(clock: clock))
+/// try await context.start()
 /// try await context.history.visit("a")      // a history change waits 5 s before it is sent
 /// clock.advance(by: .seconds(5))
 /// await context.waitUntilIdle()             // the send has happened

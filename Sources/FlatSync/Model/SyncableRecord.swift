@@ -29,6 +29,10 @@
 ///     var text: String
 ///     var created: Date
 ///
+///     init(id: String = UUID().uuidString, articleID: String, text: String, created: Date = .now) {
+///         (self.id, self.articleID, self.text, self.created) = (id, articleID, text, created)
+///     }
+///
 ///     var fields: [String: FieldValue] {
 ///         [
 ///             // Deleting the saved article deletes its notes, here and on every device.
