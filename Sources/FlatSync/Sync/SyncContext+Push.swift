@@ -139,8 +139,9 @@ extension SyncContext {
                 break
             }
             let batchSize = max(1, min(configuration.batchSize, transport.maximumOperationsPerRequest))
-            var work = stride(from: 0, to: changes.count, by: batchSize).map {
-                Array(changes[$0..<min($0 + batchSize, changes.count)])
+            // Only a host record can be large (nearly 1 MB): a built-in one is a few short fields.
+            var work = RequestBatches.cut(changes, maximumCount: batchSize, byteBudget: RequestBatches.byteBudget) {
+                !$0.isDelete && !RecordTypeRegistry.isBuiltIn($0.recordID) ? $0.carriedRecord.approximateSize : 0
             }
             var progressed = false
             var acknowledged: [RecordID] = []

@@ -46,6 +46,26 @@ import Testing
         }
     }
 
+    /// CloudKit Web Services documents no byte limit for a request (the native API's is 2 MB), and a host
+    /// record may hold nearly 1 MB: large records go in requests of at most 512 KiB past their first, not
+    /// all in one.
+    @Test func largeRecordsGoInRequestsOfBoundedSize() async throws {
+        try await SyncHarness.run { harness in
+            let transport = InterceptingTransport(harness.cloud)
+            // Not started: only syncNow sends.
+            let a = try await harness.device("A", transport: transport, start: false) {
+                $0.recordTypes = testRecordTypes
+            }
+            let long = String(repeating: "x", count: 300_000)
+            try await a.records(TestRecipe.self).save((0..<6).map { TestRecipe(id: "r\($0)", title: long) })
+            let before = transport.count(.modifyRecords)
+            #expect(try await a.syncNow().isComplete)
+            #expect(transport.count(.modifyRecords) - before == 6, "two of them would be over 512 KiB")
+            #expect(await harness.cloud.records(in: TestRecipe.zone).count == 6)
+            try await a.close()
+        }
+    }
+
     /// CloudKit keeps a TIMESTAMP to the millisecond (ckws.md), so a store keeps a host's dates so too: the
     /// value read back equals what every device and the server hold, and a save of it again changes nothing.
     @Test(arguments: Self.routes)
