@@ -25,19 +25,32 @@ extension CloudKitWebServicesTransport {
         guard let syncToken = page.syncToken else {
             throw CloudKitErrorMapping.unexpectedResponse(.zoneChanges, reply.data, problem: "no syncToken")
         }
-        var changed: [Record] = []
-        var deleted: [RecordID] = []
+        // Each entry in the page's order: a record, or nil for a deletion.
+        var listed: [(name: String, record: Record?)] = []
+        listed.reserveCapacity(page.records.count)
         for entry in page.records {
             if entry.deleted == true {
                 guard let name = entry.recordName else {
                     throw CloudKitErrorMapping.unexpectedResponse(
                         .zoneChanges, reply.data, problem: "a deleted record has no name")
                 }
-                deleted.append(RecordID(zone: zone, name: name))
+                listed.append((name, nil))
             } else {
-                changed.append(try record(from: entry, in: zone, reply.data, .zoneChanges))
+                let record = try record(from: entry, in: zone, reply.data, .zoneChanges)
+                listed.append((record.id.name, record))
             }
         }
+        // A name listed twice in one page (a version and a deletion of it, in some order) counts as its last
+        // listing says: whether CloudKit sends only net changes or intermediate versions too is not
+        // documented (ckws-client.md), and the changes are handed on as two lists, which lose the order.
+        var changed: [Record] = []
+        var deleted: [RecordID] = []
+        var seen = Set<String>()
+        for (name, record) in listed.reversed() where seen.insert(name).inserted {
+            if let record { changed.append(record) } else { deleted.append(RecordID(zone: zone, name: name)) }
+        }
+        changed.reverse()
+        deleted.reverse()
         return ZoneChanges(
             changedRecords: changed, deletedRecordIDs: deleted, token: Self.changeToken(syncToken),
             moreComing: page.moreComing ?? false)

@@ -153,9 +153,14 @@ extension CloudKitWire {
         // MARK: Reading
 
         /// Reads a field entry and decodes its value: nil for a field with a null value or one that is no
-        /// object, a ``FieldProblem`` for a value its type does not allow. Its `value` is taken whole, as
-        /// its `type` may come after it. Throws what the reader throws.
-        static func read(from reader: inout JSONValue.Reader) throws -> Result<FieldValue?, FieldProblem> {
+        /// object. Its `value` is taken whole, as its `type` may come after it. Throws what the reader throws.
+        ///
+        /// A value its type does not allow (a TIMESTAMP as text, BYTES that are not base64, a REFERENCE with
+        /// an action FlatSync does not know) is kept opaque, as it came: one odd field another client wrote
+        /// must not make a whole page of changes unreadable, which would stop the zone's fetches for good.
+        /// The store then finds the field of no use to it (a host value that needs it does not read, and is
+        /// reported), and a save of the record sends it back unchanged.
+        static func read(from reader: inout JSONValue.Reader) throws -> FieldValue? {
             var value: JSONValue?
             var type: String?
             try reader.readObject { key, reader in
@@ -165,10 +170,12 @@ extension CloudKitWire {
                 default: try reader.skip()
                 }
             }
-            return Result { () throws(FieldProblem) -> FieldValue? in
-                guard let value, value != .null else { return nil }
-                guard let type else { return infer(value) }
+            guard let value, value != .null else { return nil }
+            guard let type else { return infer(value) }
+            do throws(FieldProblem) {
                 return try decode(value, type: type)
+            } catch {
+                return opaque(value, type: type)
             }
         }
 

@@ -355,9 +355,6 @@ enum CloudKitWire {
         var deleted: Bool?
         var errorFields = ErrorFields()
         var error: ErrorFields? { errorFields.ifError }
-        /// The first field that could not be read, reported once the record's name is known (the name may
-        /// come after the fields, as in the emulator's sorted keys).
-        private var fieldProblem: (key: String, problem: FieldProblem)?
 
         init() {}
 
@@ -374,13 +371,8 @@ enum CloudKitWire {
                 }
             case "fields":
                 fields = [:]
-                fieldProblem = nil
                 try reader.readObject { key, reader in
-                    switch try Field.read(from: &reader) {
-                    case .success(let value?): fields[key] = value
-                    case .success(nil): break
-                    case .failure(let problem): if fieldProblem == nil { fieldProblem = (key, problem) }
-                    }
+                    if let value = try Field.read(from: &reader) { fields[key] = value }
                 }
             default: return try errorFields.read(key, from: &reader)
             }
@@ -389,9 +381,6 @@ enum CloudKitWire {
 
         func finish(wasObject: Bool) throws(FieldProblem) {
             guard wasObject else { throw FieldProblem("a record entry is not an object") }
-            if let (key, problem) = fieldProblem {
-                throw FieldProblem("field \(key) of \(recordName ?? "a record"): \(problem.description)")
-            }
         }
     }
 
