@@ -122,6 +122,12 @@ extension LocalStore {
         zones.skippedVersion(for: id)
     }
 
+    /// The server holds `server`, a version of a record this device has deleted since (the delete is still
+    /// pending): its tag only, so that the delete goes out against it; the record does not come back.
+    package func noteServerVersion(_ server: Record) {
+        setChangeTag(server.changeTag, for: server.id)
+    }
+
     /// A save was sent with a tag, but the record is gone from the server: the next send creates it.
     package func forgetChangeTag(_ id: RecordID) {
         setChangeTag(nil, for: id)
@@ -212,13 +218,20 @@ extension LocalStore {
     /// edit beats a remote delete, too); a record with a pending delete is left to the delete, which the
     /// server refuses if the record changed since this device saw it. With `isReset`, every local record
     /// the server did not return is deleted, unless a change to it is pending.
+    ///
+    /// With `isFinal` false, the changes are the first pages of a fetch that goes on (never a reset's):
+    /// they and their token are taken in memory, so that a fetch that fails later resumes after them, and
+    /// the snapshot is written later (as after a local change). Only the final part decides which of this
+    /// device's creates the server did not return, since a later page may return them.
     package func applyFetchedChanges(
         in zone: ZoneID,
         changed: [Record],
         deleted: Set<RecordID>,
         token: ChangeToken,
-        isReset: Bool
+        isReset: Bool,
+        isFinal: Bool = true
     ) async throws -> FetchApplication {
+        precondition(isFinal || !isReset, "a reset is applied whole")
         try checkOpen()
         var result: FetchApplication
         var malformed: [SyncEvent] = []
@@ -227,15 +240,16 @@ extension LocalStore {
         switch zone {
         case .readingList:
             result = Self.apply(
-                changed, deleted, token, isReset, zone: zone, to: &zones.readingList, pending: pending,
+                changed, deleted, token, isReset, isFinal, zone: zone, to: &zones.readingList, pending: pending,
                 registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
         case .readingHistory:
             result = Self.apply(
-                changed, deleted, token, isReset, zone: zone, to: &zones.history, pending: pending,
+                changed, deleted, token, isReset, isFinal, zone: zone, to: &zones.history, pending: pending,
                 registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
         default:
             result = Self.apply(
-                changed, deleted, token, isReset, zone: zone, to: &zones.hostZones[zone, default: ZoneState()],
+                changed, deleted, token, isReset, isFinal, zone: zone,
+                to: &zones.hostZones[zone, default: ZoneState()],
                 pending: pending, registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
         }
         // A pending save that stood for a delete met a version the delete never saw: as on a conflict, that
@@ -244,13 +258,14 @@ extension LocalStore {
         for event in malformed { eventHub.emit(event) }
         recordChangeHub.emit(zone: zone, changed: hostChanges)
         stateDidChange(zone)
-        try await persistSnapshot(of: zone)
+        if isFinal { try await persistSnapshot(of: zone) }
         result.malformed = malformed.count
         return result
     }
 
     private static func apply<Item: TableItem>(
-        _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool, zone: ZoneID,
+        _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool, _ isFinal: Bool,
+        zone: ZoneID,
         to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
         merged: inout [RecordID], hostChanges: inout [(recordType: String, name: String)], events: inout [SyncEvent]
     ) -> FetchApplication {
@@ -296,9 +311,14 @@ extension LocalStore {
             result.changed += 1
         }
         var gone = deleted.filter { $0.zone == zone }.map(\.name)
-        // Records this device created after its token exist on the server only if the fetch returned them.
-        gone += state.createdSinceFetch.subtracting(returned).subtracting(gone)
-        state.createdSinceFetch = []
+        // Records this device created after its token exist on the server only if the fetch returned them:
+        // those returned so far are confirmed, and once the fetch is over, the others are gone.
+        if isFinal {
+            gone += state.createdSinceFetch.subtracting(returned).subtracting(gone)
+            state.createdSinceFetch = []
+        } else if !state.createdSinceFetch.isEmpty {
+            state.createdSinceFetch.subtract(returned)
+        }
         if isReset {
             gone += state.knownRecordNames.subtracting(returned).subtracting(gone)
         }

@@ -37,6 +37,10 @@ extension SyncContext {
         public var recordTypes: [any SyncableRecord.Type] = []
         /// Where the store's file-system calls go: the real file system, or a test double.
         package var fileSystem = FileSystem.posix
+        /// The fewest fetched records a long fetch takes in at once before its last page: a few pages'
+        /// worth, so that a large zone's first fetch keeps its progress without a snapshot for every page.
+        /// Tests make it small, so that short fetches come in parts too.
+        package var fetchPartRecords = 1_000
 
         /// The default configuration: `fsync` durability, the continuous clock, a 5 s history debounce.
         public init() {}

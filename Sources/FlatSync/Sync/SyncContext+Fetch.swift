@@ -81,8 +81,11 @@ extension SyncContext {
     /// Fetches one zone from its token, page by page while more are coming, then applies every page at
     /// once with pending changes laid over them and saves the snapshot with the new token.
     ///
-    /// An expired token starts over from nil as a reset: the zone is rebuilt from what the server
-    /// returns, and local records it did not return are deleted unless a change to them is pending.
+    /// A long fetch is taken in parts of at least `fetchPartRecords` (1,000) records as it goes (each reported
+    /// by its own ``SyncEvent/didFetch(zone:changed:deleted:)``), with the token of its last page, so that a failure on a later page (the server asking to slow down, say)
+    /// does not throw away what came before: the next fetch resumes after the last part. An expired token
+    /// starts over from nil as a reset, applied whole: the zone is rebuilt from what the server returns,
+    /// and local records it did not return are deleted unless a change to them is pending.
     private func fetchZone(
         _ zone: ZoneID, via transport: any CloudTransport, epoch: Int, into outcome: inout FetchOutcome
     ) async -> Stop? {
@@ -138,6 +141,20 @@ extension SyncContext {
             }
             token = page.token
             if !page.moreComing { break }
+            if !isReset, changed.count + deleted.count >= configuration.fetchPartRecords {
+                do {
+                    let applied = try await localStore.applyFetchedChanges(
+                        in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isReset: false,
+                        isFinal: false)
+                    outcome.changed += applied.changed
+                    outcome.deleted += applied.deleted
+                    emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
+                } catch {
+                    return .from(error)
+                }
+                changed = [:]
+                deleted = []
+            }
         }
         guard epoch == accountEpoch, let token else { return .cancelled }
         do {

@@ -314,6 +314,16 @@ extension SyncContext {
                     result.acknowledged.append(id)
                     continue
                 }
+                if let latest = await localStore.pendingChange(for: id), latest.isDelete,
+                    latest.sequence > change.sequence
+                {
+                    // This device deleted the record while the save was on the wire: the delete is its latest
+                    // word, made after this save. The server's version must not come back here (a note saved
+                    // on an entry the server no longer has would be an orphan); the delete goes out against it.
+                    await localStore.noteServerVersion(server)
+                    result.acknowledged.append(id)
+                    continue
+                }
                 // The server may hold this very save, committed by an earlier attempt whose response was
                 // lost: then there is nothing left to write.
                 let ownWrite = isOwnUnconfirmedWrite(server)

@@ -22,6 +22,13 @@ import Testing
 /// `FLATSYNC_SIM_SEEDS` sets how many seeds run (default 12, for CI) and `FLATSYNC_SIM_STEPS` the steps per
 /// seed (default 400); run with hundreds of seeds by hand.
 @Suite(.serialized) struct SyncSimulationTests {
+    /// Small pages, taken in parts of a few records: every fetch of more than a handful of changes takes
+    /// its first pages before it has the last, as a large zone's first fetch does, faults and all.
+    static func fetchInParts(_ configuration: inout SyncContext.Configuration) {
+        configuration.fetchResultsLimit = 4
+        configuration.fetchPartRecords = 6
+    }
+
     static let seeds = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_SEEDS"] ?? "") ?? 12
     static let steps = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_STEPS"] ?? "") ?? 400
     /// Few enough articles that devices often touch the same ones, enough that most effects stay checkable.
@@ -108,6 +115,7 @@ import Testing
                     try await harness.device(name, transport: transport) {
                         $0.clock = clock
                         $0.recordTypes = [TestNote.self]
+                        Self.fetchInParts(&$0)
                     })
                 clocks.append(clock)
                 holds.append(hold)
@@ -196,11 +204,34 @@ import Testing
                     devices[index] = try await harness.device(names[index], transport: transports[index]) {
                         $0.clock = clock
                         $0.recordTypes = [TestNote.self]
+                        Self.fetchInParts(&$0)
                     }
                 default:
                     await device.networkDidBecomeAvailable()
                 }
                 await devices[index].waitUntilIdle()
+                if let note = ProcessInfo.processInfo.environment["DBG_NOTE"] {
+                    let article = String(note.split(separator: "-")[1])
+                    var line = "N step \(step) device \(index): "
+                    if let entry = ledger.entries.last { line += "last #\(entry.step) \(entry.kind) \(entry.article) " }
+                    let server = await harness.cloud.records(in: .readingList).first { $0.id.name == note }
+                    let serverEntry = await harness.cloud.records(in: .readingList).first {
+                        $0.id.name == "rl-\(article)"
+                    }
+                    line +=
+                        "| server note \(server?.changeTag?.rawValue ?? "-") entry \(serverEntry?.changeTag?.rawValue ?? "-")"
+                    for (i, d) in devices.enumerated() {
+                        let id = RecordID(zone: .readingList, name: note)
+                        let has = await d.records(TestNote.self).value(note) != nil
+                        let tag = await d.localStore.changeTag(for: id)
+                        let pending = await d.localStore.pendingChange(for: id)
+                        let entry = await d.readingList.contains(article)
+                        let epend = await d.localStore.pendingChange(for: ReadingListEntry.recordID(for: article))
+                        line +=
+                            " | \(i): note \(has) tag \(tag?.rawValue ?? "nil") \(pending.map { $0.isDelete ? "P-del" : "P-save" } ?? "") entry \(entry) \(epend.map { $0.isDelete ? "P-del" : "P-save" } ?? "")"
+                    }
+                    print(line)
+                }
                 if let article = Self.trace {
                     var line = "step \(step) device \(index): "
                     if let entry = ledger.entries.last {
