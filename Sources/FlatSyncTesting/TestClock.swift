@@ -19,15 +19,21 @@ import Synchronization
 public final class TestClock: Clock, Sendable {
     /// A point on the test clock's timeline: a duration since its start.
     public struct Instant: InstantProtocol, CustomStringConvertible {
+        /// How long after the clock's start this instant is.
         public var offset: Duration
 
+        /// The instant `offset` after the clock's start.
         public init(offset: Duration) {
             self.offset = offset
         }
 
+        /// The instant `duration` later.
         public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        /// How long from this instant to `other`.
         public func duration(to other: Instant) -> Duration { other.offset - offset }
+        /// True when `lhs` comes first.
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+        /// `t+` and the offset, as `t+5.0 seconds`.
         public var description: String { "t+\(offset)" }
     }
 
@@ -50,7 +56,9 @@ public final class TestClock: Clock, Sendable {
         state = Mutex(State(now: now))
     }
 
+    /// The clock's time: where the last ``advance(by:)`` left it.
     public var now: Instant { state.withLock { $0.now } }
+    /// Zero: a test clock tells every instant apart.
     public var minimumResolution: Duration { .zero }
 
     /// The number of tasks sleeping on the clock.
@@ -59,6 +67,8 @@ public final class TestClock: Clock, Sendable {
     /// The earliest deadline any task sleeps until.
     public var nextDeadline: Instant? { state.withLock { $0.sleepers.values.map(\.deadline).min() } }
 
+    /// Sleeps until a test advances the clock to `deadline` (returns at once if it is there already), or
+    /// throws `CancellationError` when the task is cancelled first.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1

@@ -307,8 +307,11 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
     /// True when the latest liking is a dislike.
     public var isDisliked: Bool { liking == .disliked }
 
+    /// The history's zone.
     public static let zone = ZoneID.readingHistory
+    /// The CloudKit record type of an item.
     public static let recordType = "ReadingHistoryItem"
+    /// What an item's record name starts with, before its article ID.
     public static let recordNamePrefix = "rh-"
 
     /// The item as a `ReadingHistoryItem` record (see <doc:Architecture>). Flags are int fields written only when set.
@@ -365,6 +368,8 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
             && compactArticleID == other.compactArticleID
     }
 
+    /// Reads an item from its record, throwing ``FlatSyncError/Code-swift.struct/malformedRecord`` when a
+    /// required field is missing or has another type.
     public init(record: Record) throws(FlatSyncError) {
         // A record made by ``record`` holds the item: take it after the same checks as the fields' path.
         if let item = record.content.stored(as: ReadingHistoryItem.self), record.type == Self.recordType,

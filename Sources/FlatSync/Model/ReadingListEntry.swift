@@ -26,8 +26,11 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
     /// The article ID.
     public var id: String { articleID }
 
+    /// The reading list's zone.
     public static let zone = ZoneID.readingList
+    /// The CloudKit record type of an entry.
     public static let recordType = "ReadingListEntry"
+    /// What an entry's record name starts with, before its article ID.
     public static let recordNamePrefix = "rl-"
 
     /// The entry as a `ReadingListEntry` record: `articleID`, `dateAdded`, `origin`, and `title` when set.
@@ -72,6 +75,8 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
             && origin == other.origin && title == other.title
     }
 
+    /// Reads an entry from its record, throwing ``FlatSyncError/Code-swift.struct/malformedRecord`` when a
+    /// required field is missing or has another type.
     public init(record: Record) throws(FlatSyncError) {
         // A record made by ``record`` holds the entry: take it after the same checks as the fields' path.
         if let entry = record.content.stored(as: ReadingListEntry.self), record.type == Self.recordType,

@@ -63,6 +63,7 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         /// proxy. The request may or may not have been applied. Transient: nothing is dropped for it.
         public static let unexpectedServerResponse = Code(.unexpectedServerResponse)
 
+        /// Every code, in the order they are declared.
         public static var allCases: [Code] { Base.allCases.map(Code.init) }
 
         /// True for failures that can succeed if the same request is sent again later.
