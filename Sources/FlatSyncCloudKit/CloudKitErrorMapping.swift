@@ -160,7 +160,7 @@ enum CloudKitErrorMapping {
         case 429: code = .requestRateLimited
         case 500...599: code = .serviceUnavailable
         case 401: code = .notAuthenticated
-        // HTTP's "Misdirected Request" (CloudKit's own 421 has a body): try again, on a new connection.
+        // HTTP's "Misdirected Request" (CloudKit's own 421 has a body): a network failure, retried.
         case 421: code = .networkFailure
         default: code = .unexpectedServerResponse
         }

@@ -10,13 +10,15 @@ extension CloudKitWebServicesTransport {
         let response = try decode(CloudKitWire.ZonesResponse.self, reply, .listZones)
         var zones: [ZoneID] = []
         for entry in response.zones {
-            // A zone's own error (documented as an entry of the list) fails that zone, not the list: left out,
-            // it counts as missing, and creating it, or using it, reports what is wrong with it.
+            // A zone's own error (documented as an entry of the list) is that zone's, not the list's. Missing,
+            // it is left out, so that it is created; any other error counts it as existing, so that using it
+            // meets the error (left out, it would be created, which counts as done when it exists, and its
+            // local data queued again).
             if let error = entry.error {
                 guard entry.zoneID != nil else {
                     throw CloudKitErrorMapping.error(error, status: nil, operation: .listZones, sentChangeToken: false)
                 }
-                continue
+                if error.serverErrorCode == "ZONE_NOT_FOUND" { continue }
             }
             guard let name = entry.zoneID?.zoneName else {
                 throw CloudKitErrorMapping.unexpectedResponse(.listZones, reply.data, problem: "a zone has no zoneID")

@@ -194,7 +194,8 @@ extension CloudDatabase {
         case .replaceIfServerRecordUnchanged, .allKeys:
             fields = save.record.fields
         }
-        // CloudKit keeps a TIMESTAMP to the millisecond (documented: ckws.md): a finer date comes back rounded.
+        // A TIMESTAMP travels as whole milliseconds (documented: ckws.md), so what a client reads back is
+        // rounded so; whether the server itself would keep a finer date is not known.
         for (key, value) in save.record.fields {
             switch value {
             case .date, .list: fields[key] = value.roundedToMilliseconds

@@ -104,7 +104,7 @@ extension SyncableRecord {
     public static var sendDebounce: Duration { .zero }
 
     /// Three-way and field by field: `mine`'s value of each field in `changedFields` (what this device
-    /// changed and has not sent), `server`'s of every other; `mine` whole if either has no fields to merge.
+    /// changed and has not sent), `server`'s of every other; `mine` whole if either's `fields` throws.
     public static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self {
         guard var fields = try? server.fields, let own = try? mine.fields else { return mine }
         for key in changedFields { fields[key] = own[key] }

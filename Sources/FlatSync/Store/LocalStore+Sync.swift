@@ -122,12 +122,6 @@ extension LocalStore {
         zones.skippedVersion(for: id)
     }
 
-    /// The server holds `server`, a version of a record this device has deleted since (the delete is still
-    /// pending): its tag only, so that the delete goes out against it; the record does not come back.
-    package func noteServerVersion(_ server: Record) {
-        setChangeTag(server.changeTag, for: server.id)
-    }
-
     /// A save was sent with a tag, but the record is gone from the server: the next send creates it.
     package func forgetChangeTag(_ id: RecordID) {
         setChangeTag(nil, for: id)

@@ -23,6 +23,8 @@ extension SyncContext {
         }
         var targets = zones
         var databaseToken: ChangeToken?
+        // Zones an answer from a nil token listed as deleted, and by whom: not wiped on that word alone.
+        var listedDeletedFromStart: [ZoneID: ZoneDeletion.Reason] = [:]
         if full {
             var token = await localStore.deviceFile.databaseChangeToken.map(ChangeToken.init(data:))
             // True while the pages come from a nil token: a first fetch, or a reset after the stored token
@@ -41,15 +43,17 @@ extension SyncContext {
                     outcome.stop = .from(error)
                     return outcome
                 }
-                // Deletions listed from a nil token may predate this device's zones, so they say nothing about
-                // the zones it has, and wiping on one would drop unsent changes. Whether CloudKit lists zone
-                // deletions from nil is not known; it does list record deletions from nil (observed live,
-                // ckws-client.md). A zone that really is gone fails its own fetch below, which creates it again.
-                if !fromStart {
-                    for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
-                        await wipeZone(deletion.zone, epoch: epoch)
-                        outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))
+                // Deletions listed from a nil token may predate this device's zones, so they do not wipe them
+                // on their own: that would drop unsent changes. Whether CloudKit lists zone deletions from nil is
+                // not known (native CloudKit was seen to list some record deletions from nil: ckws-client.md).
+                // A listed zone that then turns out missing is wiped by its own fetch (see `fetchZone`).
+                for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
+                    if fromStart {
+                        listedDeletedFromStart[deletion.zone] = deletion.reason
+                        continue
                     }
+                    await wipeZone(deletion.zone, epoch: epoch)
+                    outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))
                 }
                 targets.formUnion(changes.changedZones.filter { zoneIDs.contains($0) })
                 token = changes.token
@@ -61,7 +65,9 @@ extension SyncContext {
             }
         }
         for zone in zoneIDs where targets.contains(zone) {
-            if let stop = await fetchZone(zone, via: transport, epoch: epoch, into: &outcome) {
+            if let stop = await fetchZone(
+                zone, via: transport, epoch: epoch, listedDeleted: listedDeletedFromStart[zone], into: &outcome)
+            {
                 outcome.stop = stop
                 return outcome
             }
@@ -78,16 +84,22 @@ extension SyncContext {
         return outcome
     }
 
-    /// Fetches one zone from its token, page by page while more are coming, then applies every page at
-    /// once with pending changes laid over them and saves the snapshot with the new token.
+    /// Fetches one zone from its token, page by page while more are coming, applies what came with pending
+    /// changes laid over it, and saves the snapshot with the new token.
     ///
-    /// A long fetch is taken in parts of at least `fetchPartRecords` (1,000) records as it goes (each reported
-    /// by its own ``SyncEvent/didFetch(zone:changed:deleted:)``), with the token of its last page, so that a failure on a later page (the server asking to slow down, say)
-    /// does not throw away what came before: the next fetch resumes after the last part. An expired token
+    /// A long fetch is taken in parts of at least `fetchPartRecords` (1,000) records as it goes, each with
+    /// the token of its last page and reported by its own ``SyncEvent/didFetch(zone:changed:deleted:)``, so
+    /// that a failure on a later page (the server asking to slow down, say) does not throw away what came
+    /// before: the next fetch resumes after the last part, and only the last part writes the snapshot
+    /// (until then, the scheduled snapshot does, as after a local change). An expired token
     /// starts over from nil as a reset, applied whole: the zone is rebuilt from what the server returns,
     /// and local records it did not return are deleted unless a change to them is pending.
+    ///
+    /// `listedDeleted` is who deleted the zone, when an answer from a nil token listed it so: if the zone
+    /// is then missing, that listing was not stale, and a zone the user deleted is wiped, not created again.
     private func fetchZone(
-        _ zone: ZoneID, via transport: any CloudTransport, epoch: Int, into outcome: inout FetchOutcome
+        _ zone: ZoneID, via transport: any CloudTransport, epoch: Int, listedDeleted: ZoneDeletion.Reason? = nil,
+        into outcome: inout FetchOutcome
     ) async -> Stop? {
         if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
         emit(.willFetch(zone: zone))
@@ -108,6 +120,13 @@ extension SyncContext {
                 case .resetZone where !isReset:
                     isReset = true
                 case .createZone where !recreated:
+                    if let listedDeleted, listedDeleted != .deleted {
+                        // Missing, and listed as deleted by the user (or by nobody said): as a deletion
+                        // reported from a token, wipe it rather than upload it again.
+                        await wipeZone(zone, epoch: epoch)
+                        outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                        return nil
+                    }
                     // The server lost the zone: unless the user deleted it, create it again, upload the local
                     // data, fetch from scratch.
                     recreated = true
@@ -142,6 +161,7 @@ extension SyncContext {
             token = page.token
             if !page.moreComing { break }
             if !isReset, changed.count + deleted.count >= configuration.fetchPartRecords {
+                guard epoch == accountEpoch else { return .cancelled }
                 do {
                     let applied = try await localStore.applyFetchedChanges(
                         in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isReset: false,

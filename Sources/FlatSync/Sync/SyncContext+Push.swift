@@ -314,13 +314,13 @@ extension SyncContext {
                     result.acknowledged.append(id)
                     continue
                 }
-                if let latest = await localStore.pendingChange(for: id), latest.isDelete,
-                    latest.sequence > change.sequence
-                {
-                    // This device deleted the record while the save was on the wire: the delete is its latest
-                    // word, made after this save. The server's version must not come back here (a note saved
-                    // on an entry the server no longer has would be an orphan); the delete goes out against it.
-                    await localStore.noteServerVersion(server)
+                if await isDeletedSince(change) {
+                    // This device deleted the record while the save was on the wire. Merging the server's
+                    // version back here would show a record the delete, sent next, may remove from the server
+                    // (a note saved on it would then be an orphan). The save is over; the delete goes out
+                    // with the tag this device had, so it loses to the version it never saw, as any delete
+                    // does, and the server's version comes back with its refusal.
+                    unconfirmedSaves[id] = nil
                     result.acknowledged.append(id)
                     continue
                 }
@@ -346,6 +346,11 @@ extension SyncContext {
                     await localStore.serverDeleted(id)
                     result.acknowledged.append(id)
                     result.deleted += 1
+                } else if await isDeletedSince(change) {
+                    // Deleted there and, while this save was on the wire, here too: nothing to bring back.
+                    await localStore.serverDeleted(id)
+                    unconfirmedSaves[id] = nil
+                    result.acknowledged.append(id)
                 } else {
                     // Deleted by another device since this one saw it: this edit beats that delete.
                     conflicts[id, default: 0] += 1
@@ -373,6 +378,12 @@ extension SyncContext {
             result.resend = []
         }
         return result
+    }
+
+    /// True when this device deleted the record of `save` after making it (the delete waits to be sent).
+    private func isDeletedSince(_ save: RecordChange) async -> Bool {
+        guard let latest = await localStore.pendingChange(for: save.recordID) else { return false }
+        return latest.isDelete && latest.sequence > save.sequence
     }
 
     /// True when the server's version is this device's own save whose response never arrived: written by

@@ -3,8 +3,9 @@ extension SyncContext {
     /// remembered in `device.plist`; only zones known to exist are subscribed.
     ///
     /// Never stops sync: a failure is reported as an ``SyncEvent/error(_:)`` event and the zone stays
-    /// unsubscribed, so the next ``start()`` tries again. Nothing is lost meanwhile, since every fetch
-    /// finds every change; only pushes may not arrive. Subscriptions are never deleted.
+    /// unsubscribed, so the next ``start()`` or ``networkDidBecomeAvailable()`` tries again. Nothing is lost
+    /// meanwhile, since every fetch finds every change; only pushes may not arrive. Subscriptions are never
+    /// deleted.
     func ensureSubscribed(_ zones: [ZoneID], epoch: Int) async {
         let needed = zones.filter { preparedZones.contains($0) && !subscribedZones.contains($0) }
         guard !needed.isEmpty, epoch == accountEpoch, !isClosed, let transport = account?.transport else { return }
@@ -21,7 +22,8 @@ extension SyncContext {
                     SyncEventError(
                         code: code,
                         message: "Subscribing to changes in \(names) failed: \(reason). Pushes for them may not "
-                            + "arrive; fetches still find every change, and the next start tries again.")))
+                            + "arrive; fetches still find every change, and the next start, or the network coming back, tries "
+                            + "again.")))
             return
         }
         guard epoch == accountEpoch else { return }

@@ -281,8 +281,13 @@ public actor SyncContext: LocalChangeObserver {
         queue.enqueue { await self.handleRemoteNotification(notification) }
     }
 
-    /// Call when the network comes back: work waiting for it (or backing off) runs now.
+    /// Call when the network comes back: work waiting for it (or backing off) runs now, and zones whose
+    /// subscription failed (an app started offline, say) are subscribed.
     public func networkDidBecomeAvailable() {
+        if isStarted, !isClosed, account != nil {
+            let epoch = accountEpoch
+            queue.enqueue { await self.ensureSubscribed(self.zoneIDs, epoch: epoch) }
+        }
         var retry: [ZoneID] = []
         for zone in zoneIDs where timers[.pushRetry(zone)] != nil {
             cancelTimer(.pushRetry(zone))

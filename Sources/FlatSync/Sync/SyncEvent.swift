@@ -9,7 +9,8 @@
 public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     /// A fetch of a zone's changes is starting.
     case willFetch(zone: ZoneID)
-    /// A fetch of a zone's changes finished and was applied.
+    /// Fetched changes of a zone were applied: a whole fetch, or a part of a long one (1,000 records or
+    /// more) taken before its last page.
     case didFetch(zone: ZoneID, changed: Int, deleted: Int)
     /// A request saving and deleting records is going out.
     case willSend(zone: ZoneID, saves: Int, deletes: Int)

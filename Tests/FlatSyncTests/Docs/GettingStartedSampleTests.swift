@@ -58,9 +58,11 @@ func openContext(
             }
             await server.stop()
 
-            // The server is out of reach: the directory's account is kept, and so is a change made now.
+            // The server is out of reach (port 1 on this machine: nothing listens there, and no other test's
+            // server can take it over): the directory's account is kept, and so is a change made now.
+            let unreachable = URL(string: "http://127.0.0.1:1")!
             let offline = try await openContext(
-                deviceDirectory: phone, apiToken: "t", recordTypes: [TestNote.self], server: url)
+                deviceDirectory: phone, apiToken: "t", recordTypes: [TestNote.self], server: unreachable)
             try await offline.readingList.add("a2")
             #expect(Set(await offline.readingList.entries().map(\.articleID)) == ["a1", "a2"])
             #expect(await offline.records(TestNote.self).value("n1")?.text == "Tea")
@@ -70,7 +72,7 @@ func openContext(
             // A directory that holds no account cannot be opened offline: there is nobody to open it for.
             await #expect(throws: CloudError.self) {
                 _ = try await openContext(
-                    deviceDirectory: directory.appendingPathComponent("tablet"), apiToken: "t", server: url)
+                    deviceDirectory: directory.appendingPathComponent("tablet"), apiToken: "t", server: unreachable)
             }
         }
     }

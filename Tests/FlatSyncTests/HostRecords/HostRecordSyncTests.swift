@@ -47,8 +47,8 @@ import Testing
     }
 
     /// CloudKit Web Services documents no byte limit for a request (the native API's is 2 MB), and a host
-    /// record may hold nearly 1 MB: large records go in requests of at most 512 KiB past their first, not
-    /// all in one.
+    /// record may hold nearly 1 MB: large records go in requests of at most 512 KiB (one larger record
+    /// alone), not all in one.
     @Test func largeRecordsGoInRequestsOfBoundedSize() async throws {
         try await SyncHarness.run { harness in
             let transport = InterceptingTransport(harness.cloud)

@@ -19,6 +19,23 @@ import Testing
 
     // MARK: - Notifications
 
+    /// A subscription that failed at start (the network dropped just then) is made when the network comes
+    /// back, with no second start(): a host that saw start() succeed does not call it again.
+    @Test func subscriptionsThatFailedAtStartAreMadeWhenTheNetworkIsBack() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false)
+            await harness.cloud.setFaultPlan(.failNext(1, .modifySubscriptions, with: .networkUnavailable))
+            try await a.start()
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.subscriptions().isEmpty)
+            await harness.cloud.setFaultPlan(.none)
+            await a.networkDidBecomeAvailable()
+            await a.waitUntilIdle()
+            #expect(Set(await harness.cloud.subscriptions().map(\.zone)) == Set(ZoneID.all))
+            try await a.close()
+        }
+    }
+
     @Test func aPushHandlersZoneNotificationFetchesThatZoneAndIdleWaitsForIt() async throws {
         try await SyncHarness.run { harness in
             let transport = InterceptingTransport(harness.cloud) { _, _ in }

@@ -210,28 +210,6 @@ import Testing
                     await device.networkDidBecomeAvailable()
                 }
                 await devices[index].waitUntilIdle()
-                if let note = ProcessInfo.processInfo.environment["DBG_NOTE"] {
-                    let article = String(note.split(separator: "-")[1])
-                    var line = "N step \(step) device \(index): "
-                    if let entry = ledger.entries.last { line += "last #\(entry.step) \(entry.kind) \(entry.article) " }
-                    let server = await harness.cloud.records(in: .readingList).first { $0.id.name == note }
-                    let serverEntry = await harness.cloud.records(in: .readingList).first {
-                        $0.id.name == "rl-\(article)"
-                    }
-                    line +=
-                        "| server note \(server?.changeTag?.rawValue ?? "-") entry \(serverEntry?.changeTag?.rawValue ?? "-")"
-                    for (i, d) in devices.enumerated() {
-                        let id = RecordID(zone: .readingList, name: note)
-                        let has = await d.records(TestNote.self).value(note) != nil
-                        let tag = await d.localStore.changeTag(for: id)
-                        let pending = await d.localStore.pendingChange(for: id)
-                        let entry = await d.readingList.contains(article)
-                        let epend = await d.localStore.pendingChange(for: ReadingListEntry.recordID(for: article))
-                        line +=
-                            " | \(i): note \(has) tag \(tag?.rawValue ?? "nil") \(pending.map { $0.isDelete ? "P-del" : "P-save" } ?? "") entry \(entry) \(epend.map { $0.isDelete ? "P-del" : "P-save" } ?? "")"
-                    }
-                    print(line)
-                }
                 if let article = Self.trace {
                     var line = "step \(step) device \(index): "
                     if let entry = ledger.entries.last {

@@ -118,17 +118,20 @@ struct CloudKitResponseTests {
     }
 
     /// A zone-error entry (`{zoneID, serverErrorCode, …}`, documented in both lists) is that zone's: the
-    /// other zones still come, the zone is left out of the list, and a changes answer names it changed so
-    /// that its own fetch meets the error. An error without a zone still fails the whole answer.
+    /// other zones still come. A missing zone is left out of the list (to be created); a zone with another
+    /// error counts as existing (creating it would count as done, and queue its data again), so that using
+    /// it meets the error. A changes answer names it changed, so that its own fetch meets the error. An
+    /// error without a zone still fails the whole answer.
     @Test func aZonesOwnErrorFailsThatZoneAndNotTheList() async throws {
-        let zoneError = #"{"zoneID":{"zoneName":"Notes"},"serverErrorCode":"ZONE_NOT_FOUND","reason":"gone"}"#
+        let missing = #"{"zoneID":{"zoneName":"Notes"},"serverErrorCode":"ZONE_NOT_FOUND","reason":"gone"}"#
+        let busy = #"{"zoneID":{"zoneName":"Busy"},"serverErrorCode":"THROTTLED","retryAfter":3}"#
         let exchange = ScriptedExchange([
-            .json(#"{"zones":[{"zoneID":{"zoneName":"A"}},"# + zoneError + "]}"),
-            .json(#"{"syncToken":"db-2","zones":[{"zoneID":{"zoneName":"A"}},"# + zoneError + "]}"),
+            .json(#"{"zones":[{"zoneID":{"zoneName":"A"}},"# + missing + "," + busy + "]}"),
+            .json(#"{"syncToken":"db-2","zones":[{"zoneID":{"zoneName":"A"}},"# + missing + "]}"),
             .json(#"{"zones":[{"serverErrorCode":"INTERNAL_ERROR"}]}"#),
         ])
         let transport = makeTransport(exchange)
-        #expect(try await transport.listZones() == [ZoneID("A")])
+        #expect(try await transport.listZones() == [ZoneID("A"), ZoneID("Busy")])
         let changes = try await transport.fetchDatabaseChanges(since: nil)
         #expect(changes.changedZones == [ZoneID("A"), ZoneID("Notes")])
         #expect(changes.deletedZones.isEmpty)
