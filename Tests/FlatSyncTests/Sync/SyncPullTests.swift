@@ -8,6 +8,19 @@ import Testing
 /// Fetching: paging, resets after an expired token, pending edits laid over fetched records, account
 /// changes, and the coalescing of notifications.
 @Suite struct SyncPullTests {
+    /// `base`, but every answer to a database fetch from a nil token also lists the reading list as deleted
+    /// by the user: whether CloudKit lists old zone deletions from nil is not known, and the emulators never do.
+    static func listingReadingListDeletedFromNil(_ base: any CloudTransport) -> InterceptingTransport {
+        InterceptingTransport(
+            base,
+            databaseChanges: { token, changes in
+                guard token == nil else { return changes }
+                var changes = changes
+                changes.deletedZones.append(ZoneDeletion(zone: .readingList, reason: .deletedByUser))
+                return changes
+            })
+    }
+
     @Test func tokenExpiryMidwayThroughPagingRefetchesFromTheStart() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")
@@ -72,14 +85,7 @@ import Testing
     @Test func aZoneListedDeletedFromNilThatIsMissingIsWipedNotCreatedAgain() async throws {
         try await SyncHarness.run(via: .http) { harness in
             let cloud = harness.cloud
-            let transport = InterceptingTransport(
-                harness.transport("A"),
-                databaseChanges: { token, changes in
-                    guard token == nil else { return changes }
-                    var changes = changes
-                    changes.deletedZones.append(ZoneDeletion(zone: .readingList, reason: .deletedByUser))
-                    return changes
-                })
+            let transport = Self.listingReadingListDeletedFromNil(harness.transport("A"))
             let a = try await harness.device("A", transport: transport)
             try await a.readingList.add("x")
             #expect(try await a.syncNow().isComplete)
@@ -123,18 +129,10 @@ import Testing
     }
 
     @Test func aResetFromANilTokenWipesNoZoneItsAnswerListsAsDeleted() async throws {
-        // Whether CloudKit lists old zone deletions from a nil token is not known (it does list old record
-        // deletions: ckws-client.md); the emulators never do, so this transport adds one to every such answer.
+        // A nil-token answer that lists the zone as deleted, as CloudKit might (see the transport's helper).
         try await SyncHarness.run { harness in
             let cloud = harness.cloud
-            let transport = InterceptingTransport(
-                cloud,
-                databaseChanges: { token, changes in
-                    guard token == nil else { return changes }
-                    var changes = changes
-                    changes.deletedZones.append(ZoneDeletion(zone: .readingList, reason: .deletedByUser))
-                    return changes
-                })
+            let transport = Self.listingReadingListDeletedFromNil(cloud)
             let a = try await harness.device("A", transport: transport)
             try await a.readingList.add("synced")
             _ = try await a.syncNow()
