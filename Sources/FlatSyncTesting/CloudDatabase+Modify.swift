@@ -187,20 +187,16 @@ extension CloudDatabase {
     /// Saves a record that ``saveFailure(_:)`` accepted; returns it as the server now holds it.
     private mutating func applySave(_ save: RecordSave) -> Record {
         let id = save.record.id
-        var fields: [String: FieldValue]
-        switch save.policy {
-        case .changedKeys, .ifServerRecordUnchanged:
-            fields = currentRecord(id)?.fields.merging(save.record.fields) { $1 } ?? save.record.fields
-        case .replaceIfServerRecordUnchanged, .allKeys:
-            fields = save.record.fields
-        }
+        let fields: [String: FieldValue]
         // A TIMESTAMP travels as whole milliseconds (documented: ckws.md), so what a client reads back is
         // rounded so; whether the server itself would keep a finer date is not known.
-        for (key, value) in save.record.fields {
-            switch value {
-            case .date, .list: fields[key] = value.roundedToMilliseconds
-            default: break
-            }
+        var sent = save.record.fields
+        sent.roundDatesToMilliseconds()
+        switch save.policy {
+        case .changedKeys, .ifServerRecordUnchanged:
+            fields = currentRecord(id)?.fields.merging(sent) { $1 } ?? sent
+        case .replaceIfServerRecordUnchanged, .allKeys:
+            fields = sent
         }
         let saved = Record(
             id: id, type: save.record.type, fields: fields, changeTag: nextChangeTag(),

@@ -182,6 +182,19 @@ extension FieldValue {
     }
 }
 
+extension [String: FieldValue] {
+    /// Rounds every date among the values (a list's too) to the millisecond: see
+    /// ``FieldValue/roundedToMilliseconds``.
+    package mutating func roundDatesToMilliseconds() {
+        for (key, value) in self {
+            switch value {
+            case .date, .list: self[key] = value.roundedToMilliseconds
+            default: break
+            }
+        }
+    }
+}
+
 extension Date {
     /// The date at millisecond precision, the precision CloudKit keeps for a timestamp: a date that
     /// makes a round trip through the server comes back equal to this one.

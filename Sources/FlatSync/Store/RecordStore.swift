@@ -144,12 +144,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     /// and a date kept finer would differ from the server's (and be sent again as a change).
     static func fields(of value: Value) throws(FlatSyncError) -> [String: FieldValue] {
         var fields = try value.fields
-        for (key, field) in fields {
-            switch field {
-            case .date, .list: fields[key] = field.roundedToMilliseconds
-            default: break
-            }
-        }
+        fields.roundDatesToMilliseconds()
         return fields
     }
 

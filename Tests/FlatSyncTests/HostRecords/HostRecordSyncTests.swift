@@ -66,7 +66,7 @@ import Testing
         }
     }
 
-    /// CloudKit keeps a TIMESTAMP to the millisecond (ckws.md), so a store keeps a host's dates so too: the
+    /// A TIMESTAMP travels as whole milliseconds (ckws.md), so a store keeps a host's dates so too: the
     /// value read back equals what every device and the server hold, and a save of it again changes nothing.
     @Test(arguments: Self.routes)
     func aDateFinerThanAMillisecondIsKeptAsTheServerKeepsIt(route: SyncHarness.Route) async throws {
