@@ -81,6 +81,23 @@ final class InterceptingTransport: CloudTransport, Sendable {
     }
 }
 
+/// Holds the first `records/modify` request on the wire until released: a test changes things while a
+/// send is in flight. Call ``pass(_:_:)`` from an ``InterceptingTransport`` hook.
+final class FirstSendHold: Sendable {
+    /// Opens when the first modify request reaches the hold.
+    let reached = Gate()
+    private let released = Gate()
+
+    /// Holds the request when it is the first modify request, until ``release()``.
+    func pass(_ kind: RequestKind, _ number: Int) async {
+        guard kind == .modifyRecords, number == 1 else { return }
+        reached.open()
+        await released.wait()
+    }
+
+    func release() { released.open() }
+}
+
 /// A one-shot signal: `wait()` returns once `open()` has been called (before or after).
 final class Gate: Sendable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))

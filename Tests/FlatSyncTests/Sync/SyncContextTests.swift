@@ -78,21 +78,16 @@ import Testing
 @Suite struct SyncSummaryTests {
     @Test func nothingIsSentBeforeStartAndSyncNowCountsTheWorkItWaitedBehind() async throws {
         try await SyncHarness.run { harness in
-            let sendStarted = Gate()
-            let release = Gate()
-            let transport = InterceptingTransport(harness.cloud) { kind, number in
-                guard kind == .modifyRecords, number == 1 else { return }
-                sendStarted.open()
-                await release.wait()
-            }
+            let hold = FirstSendHold()
+            let transport = InterceptingTransport(harness.cloud) { await hold.pass($0, $1) }
             let a = try await harness.device("A", transport: transport, start: false)
             try await a.readingList.apply([.add(articleID: "x"), .add(articleID: "y")])
             await a.waitUntilIdle()
             #expect(transport.count(.modifyRecords) == 0, "not started: the changes wait")
             try await a.start()  // queues a send (held on the wire) and a fetch
-            await sendStarted.wait()
+            await hold.reached.wait()
             // The held send finishes only once syncNow counts: it must be in the summary.
-            let result = try await a.syncNow(whenCounting: { release.open() })
+            let result = try await a.syncNow(whenCounting: { hold.release() })
             #expect(result.sent == 2, "the send it waited behind counts")
             #expect(result.isComplete)
             try await a.close()

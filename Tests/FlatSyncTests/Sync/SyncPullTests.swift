@@ -163,16 +163,12 @@ import Testing
             try await b.readingList.add("x", title: "B's")
             await b.waitUntilIdle()
             let cloud = harness.cloud
-            let sendStarted = Gate()
-            let release = Gate()
+            let hold = FirstSendHold()
             // What A shows, and what the server holds, once A's sends are done and before its fetch.
             let probe = Mutex<(@Sendable () async -> Bool)?>(nil)
             let seenBeforeFetch = Mutex<(shown: Bool, onServer: Bool)?>(nil)
             let transport = InterceptingTransport(cloud) { kind, number in
-                if kind == .modifyRecords, number == 1 {
-                    sendStarted.open()
-                    await release.wait()
-                }
+                await hold.pass(kind, number)
                 if kind == .fetchDatabaseChanges, let look = probe.withLock({ $0 }) {
                     let shown = await look()
                     let onServer = await cloud.records(in: .readingList).contains { $0.id.name == "rl-x" }
@@ -186,9 +182,9 @@ import Testing
             probe.withLock { $0 = { await a.readingList.contains("x") } }
             try await a.readingList.add("x")
             let sync = Task { try await a.syncNow() }
-            await sendStarted.wait()
+            await hold.reached.wait()
             try await a.readingList.remove("x")
-            release.open()
+            hold.release()
             #expect(try await sync.value.isComplete)
             let seen = try #require(seenBeforeFetch.withLock { $0 })
             #expect(seen.shown == seen.onServer, "A shows what the server holds: \(seen)")
@@ -215,21 +211,16 @@ import Testing
             _ = try await b.syncNow()
             try await b.history.remove("x")
             _ = try await b.syncNow()
-            let sendStarted = Gate()
-            let release = Gate()
-            let transport = InterceptingTransport(harness.cloud) { kind, number in
-                guard kind == .modifyRecords, number == 1 else { return }
-                sendStarted.open()
-                await release.wait()
-            }
+            let hold = FirstSendHold()
+            let transport = InterceptingTransport(harness.cloud) { await hold.pass($0, $1) }
             try await a.close()
             let again = try await harness.device("A", transport: transport, start: false)
             try await again.history.visit("x")  // an update: A still has x and its tag
             let saved = await harness.cloud.counters().recordsSaved
             let sync = Task { try await again.syncNow() }
-            await sendStarted.wait()
+            await hold.reached.wait()
             try await again.history.remove("x")
-            release.open()
+            hold.release()
             let summary = try await sync.value
             #expect(summary.isComplete, "\(summary.problems)")
             #expect(await harness.cloud.records(in: .readingHistory).isEmpty)
