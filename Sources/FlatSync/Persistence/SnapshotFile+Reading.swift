@@ -82,6 +82,7 @@ extension SnapshotFile {
         let firstVersionHost = try range("hostRecords", required: false)
         let host = try range("hostRecordTable", required: false)
         let hostOffsets = try range("hostRecordOffsets", required: false)
+        let unconfirmed = try range("unconfirmedByReset", required: false)
         let token = try tokenRange.map { (range) throws(FlatSyncError) -> Data in
             Data(try source.bytes(at: range.lowerBound, count: range.count))
         }
@@ -164,6 +165,13 @@ extension SnapshotFile {
                 state.hostRecords = table
             }
             if let offsets { crc = offsets.withUnsafeBytes { CRC32.checksum($0, continuing: crc) } }
+            if let unconfirmed {
+                var cursor = ColumnCursor(source: source, range: unconfirmed, name: "unconfirmedByReset")
+                var names = Set<String>()
+                while !cursor.isAtEnd { names.insert(try cursor.readString()) }
+                state.unconfirmedByReset = names
+                crc = CRC32.combine(crc, cursor.checksum, length: unconfirmed.count)
+            }
         } catch  where error.code == .damagedFile {
             throw FlatSyncError(
                 .damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)

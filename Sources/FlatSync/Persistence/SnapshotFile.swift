@@ -53,6 +53,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     /// ``HostRecordTable/encodedSection()``), so that a cold start reads the records in many runs at once;
     /// absent when there are fewer records (and in files written before FlatSync kept them).
     package var hostRecordOffsets: Data?
+    /// While a reset is under way, the names of the records it has not yet confirmed (see
+    /// ``ZoneState/unconfirmedByReset``), sorted; absent when no reset is.
+    package var unconfirmedByReset: Data?
     package var checksum: UInt32
 
     /// Builds a snapshot of `state`.
@@ -99,6 +102,11 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if !state.hostRecords.isEmpty {
             (hostRecordTable, hostRecordOffsets) = state.hostRecords.encodedSection()
         }
+        if let unconfirmed = state.unconfirmedByReset {
+            var names = BinaryWriter()
+            for name in unconfirmed.sorted() { names.write(name) }
+            unconfirmedByReset = names.data
+        }
         checksum = 0
         checksum = computedChecksum()
     }
@@ -126,6 +134,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let hostRecords { crc = CRC32.checksum(hostRecords, continuing: crc) }
         if let hostRecordTable { crc = CRC32.checksum(hostRecordTable, continuing: crc) }
         if let hostRecordOffsets { crc = CRC32.checksum(hostRecordOffsets, continuing: crc) }
+        if let unconfirmedByReset { crc = CRC32.checksum(unconfirmedByReset, continuing: crc) }
         return crc
     }
 

@@ -11,6 +11,20 @@ extension LocalStore {
         zones.changeToken(of: zone)
     }
 
+    /// Begins a reset of the zone, after the server refused its token: the token is forgotten, and the
+    /// records known now stay only if the fetch from nil returns them (see ``ZoneState/unconfirmedByReset``).
+    /// Saved with the zone's next snapshot, so a reset interrupted midway resumes.
+    package func beginReset(of zone: ZoneID) throws(FlatSyncError) {
+        try checkOpen()
+        zones.beginReset(of: zone)
+        stateDidChange(zone)
+    }
+
+    /// True while a reset of the zone, begun by ``beginReset(of:)``, has not taken its last part.
+    package func isResetting(_ zone: ZoneID) -> Bool {
+        zones.isResetting(zone)
+    }
+
     /// The request for a batch of changes: each save carries the store's current values (which hold the
     /// change and anything merged in since) and each delete the change tag last seen, so the server
     /// refuses either if someone else changed the record meanwhile.
@@ -210,22 +224,22 @@ extension LocalStore {
     ///
     /// A record with a pending save keeps the local change merged with the server's version (a pending
     /// edit beats a remote delete, too); a record with a pending delete is left to the delete, which the
-    /// server refuses if the record changed since this device saw it. With `isReset`, every local record
-    /// the server did not return is deleted, unless a change to it is pending.
+    /// server refuses if the record changed since this device saw it. During a reset (``beginReset(of:)``),
+    /// the final part deletes every record known when the reset began that no part returned, unless a
+    /// change to it is pending.
     ///
-    /// With `isFinal` false, the changes are the first pages of a fetch that goes on (never a reset's):
-    /// they and their token are taken in memory, so that a fetch that fails later resumes after them, and
-    /// the snapshot is written later (as after a local change). Only the final part decides which of this
-    /// device's creates the server did not return, since a later page may return them.
+    /// With `isFinal` false, the changes are the first pages of a fetch that goes on: they and their token
+    /// are taken in memory, so that a fetch that fails later resumes after them, and the snapshot is written
+    /// later (as after a local change). Only the final part decides which records the server no longer has
+    /// (this device's creates it did not return, and a reset's unconfirmed records), since a later page may
+    /// return them.
     package func applyFetchedChanges(
         in zone: ZoneID,
         changed: [Record],
         deleted: Set<RecordID>,
         token: ChangeToken,
-        isReset: Bool,
         isFinal: Bool = true
     ) async throws -> FetchApplication {
-        precondition(isFinal || !isReset, "a reset is applied whole")
         try checkOpen()
         var result: FetchApplication
         var malformed: [SyncEvent] = []
@@ -234,15 +248,15 @@ extension LocalStore {
         switch zone {
         case .readingList:
             result = Self.apply(
-                changed, deleted, token, isReset, isFinal, zone: zone, to: &zones.readingList, pending: pending,
+                changed, deleted, token, isFinal, zone: zone, to: &zones.readingList, pending: pending,
                 registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
         case .readingHistory:
             result = Self.apply(
-                changed, deleted, token, isReset, isFinal, zone: zone, to: &zones.history, pending: pending,
+                changed, deleted, token, isFinal, zone: zone, to: &zones.history, pending: pending,
                 registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
         default:
             result = Self.apply(
-                changed, deleted, token, isReset, isFinal, zone: zone,
+                changed, deleted, token, isFinal, zone: zone,
                 to: &zones.hostZones[zone, default: ZoneState()],
                 pending: pending, registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
         }
@@ -258,7 +272,7 @@ extension LocalStore {
     }
 
     private static func apply<Item: TableItem>(
-        _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isReset: Bool, _ isFinal: Bool,
+        _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
         to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
         merged: inout [RecordID], hostChanges: inout [(recordType: String, name: String)], events: inout [SyncEvent]
@@ -313,8 +327,14 @@ extension LocalStore {
         } else if !state.createdSinceFetch.isEmpty {
             state.createdSinceFetch.subtract(returned)
         }
-        if isReset {
-            gone += state.knownRecordNames.subtracting(returned).subtracting(gone)
+        if var unconfirmed = state.unconfirmedByReset {
+            state.unconfirmedByReset = nil  // So the set changes in place rather than as a copy.
+            unconfirmed.subtract(returned)
+            if isFinal {
+                gone += unconfirmed.subtracting(gone)
+            } else {
+                state.unconfirmedByReset = unconfirmed
+            }
         }
         for name in gone {
             let owned = state.owns(name)

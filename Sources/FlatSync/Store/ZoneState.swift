@@ -33,6 +33,12 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// The zone's records that belong to host-defined stores (see ``SyncableRecord``) rather than to the
     /// built-in items: every record whose name the item type does not claim (``owns(_:)``).
     package var hostRecords = HostRecordTable()
+    /// Set while a reset is under way (a fetch from nil after the server refused the zone's token): the
+    /// names of the records this device knew when the reset began that no part of it has returned yet. The
+    /// reset's last part deletes them, unless a change to them is pending. Kept in the snapshot beside the
+    /// token of the last part taken, so that a reset interrupted midway (the server asking to slow down,
+    /// say) resumes after that part instead of starting over.
+    package var unconfirmedByReset: Set<String>?
 
     package init() {}
 
@@ -295,6 +301,25 @@ package struct ZoneStates: Sendable {
             }
         }
         update(id.zone, { set(&$0) }, { set(&$0) }, { set(&$0) })
+    }
+
+    /// Begins a reset of the zone: its token is forgotten, and every record it knows now stays only if a
+    /// part of the fetch from nil returns it (see ``ZoneState/unconfirmedByReset``).
+    package mutating func beginReset(of zone: ZoneID) {
+        func begin<Item>(_ state: inout ZoneState<Item>) {
+            state.unconfirmedByReset = state.knownRecordNames
+            state.changeToken = nil
+        }
+        update(zone, { begin(&$0) }, { begin(&$0) }, { begin(&$0) })
+    }
+
+    /// True while a reset of the zone is under way (see ``ZoneState/unconfirmedByReset``).
+    package func isResetting(_ zone: ZoneID) -> Bool {
+        switch zone {
+        case .readingList: return readingList.unconfirmedByReset != nil
+        case .readingHistory: return history.unconfirmedByReset != nil
+        default: return hostZones[zone]?.unconfirmedByReset != nil
+        }
     }
 
     /// Notes that this device created the record on the server since its last fetch.

@@ -91,9 +91,11 @@ extension SyncContext {
     /// the token of its last page and reported by its own ``SyncEvent/didFetch(zone:changed:deleted:)``, so
     /// that a failure on a later page (the server asking to slow down, say) does not throw away what came
     /// before: the next fetch resumes after the last part, and only the last part writes the snapshot
-    /// (until then, the scheduled snapshot does, as after a local change). An expired token
-    /// starts over from nil as a reset, applied whole: the zone is rebuilt from what the server returns,
-    /// and local records it did not return are deleted unless a change to them is pending.
+    /// (until then, the scheduled snapshot does, as after a local change). An expired token starts over
+    /// from nil as a reset: the zone is rebuilt from what the server returns, and once the last part is in,
+    /// local records no part returned are deleted unless a change to them is pending. A reset goes in
+    /// parts too, and one interrupted resumes as a reset (the store keeps which records it has yet to
+    /// confirm), so a large zone throttled midway is not fetched from the start again and again.
     ///
     /// `listedDeleted` is who deleted the zone, when an answer from a nil token listed it so: if the zone
     /// is then missing, that listing was not stale, and a zone the user deleted is wiped, not created again.
@@ -104,7 +106,8 @@ extension SyncContext {
         if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
         emit(.willFetch(zone: zone))
         var token = await localStore.changeToken(for: zone)
-        var isReset = false
+        var isReset = await localStore.isResetting(zone)
+        var restarted = false
         var recreated = false
         var changed: [RecordID: Record] = [:]
         var deleted = Set<RecordID>()
@@ -117,8 +120,14 @@ extension SyncContext {
                 )
             } catch let error as CloudError {
                 switch CloudErrorPolicy.action(for: error) {
-                case .resetZone where !isReset:
+                case .resetZone where !restarted:
+                    restarted = true
                     isReset = true
+                    do {
+                        try await localStore.beginReset(of: zone)
+                    } catch {
+                        return .from(error)
+                    }
                 case .createZone where !recreated:
                     if let listedDeleted, listedDeleted != .deleted {
                         // Missing, and listed as deleted by the user (or by nobody said): as a deletion
@@ -160,12 +169,11 @@ extension SyncContext {
             }
             token = page.token
             if !page.moreComing { break }
-            if !isReset, changed.count + deleted.count >= configuration.fetchPartRecords {
+            if changed.count + deleted.count >= configuration.fetchPartRecords {
                 guard epoch == accountEpoch else { return .cancelled }
                 do {
                     let applied = try await localStore.applyFetchedChanges(
-                        in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isReset: false,
-                        isFinal: false)
+                        in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isFinal: false)
                     outcome.changed += applied.changed
                     outcome.deleted += applied.deleted
                     emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
@@ -179,8 +187,7 @@ extension SyncContext {
         guard epoch == accountEpoch, let token else { return .cancelled }
         do {
             let applied = try await localStore.applyFetchedChanges(
-                in: zone, changed: Array(changed.values), deleted: deleted, token: token, isReset: isReset
-            )
+                in: zone, changed: Array(changed.values), deleted: deleted, token: token)
             outcome.changed += applied.changed
             outcome.deleted += applied.deleted
             emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))

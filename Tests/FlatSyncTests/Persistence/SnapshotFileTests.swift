@@ -30,6 +30,7 @@ import Testing
             "rh-article-5": ["empty": .list([])],
         ]
         state.sendWhole = ["rh-article-6", "rh-article-7"]
+        state.unconfirmedByReset = ["rh-article-8", "rh-article-9"]
         return state
     }
 
@@ -45,6 +46,16 @@ import Testing
         #expect(decoded.skippedVersions == state.skippedVersions)
         #expect(decoded.unknownFields == state.unknownFields)
         #expect(decoded.sendWhole == state.sendWhole)
+        #expect(decoded.unconfirmedByReset == state.unconfirmedByReset)
+    }
+
+    /// A reset under way in an empty zone has nothing to confirm, which is not the same as no reset.
+    @Test func aResetWithNothingToConfirmIsStillAReset() throws {
+        var state = ZoneState<ReadingListEntry>()
+        state.unconfirmedByReset = []
+        let data = try SnapshotFile(state).encoded()
+        let decoded = try SnapshotFile.decodeState(of: ReadingListEntry.self, from: data, path: "t")
+        #expect(decoded.unconfirmedByReset == [])
     }
 
     /// Device IDs are read sharing equal strings (a few recent ones); any mix must still come back exactly.
@@ -94,6 +105,7 @@ import Testing
         let decoded = try SnapshotFile.decodeState(of: ReadingListEntry.self, from: data, path: "t")
         #expect(decoded.items == state.items)
         #expect(decoded.changeToken == nil)
+        #expect(decoded.unconfirmedByReset == nil)
     }
 
     @Test func everyFlippedByteIsDetectedOrHarmless() throws {

@@ -128,6 +128,54 @@ import Testing
         }
     }
 
+    /// A reset goes in parts too: one throttled midway resumes, across a restart even, as a reset after the
+    /// part it took, and only its last part deletes what the server no longer has.
+    @Test func aResetThatFailsMidwayResumesAsAResetAfterWhatItTook() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A")
+            try await a.readingList.apply((0..<2_500).map { .add(articleID: "a\($0)") })
+            #expect(try await a.syncNow().isComplete)
+            let cloud = harness.cloud
+            let failing = Mutex<Int?>(nil)
+            let transport = InterceptingTransport(cloud) { kind, number in
+                if kind == .fetchZoneChanges, failing.withLock({ $0 == number }) {
+                    await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .requestRateLimited))
+                }
+            }
+            let pagesOf200: (inout SyncContext.Configuration) -> Void = { $0.fetchResultsLimit = 200 }
+            var b = try await harness.device("B", transport: transport, configure: pagesOf200)
+            #expect(await b.readingList.count() == 2_500)
+            // While B is away, A removes five entries and the server forgets every token.
+            try await a.readingList.apply((0..<5).map { .remove(articleID: "a\($0)") })
+            #expect(try await a.syncNow().isComplete)
+            await cloud.expireAllChangeTokens()
+            // B's reset is refused at its 8th page asked for: one part of 1,000 records came before it.
+            failing.withLock { $0 = transport.count(.fetchZoneChanges) + 8 }
+            #expect(try await !b.syncNow().isComplete)
+            #expect(await b.localStore.isResetting(.readingList))
+            #expect(await b.readingList.entry("a0") != nil, "deleted only once the reset is over")
+            try await b.close()
+            b = try await harness.device("B", transport: transport, start: false, configure: pagesOf200)
+            #expect(await b.localStore.isResetting(.readingList), "kept across a restart")
+            let before = transport.count(.fetchZoneChanges)
+            let summary = try await b.syncNow()
+            #expect(summary.isComplete)
+            // The history, not reached before the failure, has its own reset now: its expired token and one page.
+            #expect(summary.resets.map(\.zone) == [.readingList, .readingHistory])
+            #expect(summary.resets.allSatisfy { $0.reason == .tokenExpired })
+            let pages = transport.count(.fetchZoneChanges) - before
+            #expect(
+                pages <= 10,
+                "\(pages) pages: resumed after the 1,000 records taken (8 + 2), not from the start (13 + 2)")
+            #expect(await !b.localStore.isResetting(.readingList))
+            #expect(await b.readingList.entry("a0") == nil)
+            #expect(await b.readingList.count() == 2_495)
+            #expect(await DeviceView(a) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test func aResetFromANilTokenWipesNoZoneItsAnswerListsAsDeleted() async throws {
         // A nil-token answer that lists the zone as deleted, as CloudKit might (see the transport's helper).
         try await SyncHarness.run { harness in
