@@ -173,12 +173,18 @@ extension RecordOrder {
 }
 
 extension LocalStore {
-    /// The type and name of every host record in `zone`, when someone listens to ``RecordStore/changes()``:
-    /// what a wipe of the zone removes, for telling them.
-    func hostRecordKeys(in zone: ZoneID) -> [(recordType: String, name: String)] {
+    /// The key of every record in `zone` (see ``observedKey(of:_:)``), when someone listens to
+    /// ``RecordStore/changes()`` or a built-in store's: what a wipe of the zone removes, for telling them.
+    func observedKeys(in zone: ZoneID) -> [(recordType: String, name: String)] {
         guard recordChangeHub.isObserved else { return [] }
         let table = zones.hostRecords(in: zone)
-        return table.entries.map { (table.recordType(of: $0), $0.name) }
+        var keys = table.entries.map { (table.recordType(of: $0), $0.name) }
+        switch zone {
+        case .readingList: keys += zones.readingList.items.keys.map { (ReadingListEntry.recordType, $0) }
+        case .readingHistory: keys += zones.history.items.keys.map { (ReadingHistoryItem.recordType, $0) }
+        default: break
+        }
+        return keys
     }
 
     /// The host records of `zone`, for ``RecordStore``'s reads.

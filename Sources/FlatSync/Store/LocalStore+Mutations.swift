@@ -348,6 +348,8 @@ extension LocalStore {
                 hub: recordChangeHub)
         }
         let changeCount = changes.count
+        // For the list's or the history's observers (`changes()`), when there are any.
+        let observed = recordChangeHub.isObserved ? Self.observedKeys(of: changes.prefix(itemsChanged), Item.self) : []
         _ = takeSequence()
         zones[keyPath: zone].appliedThroughSequence = sequence
         let mutation = Mutation(sequence: sequence, zone: Item.zone, changes: consume changes)
@@ -361,6 +363,7 @@ extension LocalStore {
             ticket = try append([entry])
         }
         recordChangesInLog += changeCount
+        recordChangeHub.emit(zone: Item.zone, changed: observed)
         stateDidChange(Item.zone)
         // Compacting before the flush is as safe as after: the rewrite holds the new mutation and makes
         // everything appended so far durable.
@@ -426,6 +429,16 @@ extension LocalStore {
         return try noteAppended(appended)
     }
 
+    /// The keys under which ``RecordChangeHub`` tells the reading list's or the history's observers about
+    /// changes to their items: the item type's record type and each article's ID.
+    static func observedKeys<Item: SyncedItem>(
+        of changes: some Sequence<RecordChange>, _ type: Item.Type
+    ) -> [(recordType: String, name: String)] {
+        changes.compactMap { change in
+            Item.articleID(fromRecordName: change.recordID.name).map { (Item.recordType, $0) }
+        }
+    }
+
     /// Uses up the next mutation sequence number.
     package func takeSequence() -> UInt64 {
         defer { nextSequence += 1 }
@@ -439,6 +452,8 @@ extension LocalStore {
         let expired = zones.history.items.values.filter { retention.isPrunable($0, now: now) }
         guard !expired.isEmpty else { return 0 }
         for item in expired { zones.history.items.removeValue(forKey: item.articleID) }
+        recordChangeHub.emit(
+            zone: .readingHistory, changed: expired.map { (ReadingHistoryItem.recordType, $0.articleID) })
         stateDidChange(.readingHistory)
         return expired.count
     }

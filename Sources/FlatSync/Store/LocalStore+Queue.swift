@@ -61,7 +61,7 @@ extension LocalStore {
     package func wipe(_ zone: ZoneID) async throws {
         try checkWritable()
         let sequence = takeSequence()
-        let removed = hostRecordKeys(in: zone)
+        let removed = observedKeys(in: zone)
         lastWipeSequence[zone] = sequence
         acknowledgedSinceSnapshot[zone] = nil
         pending.clear(zone: zone)
@@ -79,7 +79,7 @@ extension LocalStore {
         let sequence = takeSequence()
         let allZones = Set(zoneIDs).union(zones.hostZones.keys).sorted()
         for zone in allZones { lastWipeSequence[zone] = sequence }
-        let removed = allZones.map { (zone: $0, records: hostRecordKeys(in: $0)) }
+        let removed = allZones.map { (zone: $0, records: observedKeys(in: $0)) }
         acknowledgedSinceSnapshot = [:]
         pending.clearAll()
         for zone in allZones { zones.wipe(zone, at: sequence) }

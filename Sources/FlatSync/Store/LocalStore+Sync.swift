@@ -198,8 +198,8 @@ extension LocalStore {
             return
         }
         serverDeleted(id)
-        if let removed = zones.record(for: id), zones.removeRecord(id), isHostRecord(id) {
-            recordChangeHub.emit(zone: id.zone, changed: [(removed.type, id.name)])
+        if let removed = zones.record(for: id), zones.removeRecord(id), let key = observedKey(of: id, removed.type) {
+            recordChangeHub.emit(zone: id.zone, changed: [key])
         }
         setChangeTag(nil, for: id)
     }
@@ -207,8 +207,19 @@ extension LocalStore {
     private func adopt(_ record: Record) {
         zones.store(record)
         setChangeTag(record.changeTag, for: record.id)
-        if isHostRecord(record.id) {
-            recordChangeHub.emit(zone: record.id.zone, changed: [(record.type, record.id.name)])
+        if let key = observedKey(of: record.id, record.type) {
+            recordChangeHub.emit(zone: record.id.zone, changed: [key])
+        }
+    }
+
+    /// The key under which ``RecordChangeHub`` tells observers about a change to the record: its type and
+    /// name for a host record, the item type's record type and the article's ID for a built-in item.
+    func observedKey(of id: RecordID, _ recordType: String) -> (recordType: String, name: String)? {
+        guard !isHostRecord(id) else { return (recordType, id.name) }
+        switch id.zone {
+        case .readingList: return ReadingListEntry.articleID(fromRecordName: id.name).map { (recordType, $0) }
+        case .readingHistory: return ReadingHistoryItem.articleID(fromRecordName: id.name).map { (recordType, $0) }
+        default: return nil
         }
     }
 
@@ -244,27 +255,28 @@ extension LocalStore {
         var result: FetchApplication
         var malformed: [SyncEvent] = []
         var merged: [RecordID] = []
-        var hostChanges: [(recordType: String, name: String)] = []
+        // What changed, for observers (``RecordStore/changes()``, ``ReadingList/changes()``).
+        var observed: [(recordType: String, name: String)] = []
         switch zone {
         case .readingList:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.readingList, pending: pending,
-                registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
+                registry: registry, merged: &merged, observed: &observed, events: &malformed)
         case .readingHistory:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.history, pending: pending,
-                registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
+                registry: registry, merged: &merged, observed: &observed, events: &malformed)
         default:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone,
                 to: &zones.hostZones[zone, default: ZoneState()],
-                pending: pending, registry: registry, merged: &merged, hostChanges: &hostChanges, events: &malformed)
+                pending: pending, registry: registry, merged: &merged, observed: &observed, events: &malformed)
         }
         // A pending save that stood for a delete met a version the delete never saw: as on a conflict, that
         // edit wins, and the save goes out as an update (see ``mergeServerRecord(_:sentWithoutTag:)``).
         for id in merged { pending.stopReplacing(id) }
         for event in malformed { eventHub.emit(event) }
-        recordChangeHub.emit(zone: zone, changed: hostChanges)
+        recordChangeHub.emit(zone: zone, changed: observed)
         stateDidChange(zone)
         if isFinal { try await persistSnapshot(of: zone) }
         result.malformed = malformed.count
@@ -275,7 +287,7 @@ extension LocalStore {
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
         to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
-        merged: inout [RecordID], hostChanges: inout [(recordType: String, name: String)], events: inout [SyncEvent]
+        merged: inout [RecordID], observed: inout [(recordType: String, name: String)], events: inout [SyncEvent]
     ) -> FetchApplication {
         var result = FetchApplication()
         var returned = Set<String>()
@@ -284,7 +296,7 @@ extension LocalStore {
             guard state.owns(record.id.name) else {
                 if applyHost(record, to: &state, pending: pending, registry: registry, merged: &merged, events: &events)
                 {
-                    hostChanges.append((record.type, record.id.name))
+                    observed.append((record.type, record.id.name))
                     result.changed += 1
                 }
                 continue
@@ -316,6 +328,7 @@ extension LocalStore {
                 continue
             }
             state.setChangeTag(record.changeTag, of: record.id.name)
+            observed.append((Item.recordType, articleID))
             result.changed += 1
         }
         var gone = deleted.filter { $0.zone == zone }.map(\.name)
@@ -344,17 +357,20 @@ extension LocalStore {
             state.unknownFields[name] = nil
             if !state.sendWhole.isEmpty { state.sendWhole.remove(name) }
             guard pending.latestChange(for: RecordID(zone: zone, name: name)) == nil else { continue }
-            let type = owned ? nil : state.hostRecords[name]?.type
+            let key =
+                owned
+                ? Item.articleID(fromRecordName: name).map { (Item.recordType, $0) }
+                : state.hostRecords[name].map { ($0.type, name) }
             if state.removeRecord(named: name) {
                 result.deleted += 1
-                if let type { hostChanges.append((type, name)) }
+                if let key { observed.append(key) }
             }
         }
         state.changeToken = token
         return result
     }
 
-    /// Applies one fetched host record (see ``apply(_:_:_:_:zone:to:pending:registry:merged:hostChanges:events:)``),
+    /// Applies one fetched host record (see ``apply(_:_:_:_:zone:to:pending:registry:merged:observed:events:)``),
     /// kept as it came, as the server holds it. A record of a registered type that does not read as its
     /// value is reported too: ``RecordStore/values()`` leaves it out, and a later version of the type that
     /// reads it (a field made optional) finds it here, where a record dropped now would not be fetched again.

@@ -71,4 +71,21 @@ public struct ReadingList: Sendable {
     public func count() async -> Int {
         await store.zones.readingList.items.count
     }
+
+    /// A stream of the IDs of the articles whose entries changed (saved, edited or removed, here or on
+    /// another device: a fetch, a conflict's merge, a reset, a wipe when the account changes or the user
+    /// deletes the zone), from now on, one element per change the list takes in, sorted. It ends when the
+    /// context closes.
+    ///
+    /// ```swift
+    /// for await articleIDs in context.readingList.changes() {
+    ///     for articleID in articleIDs {
+    ///         let entry = await context.readingList.entry(articleID)  // nil: removed
+    ///         print(articleID, entry?.title ?? "removed")
+    ///     }
+    /// }
+    /// ```
+    public func changes() -> AsyncStream<[String]> {
+        store.recordChangeHub.subscribe(zone: .readingList, recordType: ReadingListEntry.recordType)
+    }
 }
