@@ -1,7 +1,8 @@
 import FlatSync
 
 extension CloudDatabase {
-    /// The zones that changed or were deleted since a database token.
+    /// The zones that changed or were deleted since a database token, at most ``databaseChangesLimit``
+    /// zones (or `resultsLimit`, if smaller) at a time.
     ///
     /// - A zone is *changed* when it exists now and was created, or had a record saved or deleted,
     ///   after the token. From `nil`, every existing zone is changed.
@@ -11,31 +12,50 @@ extension CloudDatabase {
     ///   client never re-uploads data the user threw away. A zone deleted and created again since the
     ///   token is in both lists.
     ///
-    /// All changes fit in one response: ``DatabaseChanges/moreComing`` is always false. Database tokens
-    /// expire only through ``expireAllChangeTokens()`` (the history limit applies to zones).
+    /// Zones are served in name order, each whole on one page. When more remain, ``DatabaseChanges/moreComing``
+    /// is true and the token continues after the page's last zone; the last page's token stands where the
+    /// database was when the first page was served, so a zone that changed while the client was paging is
+    /// reported again by the next fetch rather than missed (CloudKit documents the loop, not how it pages:
+    /// ckws.md, `changes/database`). Database tokens expire only through ``expireAllChangeTokens()`` (the
+    /// history limit applies to zones).
     ///
     /// - Throws: ``CloudError/Code-swift.struct/changeTokenExpired`` for a token this server cannot use.
-    public mutating func fetchDatabaseChanges(since token: ChangeToken?) throws(CloudError) -> DatabaseChanges {
+    public mutating func fetchDatabaseChanges(
+        since token: ChangeToken?, resultsLimit: Int? = nil
+    ) throws(CloudError) -> DatabaseChanges {
         let position = try token.map { (token) throws(CloudError) in try readDatabaseToken(token) }
+        let since = position.map(\.since)
         var changed: [ZoneID] = []
         var deleted: [ZoneDeletion] = []
-        for zone in zones.values {
-            if zone.exists, position.map({ zone.changedAt > $0 }) ?? true {
-                changed.append(zone.id)
+        var names: [String] = []
+        let limit = max(1, min(resultsLimit ?? .max, databaseChangesLimit))
+        for zone in zones.values.sorted(by: { $0.id.name < $1.id.name }) {
+            if let after = position?.paging?.after, zone.id.name <= after { continue }
+            let isChanged = zone.exists && since.map { zone.changedAt > $0 } ?? true
+            var deletion: ZoneDeletion?
+            if let since {
+                let deletionsSince = zone.deletions.filter { $0.deletedAt > since }
+                if deletionsSince.contains(where: { $0.createdAt <= since }) {
+                    let byUser = deletionsSince.contains(where: \.byUser)
+                    deletion = ZoneDeletion(zone: zone.id, reason: byUser ? .deletedByUser : .deleted)
+                }
             }
-            guard let position else { continue }
-            let deletionsSince = zone.deletions.filter { $0.deletedAt > position }
-            if deletionsSince.contains(where: { $0.createdAt <= position }) {
-                let byUser = deletionsSince.contains(where: \.byUser)
-                deleted.append(ZoneDeletion(zone: zone.id, reason: byUser ? .deletedByUser : .deleted))
+            guard isChanged || deletion != nil else { continue }
+            guard names.count < limit else {
+                // One more zone than fits: the page ends at the last one served.
+                let paging = (startedAt: position?.paging?.startedAt ?? databaseSequence, after: names.last!)
+                return DatabaseChanges(
+                    changedZones: changed, deletedZones: deleted,
+                    token: makeDatabaseToken(DatabasePosition(since: since ?? 0, paging: paging)), moreComing: true)
             }
+            names.append(zone.id.name)
+            if isChanged { changed.append(zone.id) }
+            if let deletion { deleted.append(deletion) }
         }
+        let end = position?.paging?.startedAt ?? databaseSequence
         return DatabaseChanges(
-            changedZones: changed.sorted(),
-            deletedZones: deleted.sorted { $0.zone < $1.zone },
-            token: makeDatabaseToken(),
-            moreComing: false
-        )
+            changedZones: changed, deletedZones: deleted, token: makeDatabaseToken(DatabasePosition(since: end)),
+            moreComing: false)
     }
 
     /// The net changes to a zone since a token, at most `resultsLimit` records and deletions at a time.

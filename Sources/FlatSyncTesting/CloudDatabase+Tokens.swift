@@ -41,9 +41,28 @@ extension CloudDatabase {
         return sealed(writer)
     }
 
-    func makeDatabaseToken() -> ChangeToken {
+    /// Where a database token says a fetch of the database's changes stands.
+    struct DatabasePosition: Equatable {
+        /// Changes after this position are reported (0: from the start).
+        var since: UInt64
+        /// While paging: the database's position when the first page was served, and the last zone
+        /// name served so far (the next page starts after it, in name order).
+        var paging: (startedAt: UInt64, after: String)?
+
+        static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.since == rhs.since && lhs.paging?.startedAt == rhs.paging?.startedAt
+                && lhs.paging?.after == rhs.paging?.after
+        }
+    }
+
+    /// A token for the database's position now, or, while paging, for a page ending at a zone.
+    func makeDatabaseToken(_ position: DatabasePosition? = nil) -> ChangeToken {
         var writer = tokenWriter(.database, epoch: databaseEpoch)
-        writer.write(varint: databaseSequence)
+        writer.write(varint: position?.since ?? databaseSequence)
+        if let paging = position?.paging {
+            writer.write(varint: paging.startedAt)
+            writer.write(paging.after)
+        }
         return sealed(writer)
     }
 
@@ -83,17 +102,21 @@ extension CloudDatabase {
     }
 
     /// The position of a database token minted by this server, or changeTokenExpired.
-    func readDatabaseToken(_ token: ChangeToken) throws(CloudError) -> UInt64 {
-        let (epoch, sequence) = try openToken(token, expecting: .database) {
-            (reader) throws(FlatSyncError) -> (UInt64, UInt64) in (try reader.readVarint(), try reader.readVarint())
+    func readDatabaseToken(_ token: ChangeToken) throws(CloudError) -> DatabasePosition {
+        let (epoch, position) = try openToken(token, expecting: .database) {
+            (reader) throws(FlatSyncError) -> (UInt64, DatabasePosition) in
+            let epoch = try reader.readVarint()
+            var position = DatabasePosition(since: try reader.readVarint())
+            if !reader.isAtEnd { position.paging = (try reader.readVarint(), try reader.readString()) }
+            return (epoch, position)
         }
         guard epoch == databaseEpoch else {
             throw Self.expired("The server expired the database's change tokens.")
         }
-        guard sequence <= databaseSequence else {
+        guard position.since <= databaseSequence, (position.paging?.startedAt ?? 0) <= databaseSequence else {
             throw Self.expired("The change token names a position the database never reached.")
         }
-        return sequence
+        return position
     }
 
     // MARK: - Framing

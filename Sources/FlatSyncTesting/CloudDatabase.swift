@@ -63,6 +63,11 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// The schema of a production environment, whose saves must keep to it; `nil` (the default) accepts any
     /// record, as a development environment does, which adds record types and fields as records arrive.
     public private(set) var productionSchema: CloudSchema?
+    /// The most zones one answer to ``fetchDatabaseChanges(since:resultsLimit:)`` holds: 200 unless set
+    /// (``setDatabaseChangesLimit(_:)``). 200 is the documented maximum of a `resultsLimit`; how many zones
+    /// CloudKit puts in one `changes/database` answer is not documented (ckws.md). Optional for state files
+    /// written before it was kept.
+    var storedDatabaseChangesLimit: Int?
     /// The zone subscriptions, by ID (see `CloudDatabase+Subscriptions.swift`). Optional because state
     /// files written before subscriptions were kept have no such key, and they must still open.
     var subscriptionsByID: [String: CloudSubscription]?
@@ -160,6 +165,16 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// ``CloudError/Code-swift.struct/invalidArguments`` and that text, and the rest of the request goes on.
     public mutating func setProductionSchema(_ schema: CloudSchema?) {
         productionSchema = schema
+    }
+
+    /// The most zones one answer to ``fetchDatabaseChanges(since:resultsLimit:)`` holds (200 by default):
+    /// more, and it says more are coming.
+    public var databaseChangesLimit: Int { storedDatabaseChangesLimit ?? 200 }
+
+    /// Sets ``databaseChangesLimit``, so that a test with a few zones sees the database's changes paged.
+    public mutating func setDatabaseChangesLimit(_ limit: Int) {
+        precondition(limit >= 1, "databaseChangesLimit must be at least 1")
+        storedDatabaseChangesLimit = limit
     }
 
     /// Changes how many record changes each zone keeps, compacting at once if the limit shrank.

@@ -143,6 +143,12 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         database.setChangeHistoryLimit(limit)
     }
 
+    /// Sets the most zones one answer to a database fetch holds (see
+    /// ``CloudDatabase/setDatabaseChangesLimit(_:)``); over HTTP, the emulator backed by this cloud too.
+    public func setDatabaseChangesLimit(_ limit: Int) {
+        database.setDatabaseChangesLimit(limit)
+    }
+
     public func setProductionSchema(_ schema: CloudSchema?) {
         database.setProductionSchema(schema)
     }

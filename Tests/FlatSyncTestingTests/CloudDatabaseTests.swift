@@ -32,6 +32,42 @@ struct CloudDatabaseTests {
         return database
     }
 
+    /// Two zones a page: every zone once, in name order; a zone that changed behind the pages while the
+    /// client paged comes again with the next fetch, not never; a smaller `resultsLimit` wins.
+    @Test func databaseChangesComeInPagesThatMissNothing() throws {
+        let (a, b, c, d, e) = (ZoneID("A"), ZoneID("B"), ZoneID("C"), ZoneID("D"), ZoneID("E"))
+        var database = CloudDatabase()
+        database.setDatabaseChangesLimit(2)
+        try database.createZones([a, b, c, d, e])
+        let first = try database.fetchDatabaseChanges(since: nil)
+        #expect(first.changedZones == [a, b] && first.moreComing)
+        _ = try database.modifyRecords(
+            saving: [RecordSave(makeRecord("x", in: a)), RecordSave(makeRecord("y", in: e))], deleting: [],
+            atomically: false)
+        let second = try database.fetchDatabaseChanges(since: first.token)
+        #expect(second.changedZones == [c, d] && second.moreComing)
+        let third = try database.fetchDatabaseChanges(since: second.token)
+        #expect(third.changedZones == [e] && !third.moreComing)
+        let next = try database.fetchDatabaseChanges(since: third.token)
+        #expect(next.changedZones == [a, e], "changed while paging: reported again")
+        #expect(!next.moreComing)
+
+        try database.deleteZones([b, c, d])
+        var deleted: [ZoneID] = []
+        var token = next.token
+        var pages = 0
+        while true {
+            let page = try database.fetchDatabaseChanges(since: token, resultsLimit: 1)
+            pages += 1
+            deleted += page.deletedZones.map(\.zone)
+            #expect(page.changedZones.isEmpty)
+            token = page.token
+            if !page.moreComing { break }
+        }
+        #expect(deleted == [b, c, d] && pages == 3)
+        #expect(try database.fetchDatabaseChanges(since: token).deletedZones.isEmpty, "each deletion once")
+    }
+
     @Test func theDatabaseRoundTripsThroughAPropertyList() throws {
         let database = try busyDatabase()
         let encoder = PropertyListEncoder()

@@ -234,6 +234,34 @@ struct CloudKitEmulatorZoneTests {
         }
     }
 
+    /// `changes/database` pages by `resultsLimit` (and by the backing cloud's own limit) with `moreComing`
+    /// and a token that goes on, as CloudKit documents the loop (ckws.md).
+    @Test func databaseChangesPageWithMoreComing() async throws {
+        let cloud = InMemoryCloud()
+        try await withEmulator(backing: cloud) { _, client in
+            try await client.createZones(["A", "B", "C"])
+            var names: [String] = []
+            var token: String?
+            var pages: [Bool] = []
+            repeat {
+                var body: [String: Any] = ["resultsLimit": 2]
+                if let token { body["syncToken"] = token }
+                let page = try await client.post("changes/database", body)
+                #expect(page.status == 200)
+                names += page.json.objects("zones").compactMap { $0.object("zoneID")["zoneName"] as? String }
+                token = page.json["syncToken"] as? String
+                pages.append(page.json["moreComing"] as? Bool ?? false)
+            } while pages.last == true
+            #expect(names == ["A", "B", "C"])
+            #expect(pages == [true, false])
+
+            await cloud.setDatabaseChangesLimit(1)
+            let capped = try await client.post("changes/database", ["resultsLimit": 200])
+            #expect(capped.json.objects("zones").count == 1, "the server's own limit")
+            #expect(capped.json["moreComing"] as? Bool == true)
+        }
+    }
+
     @Test func resultsLimitIsClampedTo200AndMustBePositive() async throws {
         try await withEmulator { _, client in
             try await client.createZones(["Notes"])

@@ -79,21 +79,24 @@ extension CloudKitEmulator {
         }
     }
 
-    /// `changes/database` `{"syncToken"?, "resultsLimit"?}` → `{"zones":[…],"syncToken","moreComing":false}`:
-    /// deleted zones first (`"deleted":true`, as observed live on `zones/changes`, MistKit #444; with guessed
-    /// codes also the invented `"purged":true` when the user deleted them), then changed zones. An unusable
-    /// token fails the request with BAD_REQUEST (CHANGE_TOKEN_EXPIRED with guessed codes).
+    /// `changes/database` `{"syncToken"?, "resultsLimit"?}` → `{"zones":[…],"syncToken","moreComing"}`: at
+    /// most `resultsLimit` zones (and at most the backing cloud's ``CloudDatabase/databaseChangesLimit``), in
+    /// name order, deleted ones as `"deleted":true` (as observed live on `zones/changes`, MistKit #444; with
+    /// guessed codes also the invented `"purged":true` when the user deleted them). An unusable token fails
+    /// the request with BAD_REQUEST (CHANGE_TOKEN_EXPIRED with guessed codes).
     func databaseChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
-        let token = Result { () throws(CloudKitJSON.Problem) -> ChangeToken? in
+        let request = Result { () throws(CloudKitJSON.Problem) -> (token: ChangeToken?, limit: Int?) in
+            var resultsLimit: Int?
             if let limit = body["resultsLimit"], limit != .null {
-                guard try CloudKitJSON.int64(limit, "resultsLimit") >= 1 else {
-                    throw CloudKitJSON.Problem("resultsLimit must be at least 1.")
-                }
+                let value = try CloudKitJSON.int64(limit, "resultsLimit")
+                guard value >= 1 else { throw CloudKitJSON.Problem("resultsLimit must be at least 1.") }
+                resultsLimit = Int(clamping: value)
             }
-            return try CloudKitJSON.changeToken(from: body["syncToken"], "syncToken")
+            return (try CloudKitJSON.changeToken(from: body["syncToken"], "syncToken"), resultsLimit)
         }.mapError(\.cloudError)
         let outcome = await serve(.fetchDatabaseChanges) { (database) throws(CloudError) in
-            try database.fetchDatabaseChanges(since: try token.get())
+            let (token, limit) = try request.get()
+            return try database.fetchDatabaseChanges(since: token, resultsLimit: limit)
         }
         switch outcome {
         case .failure(let error):
@@ -105,6 +108,7 @@ extension CloudKitEmulator {
                 if options.guessedErrorCodes, deletion.reason == .deletedByUser { entry["purged"] = true }
                 zones.append(CloudKitJSON.value(entry))
             }
+            // A zone deleted and created again since the token is listed twice, deleted first.
             for zone in changes.changedZones {
                 zones.append(["zoneID": CloudKitJSON.zoneID(zone)])
             }

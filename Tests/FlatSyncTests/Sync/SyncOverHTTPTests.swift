@@ -166,6 +166,37 @@ import Testing
         }
     }
 
+    /// The database's changes one zone a page: every changed zone is fetched, and a zone the user deleted,
+    /// listed on the last page, is wiped (the emulator pages as CloudKit documents the loop: ckws.md).
+    @Test func databaseChangesOverSeveralPagesReachEveryZone() async throws {
+        try await SyncHarness.run(via: .http) { harness in
+            await harness.cloud.setDatabaseChangesLimit(1)
+            let a = try await harness.device("A") { $0.recordTypes = testRecordTypes }
+            let b = try await harness.device("B") { $0.recordTypes = testRecordTypes }
+            try await a.readingList.add("x")
+            try await a.history.visit("x")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            #expect(try await a.syncNow().isComplete)
+            let before = await harness.cloud.counters().requests(.fetchDatabaseChanges)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await harness.cloud.counters().requests(.fetchDatabaseChanges) - before == 3, "a page a zone")
+            #expect(await DeviceView(a) == DeviceView(b))
+            #expect(await b.records(TestRecipe.self).value("r1")?.title == "Soup")
+
+            // Recipes sorts after ReadingHistory and ReadingList, which change too: its deletion is on page 3.
+            try await a.readingList.add("y")
+            try await a.history.visit("y")
+            #expect(try await a.syncNow().isComplete)
+            try await harness.cloud.deleteZoneAsUser(TestRecipe.zone)
+            let summary = try await b.syncNow()
+            #expect(summary.resets.contains(SyncSummary.ZoneReset(zone: TestRecipe.zone, reason: .deletedByUser)))
+            #expect(await b.records(TestRecipe.self).count() == 0)
+            #expect(await b.readingList.contains("y"))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// The transport writes within its schema, `CloudSchema.flatSync` by default: a context whose host types
     /// it lacks would have every record of them refused, so it is turned down when it is given the transport.
     @Test func aTransportWhoseSchemaLacksARegisteredTypeIsTurnedDown() async throws {

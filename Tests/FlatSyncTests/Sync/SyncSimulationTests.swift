@@ -98,6 +98,8 @@ import Testing
 
     static func run(seed: UInt64, steps: Int, via route: SyncHarness.Route = .direct) async throws -> Result {
         try await SyncHarness.run(cloud: InMemoryCloud(changeHistoryLimit: 60), via: route) { harness in
+            // A zone a page: every full fetch pages the database's changes too, faults between pages and all.
+            await harness.cloud.setDatabaseChangesLimit(1)
             var random = SeededRandomNumberGenerator(seed: seed &* 0x9E37_79B9 &+ 1)
             var result = Result()
             // Each device has its own clock and its own view of the cloud (which can hold a request), and
