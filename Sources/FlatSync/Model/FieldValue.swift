@@ -198,7 +198,7 @@ extension [String: FieldValue] {
 extension Date {
     /// The date at millisecond precision, the precision CloudKit keeps for a timestamp: a date that
     /// makes a round trip through the server comes back equal to this one.
-    public var roundedToMilliseconds: Date {
+    package var roundedToMilliseconds: Date {
         let milliseconds = (timeIntervalSince1970 * 1_000).rounded()
         guard milliseconds.isFinite else { return self }
         return Date(timeIntervalSince1970: milliseconds / 1_000)
