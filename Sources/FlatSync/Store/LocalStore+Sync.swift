@@ -256,7 +256,7 @@ extension LocalStore {
         var malformed: [SyncEvent] = []
         var merged: [RecordID] = []
         // What changed, for observers (``RecordStore/changes()``, ``ReadingList/changes()``).
-        var observed: [(recordType: String, name: String)] = []
+        var observed: [(recordType: String, name: String)]? = recordChangeHub.isObserved ? [] : nil
         switch zone {
         case .readingList:
             result = Self.apply(
@@ -276,7 +276,7 @@ extension LocalStore {
         // edit wins, and the save goes out as an update (see ``mergeServerRecord(_:sentWithoutTag:)``).
         for id in merged { pending.stopReplacing(id) }
         for event in malformed { eventHub.emit(event) }
-        recordChangeHub.emit(zone: zone, changed: observed)
+        if let observed { recordChangeHub.emit(zone: zone, changed: observed) }
         stateDidChange(zone)
         if isFinal { try await persistSnapshot(of: zone) }
         result.malformed = malformed.count
@@ -287,7 +287,7 @@ extension LocalStore {
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
         to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
-        merged: inout [RecordID], observed: inout [(recordType: String, name: String)], events: inout [SyncEvent]
+        merged: inout [RecordID], observed: inout [(recordType: String, name: String)]?, events: inout [SyncEvent]
     ) -> FetchApplication {
         var result = FetchApplication()
         var returned = Set<String>()
@@ -296,7 +296,7 @@ extension LocalStore {
             guard state.owns(record.id.name) else {
                 if applyHost(record, to: &state, pending: pending, registry: registry, merged: &merged, events: &events)
                 {
-                    observed.append((record.type, record.id.name))
+                    observed?.append((record.type, record.id.name))
                     result.changed += 1
                 }
                 continue
@@ -328,7 +328,7 @@ extension LocalStore {
                 continue
             }
             state.setChangeTag(record.changeTag, of: record.id.name)
-            observed.append((Item.recordType, articleID))
+            observed?.append((Item.recordType, articleID))
             result.changed += 1
         }
         var gone = deleted.filter { $0.zone == zone }.map(\.name)
@@ -357,13 +357,16 @@ extension LocalStore {
             state.unknownFields[name] = nil
             if !state.sendWhole.isEmpty { state.sendWhole.remove(name) }
             guard pending.latestChange(for: RecordID(zone: zone, name: name)) == nil else { continue }
+            // Before the record goes, while its type can be read; only for observers.
             let key =
-                owned
-                ? Item.articleID(fromRecordName: name).map { (Item.recordType, $0) }
-                : state.hostRecords[name].map { ($0.type, name) }
+                observed == nil
+                ? nil
+                : owned
+                    ? Item.articleID(fromRecordName: name).map { (Item.recordType, $0) }
+                    : state.hostRecords[name].map { ($0.type, name) }
             if state.removeRecord(named: name) {
                 result.deleted += 1
-                if let key { observed.append(key) }
+                if let key { observed?.append(key) }
             }
         }
         state.changeToken = token
