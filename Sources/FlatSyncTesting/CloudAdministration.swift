@@ -1,23 +1,23 @@
 import FlatSync
 
 /// The controls a test (or the demo) has over a test cloud, beyond what a client can do through
-/// ``CloudTransport``: expiring tokens, deleting a zone the way a user would, injecting faults, and
+/// `CloudTransport`: expiring tokens, deleting a zone the way a user would, injecting faults, and
 /// reading the server's counters and records.
 ///
 /// Administration calls are never faulted and never counted in ``CloudCounters``.
 public protocol CloudAdministration: Sendable {
     /// Makes every change token minted so far (zone and database tokens) fail with
-    /// ``CloudError/Code-swift.struct/changeTokenExpired``, as CloudKit does after it compacts history.
+    /// `CloudError.Code.changeTokenExpired`, as CloudKit does after it compacts history.
     func expireAllChangeTokens() async throws
 
     /// Makes the change tokens minted so far for one zone fail with
-    /// ``CloudError/Code-swift.struct/changeTokenExpired``; other zones' tokens stay valid.
+    /// `CloudError.Code.changeTokenExpired`; other zones' tokens stay valid.
     func expireChangeTokens(in zone: ZoneID) async throws
 
     /// Deletes a zone and its records as the user would from Settings. Until a client creates the zone
-    /// again, requests for it fail with ``CloudError/Code-swift.struct/userDeletedZone``, and database
-    /// changes report it with ``ZoneDeletion/Reason/deletedByUser``. Throws
-    /// ``CloudError/Code-swift.struct/zoneNotFound`` if the zone does not exist.
+    /// again, requests for it fail with `CloudError.Code.userDeletedZone`, and database
+    /// changes report it with `ZoneDeletion.Reason.deletedByUser`. Throws
+    /// `CloudError.Code.zoneNotFound` if the zone does not exist.
     func deleteZoneAsUser(_ zone: ZoneID) async throws
 
     /// Replaces the fault plan (and restarts its random generator from the plan's seed).
@@ -27,7 +27,7 @@ public protocol CloudAdministration: Sendable {
     func faultPlan() async throws -> FaultPlan
 
     /// Sets how many record changes each zone keeps (`nil`: all). Tokens older than the last
-    /// `limit` changes of their zone fail with ``CloudError/Code-swift.struct/changeTokenExpired``.
+    /// `limit` changes of their zone fail with `CloudError.Code.changeTokenExpired`.
     func setChangeHistoryLimit(_ limit: Int?) async throws
 
     /// What the server has served since it was created or the counters were reset.

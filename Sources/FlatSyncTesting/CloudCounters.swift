@@ -9,10 +9,10 @@ public struct CloudCounters: Sendable, Codable, Hashable, CustomStringConvertibl
     public var recordsSaved: Int
     /// Records the server removed. Deleting a record that did not exist succeeds but does not count.
     public var recordsDeleted: Int
-    /// Records sent back to clients by ``CloudTransport/fetchZoneChanges(in:since:resultsLimit:)`` and
-    /// ``CloudTransport/lookupRecords(_:)``.
+    /// Records sent back to clients by `CloudTransport.fetchZoneChanges(in:since:resultsLimit:)` and
+    /// `CloudTransport.lookupRecords(_:)`.
     public var recordsReturned: Int
-    /// Faults injected by the fault plan, by the error code's ``CloudError/Code-swift.struct/name``,
+    /// Faults injected by the fault plan, by the error code's `CloudError.Code.name`,
     /// and `"responseLost"` for committed requests whose response was dropped.
     public var faultsInjected: [String: Int]
 
@@ -37,7 +37,7 @@ public struct CloudCounters: Sendable, Codable, Hashable, CustomStringConvertibl
     /// All requests received, whatever their kind.
     public var requests: Int { requestsByKind.values.reduce(0, +) }
 
-    /// The ``CloudTransport/modifyRecords(saving:deleting:atomically:)`` requests received.
+    /// The `CloudTransport.modifyRecords(saving:deleting:atomically:)` requests received.
     public var modifyRequests: Int { requests(.modifyRecords) }
 
     /// The requests of one kind received.

@@ -8,18 +8,18 @@ extension CloudDatabase {
     ///   after the token. From `nil`, every existing zone is changed.
     /// - A zone is *deleted* when it existed at the token and was deleted after it (so a zone created
     ///   and deleted since the token is not mentioned). The reason is
-    ///   ``ZoneDeletion/Reason/deletedByUser`` when any deletion since the token was the user's, so a
+    ///   `ZoneDeletion.Reason.deletedByUser` when any deletion since the token was the user's, so a
     ///   client never re-uploads data the user threw away. A zone deleted and created again since the
     ///   token is in both lists.
     ///
-    /// Zones are served in name order, each whole on one page. When more remain, ``DatabaseChanges/moreComing``
+    /// Zones are served in name order, each whole on one page. When more remain, `DatabaseChanges.moreComing`
     /// is true and the token continues after the page's last zone; the last page's token stands where the
     /// database was when the first page was served, so a zone that changed while the client was paging is
     /// reported again by the next fetch rather than missed (CloudKit documents the loop, not how it pages:
     /// ckws.md, `changes/database`). Database tokens expire only through ``expireAllChangeTokens()`` (the
     /// history limit applies to zones).
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/changeTokenExpired`` for a token this server cannot use.
+    /// - Throws: `CloudError.Code.changeTokenExpired` for a token this server cannot use.
     public mutating func fetchDatabaseChanges(
         since token: ChangeToken?, resultsLimit: Int? = nil
     ) throws(CloudError) -> DatabaseChanges {
@@ -67,18 +67,18 @@ extension CloudDatabase {
     /// zone's records are returned and no deletions.
     ///
     /// Changes are served in the order they were last made. When more than `resultsLimit` remain,
-    /// ``ZoneChanges/moreComing`` is true and the returned token continues after the last one
+    /// `ZoneChanges.moreComing` is true and the returned token continues after the last one
     /// served, so pages never skip or repeat a record; a record changed again between two pages comes
     /// again in a later page, with its new version. Deletions of records delivered on earlier pages are
     /// always reported, because the token remembers where paging started (so a page may also report
     /// the deletion of a record created and deleted while the client was paging; deleting a record it
     /// does not hold is a no-op for a client).
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/zoneNotFound`` or
-    ///   ``CloudError/Code-swift.struct/userDeletedZone`` when the zone does not exist;
-    ///   ``CloudError/Code-swift.struct/changeTokenExpired`` when the token is older than the zone's
+    /// - Throws: `CloudError.Code.zoneNotFound` or
+    ///   `CloudError.Code.userDeletedZone` when the zone does not exist;
+    ///   `CloudError.Code.changeTokenExpired` when the token is older than the zone's
     ///   history, from before the zone was deleted, expired by an administrator, from another server,
-    ///   or not a token; ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name or a
+    ///   or not a token; `CloudError.Code.invalidArguments` for an empty zone name or a
     ///   `resultsLimit` below 1.
     public mutating func fetchZoneChanges(in id: ZoneID, since token: ChangeToken?, resultsLimit: Int)
         throws(CloudError) -> ZoneChanges

@@ -4,24 +4,24 @@ extension CloudDatabase {
     /// Saves and deletes records, with a result for each.
     ///
     /// The whole request is refused, with nothing changed, when it is malformed:
-    /// ``CloudError/Code-swift.struct/limitExceeded`` for more than ``maximumOperationsPerRequest``
+    /// `CloudError.Code.limitExceeded` for more than ``maximumOperationsPerRequest``
     /// operations or a record larger than ``maximumRecordSize``;
-    /// ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name, record name or record
+    /// `CloudError.Code.invalidArguments` for an empty zone name, record name or record
     /// type, or a record named twice (among the saves and deletes together).
     ///
-    /// Otherwise each record succeeds or fails on its own (see ``SavePolicy`` and ``DeletePolicy``):
-    /// ``CloudError/Code-swift.struct/serverRecordChanged`` with the server's record for a stale tag,
-    /// ``CloudError/Code-swift.struct/unknownItem`` for a tagged save of a record that is gone,
-    /// ``CloudError/Code-swift.struct/zoneNotFound`` or ``CloudError/Code-swift.struct/userDeletedZone``
+    /// Otherwise each record succeeds or fails on its own (see `SavePolicy` and `DeletePolicy`):
+    /// `CloudError.Code.serverRecordChanged` with the server's record for a stale tag,
+    /// `CloudError.Code.unknownItem` for a tagged save of a record that is gone,
+    /// `CloudError.Code.zoneNotFound` or `CloudError.Code.userDeletedZone`
     /// for a record in a zone that does not exist. With `atomically`, one failure fails the request:
     /// nothing is applied, failed records keep their errors and the others fail with
-    /// ``CloudError/Code-swift.struct/batchRequestFailed``.
+    /// `CloudError.Code.batchRequestFailed`.
     ///
     /// References are checked and followed as CloudKit does (see `CloudDatabase+References.swift`): a save
-    /// whose reference leaves its zone fails with ``CloudError/Code-swift.struct/invalidArguments``, as does
+    /// whose reference leaves its zone fails with `CloudError.Code.invalidArguments`, as does
     /// one whose `validate` reference has no target (`VALIDATING_REFERENCE_ERROR`); one that would give a
     /// record more than ``maximumOwningReferencesPerRecord`` `deleteSelf` references fails with
-    /// ``CloudError/Code-swift.struct/limitExceeded``; deleting a record deletes, in the same request, every
+    /// `CloudError.Code.limitExceeded`; deleting a record deletes, in the same request, every
     /// record whose `deleteSelf` reference points at it, and so on down. A `none` or `deleteSelf` reference
     /// to a record that does not exist is saved as it is, as CloudKit documents.
     ///
@@ -94,7 +94,7 @@ extension CloudDatabase {
     /// The records with these IDs that exist. IDs in zones that do not exist, and of records that do
     /// not exist, are left out.
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone or record name.
+    /// - Throws: `CloudError.Code.invalidArguments` for an empty zone or record name.
     public mutating func lookupRecords(_ ids: [RecordID]) throws(CloudError) -> [RecordID: Record] {
         if ids.contains(where: { $0.name.isEmpty || $0.zone.name.isEmpty }) {
             throw CloudError(.invalidArguments, "A record or zone name must not be empty.")

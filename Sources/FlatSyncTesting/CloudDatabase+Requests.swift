@@ -6,7 +6,7 @@ extension CloudDatabase {
     ///
     /// - A ``FaultEffect/error(_:retryAfter:)`` fault throws its error and applies nothing.
     /// - A ``FaultEffect/responseLost`` fault runs `body`, keeps whatever it changed, and throws
-    ///   ``CloudError/Code-swift.struct/networkFailure`` whatever `body` returned or threw: the caller
+    ///   `CloudError.Code.networkFailure` whatever `body` returned or threw: the caller
     ///   cannot tell whether its change was committed.
     ///
     /// ``InMemoryCloud`` and ``DirectoryCloud`` serve every request through this method, so faults

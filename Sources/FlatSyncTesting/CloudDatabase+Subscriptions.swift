@@ -37,9 +37,9 @@ extension CloudDatabase {
     /// - A subscription with the same ID exists: nothing changes and the existing one is returned (observed
     ///   live for query subscriptions).
     /// - Another subscription already announces the zone: fails with
-    ///   ``CloudError/Code-swift.struct/internalError`` and ``duplicateSubscriptionReason`` (observed live for
+    ///   `CloudError.Code.internalError` and ``duplicateSubscriptionReason`` (observed live for
     ///   a query subscription duplicating another's content; assumed for zone subscriptions).
-    /// - The zone does not exist: fails with ``CloudError/Code-swift.struct/zoneNotFound`` (assumed).
+    /// - The zone does not exist: fails with `CloudError.Code.zoneNotFound` (assumed).
     public mutating func createSubscription(_ subscription: CloudSubscription) throws(CloudError) -> CloudSubscription {
         try Self.validate(subscription)
         if let existing = subscriptionsByID?[subscription.id] { return existing }
@@ -53,7 +53,7 @@ extension CloudDatabase {
 
     /// Replaces the subscription with the same ID, as an `update` operation of `subscriptions/modify`.
     ///
-    /// Fails with ``CloudError/Code-swift.struct/unknownItem`` when there is none, and as
+    /// Fails with `CloudError.Code.unknownItem` when there is none, and as
     /// ``createSubscription(_:)`` does for a missing zone or a duplicate of another subscription (assumed).
     public mutating func updateSubscription(_ subscription: CloudSubscription) throws(CloudError) -> CloudSubscription {
         try Self.validate(subscription)
@@ -69,17 +69,17 @@ extension CloudDatabase {
     }
 
     /// Deletes the subscription `id`, as a `delete` operation of `subscriptions/modify`; fails with
-    /// ``CloudError/Code-swift.struct/unknownItem`` when there is none (assumed).
+    /// `CloudError.Code.unknownItem` when there is none (assumed).
     public mutating func deleteSubscription(id: String) throws(CloudError) {
         guard subscriptionsByID?.removeValue(forKey: id) != nil else {
             throw CloudError(.unknownItem, "There is no subscription \(id) to delete.")
         }
     }
 
-    /// ``CloudTransport/subscribeToChanges(in:)``: a zone subscription for each zone that has none, with the
+    /// `CloudTransport.subscribeToChanges(in:)`: a zone subscription for each zone that has none, with the
     /// ID ``CloudSubscription/flatSyncID(for:)``; zones that have one, whoever made it, are left alone.
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/zoneNotFound`` (or `userDeletedZone`) for a zone that does
+    /// - Throws: `CloudError.Code.zoneNotFound` (or `userDeletedZone`) for a zone that does
     ///   not exist; nothing is created then.
     public mutating func subscribeToChanges(in zones: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(zones)

@@ -11,14 +11,14 @@ import FlatSync
 /// - Zones, each with its records, a change sequence (every save or delete of a record is one step),
 ///   and a generation that changes when the zone is deleted and created again.
 /// - Server-assigned change tags, unique for every save, and the save and delete policies of
-///   ``SavePolicy`` and ``DeletePolicy``.
+///   `SavePolicy` and `DeletePolicy`.
 /// - Change tokens naming a position in a zone's history (or the database's); fetching since a token
 ///   returns *net* changes (see ``fetchZoneChanges(in:since:resultsLimit:)``).
 /// - Compaction: with a ``changeHistoryLimit``, a zone keeps its last `limit` changes and older
 ///   tokens expire. Tokens also expire when their zone is deleted, when an administrator expires them,
 ///   and when they were minted by another server (another ``serverID``: another `InMemoryCloud`, another
 ///   `DirectoryCloud` directory) or are not tokens at all: all of these fail with
-///   ``CloudError/Code-swift.struct/changeTokenExpired``, because the remedy is the same (fetch
+///   `CloudError.Code.changeTokenExpired`, because the remedy is the same (fetch
 ///   again from `nil`) and a real server cannot tell them apart either.
 /// - Request limits: at most ``maximumOperationsPerRequest`` operations, records of at most
 ///   ``maximumRecordSize`` bytes.
@@ -39,7 +39,7 @@ import FlatSync
 public struct CloudDatabase: Sendable, Codable, Equatable {
     /// The most saves plus deletes one modify request may carry, as in CloudKit.
     public static let maximumOperationsPerRequest = 400
-    /// The largest record accepted, in bytes of ``Record/approximateSize``.
+    /// The largest record accepted, in bytes of `Record.approximateSize`.
     public static let maximumRecordSize = 1_048_576
 
     /// Identifies this server. Tokens carry it, so a token from another server is refused.
@@ -97,7 +97,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// Creates the zones that do not exist; existing zones are left as they are. A zone deleted
     /// earlier comes back empty, in a new generation, so tokens minted before its deletion stay expired.
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name (nothing is
+    /// - Throws: `CloudError.Code.invalidArguments` for an empty zone name (nothing is
     ///   created).
     public mutating func createZones(_ ids: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(ids)
@@ -112,10 +112,10 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     }
 
     /// Deletes zones and their records, as an app would. Later requests for them fail with
-    /// ``CloudError/Code-swift.struct/zoneNotFound``. Deleting a zone that does not exist does nothing
+    /// `CloudError.Code.zoneNotFound`. Deleting a zone that does not exist does nothing
     /// (a zone the user deleted stays marked as deleted by the user).
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/invalidArguments`` for an empty zone name (nothing is
+    /// - Throws: `CloudError.Code.invalidArguments` for an empty zone name (nothing is
     ///   deleted).
     public mutating func deleteZones(_ ids: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(ids)
@@ -140,9 +140,9 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     }
 
     /// Deletes a zone as the user would: requests for it fail with
-    /// ``CloudError/Code-swift.struct/userDeletedZone`` until it is created again.
+    /// `CloudError.Code.userDeletedZone` until it is created again.
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/zoneNotFound`` if the zone does not exist.
+    /// - Throws: `CloudError.Code.zoneNotFound` if the zone does not exist.
     public mutating func deleteZoneAsUser(_ zone: ZoneID) throws(CloudError) {
         guard zones[zone.name]?.exists == true else {
             throw CloudError(.zoneNotFound, "There is no zone \(zone) to delete.")
@@ -162,7 +162,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// schema lacks, or whose value is of another type: `BAD_REQUEST` "Cannot create or modify field 'X' in
     /// record 'Y' in production schema" (observed live: caiyue1993/IceCream#164, yattee/yattee#979; "Cannot
     /// create new type …" for a type, TableProApp/TablePro#2226). Such a save fails with
-    /// ``CloudError/Code-swift.struct/invalidArguments`` and that text, and the rest of the request goes on.
+    /// `CloudError.Code.invalidArguments` and that text, and the rest of the request goes on.
     public mutating func setProductionSchema(_ schema: CloudSchema?) {
         productionSchema = schema
     }

@@ -1,9 +1,9 @@
 import FlatSync
 
 /// A test cloud that serves arbitrary requests against its ``CloudDatabase``, counted and faulted like the
-/// ``CloudTransport`` calls: what ``CloudKitWebServicesServer`` serves from.
+/// `CloudTransport` calls: what ``CloudKitWebServicesServer`` serves from.
 ///
-/// The CloudKit Web Services emulator needs server-side steps that no ``CloudTransport`` call expresses
+/// The CloudKit Web Services emulator needs server-side steps that no `CloudTransport` call expresses
 /// (CKWS's `update` operation checks a change tag and then writes only the sent fields; CKWS allows 200
 /// operations a request, not 400; the writer's device ID arrives as a field), and they must run inside
 /// the same counted request as the change itself. ``InMemoryCloud`` and ``DirectoryCloud`` conform.
@@ -12,8 +12,8 @@ public protocol CloudDatabaseServing: CloudAdministration {
     /// consults the fault plan, then runs `body` on the database unless a fault says otherwise, keeping
     /// whatever `body` changed.
     ///
-    /// - Throws: the ``CloudError`` of an injected fault or the one `body` threw (a lost response is
-    ///   ``CloudError/Code-swift.struct/networkFailure`` after `body` ran); `CancellationError` when the
+    /// - Throws: the `CloudError` of an injected fault or the one `body` threw (a lost response is
+    ///   `CloudError.Code.networkFailure` after `body` ran); `CancellationError` when the
     ///   caller was cancelled before the request was served.
     func serve<Response: Sendable>(
         _ kind: RequestKind,

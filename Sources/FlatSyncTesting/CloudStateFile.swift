@@ -26,7 +26,7 @@ package enum CloudStateFile {
 
     /// The database in `url`, or `nil` when there is no file yet.
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/internalError`` naming the file when it cannot be read,
+    /// - Throws: `CloudError.Code.internalError` naming the file when it cannot be read,
     ///   is damaged, or was written by a newer format.
     package static func read(_ url: URL, fileSystem: FileSystem = .posix) throws(CloudError) -> CloudDatabase? {
         let data: Data

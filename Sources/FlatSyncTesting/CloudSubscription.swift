@@ -22,7 +22,7 @@ public struct CloudSubscription: Sendable, Codable, Hashable {
     }
 
     /// The ID FlatSync's test clouds give the subscription they create for `zone` in
-    /// ``CloudTransport/subscribeToChanges(in:)``, the one the CKWS transport gives it too.
+    /// `CloudTransport.subscribeToChanges(in:)`, the one the CKWS transport gives it too.
     public static func flatSyncID(for zone: ZoneID) -> String {
         "flatsync-\(zone.name)"
     }

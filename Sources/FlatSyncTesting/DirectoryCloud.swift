@@ -18,7 +18,7 @@ import Foundation
 /// requests of every process.
 ///
 /// A damaged state file (a bad checksum, a wrong length, bytes that do not decode) makes every request
-/// fail with ``CloudError/Code-swift.struct/internalError`` and a message naming the file; the file is
+/// fail with `CloudError.Code.internalError` and a message naming the file; the file is
 /// never overwritten, so nothing is lost silently. Move it aside to start over with an empty cloud.
 ///
 /// # Usage
@@ -57,7 +57,7 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     ///   - changeHistoryLimit: how many record changes each zone keeps. `nil` leaves the directory's
     ///     setting as it is (no limit for a new directory); a number is applied by every request sent
     ///     through this value, so give every process the same one.
-    /// - Throws: ``CloudError/Code-swift.struct/internalError`` when the directory cannot be created.
+    /// - Throws: `CloudError.Code.internalError` when the directory cannot be created.
     public init(directory: URL, changeHistoryLimit: Int? = nil) throws(CloudError) {
         try self.init(directory: directory, changeHistoryLimit: changeHistoryLimit, fileSystem: .posix)
     }
@@ -193,7 +193,7 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
 
     // MARK: - CloudDatabaseServing
 
-    /// Serves one request under the directory's lock, like the ``CloudTransport`` calls.
+    /// Serves one request under the directory's lock, like the `CloudTransport` calls.
     public func serve<Response: Sendable>(
         _ kind: RequestKind,
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response

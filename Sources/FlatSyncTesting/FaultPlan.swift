@@ -47,7 +47,7 @@ public struct FaultPlan: Sendable, Codable, Hashable {
     }
 
     /// The server applies the next `count` requests of `kind` but their responses are lost: the caller
-    /// gets ``CloudError/Code-swift.struct/networkFailure``.
+    /// gets `CloudError.Code.networkFailure`.
     public static func loseResponses(_ count: Int = 1, _ kind: RequestKind? = .modifyRecords) -> FaultPlan {
         FaultPlan(scripted: [ScriptedFault(kind: kind, count: count, effect: .responseLost)])
     }
@@ -114,7 +114,7 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The request fails with `code` before the server applies anything, carrying `retryAfter` if given.
     case error(CloudError.Code, retryAfter: Duration? = nil)
     /// The server applies the request, then the response is lost: the caller gets
-    /// ``CloudError/Code-swift.struct/networkFailure`` and cannot know the change was committed.
+    /// `CloudError.Code.networkFailure` and cannot know the change was committed.
     /// This is the fault that makes blind retries dangerous.
     case responseLost
 

@@ -1,6 +1,6 @@
 import FlatSync
 
-/// A CloudKit-style server in memory: the reference semantics of ``CloudTransport``, for tests, the
+/// A CloudKit-style server in memory: the reference semantics of `CloudTransport`, for tests, the
 /// demo tour and benchmarks.
 ///
 /// It keeps a ``CloudDatabase`` (which holds every rule: change tags, save and delete policies, net

@@ -15,7 +15,7 @@ import Synchronization
 /// ```
 ///
 /// ``advance(by:)`` wakes every sleeper whose deadline has come, earliest first. The woken tasks run
-/// afterwards; pair it with a way to wait for the code under test (``SyncContext/waitUntilIdle()``).
+/// afterwards; pair it with a way to wait for the code under test (`SyncContext.waitUntilIdle()`).
 public final class TestClock: Clock, Sendable {
     /// A point on the test clock's timeline: a duration since its start.
     public struct Instant: InstantProtocol, CustomStringConvertible {

@@ -339,7 +339,7 @@ final class CloudKitEmulator: Sendable {
         return .response(response)
     }
 
-    /// Serves a request through the backing store, with any failure as a ``CloudError`` (a cancelled
+    /// Serves a request through the backing store, with any failure as a `CloudError` (a cancelled
     /// request, when the server stops, is `serviceUnavailable`).
     func serve<Response: Sendable>(
         _ kind: RequestKind, _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response

@@ -9,11 +9,11 @@ import Foundation
 /// REFERENCE `{"recordName", "zoneID"?, "action"}`, and `<TYPE>_LIST` a JSON array of those (an empty list
 /// goes out as `STRING_LIST`, as the live server sends an empty list: a stored empty list has no element
 /// type). LOCATION, ASSET and ASSETID values (and lists of them) are stored as they came and sent back the
-/// same (`FieldValue.opaque`); any other type is refused, as CloudKit refuses a type it does not have. The writer's device ID (``Record/lastModifiedBy``) travels as the reserved
+/// same (`FieldValue.opaque`); any other type is refused, as CloudKit refuses a type it does not have. The writer's device ID (`Record.lastModifiedBy`) travels as the reserved
 /// STRING field `fsLastModifiedBy`, which the emulator stores apart from the fields and sends back both
 /// as that field and as `modified.deviceID`.
 enum CloudKitRecordJSON {
-    /// The reserved field carrying ``Record/lastModifiedBy`` (the contract's, not CloudKit's).
+    /// The reserved field carrying `Record.lastModifiedBy` (the contract's, not CloudKit's).
     static let lastModifiedByField = "fsLastModifiedBy"
 
     // MARK: - Writing
@@ -117,7 +117,7 @@ enum CloudKitRecordJSON {
     // MARK: - Reading
 
     /// A record a client sent for `zone`: name, type, tag and fields, with `fsLastModifiedBy` moved into
-    /// ``Record/lastModifiedBy``. A missing `recordName` gets a random UUID, as CKWS documents.
+    /// `Record.lastModifiedBy`. A missing `recordName` gets a random UUID, as CKWS documents.
     static func record(
         from value: JSONValue?, in zone: ZoneID, _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> Record {

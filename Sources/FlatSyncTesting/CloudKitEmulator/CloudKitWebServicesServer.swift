@@ -33,7 +33,7 @@ import Foundation
 ///   undocumented codes and a `purged` flag, which are guesses; a production environment refusing saves
 ///   outside its schema in CloudKit's words (see ``CloudDatabase/setProductionSchema(_:)``); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
 ///   `created`/`modified` times being the response's time; the reserved field `fsLastModifiedBy`
-///   carrying ``Record/lastModifiedBy``; zone subscriptions only (a query one is refused), dropped with
+///   carrying `Record.lastModifiedBy`; zone subscriptions only (a query one is refused), dropped with
 ///   their zone (so a zone's deletion is not pushed: devices learn of it at their next whole fetch); the
 ///   courier's hold time (``Options-swift.struct/courierHoldTime``), its 404 for an
 ///   unknown token, its coalescing of undelivered notifications per subscription; the sign-in page at
@@ -71,7 +71,7 @@ public final class CloudKitWebServicesServer: Sendable {
 
     /// Starts serving `backing` on 127.0.0.1 (the port of `options`, or a free one).
     ///
-    /// - Throws: ``CloudError/Code-swift.struct/internalError`` when the port cannot be listened on (it
+    /// - Throws: `CloudError.Code.internalError` when the port cannot be listened on (it
     ///   is in use, say).
     public init(backing: some CloudDatabaseServing, options: Options = Options()) throws(CloudError) {
         do {

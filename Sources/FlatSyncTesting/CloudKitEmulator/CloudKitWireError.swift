@@ -2,7 +2,7 @@ import FlatSync
 import FlatSyncCloudKit
 import Foundation
 
-/// How the emulator puts a ``CloudError`` on the wire: the HTTP status and `serverErrorCode` Apple documents
+/// How the emulator puts a `CloudError` on the wire: the HTTP status and `serverErrorCode` Apple documents
 /// for it (ErrorCodes.html), and the error bodies.
 ///
 /// | CloudError code | HTTP | serverErrorCode | guessed codes (an explicit option) |

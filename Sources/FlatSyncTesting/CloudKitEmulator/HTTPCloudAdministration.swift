@@ -13,10 +13,10 @@ import Foundation
 /// ephemeral `URLSession` without cache or cookies, cancelled from another queue, with whole-second
 /// timeouts, as Foundation on Linux needs.
 ///
-/// Errors are ``CloudError``s: ``CloudError/Code-swift.struct/zoneNotFound`` when
-/// ``deleteZoneAsUser(_:)`` names no zone; ``CloudError/Code-swift.struct/networkUnavailable`` when the
-/// server cannot be reached; ``CloudError/Code-swift.struct/networkFailure`` when the connection failed
-/// midway; ``CloudError/Code-swift.struct/internalError`` with the server's reason otherwise.
+/// Errors are `CloudError`s: `CloudError.Code.zoneNotFound` when
+/// ``deleteZoneAsUser(_:)`` names no zone; `CloudError.Code.networkUnavailable` when the
+/// server cannot be reached; `CloudError.Code.networkFailure` when the connection failed
+/// midway; `CloudError.Code.internalError` with the server's reason otherwise.
 public struct HTTPCloudAdministration: CloudAdministration {
     /// The server's address, such as `http://127.0.0.1:8080`.
     public let baseURL: URL
