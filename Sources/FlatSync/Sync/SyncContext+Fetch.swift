@@ -121,6 +121,8 @@ extension SyncContext {
             } catch let error as CloudError {
                 switch CloudErrorPolicy.action(for: error) {
                 case .resetZone where !restarted:
+                    // The store's state is the account's that asked: after an account change, not a reset.
+                    guard epoch == accountEpoch else { return .cancelled }
                     restarted = true
                     isReset = true
                     do {
