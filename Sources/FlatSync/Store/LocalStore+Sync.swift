@@ -165,10 +165,22 @@ extension LocalStore {
     }
 
     /// The merge of this device's version of a record with the server's, by the rule of the store the record
-    /// belongs to (given the keys every pending change of it changed); nil when either does not read.
+    /// belongs to (given the keys every pending change of it changed); nil when this device's does not read.
+    ///
+    /// A server version that does not read as the store's value (another client left out a field CloudKit
+    /// cannot make required, or wrote one of another type) cannot be merged: this device's version, which
+    /// does, is kept for every field the store declares, over the server's other fields. Taking the
+    /// server's instead replaced a host record's acknowledged save with a version no device of this app
+    /// can read, and sent that back.
     private func merge(_ local: Record, _ server: Record) -> Record? {
         guard let store = registry.store(of: server), local.type == server.type else { return nil }
-        return store.merge(local, server, pending.changedKeys(of: local.id))
+        if let merged = store.merge(local, server, pending.changedKeys(of: local.id)) { return merged }
+        guard (try? store.check(local)) != nil, (try? store.check(server)) == nil else { return nil }
+        var merged = server
+        var fields = server.fields.filter { store.fieldTypes[$0.key] == nil }
+        fields.merge(local.fields) { $1 }
+        merged.fields = fields
+        return merged
     }
 
     /// True when the record belongs to a host-defined store rather than to a built-in one.

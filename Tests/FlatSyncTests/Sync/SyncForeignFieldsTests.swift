@@ -72,6 +72,49 @@ import Testing
         }
     }
 
+    /// Another client saved versions that do not read here: a reading-list entry and a recipe without a field
+    /// CloudKit cannot make required. This device's saves of the same records meet them as conflicts: its
+    /// versions, which read, are kept and sent whole, over the other client's extra fields, so every device
+    /// reads the records again. (The recipe took the server's version, and its acknowledged save was lost; the
+    /// entry's item table kept the device's entry.)
+    @Test(arguments: Self.routes)
+    func anUnreadableVersionGivesWayToThisDevicesSave(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let a = try await harness.device("A") { $0.recordTypes = testRecordTypes }
+            let entryID = ReadingListEntry.recordID(for: "y")
+            let unreadable = [
+                Record(
+                    id: entryID, type: ReadingListEntry.recordType,
+                    fields: ["articleID": .string("y"), "title": .string("theirs"), "summary": .string("kept")]),
+                Record(id: TestRecipe.recordID("r1"), type: TestRecipe.recordType, fields: ["servings": .int(6)]),
+            ]
+            for record in unreadable {
+                let result = try await cloud.modifyRecords(
+                    saving: [RecordSave(record, policy: .allKeys)], deleting: [], atomically: true)
+                #expect(result.failed.isEmpty)
+            }
+            try await a.readingList.add("y", title: "mine")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup", servings: 4))
+            #expect(try await a.syncNow().isComplete)
+
+            let entry = try #require(await cloud.lookupRecords([entryID])[entryID])
+            #expect(try ReadingListEntry(record: entry).title == "mine", "the server's entry reads now")
+            #expect(entry["summary"] == .string("kept"), "the other client's own field stays")
+            #expect(await a.readingList.entry("y")?.title == "mine")
+            #expect(
+                await a.records(TestRecipe.self).value("r1").map { [$0.title, "\($0.servings)"] } == ["Soup", "4"])
+
+            let b = try await harness.device("B") { $0.recordTypes = testRecordTypes }
+            #expect(await b.readingList.entry("y")?.title == "mine")
+            #expect(
+                await b.records(TestRecipe.self).value("r1").map { [$0.title, "\($0.servings)"] } == ["Soup", "4"])
+            #expect(await DeviceView(a) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func aConflictWithAnotherClientsEditKeepsBothEdits(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
