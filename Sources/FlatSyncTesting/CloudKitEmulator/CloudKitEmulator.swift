@@ -249,10 +249,17 @@ final class CloudKitEmulator: Sendable {
     }
 
     /// Adds the rotated web auth token to a CKWS response: the session's next token, or, for a refused
-    /// request, a token that belongs to no session. A dropped connection carries none (and so the
-    /// session's token does not move on: the client never saw a new one).
+    /// request, a token that belongs to no session.
+    ///
+    /// A dropped connection carries none. Under strict tokens the session moves on all the same: Apple
+    /// documents each token as good for one round trip (ckws.md), so the request spent the client's token
+    /// and the client never saw the next one; it must sign in again. By default old tokens stay valid, as
+    /// observed live (MistKit #462), and a drop changes nothing.
     func withRotatedToken(_ reply: HTTPServerReply, session: Int?) -> HTTPServerReply {
-        guard case .response(var response) = reply else { return reply }
+        guard case .response(var response) = reply else {
+            if options.strictTokens, let session { _ = auth.rotate(session) }
+            return reply
+        }
         let token = session.map(auth.rotate) ?? CloudKitWebAuth.unregisteredToken()
         response.headers.append((Self.webAuthTokenHeader, token))
         return .response(response)

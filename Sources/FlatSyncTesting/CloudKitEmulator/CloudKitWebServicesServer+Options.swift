@@ -13,8 +13,9 @@ extension CloudKitWebServicesServer {
         /// (`/_auth/signin`, emulator behaviour). When false (the default), no token is needed.
         public var requireWebAuthToken: Bool
         /// When true, only the newest web auth token of a session is valid, as Apple documents; an older
-        /// one gets 401 `AUTHENTICATION_FAILED`. When false (the default), old tokens stay valid, as
-        /// observed on the live server.
+        /// one gets 401 `AUTHENTICATION_FAILED`. A request whose connection is dropped spends its token
+        /// too, so a client that loses a response must sign in again. When false (the default), old
+        /// tokens stay valid, as observed on the live server.
         public var strictTokens: Bool
         /// When true, the emulator also sends four error codes that CloudKit does not document and no one has
         /// seen it send — `ZONE_BUSY`, `LIMIT_EXCEEDED`, `CHANGE_TOKEN_EXPIRED`, `USER_DELETED_ZONE` — and a

@@ -243,6 +243,59 @@ import Testing
         }
     }
 
+    /// Under the documented rule (each web auth token is good for one round trip: the emulator's strict
+    /// tokens), a response lost in transit leaves the device holding a spent token. It pauses as not
+    /// authenticated, keeps its change, and sends it once the user signs in again; the server, which had
+    /// committed the change, holds it once.
+    @Test func aSpentWebAuthTokenPausesSendingUntilTheUserSignsInAgain() async throws {
+        try await withTemporaryDirectory { directory in
+            let cloud = InMemoryCloud()
+            let server = try CloudKitWebServicesServer(
+                backing: cloud, options: .init(requireWebAuthToken: true, strictTokens: true))
+            do {
+                func signInPage() async throws -> String {
+                    let page = try await URLSessionExchange.shared.send(
+                        HTTPExchangeRequest(
+                            method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"),
+                            timeout: .seconds(30)))
+                    return String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                }
+                let device = directory.appendingPathComponent("A")
+                let transport = CloudKitWebServicesTransport(
+                    configuration: .init(
+                        containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
+                        tokenStore: DirectoryWebAuthTokenStore(directory: device), baseURL: server.baseURL))
+                try await transport.signIn(withWebAuthToken: try await signInPage())
+                var configuration = SyncContext.Configuration(clock: TestClock())
+                configuration.durability = .buffered
+                let context = try await SyncContext.open(
+                    directory: device, account: CloudAccount(id: "user", transport: transport),
+                    configuration: configuration)
+                try await context.readingList.add("first")
+                #expect(try await context.syncNow().isComplete)
+
+                await cloud.setFaultPlan(.loseResponses(1))
+                try await context.readingList.add("second")
+                #expect(try await !context.syncNow().isComplete, "the response was lost")
+                #expect(try await !context.syncNow().isComplete, "the token it holds is spent")
+                #expect(await context.status().paused == .notAuthenticated)
+                #expect(await context.status().pendingRecords == 1, "the change is kept")
+
+                try await transport.signIn(withWebAuthToken: try await signInPage())
+                try await context.accountDidChange(to: CloudAccount(id: "user", transport: transport))
+                let summary = try await context.syncNow()
+                #expect(summary.isComplete, "\(summary.problems)")
+                #expect(await context.status().paused == nil)
+                #expect(await cloud.records(in: .readingList).map(\.id.name) == ["rl-first", "rl-second"])
+                try await context.close()
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+        }
+    }
+
     @Test func theNewestWebAuthTokenSurvivesARestartOfTheDevice() async throws {
         try await withTemporaryDirectory { directory in
             let cloud = InMemoryCloud()
