@@ -42,17 +42,12 @@ extension CloudDatabase {
     }
 
     /// Where a database token says a fetch of the database's changes stands.
-    struct DatabasePosition: Equatable {
+    struct DatabasePosition {
         /// Changes after this position are reported (0: from the start).
         var since: UInt64
         /// While paging: the database's position when the first page was served, and the last zone
         /// name served so far (the next page starts after it, in name order).
         var paging: (startedAt: UInt64, after: String)?
-
-        static func == (lhs: Self, rhs: Self) -> Bool {
-            lhs.since == rhs.since && lhs.paging?.startedAt == rhs.paging?.startedAt
-                && lhs.paging?.after == rhs.paging?.after
-        }
     }
 
     /// A token for the database's position now, or, while paging, for a page ending at a zone.
