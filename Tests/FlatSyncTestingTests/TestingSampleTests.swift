@@ -31,20 +31,12 @@ private func testingSample(directory: URL) async throws {
     }
 
     @Test func bothArticlesShowExactlyTheSampleThatRuns() throws {
-        let here = URL(fileURLWithPath: #filePath)
-        let source = try String(contentsOf: here, encoding: .utf8)
-        let begin = try #require(source.range(of: "    // Testing sample begins\n"))
-        let end = try #require(source.range(of: "    // Testing sample ends\n"))
-        // Unindented, as the articles show it.
-        let sample = source[begin.upperBound..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false)
-            .map { $0.hasPrefix("    ") ? $0.dropFirst(4) : $0 }.joined(separator: "\n")
-        let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let sample = try DocumentationSample("Testing sample", in: #filePath, indent: 4)
         for article in [
             "Sources/FlatSyncTesting/FlatSyncTesting.docc/FlatSyncTesting.md",
             "Sources/FlatSync/FlatSync.docc/TestingAHost.md",
         ] {
-            let text = try String(contentsOf: root.appendingPathComponent(article), encoding: .utf8)
-            #expect(text.contains("```swift\n" + sample + "```\n"), "\(article) must show this file's sample verbatim")
+            #expect(try sample.isShown(in: article), "\(article) must show this file's sample verbatim")
         }
     }
 }

@@ -78,14 +78,7 @@ func openContext(
     }
 
     @Test func theArticleShowsExactlyTheSampleThatIsCompiled() throws {
-        let here = URL(fileURLWithPath: #filePath)
-        let source = try String(contentsOf: here, encoding: .utf8)
-        let begin = try #require(source.range(of: "// Getting started sample begins\n"))
-        let end = try #require(source.range(of: "// Getting started sample ends\n"))
-        let sample = String(source[begin.upperBound..<end.lowerBound])
-        let article = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Sources/FlatSync/FlatSync.docc/GettingStarted.md")
-        let text = try String(contentsOf: article, encoding: .utf8)
-        #expect(text.contains("```swift\n" + sample + "```\n"), "the article's sample must be this file's, verbatim")
+        let sample = try DocumentationSample("Getting started sample", in: #filePath)
+        #expect(try sample.isShown(in: "Sources/FlatSync/FlatSync.docc/GettingStarted.md"), "verbatim")
     }
 }

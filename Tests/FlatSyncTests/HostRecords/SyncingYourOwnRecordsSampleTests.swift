@@ -113,20 +113,9 @@ struct Bookmark: SyncableRecord, Codable {
     }
 
     @Test func theArticleShowsExactlyTheSampleThatIsCompiled() throws {
-        let here = URL(fileURLWithPath: #filePath)
-        let source = try String(contentsOf: here, encoding: .utf8)
-        let begin = try #require(source.range(of: "// Article sample begins\n"))
-        let end = try #require(source.range(of: "// Article sample ends\n"))
-        let sample = String(source[begin.upperBound..<end.lowerBound])
-        let article = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(
-                "Sources/FlatSync/FlatSync.docc/SyncingYourOwnRecords.md")
-        let text = try String(contentsOf: article, encoding: .utf8)
-        #expect(text.contains("```swift\n" + sample + "```\n"), "the article's sample must be this file's, verbatim")
-        let codableBegin = try #require(source.range(of: "// Codable sample begins\n"))
-        let codableEnd = try #require(source.range(of: "// Codable sample ends\n"))
-        let codable = String(source[codableBegin.upperBound..<codableEnd.lowerBound])
-        #expect(text.contains("```swift\n" + codable + "```\n"), "the Codable sample must be this file's, verbatim")
+        let article = "Sources/FlatSync/FlatSync.docc/SyncingYourOwnRecords.md"
+        #expect(try DocumentationSample("Article sample", in: #filePath).isShown(in: article), "verbatim")
+        #expect(try DocumentationSample("Codable sample", in: #filePath).isShown(in: article), "verbatim")
     }
 
     @Test func theCodableSampleSavesAndReadsBack() async throws {
