@@ -243,6 +243,30 @@ import Testing
         }
     }
 
+    /// A web auth token from the emulator's sign-in page, which hands it back as text.
+    static func signInToken(on server: CloudKitWebServicesServer) async throws -> String {
+        let page = try await URLSessionExchange.shared.send(
+            HTTPExchangeRequest(
+                method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"), timeout: .seconds(30)))
+        return String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A CloudKit Web Services transport to `server` that keeps its web auth token in `device`, and a
+    /// context for it (buffered, on a test clock).
+    static func openStrictDevice(
+        _ device: URL, on server: CloudKitWebServicesServer
+    ) async throws -> (CloudKitWebServicesTransport, SyncContext) {
+        let transport = CloudKitWebServicesTransport(
+            configuration: .init(
+                containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
+                tokenStore: DirectoryWebAuthTokenStore(directory: device), baseURL: server.baseURL))
+        var configuration = SyncContext.Configuration(clock: TestClock())
+        configuration.durability = .buffered
+        let context = try await SyncContext.open(
+            directory: device, account: CloudAccount(id: "user", transport: transport), configuration: configuration)
+        return (transport, context)
+    }
+
     /// Under the documented rule (each web auth token is good for one round trip: the emulator's strict
     /// tokens), a response lost in transit leaves the device holding a spent token. It pauses as not
     /// authenticated, keeps its change, and sends it once the user signs in again; the server, which had
@@ -253,24 +277,9 @@ import Testing
             let server = try CloudKitWebServicesServer(
                 backing: cloud, options: .init(requireWebAuthToken: true, strictTokens: true))
             do {
-                func signInPage() async throws -> String {
-                    let page = try await URLSessionExchange.shared.send(
-                        HTTPExchangeRequest(
-                            method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"),
-                            timeout: .seconds(30)))
-                    return String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                }
                 let device = directory.appendingPathComponent("A")
-                let transport = CloudKitWebServicesTransport(
-                    configuration: .init(
-                        containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
-                        tokenStore: DirectoryWebAuthTokenStore(directory: device), baseURL: server.baseURL))
-                try await transport.signIn(withWebAuthToken: try await signInPage())
-                var configuration = SyncContext.Configuration(clock: TestClock())
-                configuration.durability = .buffered
-                let context = try await SyncContext.open(
-                    directory: device, account: CloudAccount(id: "user", transport: transport),
-                    configuration: configuration)
+                try DirectoryWebAuthTokenStore(directory: device).saveToken(try await Self.signInToken(on: server))
+                let (transport, context) = try await Self.openStrictDevice(device, on: server)
                 try await context.readingList.add("first")
                 #expect(try await context.syncNow().isComplete)
 
@@ -281,7 +290,7 @@ import Testing
                 #expect(await context.status().paused == .notAuthenticated)
                 #expect(await context.status().pendingRecords == 1, "the change is kept")
 
-                try await transport.signIn(withWebAuthToken: try await signInPage())
+                try await transport.signIn(withWebAuthToken: try await Self.signInToken(on: server))
                 try await context.accountDidChange(to: CloudAccount(id: "user", transport: transport))
                 let summary = try await context.syncNow()
                 #expect(summary.isComplete, "\(summary.problems)")
@@ -304,26 +313,8 @@ import Testing
                 backing: cloud, options: .init(requireWebAuthToken: true, strictTokens: true))
             do {
                 let device = directory.appendingPathComponent("A")
-                // Sign in on the emulator's sign-in page, which hands the token back as text.
-                let page = try await URLSessionExchange.shared.send(
-                    HTTPExchangeRequest(
-                        method: "GET", url: server.baseURL.appendingPathComponent("_auth/signin"), timeout: .seconds(30)
-                    )
-                )
-                try DirectoryWebAuthTokenStore(directory: device).saveToken(
-                    String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-                func open() async throws -> SyncContext {
-                    let transport = CloudKitWebServicesTransport(
-                        configuration: .init(
-                            containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
-                            tokenStore: DirectoryWebAuthTokenStore(directory: device), baseURL: server.baseURL))
-                    var configuration = SyncContext.Configuration(clock: TestClock())
-                    configuration.durability = .buffered
-                    return try await SyncContext.open(
-                        directory: device, account: CloudAccount(id: "user", transport: transport),
-                        configuration: configuration)
-                }
-                let first = try await open()
+                try DirectoryWebAuthTokenStore(directory: device).saveToken(try await Self.signInToken(on: server))
+                let first = try await Self.openStrictDevice(device, on: server).1
                 try await first.readingList.add("before")
                 #expect(try await first.syncNow().isComplete)
                 let saved = try #require(try DirectoryWebAuthTokenStore(directory: device).loadToken())
@@ -331,7 +322,7 @@ import Testing
 
                 // A new process: a new transport reads the token file. This sync works only if the last
                 // rotation was saved: an older token, or none, is refused.
-                let second = try await open()
+                let second = try await Self.openStrictDevice(device, on: server).1
                 try await second.readingList.add("after")
                 let summary = try await second.syncNow()
                 #expect(summary.isComplete, "\(summary.problems)")

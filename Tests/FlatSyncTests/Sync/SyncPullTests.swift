@@ -21,6 +21,20 @@ import Testing
             })
     }
 
+    /// `cloud`, refusing once (the server asking to slow down) the zone fetch numbered as `refuse` says: a
+    /// large zone's fetch throttled midway.
+    static func refusingAFetchPage(
+        _ cloud: InMemoryCloud
+    ) -> (transport: InterceptingTransport, refuse: @Sendable (_ number: Int) -> Void) {
+        let refused = Mutex<Int?>(nil)
+        let transport = InterceptingTransport(cloud) { kind, number in
+            if kind == .fetchZoneChanges, refused.withLock({ $0 == number }) {
+                await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .requestRateLimited))
+            }
+        }
+        return (transport, { number in refused.withLock { $0 = number } })
+    }
+
     @Test func tokenExpiryMidwayThroughPagingRefetchesFromTheStart() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A")
@@ -106,13 +120,9 @@ import Testing
             let a = try await harness.device("A")
             try await a.readingList.apply((0..<2_500).map { .add(articleID: "a\($0)") })
             #expect(try await a.syncNow().isComplete)
-            let cloud = harness.cloud
             // The 8th page asked for is refused once: 7 pages of 200 came before it.
-            let transport = InterceptingTransport(cloud) { kind, number in
-                if kind == .fetchZoneChanges, number == 8 {
-                    await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .requestRateLimited))
-                }
-            }
+            let (transport, refuse) = Self.refusingAFetchPage(harness.cloud)
+            refuse(8)
             let b = try await harness.device("B", transport: transport, start: false) { $0.fetchResultsLimit = 200 }
             let first = try await b.syncNow()
             #expect(!first.isComplete)
@@ -136,12 +146,7 @@ import Testing
             try await a.readingList.apply((0..<2_500).map { .add(articleID: "a\($0)") })
             #expect(try await a.syncNow().isComplete)
             let cloud = harness.cloud
-            let failing = Mutex<Int?>(nil)
-            let transport = InterceptingTransport(cloud) { kind, number in
-                if kind == .fetchZoneChanges, failing.withLock({ $0 == number }) {
-                    await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .requestRateLimited))
-                }
-            }
+            let (transport, refuse) = Self.refusingAFetchPage(cloud)
             let pagesOf200: (inout SyncContext.Configuration) -> Void = { $0.fetchResultsLimit = 200 }
             var b = try await harness.device("B", transport: transport, configure: pagesOf200)
             #expect(await b.readingList.count() == 2_500)
@@ -150,7 +155,7 @@ import Testing
             #expect(try await a.syncNow().isComplete)
             await cloud.expireAllChangeTokens()
             // B's reset is refused at its 8th page asked for: one part of 1,000 records came before it.
-            failing.withLock { $0 = transport.count(.fetchZoneChanges) + 8 }
+            refuse(transport.count(.fetchZoneChanges) + 8)
             #expect(try await !b.syncNow().isComplete)
             #expect(await b.localStore.isResetting(.readingList))
             #expect(await b.readingList.entry("a0") != nil, "deleted only once the reset is over")
