@@ -251,6 +251,28 @@ import Testing
         return String(decoding: page.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Runs `body` with an emulator that takes only the newest web auth token of a session and none missing
+    /// (the documented rule), the cloud behind it, and a device directory whose token store holds a token
+    /// from the sign-in page; the server stops afterwards.
+    static func withStrictServer(
+        _ body: (CloudKitWebServicesServer, InMemoryCloud, URL) async throws -> Void
+    ) async throws {
+        try await withTemporaryDirectory { directory in
+            let cloud = InMemoryCloud()
+            let server = try CloudKitWebServicesServer(
+                backing: cloud, options: .init(requireWebAuthToken: true, strictTokens: true))
+            do {
+                let device = directory.appendingPathComponent("A")
+                try DirectoryWebAuthTokenStore(directory: device).saveToken(try await signInToken(on: server))
+                try await body(server, cloud, device)
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+        }
+    }
+
     /// A CloudKit Web Services transport to `server` that keeps its web auth token in `device`, and a
     /// context for it (buffered, on a test clock).
     static func openStrictDevice(
@@ -272,68 +294,46 @@ import Testing
     /// authenticated, keeps its change, and sends it once the user signs in again; the server, which had
     /// committed the change, holds it once.
     @Test func aSpentWebAuthTokenPausesSendingUntilTheUserSignsInAgain() async throws {
-        try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let server = try CloudKitWebServicesServer(
-                backing: cloud, options: .init(requireWebAuthToken: true, strictTokens: true))
-            do {
-                let device = directory.appendingPathComponent("A")
-                try DirectoryWebAuthTokenStore(directory: device).saveToken(try await Self.signInToken(on: server))
-                let (transport, context) = try await Self.openStrictDevice(device, on: server)
-                try await context.readingList.add("first")
-                #expect(try await context.syncNow().isComplete)
+        try await Self.withStrictServer { server, cloud, device in
+            let (transport, context) = try await Self.openStrictDevice(device, on: server)
+            try await context.readingList.add("first")
+            #expect(try await context.syncNow().isComplete)
 
-                await cloud.setFaultPlan(.loseResponses(1))
-                try await context.readingList.add("second")
-                #expect(try await !context.syncNow().isComplete, "the response was lost")
-                #expect(try await !context.syncNow().isComplete, "the token it holds is spent")
-                #expect(await context.status().paused == .notAuthenticated)
-                #expect(await context.status().pendingRecords == 1, "the change is kept")
+            await cloud.setFaultPlan(.loseResponses(1))
+            try await context.readingList.add("second")
+            #expect(try await !context.syncNow().isComplete, "the response was lost")
+            #expect(try await !context.syncNow().isComplete, "the token it holds is spent")
+            #expect(await context.status().paused == .notAuthenticated)
+            #expect(await context.status().pendingRecords == 1, "the change is kept")
 
-                try await transport.signIn(withWebAuthToken: try await Self.signInToken(on: server))
-                try await context.accountDidChange(to: CloudAccount(id: "user", transport: transport))
-                let summary = try await context.syncNow()
-                #expect(summary.isComplete, "\(summary.problems)")
-                #expect(await context.status().paused == nil)
-                #expect(await cloud.records(in: .readingList).map(\.id.name) == ["rl-first", "rl-second"])
-                try await context.close()
-            } catch {
-                await server.stop()
-                throw error
-            }
-            await server.stop()
+            try await transport.signIn(withWebAuthToken: try await Self.signInToken(on: server))
+            try await context.accountDidChange(to: CloudAccount(id: "user", transport: transport))
+            let summary = try await context.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(await context.status().paused == nil)
+            #expect(await cloud.records(in: .readingList).map(\.id.name) == ["rl-first", "rl-second"])
+            try await context.close()
         }
     }
 
     @Test func theNewestWebAuthTokenSurvivesARestartOfTheDevice() async throws {
-        try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            // Only the newest token of a session is accepted, and a request without one is refused.
-            let server = try CloudKitWebServicesServer(
-                backing: cloud, options: .init(requireWebAuthToken: true, strictTokens: true))
-            do {
-                let device = directory.appendingPathComponent("A")
-                try DirectoryWebAuthTokenStore(directory: device).saveToken(try await Self.signInToken(on: server))
-                let first = try await Self.openStrictDevice(device, on: server).1
-                try await first.readingList.add("before")
-                #expect(try await first.syncNow().isComplete)
-                let saved = try #require(try DirectoryWebAuthTokenStore(directory: device).loadToken())
-                try await first.close()
+        // Only the newest token of a session is accepted, and a request without one is refused.
+        try await Self.withStrictServer { server, cloud, device in
+            let first = try await Self.openStrictDevice(device, on: server).1
+            try await first.readingList.add("before")
+            #expect(try await first.syncNow().isComplete)
+            let saved = try #require(try DirectoryWebAuthTokenStore(directory: device).loadToken())
+            try await first.close()
 
-                // A new process: a new transport reads the token file. This sync works only if the last
-                // rotation was saved: an older token, or none, is refused.
-                let second = try await Self.openStrictDevice(device, on: server).1
-                try await second.readingList.add("after")
-                let summary = try await second.syncNow()
-                #expect(summary.isComplete, "\(summary.problems)")
-                #expect(try DirectoryWebAuthTokenStore(directory: device).loadToken() != saved, "rotated again")
-                #expect(await cloud.records(in: .readingList).map(\.id.name) == ["rl-after", "rl-before"])
-                try await second.close()
-            } catch {
-                await server.stop()
-                throw error
-            }
-            await server.stop()
+            // A new process: a new transport reads the token file. This sync works only if the last
+            // rotation was saved: an older token, or none, is refused.
+            let second = try await Self.openStrictDevice(device, on: server).1
+            try await second.readingList.add("after")
+            let summary = try await second.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(try DirectoryWebAuthTokenStore(directory: device).loadToken() != saved, "rotated again")
+            #expect(await cloud.records(in: .readingList).map(\.id.name) == ["rl-after", "rl-before"])
+            try await second.close()
         }
     }
 }
