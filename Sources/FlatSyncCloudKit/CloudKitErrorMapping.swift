@@ -22,17 +22,19 @@ import Foundation
 /// | `AUTHENTICATION_FAILED` | 401 | `notAuthenticated` (the web auth token is kept: a wrong API token gets this too) | documented |
 /// | `ACCESS_DENIED` | 403 | `notAuthenticated` | documented code; the action is a choice |
 /// | `BAD_REQUEST`, `VALIDATING_REFERENCE_ERROR`, `UNIQUE_FIELD_ERROR` | 400, 412 | `invalidArguments` (the engine parks the change: see `RefusedChange`) | documented (`UNIQUE_FIELD_ERROR` by CloudKit JS only); a production schema's refusal of a field comes back this way, per record, observed live |
-/// | `INTERNAL_ERROR` | 500 | `internalError` (per record: parked too) | documented |
+/// | `INTERNAL_ERROR` | 500 | `internalError` (per record: parked too, unless it carries `retryAfter`) | documented |
 /// | `ZONE_BUSY` | 503 | `zoneBusy` | **guessed**, never documented nor seen: kept in case; see below |
 /// | `LIMIT_EXCEEDED` | 400 | `limitExceeded` | **guessed**: see below |
 /// | `CHANGE_TOKEN_EXPIRED` | 400 | `changeTokenExpired` | **guessed**: see below |
 /// | `USER_DELETED_ZONE` | 404 | `userDeletedZone` | **guessed**: see below |
 /// | any other code | by status: 429 → `requestRateLimited`; 502–504 → `serviceUnavailable`; other 5xx → `internalError`; 401/421 → `notAuthenticated`; other 4xx → `invalidArguments` | the raw code is kept in `CloudError.serverErrorCode` |
-/// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401 → `notAuthenticated`; 421 → `networkFailure` (HTTP's Misdirected Request; the token is kept); else `unexpectedServerResponse` | a proxy's page, a server restarting, a reused HTTP/2 connection |
+/// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401 → `notAuthenticated`; 421 → `networkFailure` (HTTP's Misdirected Request, RFC 9110 §15.5.20; the token is kept); else `unexpectedServerResponse` | a proxy's page, a server restarting, a reused HTTP/2 connection |
 /// | a 200 whose body lacks the keys the operation needs | `unexpectedServerResponse` | |
 ///
 /// `retryAfter` comes from the body's `retryAfter` (seconds; the unit is not documented), else from an
-/// HTTP `Retry-After` header of whole seconds.
+/// HTTP `Retry-After` header of whole seconds. Apple documents it on every error, a record's included, as
+/// the time to wait "before trying this operation again": the engine retries a change it would otherwise
+/// park (`BAD_REQUEST`, `INTERNAL_ERROR` and the like) when its error carries one.
 ///
 /// **What the engine does without the four guessed codes.** The emulator used to send them; it now sends
 /// only documented codes unless told to guess (`CloudKitWebServicesServer.Options.guessedErrorCodes`), and

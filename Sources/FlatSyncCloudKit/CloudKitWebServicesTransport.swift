@@ -235,7 +235,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         case 421:
             // AUTHENTICATION_REQUIRED: the user's token is no good; forget it, so the host asks the user to
             // sign in again. Only when the body says so: a 421 without one is HTTP's "Misdirected Request"
-            // (a reused HTTP/2 connection: brightdigit/MistKit #379), not a sign-out.
+            // (RFC 9110 §15.5.20: a connection reused for a host it cannot serve), not a sign-out.
             if CloudKitWire.ErrorFields.of(body: response.body)?.serverErrorCode == "AUTHENTICATION_REQUIRED" {
                 await forgetToken()
             }

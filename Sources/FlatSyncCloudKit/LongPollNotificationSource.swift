@@ -51,9 +51,9 @@ public struct LongPollNotificationSource: CloudNotificationSource {
     /// and kept for its lifetime.
     public let clientID: String
     /// The HTTP client of the courier polls. By default the transport's, except that
-    /// `URLSessionExchange.shared` is replaced by a session of the courier's own: MistKit saw sharing
-    /// HTTP/2 connections between `api.apple-cloudkit.com` and the courier host risk "421 Misdirected
-    /// Request" (#379), and a poll held for its whole hold time need not occupy the API's connection.
+    /// `URLSessionExchange.shared` is replaced by a session of the courier's own: a poll held for its whole
+    /// hold time need not occupy the API's connection, and an HTTP/2 connection reused for another host is
+    /// what "421 Misdirected Request" answers (RFC 9110 §15.5.20).
     public var courierHTTP: any HTTPExchange
 
     /// A source for `transport`'s container.

@@ -13,6 +13,16 @@
 /// | quota exceeded | keep, pause sending |
 /// | unknown item | a save is resent as a create; a delete is done |
 /// | anything else (bad request, reference or unique-field validation, a per-record internal error, unknown codes) | park the change as refused: kept applied and pending, reported, retried only when asked (see `RefusedChange`); a request refused as a whole is split until the culprit stands alone |
+/// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again |
+///
+/// Apple documents `retryAfter` as "the suggested time to wait before trying this operation again. If
+/// this key is not set, the operation can't be retried" (CKWS reference, error dictionaries). So an error
+/// that would park a change is retried instead when the server gives `retryAfter`: the server said the
+/// operation can go through later. The converse is not followed: Apple's error table calls `THROTTLED`
+/// and `TRY_AGAIN_LATER` "retry later" without promising `retryAfter`, and the two texts disagree there;
+/// such an error without `retryAfter` backs off and retries, as parking every change for a transient
+/// condition would hold the user's edits back until someone asks. Which of the two texts the live server
+/// follows is not known.
 package enum CloudErrorPolicy {
     package enum Action: Equatable, Sendable {
         /// Keep the change; try again after the delay (or backoff when nil).
@@ -39,10 +49,10 @@ package enum CloudErrorPolicy {
     }
 
     /// The action for an error that failed a whole request: as ``action(for:)``, except that only a request
-    /// the server calls malformed (``CloudError/Code-swift.struct/invalidArguments``) is refused — halved
-    /// until the culprit stands alone, then parked. A request-level internal error or an unknown code says
-    /// nothing about any one record, so every record waits and is sent again: parking them all for one
-    /// server hiccup would hold the user's changes back until someone asks.
+    /// the server calls malformed (``CloudError/Code-swift.struct/invalidArguments``) without `retryAfter`
+    /// is refused — halved until the culprit stands alone, then parked. A request-level internal error or
+    /// an unknown code says nothing about any one record, so every record waits and is sent again: parking
+    /// them all for one server hiccup would hold the user's changes back until someone asks.
     package static func requestAction(for error: CloudError) -> Action {
         let action = action(for: error)
         guard action == .refuse, error.code != .invalidArguments else { return action }
@@ -73,8 +83,9 @@ package enum CloudErrorPolicy {
         case .unknownItem:
             return .recordMissing
         default:
-            // invalidArguments, internalError, partialFailure without detail, and codes added later.
-            return .refuse
+            // invalidArguments, internalError, partialFailure without detail, and codes added later: parked,
+            // unless the server says when the operation can be tried again.
+            return error.retryAfter.map { .retryLater(after: $0) } ?? .refuse
         }
     }
 }

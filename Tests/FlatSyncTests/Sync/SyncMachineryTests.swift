@@ -128,6 +128,9 @@ import Testing
             (CloudError(.unknownItem), .recordMissing),
             (CloudError(.invalidArguments), .refuse),
             (CloudError(.internalError), .refuse),
+            // Apple: without `retryAfter` "the operation can't be retried"; with it, the server says when.
+            (CloudError(.invalidArguments, retryAfter: .seconds(2)), .retryLater(after: .seconds(2))),
+            (CloudError(.internalError, retryAfter: .seconds(4)), .retryLater(after: .seconds(4))),
         ]
         for (error, action) in expected {
             #expect(CloudErrorPolicy.action(for: error) == action, "\(error.code)")
@@ -137,7 +140,7 @@ import Testing
         for (error, action) in expected {
             let whole = CloudErrorPolicy.requestAction(for: error)
             switch error.code {
-            case .internalError:
+            case .internalError where error.retryAfter == nil:
                 #expect(whole == .retryLater(after: nil))
             default:
                 #expect(whole == action, "\(error.code)")

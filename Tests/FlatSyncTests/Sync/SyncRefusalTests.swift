@@ -280,4 +280,35 @@ import Testing
             try await a.close()
         }
     }
+
+    /// Apple documents a record's `retryAfter` as "the suggested time to wait before trying this operation
+    /// again": an error that would park the change waits that long and sends it again instead.
+    @Test(arguments: [CloudError.Code.internalError, .invalidArguments])
+    func aRefusalWithRetryAfterIsSentAgainOnceItIsOverNotParked(code: CloudError.Code) async throws {
+        try await SyncHarness.run { harness in
+            let refusedID = ReadingListEntry.recordID(for: "later")
+            let transport = InterceptingTransport(
+                harness.cloud,
+                recordError: { id, request in
+                    id == refusedID && request == 1 ? CloudError(code, "Not now.", retryAfter: .seconds(20)) : nil
+                })
+            let a = try await harness.device("A", transport: transport)
+            try await a.readingList.add("later")
+            try await a.readingList.add("now")
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-now"])
+            #expect(await a.localStore.refusedChanges().isEmpty, "not parked")
+            #expect(await a.status().retrying == [.readingList])
+            harness.clock.advance(by: .seconds(20) - .milliseconds(1))
+            await a.waitUntilIdle()
+            #expect(transport.count(.modifyRecords) == 1, "not before the server's time")
+            harness.clock.advance(by: .milliseconds(1))
+            await a.waitUntilIdle()
+            #expect(transport.count(.modifyRecords) == 2)
+            #expect(Set(await harness.cloud.records(in: .readingList).map(\.id.name)) == ["rl-later", "rl-now"])
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            #expect(await a.status().retrying.isEmpty)
+            try await a.close()
+        }
+    }
 }
