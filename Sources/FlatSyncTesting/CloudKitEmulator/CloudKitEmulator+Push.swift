@@ -9,13 +9,14 @@ extension CloudKitEmulator {
     /// `tokens/create` `{"apnsEnvironment", "clientId"}` → `{"apnsEnvironment", "apnsToken", "webcourierURL"}`
     /// (documented, CreateTokens.html). The courier URL is this server's `/aps?tok=…&ttl=43200`.
     ///
-    /// `apnsEnvironment` is the one documented key; without it the path's environment is taken. A
-    /// `clientId`, which CloudKit JS sends, is accepted and not needed.
-    func createPushToken(_ request: HTTPServerRequest, container: String, environment: String) -> HTTPServerReply {
+    /// `apnsEnvironment` is the one documented key, and the live server needs it in `tokens/create` as in
+    /// `tokens/register` (MistKit #379, PR #381; ckws.md): missing is a 400 here. A `clientId`, which
+    /// CloudKit JS sends, is accepted and not needed.
+    func createPushToken(_ request: HTTPServerRequest, container: String) -> HTTPServerReply {
         let apnsEnvironment: String
         do throws(CloudKitJSON.Problem) {
             let body = try CloudKitJSON.object(from: request.body)
-            apnsEnvironment = try CloudKitJSON.optionalString(body["apnsEnvironment"], "apnsEnvironment") ?? environment
+            apnsEnvironment = try CloudKitJSON.string(body["apnsEnvironment"], "apnsEnvironment")
             _ = try CloudKitJSON.optionalString(body["clientId"], "clientId")
         } catch {
             return .response(Self.errorResponse(400, "BAD_REQUEST", error.reason))

@@ -194,7 +194,7 @@ final class CloudKitEmulator: Sendable {
         }
         let reply =
             segments[4] == "create"
-            ? createPushToken(request, container: segments[1], environment: segments[2])
+            ? createPushToken(request, container: segments[1])
             : registerPushToken(request)
         return withRotatedToken(reply, session: session)
     }

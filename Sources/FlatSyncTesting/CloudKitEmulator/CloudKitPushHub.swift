@@ -23,9 +23,10 @@ import Synchronization
 /// subscription (the newest replaces the older one in its place in the queue; APNs is documented to keep
 /// only the last notification for an offline device, the courier's queue is not); every registered token
 /// is told, including the device's that made the change (whether CloudKit skips it is not known); `ce` is
-/// 2 in development and 1 in production and `dbs` is 2 for the private database (both uncertain: the one
-/// capture had `ce` 2 from a development container and `dbs` 1 from the public database); tokens never
-/// expire; the hold time is an option (the courier's is not known).
+/// 2 in development and 1 in production (uncertain: both captures had `ce` 2); `dbs` is 1, as in both
+/// captures, one from the public database (MistKit #379) and one from a private Core Data zone
+/// (typescriptlibs/tsl-apple-cloudkit #22), so what it numbers is not known; tokens never expire; the hold
+/// time is an option (the courier's is not known).
 final class CloudKitPushHub: Sendable {
     /// How many push tokens are kept; the oldest is forgotten beyond this.
     static let maximumTokens = 4_096
@@ -174,7 +175,7 @@ final class CloudKitPushHub: Sendable {
                 "nid": .string(notificationID),
                 "ckuserid": .string(userRecordName),
                 "fet": CloudKitJSON.value([
-                    "zid": .string(subscription.zone.name), "zoid": .string(userRecordName), "dbs": .integer(2),
+                    "zid": .string(subscription.zone.name), "zoid": .string(userRecordName), "dbs": .integer(1),
                     "sid": .string(subscription.id),
                 ]),
             ])

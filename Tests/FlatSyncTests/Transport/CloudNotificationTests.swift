@@ -35,6 +35,23 @@ import Testing
         #expect(notification.subscriptionID == "MistDemo.pushToken")
     }
 
+    /// A database subscription's push to a CloudKit JS client for a private Core Data zone, as posted
+    /// live (typescriptlibs/tsl-apple-cloudkit #22, 2023; IDs as the reporter left them): `met` names
+    /// the zone, yet a database notification is read as "fetch the database".
+    @Test func theCapturedDatabaseFrameAsksForTheDatabase() {
+        let frame = """
+            {"aps":{"content-available":1},"ck":{"aux":{},"ce":2,"cid":"<MY ID>","ckuserid":"<MY USER ID>",
+            "met":{"dbs":1,"sid":"com.apple.coredata.cloudkit.private.subscription",
+            "zid":"com.apple.coredata.cloudkit.zone","zoid":"_85bc87478f3f4b2674583752b91e8249"},
+            "nid":"4a65fb63-98ea-4710-a41e-6d479c63aa41"}}
+            """
+        let notification = CloudNotification(userInfo: Self.userInfo(frame))
+        #expect(notification.fetch == .database)
+        #expect(notification.reason == .database)
+        #expect(notification.subscriptionID == "com.apple.coredata.cloudkit.private.subscription")
+        #expect(notification.notificationID == "4a65fb63-98ea-4710-a41e-6d479c63aa41")
+    }
+
     // MARK: - Built from Apple's parser
 
     @Test func aRecordZoneNotificationNamesItsZone() {
@@ -42,9 +59,11 @@ import Testing
             userInfo: Self.userInfo(
                 #"{"aps":{"content-available":1},"ck":{"ce":2,"cid":"iCloud.com.example.App","nid":"n-1","ckuserid":"_abc123","fet":{"zid":"ReadingList","zoid":"_abc123","dbs":2,"sid":"flatsync-ReadingList"}}}"#
             ))
-        #expect(notification == CloudNotification(
-            fetch: .zones([.readingList]), reason: .recordZone, notificationID: "n-1",
-            subscriptionID: "flatsync-ReadingList"))
+        #expect(
+            notification
+                == CloudNotification(
+                    fetch: .zones([.readingList]), reason: .recordZone, notificationID: "n-1",
+                    subscriptionID: "flatsync-ReadingList"))
     }
 
     @Test func aDatabaseNotificationAsksForTheDatabaseEvenWhenItNamesAZone() {
@@ -65,7 +84,9 @@ import Testing
         let ck: [String: Any] = ["nid": "n-3", "fet": ["zid": "ReadingHistory", "sid": "s"] as [String: Any]]
         let notification = CloudNotification(userInfo: ["aps": [String: Any](), "ck": ck])
         #expect(notification.fetch == .zones([.readingHistory]))
-        let hashable: [AnyHashable: Any] = ["ck": ["fet": ["zid": "ReadingList"] as [AnyHashable: Any]] as [AnyHashable: Any]]
+        let hashable: [AnyHashable: Any] = [
+            "ck": ["fet": ["zid": "ReadingList"] as [AnyHashable: Any]] as [AnyHashable: Any]
+        ]
         #expect(CloudNotification(userInfo: hashable).fetch == .zones([.readingList]))
     }
 
