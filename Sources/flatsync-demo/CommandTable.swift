@@ -103,7 +103,8 @@ enum CommandTable {
             details: """
                 Two devices and an in-memory cloud in a temporary directory, driven by SampleData/tour.json over
                 SampleData/articles.json: saves, a sync, a conflict and the merge rule that settled it, an
-                expired-token reset, a coalesced burst, and the final states side by side. Ends with
+                expired-token reset, a coalesced burst, notes deleted with their article, and the final states
+                side by side. Ends with
                 `converged: yes` (exit 0) or `converged: no` (exit 1). Set FLATSYNC_SAMPLE_DATA to use another
                 SampleData folder.
                 """,

@@ -62,7 +62,7 @@ struct DeviceCommands {
         case .pending:
             try await withStore { store in
                 let report = PendingReport(
-                    commands: await store.pendingCommands().count, records: await store.pendingRecordCount(),
+                    commands: await store.pendingCommandCount(), records: await store.pendingRecordCount(),
                     refused: await store.refusedChanges().map(RefusedRow.init))
                 try output.emit(report) { Self.describe(report) }
             }
@@ -72,9 +72,9 @@ struct DeviceCommands {
                     deviceID: store.deviceID,
                     readingList: await store.readingList.count(),
                     history: await store.history.count(),
-                    pendingCommands: await store.pendingCommands().count,
+                    pendingCommands: await store.pendingCommandCount(),
                     pendingRecords: await store.pendingRecordCount(),
-                    refusedRecords: await store.refusals.count
+                    refusedRecords: await store.refusedChanges().count
                 )
                 try output.emit(report) {
                     """

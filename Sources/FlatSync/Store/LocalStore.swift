@@ -23,8 +23,10 @@ import Synchronization
 /// A ``SyncContext`` owns a local store and syncs it; a `LocalStore` alone works offline.
 ///
 /// Files in the directory: `lock` (held with `flock` while open), `commands.log` (the append-only
-/// command log), `reading-list.plist` and `reading-history.plist` (snapshots), `device.plist` (the
-/// device ID and sync bookkeeping). Damaged files are moved aside as `<name>.corrupt-<timestamp>`.
+/// command log), `reading-list.plist`, `reading-history.plist` and `zone-<name>.plist` (snapshots of the
+/// built-in and host zones), `device.plist` and `device-id.plist` (the device ID and sync bookkeeping),
+/// `refused-changes.plist` (changes the server refused). Damaged files are moved aside as
+/// `<name>.corrupt-<timestamp>`. <doc:FileFormats> describes each.
 public actor LocalStore {
     /// How a directory is opened.
     public struct Options: Sendable {
@@ -234,7 +236,7 @@ public actor LocalStore {
         pending.recordCount()
     }
 
-    /// Saves both snapshots, flushes the log and gives up the directory. Later calls throw
+    /// Saves every zone's snapshot, flushes the log and gives up the directory. Later calls throw
     /// ``FlatSyncError/Code-swift.struct/storeClosed``.
     ///
     /// A log of many small entries (one per mutation since the last compaction) is rewritten first as one

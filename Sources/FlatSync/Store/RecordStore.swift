@@ -15,7 +15,8 @@
 /// CloudKit's 1 MB (``FlatSyncError/Code-swift.struct/recordTooLarge``).
 ///
 /// ```swift
-/// let notes = context.records(Note.self)
+/// try await context.readingList.add("a1")         // a note's deleteSelf reference needs its article
+/// let notes = context.records(Note.self)           // `Note` as in ``SyncableRecord``'s sample
 /// try await notes.save(Note(id: "n1", articleID: "a1", text: "Read with tea", created: .now))
 /// try await context.readingList.remove("a1")      // deletes the note too: its reference is deleteSelf
 /// ```

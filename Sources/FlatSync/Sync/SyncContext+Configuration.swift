@@ -22,7 +22,8 @@ extension SyncContext {
         public var historyDebounce: Duration = .seconds(5)
         /// The most records in one modify request (never more than the transport accepts).
         public var batchSize = 100
-        /// The most records one fetch page returns.
+        /// The most records one fetch page asks for. A transport may ask for fewer: CloudKit Web Services
+        /// answers at most 200 records per response, so its transport asks for no more than that.
         public var fetchResultsLimit = 400
         /// How long to wait after a failure.
         public var retryPolicy = RetryPolicy.default

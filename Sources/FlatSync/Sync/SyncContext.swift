@@ -16,10 +16,11 @@
 ///     directory: url,
 ///     account: CloudAccount(id: "user-1", transport: cloud)
 /// )
+/// let events = context.events()                   // subscribe first: a stream starts empty
+/// Task { for await event in events { print(event) } }
 /// try await context.start()                       // make sure the zones exist; send and fetch
 /// try await context.readingList.add("article-1")  // durable now, sent right away
 /// let summary = try await context.syncNow()        // pull to refresh: send, then fetch
-/// for await event in context.events() { print(event) }
 /// ```
 ///
 /// The host forwards system signals: ``handleRemoteNotification(userInfo:)`` for pushes,
