@@ -25,7 +25,7 @@ import Foundation
 ///
 /// ```swift
 /// let cloud = try DirectoryCloud(directory: URL(fileURLWithPath: ".flatsync/cloud"))
-/// try await cloud.createZones(ZoneID.all)
+/// try await cloud.createZones(ZoneID.builtIn)
 /// try await cloud.setFaultPlan(.random(rate: 0.2, seed: 42))   // seen by every process
 /// print(try await cloud.counters())
 /// ```

@@ -414,7 +414,7 @@ enum Measurements {
         let prefillMs = try await timeMilliseconds { try await prefill(store, pending: items) }
         let round = try await timeMilliseconds { try await sendRound(store, zone: .readingHistory) }
         let snapshots = try await timeMilliseconds {
-            for zone in ZoneID.all { try await store.persistSnapshot(of: zone) }
+            for zone in ZoneID.builtIn { try await store.persistSnapshot(of: zone) }
         }
         progress(
             String(format: "  prefill %.0f ms, send round %.0f ms, snapshots %.0f ms", prefillMs, round, snapshots))

@@ -312,7 +312,7 @@ enum CommandTable {
                 """,
             make: { values throws(ArgumentProblem) in
                 let name = values.operands[0]
-                guard let zone = ZoneID.all.first(where: { $0.name.lowercased() == name.lowercased() }) else {
+                guard let zone = ZoneID.builtIn.first(where: { $0.name.lowercased() == name.lowercased() }) else {
                     throw ArgumentProblem("unknown zone '\(name)': use ReadingList or ReadingHistory")
                 }
                 return .cloudDeleteZone(zone)

@@ -15,8 +15,15 @@ public struct ZoneID: Hashable, Comparable, Sendable, Codable, CustomStringConve
     public static let readingList = ZoneID("ReadingList")
     /// The zone that holds ``ReadingHistoryItem`` records.
     public static let readingHistory = ZoneID("ReadingHistory")
-    /// Both of FlatSync's zones, reading list first.
-    public static let all: [ZoneID] = [.readingList, .readingHistory]
+    /// FlatSync's two built-in zones, reading list first. A host's own zones (``SyncableRecord/zone``) are
+    /// not among them.
+    public static let builtIn: [ZoneID] = [.readingList, .readingHistory]
+
+    /// FlatSync's two built-in zones: not every zone a device syncs once it registers its own record types.
+    @available(
+        *, deprecated, renamed: "builtIn", message: "Only the two built-in zones; a host's zones are not among them."
+    )
+    public static var all: [ZoneID] { builtIn }
 
     public var description: String { name }
 

@@ -48,7 +48,7 @@ extension LocalStore {
                 zones.hostZones[zone] = try Self.loadSnapshot(
                     of: zone, in: directory, now: now, fileSystem: fileSystem, events: &events)
             }
-            let snapshotZones = ZoneID.all + registry.hostZones
+            let snapshotZones = ZoneID.builtIn + registry.hostZones
             for zone in snapshotZones {
                 snapshotSequenceOnDisk[zone] = zones.appliedThroughSequence(of: zone)
                 nextSequence = max(nextSequence, zones.appliedThroughSequence(of: zone) + 1)
@@ -158,7 +158,7 @@ extension LocalStore {
                 case .clearedAll(let sequence):
                     pending.clearAll()
                     overlay = [:]
-                    for zone in Set(ZoneID.all).union(zones.hostZones.keys).sorted() {
+                    for zone in Set(ZoneID.builtIn).union(zones.hostZones.keys).sorted() {
                         wipeIfOlder(zone, than: sequence)
                     }
                 case .counters(let nextSequence, let nextCommandID):

@@ -176,7 +176,7 @@ public actor LocalStore {
         DurableFileWriter.removeLeftoverTemporaryFiles(in: directory, fileSystem: fileSystem)
         let recovered = try Recovery(directory: directory, options: options, registry: registry)
         self.registry = registry
-        self.zoneIDs = ZoneID.all + registry.hostZones
+        self.zoneIDs = ZoneID.builtIn + registry.hostZones
         self.directory = directory
         self.options = options
         self.lock = lock

@@ -74,7 +74,7 @@ package struct RecordTypeRegistry: Sendable {
             entries[entry.zone, default: [:]][entry.recordType] = entry
         }
         self.entries = entries
-        hostZones = entries.keys.filter { !ZoneID.all.contains($0) }.sorted()
+        hostZones = entries.keys.filter { !ZoneID.builtIn.contains($0) }.sorted()
     }
 
     /// True when `name` is one CloudKit takes for a record type or a field: "one or more alphanumeric

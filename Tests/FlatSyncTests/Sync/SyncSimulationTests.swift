@@ -183,7 +183,7 @@ import Testing
                     ledger.syncs[index, default: []].append(
                         SyncRecord(start: start, end: ledger.tick(), clean: summary.isComplete))
                 case 85..<90:
-                    await device.handleRemoteNotification(zones: ZoneID.all)
+                    await device.handleRemoteNotification(zones: ZoneID.builtIn)
                 case 90..<95:
                     let elapsed = Duration.milliseconds(Int64.random(in: 0..<20_000, using: &random))
                     for (clock, device) in zip(clocks, devices) {

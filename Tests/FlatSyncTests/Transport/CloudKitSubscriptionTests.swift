@@ -23,7 +23,7 @@ struct CloudKitSubscriptionTests {
             ),
             Self.list(Self.zoneSubscription("flatsync-ReadingHistory", "ReadingHistory")),
         ])
-        try await makeTransport(exchange).subscribeToChanges(in: ZoneID.all)
+        try await makeTransport(exchange).subscribeToChanges(in: ZoneID.builtIn)
         let requests = exchange.requests
         #expect(requests.map(\.method) == ["GET", "POST"])
         #expect(
@@ -43,7 +43,7 @@ struct CloudKitSubscriptionTests {
         let exchange = ScriptedExchange([
             Self.list(Self.zoneSubscription("a", "ReadingList") + "," + Self.zoneSubscription("b", "ReadingHistory"))
         ])
-        try await makeTransport(exchange).subscribeToChanges(in: ZoneID.all + ZoneID.all)
+        try await makeTransport(exchange).subscribeToChanges(in: ZoneID.builtIn + ZoneID.builtIn)
         #expect(exchange.requests.count == 1)
     }
 
@@ -65,7 +65,8 @@ struct CloudKitSubscriptionTests {
         let exchange = ScriptedExchange([
             Self.list(""),
             Self.list(
-                #"{"subscriptionID":"flatsync-ReadingList","reason":"no such zone","serverErrorCode":"ZONE_NOT_FOUND"}"#),
+                #"{"subscriptionID":"flatsync-ReadingList","reason":"no such zone","serverErrorCode":"ZONE_NOT_FOUND"}"#
+            ),
             Self.list(""),
         ])
         let error = await #expect(throws: CloudError.self) {
