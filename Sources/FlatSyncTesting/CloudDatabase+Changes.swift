@@ -64,7 +64,10 @@ extension CloudDatabase {
     /// now (created then changed three times: once); a record is reported deleted only if it existed
     /// at the token and does not exist now (created and deleted since the token: not mentioned;
     /// deleted, re-created and deleted again: reported if it existed at the token). From `nil`, the
-    /// zone's records are returned and no deletions.
+    /// zone's records are returned, and deletions only when ``reportsDeletionsFromNoToken`` is set: then
+    /// the first page also reports every deletion the zone's history holds that fits in it, and later pages
+    /// the deletions of records that existed when paging began, as from any token (which CloudKit Web
+    /// Services does is not known).
     ///
     /// Changes are served in the order they were last made. When more than `resultsLimit` remain,
     /// `ZoneChanges.moreComing` is true and the returned token continues after the last one
@@ -104,7 +107,11 @@ extension CloudDatabase {
             let (step, name) = entries[index]
             guard let slot = zone.slots[name], slot.modifiedSequence == step else { continue }  // superseded
             if slot.record == nil {
-                guard let window, slot.existed(from: window.base, through: window.mint) else { continue }
+                if let window {
+                    guard slot.existed(from: window.base, through: window.mint) else { continue }
+                } else if !reportsDeletionsFromNoToken {
+                    continue
+                }
             }
             if changed.count + deleted.count == resultsLimit {
                 moreComing = true

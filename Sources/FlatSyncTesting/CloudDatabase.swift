@@ -68,6 +68,9 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// CloudKit puts in one `changes/database` answer is not documented (ckws.md). Optional for state files
     /// written before it was kept.
     var storedDatabaseChangesLimit: Int?
+    /// Whether a zone fetch from no token reports deletions too (see ``reportsDeletionsFromNoToken``).
+    /// Optional for state files written before it was kept.
+    var storedReportsDeletionsFromNoToken: Bool?
     /// The zone subscriptions, by ID (see `CloudDatabase+Subscriptions.swift`). Optional because state
     /// files written before subscriptions were kept have no such key, and they must still open.
     var subscriptionsByID: [String: CloudSubscription]?
@@ -175,6 +178,20 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     public mutating func setDatabaseChangesLimit(_ limit: Int) {
         precondition(limit >= 1, "databaseChangesLimit must be at least 1")
         storedDatabaseChangesLimit = limit
+    }
+
+    /// Whether ``fetchZoneChanges(in:since:resultsLimit:)`` from no token reports the deletions the zone's
+    /// history still holds (those that fit in its first page), besides its records. False unless set.
+    ///
+    /// Which CloudKit does is not known for CloudKit Web Services. For the native API, Apple's developer
+    /// technical support says a fetch from no token does return deletions (of records "created on the
+    /// device that is doing the fetch", or deleted concurrently; developer forums thread 813286, in
+    /// ckws-client.md), so a client must take either answer: setting this has the emulator give the other.
+    public var reportsDeletionsFromNoToken: Bool { storedReportsDeletionsFromNoToken ?? false }
+
+    /// Sets ``reportsDeletionsFromNoToken``.
+    public mutating func setReportsDeletionsFromNoToken(_ reports: Bool) {
+        storedReportsDeletionsFromNoToken = reports
     }
 
     /// Changes how many record changes each zone keeps, compacting at once if the limit shrank.

@@ -149,6 +149,12 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         database.setDatabaseChangesLimit(limit)
     }
 
+    /// Sets whether a zone fetch from no token reports deletions too (see
+    /// ``CloudDatabase/reportsDeletionsFromNoToken``); over HTTP, the emulator backed by this cloud too.
+    public func setReportsDeletionsFromNoToken(_ reports: Bool) {
+        database.setReportsDeletionsFromNoToken(reports)
+    }
+
     public func setProductionSchema(_ schema: CloudSchema?) {
         database.setProductionSchema(schema)
     }

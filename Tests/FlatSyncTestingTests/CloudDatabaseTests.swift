@@ -68,6 +68,36 @@ struct CloudDatabaseTests {
         #expect(try database.fetchDatabaseChanges(since: token).deletedZones.isEmpty, "each deletion once")
     }
 
+    /// CloudKit's native fetch from no token returns deletions too (Apple DTS, in ckws-client.md); what
+    /// CloudKit Web Services does is not known, so the emulator can answer either way. Set, a fetch from
+    /// no token also reports the deletions the zone's history holds that fit in its first page; later
+    /// pages report deletions as from any token, and a fetch from a token is unchanged.
+    @Test func aFetchFromNoTokenCanReportDeletionsToo() throws {
+        var database = CloudDatabase()
+        try database.createZones([.notes])
+        _ = try database.modifyRecords(
+            saving: ["a", "b", "c", "d"].map { RecordSave(makeRecord($0)) }, deleting: [], atomically: false)
+        _ = try database.modifyRecords(
+            saving: [], deleting: ["b", "d"].map { RecordDeletion(recordID($0), policy: .force) }, atomically: false)
+        let quiet = try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10)
+        #expect(quiet.deletedRecordIDs.isEmpty && Set(quiet.changedRecords.map(\.id.name)) == ["a", "c"])
+        #expect(!database.reportsDeletionsFromNoToken)
+
+        database.setReportsDeletionsFromNoToken(true)
+        let told = try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10)
+        #expect(Set(told.changedRecords.map(\.id.name)) == ["a", "c"])
+        #expect(Set(told.deletedRecordIDs.map(\.name)) == ["b", "d"] && !told.moreComing)
+        // Paged: the first page (a, c) holds no deletion; "c" deleted while paging is reported after.
+        let first = try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 2)
+        #expect(first.changedRecords.map(\.id.name) == ["a", "c"] && first.moreComing)
+        _ = try database.modifyRecords(
+            saving: [], deleting: [RecordDeletion(recordID("c"), policy: .force)], atomically: false)
+        let second = try database.fetchZoneChanges(in: .notes, since: first.token, resultsLimit: 2)
+        #expect(second.deletedRecordIDs.map(\.name) == ["c"] && !second.moreComing)
+        let after = try database.fetchZoneChanges(in: .notes, since: told.token, resultsLimit: 10)
+        #expect(after.changedRecords.isEmpty && after.deletedRecordIDs.map(\.name) == ["c"], "net, from a token")
+    }
+
     @Test func theDatabaseRoundTripsThroughAPropertyList() throws {
         let database = try busyDatabase()
         let encoder = PropertyListEncoder()

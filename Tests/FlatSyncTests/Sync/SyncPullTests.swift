@@ -64,8 +64,12 @@ import Testing
         }
     }
 
-    @Test func aResetDeletesWhatTheServerNoLongerHasExceptPendingChanges() async throws {
+    /// Also when the server tells of deletions from no token (`reportsDeletions`), as CloudKit's native
+    /// API does; which CloudKit Web Services does is not known.
+    @Test(arguments: [false, true])
+    func aResetDeletesWhatTheServerNoLongerHasExceptPendingChanges(reportsDeletions: Bool) async throws {
         try await SyncHarness.run { harness in
+            await harness.cloud.setReportsDeletionsFromNoToken(reportsDeletions)
             let a = try await harness.device("A")
             let b = try await harness.device("B")
             try await a.readingList.apply([.add(articleID: "kept"), .add(articleID: "gone"), .add(articleID: "edited")])

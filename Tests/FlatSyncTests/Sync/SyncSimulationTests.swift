@@ -100,6 +100,9 @@ import Testing
         try await SyncHarness.run(cloud: InMemoryCloud(changeHistoryLimit: 60), via: route) { harness in
             // A zone a page: every full fetch pages the database's changes too, faults between pages and all.
             await harness.cloud.setDatabaseChangesLimit(1)
+            // Half the seeds are told of deletions when they fetch from no token, as CloudKit's native API
+            // does; which CKWS does is not known.
+            await harness.cloud.setReportsDeletionsFromNoToken(seed % 2 == 1)
             var random = SeededRandomNumberGenerator(seed: seed &* 0x9E37_79B9 &+ 1)
             var result = Result()
             // Each device has its own clock and its own view of the cloud (which can hold a request), and
