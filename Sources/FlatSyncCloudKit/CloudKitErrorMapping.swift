@@ -142,6 +142,7 @@ enum CloudKitErrorMapping {
             code = .changeTokenExpired
             message += ". Taken as an expired change token: CloudKit documents no code for one."
         }
+        if let uuid = fields.uuid, !uuid.isEmpty { message += " (error \(uuid))" }
         let retryAfter = fields.retryAfter.flatMap(duration(seconds:)) ?? retryAfterHeader.flatMap(headerDuration)
         return CloudError(
             code, message, retryAfter: retryAfter, serverErrorCode: raw,

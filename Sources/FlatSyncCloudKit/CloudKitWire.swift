@@ -111,6 +111,8 @@ enum CloudKitWire {
         var reason: String?
         var retryAfter: Double?
         var redirectURL: String?
+        /// "A unique identifier for this error" (Apple's error dictionary): what Apple's support asks for.
+        var uuid: String?
 
         init(serverErrorCode: String?, reason: String? = nil, retryAfter: Double? = nil, redirectURL: String? = nil) {
             self.serverErrorCode = serverErrorCode
@@ -133,6 +135,7 @@ enum CloudKitWire {
             case "reason": reason = try reader.string()
             case "retryAfter": retryAfter = try reader.double()
             case "redirectURL": redirectURL = try reader.string()
+            case "uuid": uuid = try reader.string()
             default: return false
             }
             return true

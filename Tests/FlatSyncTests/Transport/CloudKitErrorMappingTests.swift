@@ -74,6 +74,7 @@ struct CloudKitErrorMappingTests {
         #expect(error?.serverErrorCode == row.code, "the raw code is kept")
         #expect(error?.retryAfter == .milliseconds(1_500), "retryAfter is in seconds")
         #expect(error?.message.contains("why") == true)
+        #expect(error?.message.hasSuffix("(error u-1)") == true, "Apple's uuid of the error, for its support")
         #expect(error?.redirectURL == URL(string: "https://idmsa.apple.com/signin"))
     }
 
@@ -94,7 +95,7 @@ struct CloudKitErrorMappingTests {
         // CONFLICT and NOT_FOUND on a save have their own handling (a lookup; unknownItem), tested elsewhere.
         guard !["CONFLICT", "EXISTS", "NOT_FOUND", "ZONE_NOT_FOUND"].contains(row.code) else { return }
         let exchange = ScriptedExchange([
-            .json(#"{"records":[{"recordName":"a","serverErrorCode":"\#(row.code)","retryAfter":4}]}"#)
+            .json(#"{"records":[{"recordName":"a","serverErrorCode":"\#(row.code)","retryAfter":4,"uuid":"u-2"}]}"#)
         ])
         let result = try await makeTransport(exchange).modifyRecords(
             saving: [RecordSave(Record(id: RecordID(zone: ZoneID("Z"), name: "a"), type: "T"))], deleting: [],
@@ -103,6 +104,7 @@ struct CloudKitErrorMappingTests {
         let expected = row.code == "SOMETHING_NEW" ? CloudError.Code.invalidArguments : row.expected
         #expect(error.code == expected, "an unknown item code has no status to go by: it is refused data")
         #expect(error.retryAfter == .seconds(4))
+        #expect(error.message.hasSuffix("(error u-2)"))
     }
 
     // MARK: - Expired change tokens
