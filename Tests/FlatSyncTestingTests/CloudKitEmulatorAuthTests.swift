@@ -154,7 +154,7 @@ struct CloudKitEmulatorAuthTests {
             let token = try #require(try await client.get("zones/list").webAuthToken)
             _ = try await client.get("zones/list", webAuthToken: token)
             _ = try await client.post("records/modify", Data("nope".utf8), webAuthToken: token)
-            let push = try await client.post("tokens/create", [String: Any]())
+            let push = try await client.post("tokens/create", ["apnsEnvironment": "development"])
             let courier = try #require(push.json["webcourierURL"] as? String)
             try await server.backing.setFaultPlan(.failNext(1, .listZones, with: .networkFailure))
             await #expect(throws: (any Error).self) { _ = try await client.get("zones/list") }

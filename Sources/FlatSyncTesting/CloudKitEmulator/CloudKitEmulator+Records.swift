@@ -39,6 +39,14 @@ extension CloudKitEmulator {
     /// - `delete` + tag: delete if the tag is current (missing → success); `forceDelete`: delete.
     /// - `replace`, `update` or `delete` without a tag: BAD_REQUEST for that record (the tag "is required").
     ///
+    /// **Emulator behaviour** in that list, where Apple says nothing and no capture is known: NOT_FOUND for
+    /// an update or replace of a missing record, success for a delete of one, and BAD_REQUEST as the code
+    /// of a missing tag; a missing zone fails each record with ZONE_NOT_FOUND inside the 200 rather than
+    /// the request; the other records of a failed atomic request get ATOMIC_ERROR, which ckws.md marks
+    /// uncertain (by analogy with the native `batchRequestFailed`). Apple makes `zoneID` optional
+    /// (`_defaultZone`) and `recordType` required only for `create` and `forceUpdate`; the emulator
+    /// requires both on every request and save, stricter than CloudKit, which FlatSync always sends.
+    ///
     /// With a production schema (``CloudDatabase/productionSchema``), a save whose record type or field the
     /// schema lacks, or whose field was sent with another type (an empty list as `STRING_LIST` for an
     /// `INT64_LIST` field, say), fails for that record with BAD_REQUEST in CloudKit's words.

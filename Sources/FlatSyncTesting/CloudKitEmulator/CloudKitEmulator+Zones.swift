@@ -5,8 +5,8 @@ import Foundation
 // zones/list, zones/modify, changes/database and changes/zone, in the wire contract's shapes.
 
 extension CloudKitEmulator {
-    /// `zones/list` → `{"zones":[{"zoneID":…,"atomic":true}]}`, always with `_defaultZone` first, as the
-    /// real server lists it.
+    /// `zones/list` → `{"zones":[{"zoneID":…,"atomic":true}]}`, always with `_defaultZone`, which every
+    /// database has (ckws.md §3); listing it first is emulator behaviour.
     func listZones() async -> HTTPServerReply {
         switch await serve(.listZones, { $0.listZones() }) {
         case .failure(let error):
@@ -73,6 +73,7 @@ extension CloudKitEmulator {
             let zones = operations.map { operation -> JSONValue in
                 operation.create
                     ? ["zoneID": CloudKitJSON.zoneID(operation.zone), "atomic": true]
+                    // Emulator behaviour: Apple documents a zone dictionary here, not what marks a delete.
                     : ["zoneID": CloudKitJSON.zoneID(operation.zone), "deleted": true]
             }
             return Self.ok(["zones": .array(zones)])
@@ -108,7 +109,8 @@ extension CloudKitEmulator {
                 if options.guessedErrorCodes, deletion.reason == .deletedByUser { entry["purged"] = true }
                 zones.append(CloudKitJSON.value(entry))
             }
-            // A zone deleted and created again since the token is listed twice, deleted first.
+            // A zone deleted and created again since the token is listed twice, deleted first (emulator
+            // behaviour: how CloudKit lists such a zone is not known).
             for zone in changes.changedZones {
                 zones.append(["zoneID": CloudKitJSON.zoneID(zone)])
             }
@@ -134,7 +136,8 @@ extension CloudKitEmulator {
 
     /// `changes/zone` → 200 `{"zones":[…]}`, one entry per zone asked for: its changed records and
     /// tombstones, `syncToken` and `moreComing`; or, for a missing zone or an unusable token, the zone's
-    /// `serverErrorCode` and `reason`. `resultsLimit` (per zone, else the request's, else 200) is clamped
+    /// `serverErrorCode` and `reason` (per zone: documented for the response's shape; that an unusable
+    /// token fails its zone rather than the request is emulator behaviour). `resultsLimit` (per zone, else the request's, else 200) is clamped
     /// to 200; below 1 fails the request.
     func zoneChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
         let fetches = Result { () throws(CloudKitJSON.Problem) -> [ZoneFetch] in

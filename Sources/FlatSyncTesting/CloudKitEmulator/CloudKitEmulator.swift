@@ -220,7 +220,9 @@ final class CloudKitEmulator: Sendable {
     }
 
     /// The answer to a request ``authenticate(_:)`` refused: 401 for a bad API token or a stale web auth
-    /// token, 421 with the sign-in page's URL when a web auth token is needed.
+    /// token, 421 with the sign-in page's URL when a web auth token is needed. Apple documents both codes
+    /// and that a token is good for one round trip, not which answers a spent token: 401 is emulator
+    /// behaviour (a 421 would have the engine forget the token and ask the user to sign in, as it does).
     private func refusal(_ request: HTTPServerRequest) -> HTTPServerReply {
         if let problem = apiTokenProblem(request) {
             return .response(Self.errorResponse(401, "AUTHENTICATION_FAILED", problem))
@@ -311,7 +313,9 @@ final class CloudKitEmulator: Sendable {
         HTTPServerResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: body)
     }
 
-    /// A request-level error response, with `Retry-After` when `retryAfter` is set.
+    /// A request-level error response, with `Retry-After` when `retryAfter` is set. The body's `retryAfter`
+    /// is documented; whether CloudKit also sends the header is not known (emulator behaviour: the
+    /// transport's golden tests read the body alone).
     static func errorResponse(
         _ status: Int, _ serverErrorCode: String, _ reason: String, retryAfter: Duration? = nil,
         redirectURL: URL? = nil
