@@ -2,6 +2,8 @@ import FlatSync
 import Foundation
 
 extension CloudKitWebServicesTransport {
+    /// One page of a zone's changes since `token`, from `changes/zone`: at most `resultsLimit` records and
+    /// deletions, and never more than the 200 CloudKit answers with.
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws
         -> ZoneChanges
     {
@@ -56,6 +58,7 @@ extension CloudKitWebServicesTransport {
             moreComing: page.moreComing ?? false)
     }
 
+    /// The records with these IDs that exist, from `records/lookup`, one request per zone.
     public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
         try Self.requireNames(ids)
         var found: [RecordID: Record] = [:]
@@ -102,6 +105,8 @@ extension CloudKitWebServicesTransport {
         return (found, zoneError)
     }
 
+    /// Saves and deletes records with `records/modify`, in requests of at most 200 operations, returning a result
+    /// for each record (see <doc:MeetingCloudKit> for how CloudKit's answers map).
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {

@@ -5,6 +5,8 @@ extension CloudKitWebServicesTransport {
     /// The zone CloudKit lists in every database; FlatSync never uses it.
     static let defaultZoneName = "_defaultZone"
 
+    /// The zones that exist, from `zones/list` (`GET`), without CloudKit's `_defaultZone`, which FlatSync never
+    /// uses.
     public func listZones() async throws -> [ZoneID] {
         let reply = try await send(.listZones, method: "GET", body: nil)
         let response = try decode(CloudKitWire.ZonesResponse.self, reply, .listZones)
@@ -28,10 +30,12 @@ extension CloudKitWebServicesTransport {
         return zones.sorted()
     }
 
+    /// Creates zones in one `zones/modify`; a zone that exists already counts as created.
     public func createZones(_ zones: [ZoneID]) async throws {
         try await modifyZones(zones, operationType: "create")
     }
 
+    /// Deletes zones and their records in one `zones/modify`; a zone that does not exist counts as deleted.
     public func deleteZones(_ zones: [ZoneID]) async throws {
         try await modifyZones(zones, operationType: "delete")
     }
@@ -53,6 +57,7 @@ extension CloudKitWebServicesTransport {
         }
     }
 
+    /// The zones that changed or were deleted since `token`, from one page of `changes/database`.
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
         let request = CloudKitWire.DatabaseChangesRequest(syncToken: token.map(Self.syncToken))
         let reply = try await send(.databaseChanges, body: try encode(request), sentChangeToken: token != nil)

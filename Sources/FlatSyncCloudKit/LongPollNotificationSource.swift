@@ -79,6 +79,9 @@ public struct LongPollNotificationSource: CloudNotificationSource {
     /// How many such answers in a row are polled again at once before the source waits between polls.
     static let quickKeepalivesAllowed = 3
 
+    /// The notifications of the user's container, polled from its web courier until the stream is dropped:
+    /// one element per push, and a whole-database fetch after every token registered and every gap in which
+    /// a push may have been lost.
     public func notifications() -> AsyncThrowingStream<CloudNotification, any Error> {
         let (stream, continuation) = AsyncThrowingStream<CloudNotification, any Error>.makeStream()
         let task = Task { [self] in

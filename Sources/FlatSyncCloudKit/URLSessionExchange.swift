@@ -35,6 +35,9 @@ public final class URLSessionExchange: HTTPExchange {
         session = URLSession(configuration: configuration)
     }
 
+    /// Sends `request` with this exchange's session and returns the response, whatever its status; a
+    /// failure of the connection throws its `URLError`, and cancelling the task cancels the request
+    /// (throwing `CancellationError`).
     public func send(_ request: HTTPExchangeRequest) async throws -> HTTPExchangeResponse {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method

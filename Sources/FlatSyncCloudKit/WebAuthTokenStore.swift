@@ -25,8 +25,10 @@ public final class InMemoryWebAuthTokenStore: WebAuthTokenStore {
         self.token = Mutex(token)
     }
 
+    /// The token held, if any.
     public func loadToken() -> String? { token.withLock { $0 } }
 
+    /// Holds `newToken`, or forgets the token (nil).
     public func saveToken(_ newToken: String?) {
         token.withLock { $0 = newToken }
     }
@@ -61,6 +63,7 @@ public final class DirectoryWebAuthTokenStore: WebAuthTokenStore {
         self.fileSystem = fileSystem
     }
 
+    /// The token in the file, or nil when there is none; a damaged file is moved aside and reads as none.
     public func loadToken() throws -> String? {
         guard let data = try fileSystem.readFile(file.path) else { return nil }
         if let token = Self.decode(data) { return token }
@@ -69,6 +72,7 @@ public final class DirectoryWebAuthTokenStore: WebAuthTokenStore {
         return nil
     }
 
+    /// Writes `token` durably, or removes the file (nil).
     public func saveToken(_ token: String?) throws {
         let directory = file.deletingLastPathComponent().path
         guard let token else {

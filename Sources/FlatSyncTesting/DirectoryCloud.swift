@@ -83,24 +83,35 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
 
     // MARK: - CloudTransport
 
+    /// The zones that exist. Served under the directory's lock from its state file, counted and faulted as
+    /// ``InMemoryCloud`` serves it.
     public func listZones() async throws -> [ZoneID] {
         try await request(.listZones) { $0.listZones() }
     }
 
+    /// Creates zones; creating a zone that exists is not an error. Served under the directory's lock from its
+    /// state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func createZones(_ zones: [ZoneID]) async throws {
         try await request(.createZones) { (database) throws(CloudError) in try database.createZones(zones) }
     }
 
+    /// Deletes zones and every record in them, as an app would (not as the user). Served under the directory's
+    /// lock from its state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func deleteZones(_ zones: [ZoneID]) async throws {
         try await request(.deleteZones) { (database) throws(CloudError) in try database.deleteZones(zones) }
     }
 
+    /// The zones that changed or were deleted since `token` (`nil`: since the beginning). Served under the
+    /// directory's lock from its state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
         try await request(.fetchDatabaseChanges) { (database) throws(CloudError) in
             try database.fetchDatabaseChanges(since: token)
         }
     }
 
+    /// The net changes to one zone since `token` (`nil`: everything), at most `resultsLimit` records and deletions
+    /// per call. Served under the directory's lock from its state file, counted and faulted as ``InMemoryCloud``
+    /// serves it.
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws
         -> ZoneChanges
     {
@@ -109,6 +120,8 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
         }
     }
 
+    /// Saves and deletes records, returning a result for each one (all or none when `atomically`). Served under
+    /// the directory's lock from its state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {
@@ -117,10 +130,14 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
         }
     }
 
+    /// The records with these IDs that exist; IDs that do not exist are left out of the result. Served under the
+    /// directory's lock from its state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
         try await request(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
     }
 
+    /// Makes sure each zone has a zone subscription, created where none exists. Served under the directory's lock
+    /// from its state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func subscribeToChanges(in zones: [ZoneID]) async throws {
         try await request(.modifySubscriptions) { (database) throws(CloudError) in
             try database.subscribeToChanges(in: zones)
@@ -129,50 +146,74 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
 
     // MARK: - CloudAdministration
 
+    /// Makes every change token minted so far fail with `CloudError.Code.changeTokenExpired`. Under the
+    /// directory's lock, for every process sharing it; not counted and never faulted.
     public func expireAllChangeTokens() async throws {
         try await administer { $0.expireAllChangeTokens() }
     }
 
+    /// Makes the change tokens minted so far for one zone fail with `CloudError.Code.changeTokenExpired`. Under
+    /// the directory's lock, for every process sharing it; not counted and never faulted.
     public func expireChangeTokens(in zone: ZoneID) async throws {
         try await administer { $0.expireChangeTokens(in: zone) }
     }
 
+    /// Deletes a zone and its records as the user would from Settings. Under the directory's lock, for every
+    /// process sharing it; not counted and never faulted.
     public func deleteZoneAsUser(_ zone: ZoneID) async throws {
         try await administer { (database) throws(CloudError) in try database.deleteZoneAsUser(zone) }
     }
 
+    /// Replaces the fault plan (and restarts its random generator from the plan's seed). Under the directory's
+    /// lock, for every process sharing it; not counted and never faulted.
     public func setFaultPlan(_ plan: FaultPlan) async throws {
         try await administer { $0.setFaultPlan(plan) }
     }
 
+    /// The fault plan as it stands: scripted faults already used up are gone. Under the directory's lock, for
+    /// every process sharing it; not counted and never faulted.
     public func faultPlan() async throws -> FaultPlan {
         try await administer { $0.faultPlan }
     }
 
+    /// Sets how many record changes each zone keeps (`nil`: all). Under the directory's lock, for every process
+    /// sharing it; not counted and never faulted.
     public func setChangeHistoryLimit(_ limit: Int?) async throws {
         try await administer { $0.setChangeHistoryLimit(limit) }
     }
 
+    /// Makes the server a production environment deployed with `schema` (`nil`: a development one). Under the
+    /// directory's lock, for every process sharing it; not counted and never faulted.
     public func setProductionSchema(_ schema: CloudSchema?) async throws {
         try await administer { $0.setProductionSchema(schema) }
     }
 
+    /// The production schema the server enforces, or `nil` in development. Under the directory's lock, for every
+    /// process sharing it; not counted and never faulted.
     public func productionSchema() async throws -> CloudSchema? {
         try await administer { $0.productionSchema }
     }
 
+    /// What the server has served since it was created or the counters were reset. Under the directory's lock, for
+    /// every process sharing it; not counted and never faulted.
     public func counters() async throws -> CloudCounters {
         try await administer { $0.counters }
     }
 
+    /// Sets every counter back to zero. Under the directory's lock, for every process sharing it; not counted and
+    /// never faulted.
     public func resetCounters() async throws {
         try await administer { $0.resetCounters() }
     }
 
+    /// The records the server holds in `zone`, sorted by name, with their change tags. Under the directory's lock,
+    /// for every process sharing it; not counted and never faulted.
     public func records(in zone: ZoneID) async throws -> [Record] {
         try await administer { $0.records(in: zone) }
     }
 
+    /// The zone subscriptions the server holds, sorted by ID. Under the directory's lock, for every process
+    /// sharing it; not counted and never faulted.
     public func subscriptions() async throws -> [CloudSubscription] {
         try await administer { $0.subscriptions() }
     }

@@ -73,24 +73,35 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
 
     // MARK: - CloudTransport
 
+    /// The zones that exist. Served by the cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the
+    /// ``FaultPlan`` says.
     public func listZones() async throws -> [ZoneID] {
         try await serve(.listZones) { $0.listZones() }
     }
 
+    /// Creates zones; creating a zone that exists is not an error. Served by the cloud's ``CloudDatabase``:
+    /// counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func createZones(_ zones: [ZoneID]) async throws {
         try await serve(.createZones) { (database) throws(CloudError) in try database.createZones(zones) }
     }
 
+    /// Deletes zones and every record in them, as an app would (not as the user). Served by the cloud's
+    /// ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func deleteZones(_ zones: [ZoneID]) async throws {
         try await serve(.deleteZones) { (database) throws(CloudError) in try database.deleteZones(zones) }
     }
 
+    /// The zones that changed or were deleted since `token` (`nil`: since the beginning). Served by the cloud's
+    /// ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
         try await serve(.fetchDatabaseChanges) { (database) throws(CloudError) in
             try database.fetchDatabaseChanges(since: token)
         }
     }
 
+    /// The net changes to one zone since `token` (`nil`: everything), at most `resultsLimit` records and deletions
+    /// per call. Served by the cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the
+    /// ``FaultPlan`` says.
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws
         -> ZoneChanges
     {
@@ -99,6 +110,8 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         }
     }
 
+    /// Saves and deletes records, returning a result for each one (all or none when `atomically`). Served by the
+    /// cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {
@@ -107,10 +120,14 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         }
     }
 
+    /// The records with these IDs that exist; IDs that do not exist are left out of the result. Served by the
+    /// cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
         try await serve(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
     }
 
+    /// Makes sure each zone has a zone subscription, created where none exists. Served by the cloud's
+    /// ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func subscribeToChanges(in zones: [ZoneID]) async throws {
         try await serve(.modifySubscriptions) { (database) throws(CloudError) in
             try database.subscribeToChanges(in: zones)
@@ -119,26 +136,35 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
 
     // MARK: - CloudAdministration
 
+    /// Makes every change token minted so far fail with `CloudError.Code.changeTokenExpired`. Not counted and
+    /// never faulted.
     public func expireAllChangeTokens() {
         database.expireAllChangeTokens()
     }
 
+    /// Makes the change tokens minted so far for one zone fail with `CloudError.Code.changeTokenExpired`. Not
+    /// counted and never faulted.
     public func expireChangeTokens(in zone: ZoneID) {
         database.expireChangeTokens(in: zone)
     }
 
+    /// Deletes a zone and its records as the user would from Settings. Not counted and never faulted.
     public func deleteZoneAsUser(_ zone: ZoneID) throws(CloudError) {
         try database.deleteZoneAsUser(zone)
     }
 
+    /// Replaces the fault plan (and restarts its random generator from the plan's seed). Not counted and never
+    /// faulted.
     public func setFaultPlan(_ plan: FaultPlan) {
         database.setFaultPlan(plan)
     }
 
+    /// The fault plan as it stands: scripted faults already used up are gone. Not counted and never faulted.
     public func faultPlan() -> FaultPlan {
         database.faultPlan
     }
 
+    /// Sets how many record changes each zone keeps (`nil`: all). Not counted and never faulted.
     public func setChangeHistoryLimit(_ limit: Int?) {
         database.setChangeHistoryLimit(limit)
     }
@@ -155,26 +181,34 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         database.setReportsDeletionsFromNoToken(reports)
     }
 
+    /// Makes the server a production environment deployed with `schema` (`nil`: a development one). Not counted
+    /// and never faulted.
     public func setProductionSchema(_ schema: CloudSchema?) {
         database.setProductionSchema(schema)
     }
 
+    /// The production schema the server enforces, or `nil` in development. Not counted and never faulted.
     public func productionSchema() -> CloudSchema? {
         database.productionSchema
     }
 
+    /// What the server has served since it was created or the counters were reset. Not counted and never faulted.
     public func counters() -> CloudCounters {
         database.counters
     }
 
+    /// Sets every counter back to zero. Not counted and never faulted.
     public func resetCounters() {
         database.resetCounters()
     }
 
+    /// The records the server holds in `zone`, sorted by name, with their change tags. Not counted and never
+    /// faulted.
     public func records(in zone: ZoneID) -> [Record] {
         database.records(in: zone)
     }
 
+    /// The zone subscriptions the server holds, sorted by ID. Not counted and never faulted.
     public func subscriptions() -> [CloudSubscription] {
         database.subscriptions()
     }

@@ -31,14 +31,20 @@ public struct HTTPCloudAdministration: CloudAdministration {
         self.http = http
     }
 
+    /// Makes every change token minted so far fail with `CloudError.Code.changeTokenExpired`. Over HTTP, through
+    /// the emulator's administration endpoint.
     public func expireAllChangeTokens() async throws {
         _ = try await send("POST", "expire-tokens", body: [String: String]())
     }
 
+    /// Makes the change tokens minted so far for one zone fail with `CloudError.Code.changeTokenExpired`. Over
+    /// HTTP, through the emulator's administration endpoint.
     public func expireChangeTokens(in zone: ZoneID) async throws {
         _ = try await send("POST", "expire-tokens", body: ["zone": zone.name])
     }
 
+    /// Deletes a zone and its records as the user would from Settings. Over HTTP, through the emulator's
+    /// administration endpoint.
     public func deleteZoneAsUser(_ zone: ZoneID) async throws {
         _ = try await send("POST", "delete-zone", body: ["zone": zone.name])
     }
@@ -52,22 +58,32 @@ public struct HTTPCloudAdministration: CloudAdministration {
         }
     }
 
+    /// Makes the server a production environment deployed with `schema` (`nil`: a development one). Over HTTP,
+    /// through the emulator's administration endpoint.
     public func setProductionSchema(_ schema: CloudSchema?) async throws {
         _ = try await send("POST", "schema", body: SchemaBody(schema: schema))
     }
 
+    /// The production schema the server enforces, or `nil` in development. Over HTTP, through the emulator's
+    /// administration endpoint.
     public func productionSchema() async throws -> CloudSchema? {
         try decode(SchemaBody.self, try await send("GET", "schema")).schema
     }
 
+    /// Replaces the fault plan (and restarts its random generator from the plan's seed). Over HTTP, through the
+    /// emulator's administration endpoint.
     public func setFaultPlan(_ plan: FaultPlan) async throws {
         _ = try await send("POST", "faults", body: plan)
     }
 
+    /// The fault plan as it stands: scripted faults already used up are gone. Over HTTP, through the emulator's
+    /// administration endpoint.
     public func faultPlan() async throws -> FaultPlan {
         try decode(FaultPlan.self, try await send("GET", "faults"))
     }
 
+    /// Sets how many record changes each zone keeps (`nil`: all). Over HTTP, through the emulator's administration
+    /// endpoint.
     public func setChangeHistoryLimit(_ limit: Int?) async throws {
         struct Limit: Encodable {
             var limit: Int?
@@ -80,19 +96,26 @@ public struct HTTPCloudAdministration: CloudAdministration {
         _ = try await send("POST", "history-limit", body: Limit(limit: limit))
     }
 
+    /// What the server has served since it was created or the counters were reset. Over HTTP, through the
+    /// emulator's administration endpoint.
     public func counters() async throws -> CloudCounters {
         try decode(CloudCounters.self, try await send("GET", "counters"))
     }
 
+    /// Sets every counter back to zero. Over HTTP, through the emulator's administration endpoint.
     public func resetCounters() async throws {
         _ = try await send("POST", "reset-counters", body: [String: String]())
     }
 
+    /// The records the server holds in `zone`, sorted by name, with their change tags. Over HTTP, through the
+    /// emulator's administration endpoint.
     public func records(in zone: ZoneID) async throws -> [Record] {
         let name = zone.name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? zone.name
         return try decode([Record].self, try await send("GET", "records", query: "zone=\(name)"))
     }
 
+    /// The zone subscriptions the server holds, sorted by ID. Over HTTP, through the emulator's administration
+    /// endpoint.
     public func subscriptions() async throws -> [CloudSubscription] {
         try decode([CloudSubscription].self, try await send("GET", "subscriptions"))
     }
