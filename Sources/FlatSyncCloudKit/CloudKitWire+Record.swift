@@ -6,9 +6,10 @@ extension CloudKitWire {
     ///
     /// CKWS reports the writer of a version as `modified.deviceID`, but a web client cannot say what to
     /// put there (who sets it for a web client is not documented), so FlatSync sends its device ID as
-    /// an ordinary STRING field under this name and reads it back from there first, then from
-    /// `modified.deviceID`. It is part of every record type of `CloudSchema.flatSync`: a production
-    /// container needs it deployed.
+    /// an ordinary STRING field under this name and reads it back from there only: `modified.deviceID` is
+    /// whatever the server calls the device, never a FlatSync ID, so a version without the field (written
+    /// only by native apps) has no `lastModifiedBy`. It is part of every record type of
+    /// `CloudSchema.flatSync`: a production container needs it deployed.
     ///
     /// A client that does not know the field (a native app on the same container) leaves it as it was when
     /// it saves only its changed keys, so after such a save it still names the last FlatSync device that
@@ -61,10 +62,7 @@ extension CloudKitWire {
             throw FieldProblem("the record \(name) has no recordType")
         }
         var fields = entry.fields
-        var writer = fields.removeValue(forKey: lastModifiedByField)?.stringValue
-        if writer == nil, let deviceID = entry.modifiedBy, !deviceID.isEmpty {
-            writer = deviceID
-        }
+        let writer = fields.removeValue(forKey: lastModifiedByField)?.stringValue
         return Record(
             id: RecordID(zone: zone, name: name), type: type, fields: fields,
             changeTag: entry.recordChangeTag.map(ChangeTag.init(rawValue:)), lastModifiedBy: writer)

@@ -353,8 +353,6 @@ enum CloudKitWire {
         var recordType: String?
         var recordChangeTag: String?
         var fields: [String: FieldValue] = [:]
-        /// The writer's device ID as `modified.deviceID` reports it.
-        var modifiedBy: String?
         var deleted: Bool?
         var errorFields = ErrorFields()
         var error: ErrorFields? { errorFields.ifError }
@@ -367,11 +365,6 @@ enum CloudKitWire {
             case "recordType": recordType = try reader.string()
             case "recordChangeTag": recordChangeTag = try reader.string()
             case "deleted": deleted = try reader.bool()
-            case "modified":
-                modifiedBy = nil
-                try reader.readObject { key, reader in
-                    if key == "deviceID" { modifiedBy = try reader.string() } else { try reader.skip() }
-                }
             case "fields":
                 fields = [:]
                 try reader.readObject { key, reader in

@@ -274,7 +274,9 @@ struct CloudKitEmulatorRecordTests {
                                 "fsLastModifiedBy": ["value": "dev", "type": "STRING"],
                             ])
                     ])
-                #expect(saved.json.objects("records").first?.object("modified")["deviceID"] as? String == "dev")
+                #expect(
+                    saved.json.objects("records").first?.object("fields")["fsLastModifiedBy"] as? [String: String]
+                        == ["value": "dev", "type": "STRING"])
                 let page = try await client.post("changes/zone", ["zones": [["zoneID": ["zoneName": "Notes"]]]])
                 #expect(page.json.objects("zones").first?.objects("records").count == 1)
             }

@@ -93,8 +93,9 @@ struct CloudKitJSONTests {
         // Every object in key order: written again with its keys sorted, the bytes are the same.
         let tree = try JSONValue.parse(written)
         #expect(CloudKitJSON.data(tree) == written)
-        #expect(tree["created"] == ["deviceID": "", "timestamp": 2_000, "userRecordName": "_user"])
-        #expect(tree["modified"] == ["deviceID": "device-1", "timestamp": 2_000, "userRecordName": "_user"])
+        // The device in `created` and `modified` is the server's, never the writer's FlatSync ID.
+        #expect(tree["created"] == ["deviceID": "_emulator-device", "timestamp": 2_000, "userRecordName": "_user"])
+        #expect(tree["modified"] == ["deviceID": "_emulator-device", "timestamp": 2_000, "userRecordName": "_user"])
         #expect(tree["deleted"] == false)
         #expect(tree["fields"]?["fsLastModifiedBy"] == ["type": "STRING", "value": "device-1"])
         #expect(tree["fields"]?["empty"] == ["type": "STRING_LIST", "value": []])

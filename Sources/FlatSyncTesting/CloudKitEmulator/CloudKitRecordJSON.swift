@@ -9,12 +9,18 @@ import Foundation
 /// REFERENCE `{"recordName", "zoneID"?, "action"}`, and `<TYPE>_LIST` a JSON array of those (an empty list
 /// goes out as `STRING_LIST`, as the live server sends an empty list: a stored empty list has no element
 /// type). LOCATION, ASSET and ASSETID values (and lists of them) are stored as they came and sent back the
-/// same (`FieldValue.opaque`); any other type is refused, as CloudKit refuses a type it does not have. The writer's device ID (`Record.lastModifiedBy`) travels as the reserved
-/// STRING field `fsLastModifiedBy`, which the emulator stores apart from the fields and sends back both
-/// as that field and as `modified.deviceID`.
+/// same (`FieldValue.opaque`); any other type is refused, as CloudKit refuses a type it does not have.
+///
+/// The writer's device ID (`Record.lastModifiedBy`) travels as the reserved STRING field
+/// `fsLastModifiedBy`, which the emulator stores apart from the fields and sends back as that field.
+/// `created` and `modified` name ``serverDeviceID`` as their `deviceID`, not the writer's FlatSync ID: the
+/// server cannot know that ID, and what CloudKit puts there for a web client is not known (ckws-client.md),
+/// so a client that took `modified.deviceID` for its own ID would fail here as it would live.
 enum CloudKitRecordJSON {
     /// The reserved field carrying `Record.lastModifiedBy` (the contract's, not CloudKit's).
     static let lastModifiedByField = "fsLastModifiedBy"
+    /// The `deviceID` of every `created` and `modified` the emulator sends (emulator behaviour).
+    static let serverDeviceID = "_emulator-device"
 
     // MARK: - Writing
 
@@ -37,14 +43,14 @@ enum CloudKitRecordJSON {
         if let device = record.lastModifiedBy { fields.append((lastModifiedByField, .string(device))) }
         fields.sort { $0.key < $1.key }
         writer.object { object in
-            object.member("created") { stamp(deviceID: "", &$0) }
+            object.member("created") { stamp(deviceID: serverDeviceID, &$0) }
             object.member("deleted") { $0.bool(false) }
             object.member("fields") {
                 $0.object { object in
                     for field in fields { object.member(field.key) { write(field: field.value, to: &$0) } }
                 }
             }
-            object.member("modified") { stamp(deviceID: record.lastModifiedBy ?? "", &$0) }
+            object.member("modified") { stamp(deviceID: serverDeviceID, &$0) }
             if let tag = record.changeTag { object.member("recordChangeTag") { $0.string(tag.rawValue) } }
             object.member("recordName") { $0.string(record.id.name) }
             object.member("recordType") { $0.string(record.type) }
