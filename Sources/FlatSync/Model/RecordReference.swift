@@ -11,7 +11,8 @@ public struct RecordReference: Hashable, Sendable, Codable, CustomStringConverti
         /// Delete the record that holds the reference along with its target.
         case deleteSelf = "DELETE_SELF"
         /// Refuse a save of the holding record while the target does not exist (CloudKit Web Services' own
-        /// action; the native API has no such case).
+        /// action; the native API has no such case). Read from what other clients write; a ``RecordStore``
+        /// refuses to save it, taking only `none` and `deleteSelf`.
         case validate = "VALIDATE"
     }
 
