@@ -32,7 +32,8 @@ import Foundation
 /// | a 200 whose body lacks the keys the operation needs | `unexpectedServerResponse` | |
 ///
 /// `retryAfter` comes from the body's `retryAfter` (seconds; the unit is not documented), else from an
-/// HTTP `Retry-After` header of whole seconds. Apple documents it on every error, a record's included, as
+/// HTTP `Retry-After` header of whole seconds (RFC 9110 §10.2.3; whether CloudKit sends one is not known);
+/// 0 or less counts as none. Apple documents it on every error, a record's included, as
 /// the time to wait "before trying this operation again": the engine retries a change it would otherwise
 /// park (`BAD_REQUEST`, `INTERNAL_ERROR` and the like) when its error carries one.
 ///
@@ -211,13 +212,15 @@ enum CloudKitErrorMapping {
         }
     }
 
+    /// A `retryAfter` in seconds as a wait; none for a value that gives no time to wait (0 or less), which
+    /// would have the engine retry at once, over and over, or retry a change it would otherwise park.
     private static func duration(seconds: Double) -> Duration? {
-        guard seconds.isFinite, seconds >= 0 else { return nil }
-        return .milliseconds(Int64((seconds * 1_000).rounded()))
+        guard seconds.isFinite, seconds > 0 else { return nil }
+        return .milliseconds(max(1, Int64((seconds * 1_000).rounded())))
     }
 
     private static func headerDuration(_ value: String) -> Duration? {
-        Int64(value.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 ? .seconds($0) : nil }
+        Int64(value.trimmingCharacters(in: .whitespaces)).flatMap { $0 > 0 ? .seconds($0) : nil }
     }
 
     /// A short description of a body for an error message: its size and what it starts with.

@@ -111,7 +111,8 @@ enum CloudKitWire {
         var reason: String?
         var retryAfter: Double?
         var redirectURL: String?
-        /// "A unique identifier for this error" (Apple's error dictionary): what Apple's support asks for.
+        /// "A unique identifier for this error" (CloudKit JS's `CKError.uuid`; CKWS's error dictionaries carry
+        /// it): what Apple's support can look up.
         var uuid: String?
 
         init(serverErrorCode: String?, reason: String? = nil, retryAfter: Double? = nil, redirectURL: String? = nil) {

@@ -35,10 +35,19 @@ extension CloudDatabase {
         // state before the request (and, for its references, on which records the request saves and
         // deletes): check them all first, then apply the ones that succeed.
         var failed: [RecordID: CloudError] = [:]
+        if case .recordError(let code, let retryAfter)? = recordFault,
+            let first = saves.first?.record.id ?? deletes.first?.id
+        {
+            counters.faultsInjected[recordFault!.counterKey, default: 0] += 1
+            recordFault = nil
+            failed[first] = CloudError(
+                code, "Injected fault: \(code) for the record \(first.name).", retryAfter: retryAfter)
+        }
         let holdsReferences = saves.contains { !$0.record.references.isEmpty }
-        let saving = holdsReferences ? Set(saves.map(\.record.id)) : []
-        let deleting = holdsReferences ? Set(deletes.map(\.id)) : []
-        for save in saves {
+        // A record that failed is neither saved nor deleted: what refers to it is checked against the server.
+        let saving = holdsReferences ? Set(saves.map(\.record.id)).subtracting(failed.keys) : []
+        let deleting = holdsReferences ? Set(deletes.map(\.id)).subtracting(failed.keys) : []
+        for save in saves where failed[save.record.id] == nil {
             if let error = saveFailure(save)
                 ?? (holdsReferences ? referenceFailure(save, saving: saving, deleting: deleting) : nil)
             {
@@ -49,7 +58,7 @@ extension CloudDatabase {
             let accepted = saves.filter { failed[$0.record.id] == nil }
             for (id, error) in owningReferenceFailures(accepted, deleting: deleting) { failed[id] = error }
         }
-        for deletion in deletes {
+        for deletion in deletes where failed[deletion.id] == nil {
             if let error = deleteFailure(deletion) { failed[deletion.id] = error }
         }
         if atomically && !failed.isEmpty {

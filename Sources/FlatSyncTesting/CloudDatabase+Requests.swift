@@ -8,6 +8,8 @@ extension CloudDatabase {
     /// - A ``FaultEffect/responseLost`` fault runs `body`, keeps whatever it changed, and throws
     ///   `CloudError.Code.networkFailure` whatever `body` returned or threw: the caller
     ///   cannot tell whether its change was committed.
+    /// - A ``FaultEffect/recordError(_:retryAfter:)`` fault runs `body`, and the modify request it makes
+    ///   (``modifyRecords(saving:deleting:atomically:)``) fails its first record.
     ///
     /// ``InMemoryCloud`` and ``DirectoryCloud`` serve every request through this method, so faults
     /// and counters work the same in both.
@@ -18,11 +20,17 @@ extension CloudDatabase {
         guard let fault = nextFault(for: kind) else {
             return try body(&self)
         }
-        counters.faultsInjected[fault.counterKey, default: 0] += 1
         switch fault {
+        case .recordError:
+            // Counted by the modify request that uses it; any other request is served untouched.
+            recordFault = fault
+            defer { recordFault = nil }
+            return try body(&self)
         case .error(let code, let retryAfter):
+            counters.faultsInjected[fault.counterKey, default: 0] += 1
             throw CloudError(code, "Injected fault: \(code) for \(kind.rawValue).", retryAfter: retryAfter)
         case .responseLost:
+            counters.faultsInjected[fault.counterKey, default: 0] += 1
             _ = try? body(&self)
             throw CloudError(
                 .networkFailure,

@@ -68,6 +68,9 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// CloudKit puts in one `changes/database` answer is not documented (ckws.md). Optional for state files
     /// written before it was kept.
     var storedDatabaseChangesLimit: Int?
+    /// The ``FaultEffect/recordError(_:retryAfter:)`` fault of the request being served, which its modify
+    /// request uses up; nil between requests, so it is never stored.
+    var recordFault: FaultEffect?
     /// Whether a zone fetch from no token reports deletions too (see ``reportsDeletionsFromNoToken``).
     /// Optional for state files written before it was kept.
     var storedReportsDeletionsFromNoToken: Bool?

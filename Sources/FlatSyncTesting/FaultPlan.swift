@@ -117,6 +117,11 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     /// `CloudError.Code.networkFailure` and cannot know the change was committed.
     /// This is the fault that makes blind retries dangerous.
     case responseLost
+    /// A modify request is served, except that its first record fails with `code`, carrying `retryAfter`
+    /// if given: a record's error inside a success, as CloudKit Web Services answers in a 200 (observed
+    /// live). The other records are applied unless the request is atomic. Requests of other kinds are
+    /// served untouched, and only a fault that failed a record is counted.
+    case recordError(CloudError.Code, retryAfter: Duration? = nil)
 
     /// The transient failures a client must survive by retrying: no network, a lost request, an
     /// unavailable or throttling service (with `retryAfter`), a busy zone, and a lost response.
@@ -134,19 +139,23 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
         switch self {
         case .error(let code, _): return code.name
         case .responseLost: return CloudCounters.responseLostKey
+        case .recordError(let code, _): return "\(code.name) (one record)"
         }
     }
 
+    /// A description of the effect, such as `zoneBusy (retry after 2 seconds)`.
     public var description: String {
         switch self {
         case .error(let code, let retryAfter?): return "\(code) (retry after \(retryAfter))"
         case .error(let code, nil): return code.name
         case .responseLost: return "responseLost"
+        case .recordError(let code, let retryAfter?): return "\(code) for one record (retry after \(retryAfter))"
+        case .recordError(let code, nil): return "\(code) for one record"
         }
     }
 
     private enum CodingKeys: String, CodingKey {
-        case code, retryAfter
+        case code, retryAfter, oneRecord
     }
 
     // Encoded as a code name (or "responseLost") plus an optional `Duration`, so persisted plans stay
@@ -163,14 +172,26 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
                 forKey: .code, in: container, debugDescription: "unknown fault effect \(name)"
             )
         }
-        self = .error(code, retryAfter: try container.decodeIfPresent(Duration.self, forKey: .retryAfter))
+        let retryAfter = try container.decodeIfPresent(Duration.self, forKey: .retryAfter)
+        if try container.decodeIfPresent(Bool.self, forKey: .oneRecord) == true {
+            self = .recordError(code, retryAfter: retryAfter)
+        } else {
+            self = .error(code, retryAfter: retryAfter)
+        }
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(counterKey, forKey: .code)
-        if case .error(_, let retryAfter?) = self {
-            try container.encode(retryAfter, forKey: .retryAfter)
+        switch self {
+        case .error(let code, let retryAfter):
+            try container.encode(code.name, forKey: .code)
+            try container.encodeIfPresent(retryAfter, forKey: .retryAfter)
+        case .responseLost:
+            try container.encode(CloudCounters.responseLostKey, forKey: .code)
+        case .recordError(let code, let retryAfter):
+            try container.encode(code.name, forKey: .code)
+            try container.encodeIfPresent(retryAfter, forKey: .retryAfter)
+            try container.encode(true, forKey: .oneRecord)
         }
     }
 }

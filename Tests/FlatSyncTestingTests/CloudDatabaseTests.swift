@@ -90,6 +90,7 @@ struct CloudDatabaseTests {
         // Paged: the first page (a, c) holds no deletion; "c" deleted while paging is reported after.
         let first = try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 2)
         #expect(first.changedRecords.map(\.id.name) == ["a", "c"] && first.moreComing)
+        #expect(first.deletedRecordIDs.isEmpty, "b and d do not fit in the first page, and later pages skip them")
         _ = try database.modifyRecords(
             saving: [], deleting: [RecordDeletion(recordID("c"), policy: .force)], atomically: false)
         let second = try database.fetchZoneChanges(in: .notes, since: first.token, resultsLimit: 2)
@@ -142,11 +143,54 @@ struct CloudDatabaseTests {
             .then(.loseResponses(1, nil))
             .then(
                 .random(
-                    rate: 0.25, seed: .max, effects: [.responseLost, .error(.networkFailure)],
+                    rate: 0.25, seed: .max,
+                    effects: [
+                        .responseLost, .error(.networkFailure),
+                        .recordError(.requestRateLimited, retryAfter: .seconds(2)),
+                    ],
                     kinds: [.fetchZoneChanges]))
         let encoder = PropertyListEncoder()
         encoder.outputFormat = .binary
         #expect(try PropertyListDecoder().decode(FaultPlan.self, from: encoder.encode(plan)) == plan)
+    }
+
+    /// A record fault fails the first record of the next modify request, inside a success: the others
+    /// are applied (none when atomic), a record whose `validate` reference points at the failed one is
+    /// refused as the server lacks its target, and requests of other kinds are served untouched and not
+    /// counted.
+    @Test func aRecordFaultFailsTheFirstRecordAndAppliesTheRest() throws {
+        var database = CloudDatabase()
+        try database.createZones([.notes])
+        let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(3))
+        database.setFaultPlan(FaultPlan(scripted: [ScriptedFault(kind: nil, count: 3, effect: fault)]))
+        _ = try database.perform(.fetchZoneChanges) { (database) throws(CloudError) in
+            try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10)
+        }
+        #expect(database.counters.faultsInjected.isEmpty, "a fetch has no record to fail")
+
+        let parent = makeRecord("parent")
+        let child = makeRecord(
+            "child", ["owner": .reference(RecordReference(recordName: "parent", action: .validate))])
+        let result = try database.perform(.modifyRecords) { (database) throws(CloudError) in
+            try database.modifyRecords(
+                saving: [RecordSave(parent), RecordSave(child), RecordSave(makeRecord("other"))], deleting: [],
+                atomically: false)
+        }
+        #expect(result.failed[recordID("parent")]?.code == .internalError)
+        #expect(result.failed[recordID("parent")]?.retryAfter == .seconds(3))
+        #expect(result.failed[recordID("child")]?.serverErrorCode == "VALIDATING_REFERENCE_ERROR", "no parent")
+        #expect(Set(result.saved.keys) == [recordID("other")])
+        #expect(database.records(in: .notes).map(\.id.name) == ["other"])
+        #expect(database.counters.faultsInjected == [fault.counterKey: 1])
+
+        let atomic = try database.perform(.modifyRecords) { (database) throws(CloudError) in
+            try database.modifyRecords(
+                saving: [RecordSave(makeRecord("x")), RecordSave(makeRecord("y"))], deleting: [], atomically: true)
+        }
+        #expect(atomic.failed[recordID("x")]?.code == .internalError)
+        #expect(atomic.failed[recordID("y")]?.code == .batchRequestFailed)
+        #expect(atomic.saved.isEmpty && database.records(in: .notes).count == 1)
+        #expect(database.faultPlan.isEmpty)
     }
 
     @Test func theGeneratorIsSplitMix64() {

@@ -13,7 +13,7 @@
 /// | quota exceeded | keep, pause sending |
 /// | unknown item | a save is resent as a create; a delete is done |
 /// | anything else (bad request, reference or unique-field validation, a per-record internal error, unknown codes) | park the change as refused: kept applied and pending, reported, retried only when asked (see `RefusedChange`); a request refused as a whole is split until the culprit stands alone |
-/// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again |
+/// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again (five pushes in a row at most, then park it) |
 ///
 /// Apple documents `retryAfter` as "the suggested time to wait before trying this operation again. If
 /// this key is not set, the operation can't be retried" (CKWS reference, error dictionaries). So an error
@@ -57,6 +57,16 @@ package enum CloudErrorPolicy {
         let action = action(for: error)
         guard action == .refuse, error.code != .invalidArguments else { return action }
         return .retryLater(after: error.retryAfter)
+    }
+
+    /// True when `error` would park its change (or, for a whole request, halve it) but for its
+    /// `retryAfter`: a push waits for such an error only a few times in a row, then parks the change after
+    /// all, so that a server that keeps saying "later" to one record does not hold its zone back for good.
+    package static func waitsOnlyForRetryAfter(_ error: CloudError, wholeRequest: Bool = false) -> Bool {
+        guard error.retryAfter != nil else { return false }
+        var bare = error
+        bare.retryAfter = nil
+        return (wholeRequest ? requestAction(for: bare) : action(for: bare)) == .refuse
     }
 
     /// The action for an error.

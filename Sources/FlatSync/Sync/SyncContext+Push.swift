@@ -75,6 +75,9 @@ extension SyncContext {
 
     /// How often one record may meet a conflict in one push before it waits for the next.
     private static let conflictLimit = 5
+    /// How many pushes of a zone in a row may stop to wait out the `retryAfter` of an error that would
+    /// otherwise park a change; the next parks it (or halves its request) as if no `retryAfter` came.
+    static let refusalWaitLimit = 5
 
     /// Sends the zone's pending commands, round after round, until none are left or something stops it.
     ///
@@ -90,10 +93,17 @@ extension SyncContext {
         // zone ends without waiting to retry); one refused again in this push waits for the next request.
         let retryingRefused = retryRefusedZones.contains(zone)
         var refusedInThisPush = Set<RecordID>()
+        let refusalsMayWait = refusalWaits[zone, default: 0] < Self.refusalWaitLimit
+        var waitedOnRefusal = false
         defer {
             switch outcome.stop {
             case .retryLater, .waitForNetwork, .cancelled: break
             default: retryRefusedZones.remove(zone)
+            }
+            if waitedOnRefusal, case .retryLater = outcome.stop {
+                refusalWaits[zone, default: 0] += 1
+            } else if outcome.stop == nil || !refusalsMayWait {
+                refusalWaits[zone] = nil
             }
         }
         rounds: while true {
@@ -149,7 +159,10 @@ extension SyncContext {
             while !work.isEmpty, outcome.stop == nil {
                 let batch = work.removeFirst()
                 if batch.isEmpty { continue }
-                let result = await send(batch, in: zone, via: transport, epoch: epoch, conflicts: &conflicts)
+                let result = await send(
+                    batch, in: zone, via: transport, epoch: epoch, conflicts: &conflicts,
+                    refusalsMayWait: refusalsMayWait)
+                if result.waitedOnRefusal { waitedOnRefusal = true }
                 outcome.saved += result.saved
                 outcome.deleted += result.deleted
                 if !result.acknowledged.isEmpty { progressed = true }
@@ -228,12 +241,22 @@ extension SyncContext {
         var refused: [RefusedChange] = []
         var resend: [RecordChange] = []
         var next = Next.continue
+        /// True when the batch stops to wait out the `retryAfter` of an error that would park a change.
+        var waitedOnRefusal = false
+
+        /// Stops to retry after `after`, or after the longest wait another record of the batch asked for.
+        mutating func retryLater(after: Duration?) {
+            if case .stop(.retryLater(let earlier?)) = next, after.map({ $0 < earlier }) ?? true {
+                return
+            }
+            next = .stop(.retryLater(after))
+        }
     }
 
     /// Sends one batch and handles the result of each record by the engine's error table (see <doc:Errors>).
     private func send(
         _ batch: [RecordChange], in zone: ZoneID, via transport: any CloudTransport, epoch: Int,
-        conflicts: inout [RecordID: Int]
+        conflicts: inout [RecordID: Int], refusalsMayWait: Bool
     ) async -> BatchResult {
         var result = BatchResult()
         let request = await localStore.request(for: batch)
@@ -252,7 +275,11 @@ extension SyncContext {
                 result.next = .stop(.from(error))
                 return result
             }
-            switch CloudErrorPolicy.requestAction(for: cloudError) {
+            var action = CloudErrorPolicy.requestAction(for: cloudError)
+            if CloudErrorPolicy.waitsOnlyForRetryAfter(cloudError, wholeRequest: true) {
+                if refusalsMayWait { result.waitedOnRefusal = true } else { action = .refuse }
+            }
+            switch action {
             case .split where batch.count > 1, .refuse where batch.count > 1:
                 // Too large, or refused as a whole: halve until the culprit stands alone.
                 result.next = .split
@@ -364,7 +391,14 @@ extension SyncContext {
                 result.next = .stop(.zoneWiped)
                 return result
             case .retryLater(let after):
-                result.next = .stop(.retryLater(after))
+                if CloudErrorPolicy.waitsOnlyForRetryAfter(error) {
+                    guard refusalsMayWait else {
+                        result.refused.append(refusal(of: change, because: error))
+                        continue
+                    }
+                    result.waitedOnRefusal = true
+                }
+                result.retryLater(after: after)
             case .waitForNetwork:
                 result.next = .stop(.waitForNetwork)
             case .pause(let reason):

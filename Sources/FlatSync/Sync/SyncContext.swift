@@ -60,6 +60,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Zones whose parked (refused) changes the next push sends once more: set by ``start()`` and
     /// ``syncNow()``, taken by the push.
     var retryRefusedZones: Set<ZoneID> = []
+    /// How many pushes of each zone in a row stopped to wait out the `retryAfter` of an error that would
+    /// otherwise park a change (see ``CloudErrorPolicy/waitsOnlyForRetryAfter(_:wholeRequest:)``).
+    var refusalWaits: [ZoneID: Int] = [:]
     /// Zones whose fetch deleted orphaned host records (see ``LocalStore/deleteOrphans(in:)``): a full sync
     /// sends those deletes before it returns.
     var zonesWithOrphansDeleted: Set<ZoneID> = []

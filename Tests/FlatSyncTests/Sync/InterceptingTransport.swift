@@ -12,36 +12,28 @@ final class InterceptingTransport: CloudTransport, Sendable {
     let base: any CloudTransport
     private let hook: Hook
     private let databaseChanges: @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges
-    private let recordError: @Sendable (_ id: RecordID, _ request: Int) -> CloudError?
     private let counts = Mutex<[RequestKind: Int]>([:])
 
-    /// - Parameters:
-    ///   - databaseChanges: what the transport answers to `fetchDatabaseChanges(since:)`, given the token
-    ///     asked with and the base transport's answer: for answers the emulators never give.
-    ///   - recordError: the error the server answers for a record of the `request`th modify request
-    ///     instead of applying it, or nil to pass the record on: for per-record answers the emulators
-    ///     never give.
+    /// - Parameter databaseChanges: what the transport answers to `fetchDatabaseChanges(since:)`, given
+    ///   the token asked with and the base transport's answer: for answers the emulators never give.
     init(
         _ base: any CloudTransport, before hook: @escaping Hook = { _, _ in },
-        databaseChanges: @escaping @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges = { $1 },
-        recordError: @escaping @Sendable (_ id: RecordID, _ request: Int) -> CloudError? = { _, _ in nil }
+        databaseChanges: @escaping @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges = { $1 }
     ) {
         self.base = base
         self.hook = hook
         self.databaseChanges = databaseChanges
-        self.recordError = recordError
     }
 
     /// How many requests of `kind` went through.
     func count(_ kind: RequestKind) -> Int { counts.withLock { $0[kind, default: 0] } }
 
-    @discardableResult private func before(_ kind: RequestKind) async -> Int {
+    private func before(_ kind: RequestKind) async {
         let number = counts.withLock { counts -> Int in
             counts[kind, default: 0] += 1
             return counts[kind]!
         }
         await hook(kind, number)
-        return number
     }
 
     var maximumOperationsPerRequest: Int { base.maximumOperationsPerRequest }
@@ -74,17 +66,8 @@ final class InterceptingTransport: CloudTransport, Sendable {
     func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool) async throws
         -> ModifyRecordsResult
     {
-        let number = await before(.modifyRecords)
-        var failed: [RecordID: CloudError] = [:]
-        for id in saves.map(\.record.id) + deletes.map(\.id) { failed[id] = recordError(id, number) }
-        guard !failed.isEmpty else {
-            return try await base.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
-        }
-        var result = try await base.modifyRecords(
-            saving: saves.filter { failed[$0.record.id] == nil }, deleting: deletes.filter { failed[$0.id] == nil },
-            atomically: atomically)
-        result.failed.merge(failed) { $1 }
-        return result
+        await before(.modifyRecords)
+        return try await base.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
     }
 
     func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {

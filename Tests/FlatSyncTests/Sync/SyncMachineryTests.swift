@@ -150,6 +150,22 @@ import Testing
             CloudErrorPolicy.requestAction(for: CloudError(.internalError, retryAfter: .seconds(3)))
                 == .retryLater(after: .seconds(3)))
     }
+
+    /// The errors a push waits out only a few times before parking: those it would park (or, for a whole
+    /// request, halve) but for their `retryAfter`.
+    @Test func onlyARefusalWithRetryAfterWaitsOnlyForIt() {
+        let later = Duration.seconds(2)
+        #expect(CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.invalidArguments, retryAfter: later)))
+        #expect(CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.internalError, retryAfter: later)))
+        #expect(
+            CloudErrorPolicy.waitsOnlyForRetryAfter(
+                CloudError(.invalidArguments, retryAfter: later), wholeRequest: true))
+        #expect(
+            !CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.internalError, retryAfter: later), wholeRequest: true),
+            "a whole request's internal error is retried anyway")
+        #expect(!CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.requestRateLimited, retryAfter: later)))
+        #expect(!CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.invalidArguments)))
+    }
 }
 
 @Suite struct TestClockTests {

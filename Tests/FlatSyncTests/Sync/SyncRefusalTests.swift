@@ -282,32 +282,73 @@ import Testing
     }
 
     /// Apple documents a record's `retryAfter` as "the suggested time to wait before trying this operation
-    /// again": an error that would park the change waits that long and sends it again instead.
-    @Test(arguments: [CloudError.Code.internalError, .invalidArguments])
-    func aRefusalWithRetryAfterIsSentAgainOnceItIsOverNotParked(code: CloudError.Code) async throws {
-        try await SyncHarness.run { harness in
-            let refusedID = ReadingListEntry.recordID(for: "later")
-            let transport = InterceptingTransport(
-                harness.cloud,
-                recordError: { id, request in
-                    id == refusedID && request == 1 ? CloudError(code, "Not now.", retryAfter: .seconds(20)) : nil
-                })
-            let a = try await harness.device("A", transport: transport)
-            try await a.readingList.add("later")
-            try await a.readingList.add("now")
+    /// again": an error that would park the change waits that long and sends it again instead. The record's
+    /// error comes inside a success, the other record of the request saved (a 200 over CKWS).
+    @Test(arguments: Self.routes, [CloudError.Code.internalError, .invalidArguments])
+    func aRefusalWithRetryAfterIsSentAgainOnceItIsOverNotParked(route: SyncHarness.Route, code: CloudError.Code)
+        async throws
+    {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A", start: false)
+            try await a.readingList.add("one")
+            try await a.readingList.add("two")
+            try await a.start()
             await a.waitUntilIdle()
-            #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-now"])
+            let fault = FaultEffect.recordError(code, retryAfter: .seconds(20))
+            await harness.cloud.setFaultPlan(
+                FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: 1, effect: fault)]))
+            try await a.readingList.apply([.add(articleID: "later"), .add(articleID: "now")])
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().faultsInjected[fault.counterKey] == 1)
+            #expect(await harness.cloud.records(in: .readingList).count == 3, "the other record was saved")
             #expect(await a.localStore.refusedChanges().isEmpty, "not parked")
+            #expect(await a.localStore.pendingRecordCount() == 1)
             #expect(await a.status().retrying == [.readingList])
+            let requests = await harness.cloud.counters().modifyRequests
             harness.clock.advance(by: .seconds(20) - .milliseconds(1))
             await a.waitUntilIdle()
-            #expect(transport.count(.modifyRecords) == 1, "not before the server's time")
+            #expect(await harness.cloud.counters().modifyRequests == requests, "not before the server's time")
             harness.clock.advance(by: .milliseconds(1))
             await a.waitUntilIdle()
-            #expect(transport.count(.modifyRecords) == 2)
-            #expect(Set(await harness.cloud.records(in: .readingList).map(\.id.name)) == ["rl-later", "rl-now"])
+            #expect(await harness.cloud.counters().modifyRequests == requests + 1)
+            #expect(await harness.cloud.records(in: .readingList).count == 4)
             #expect(await a.localStore.pendingRecordCount() == 0)
             #expect(await a.status().retrying.isEmpty)
+            try await a.close()
+        }
+    }
+
+    /// A server that answers one record "later" every time cannot hold its zone back for good: after five
+    /// pushes in a row that waited, the next parks the change, as if no `retryAfter` had come, and the
+    /// zone's other changes go on. Asked to retry, it goes through once the server takes it.
+    @Test(arguments: Self.routes)
+    func aRefusalThatKeepsSayingLaterIsParkedAfterFiveWaits(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            try await a.readingList.add("first")
+            await a.waitUntilIdle()
+            let limit = SyncContext.refusalWaitLimit
+            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
+            await harness.cloud.setFaultPlan(
+                FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit + 1, effect: fault)]))
+            try await a.readingList.add("stuck")
+            await a.waitUntilIdle()
+            for wait in 1..<limit {
+                harness.clock.advance(by: .seconds(10))
+                await a.waitUntilIdle()
+                #expect(await a.localStore.refusedChanges().isEmpty, "still waiting after \(wait + 1) answers")
+            }
+            #expect(await a.status().retrying == [.readingList])
+            harness.clock.advance(by: .seconds(10))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().faultsInjected[fault.counterKey] == limit + 1)
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [ReadingListEntry.recordID(for: "stuck")])
+            #expect(await a.status().retrying.isEmpty, "parked: nothing holds the zone")
+            try await a.readingList.add("after")
+            await a.waitUntilIdle()
+            #expect(Set(await harness.cloud.records(in: .readingList).map(\.id.name)) == ["rl-first", "rl-after"])
+            #expect(try await a.syncNow().isComplete, "asked to retry, the server takes it")
+            #expect(await harness.cloud.records(in: .readingList).count == 3)
             try await a.close()
         }
     }

@@ -127,8 +127,13 @@ import Testing
                 transports.append(transport)
             }
             var ledger = Ledger()
+            // Besides whole requests failing, a record's own error inside a success: throttled, or an error
+            // that would park it but for the server's retryAfter.
             let effects: [FaultEffect] =
-                FaultEffect.transient + [.responseLost, .error(.zoneBusy), .error(.batchRequestFailed)]
+                FaultEffect.transient + [.responseLost, .error(.zoneBusy), .error(.batchRequestFailed)] + [
+                    .recordError(.requestRateLimited, retryAfter: .seconds(2)),
+                    .recordError(.internalError, retryAfter: .seconds(1)),
+                ]
             await harness.cloud.setFaultPlan(.random(rate: 0.3, seed: seed, effects: effects))
             var refusing = false
 

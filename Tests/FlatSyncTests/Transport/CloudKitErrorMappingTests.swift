@@ -78,6 +78,24 @@ struct CloudKitErrorMappingTests {
         #expect(error?.redirectURL == URL(string: "https://idmsa.apple.com/signin"))
     }
 
+    /// A `retryAfter` of 0 gives no time to wait: read as none, so that a throttled request backs off
+    /// rather than retrying at once, and a refusal is parked rather than retried.
+    @Test func aRetryAfterOfZeroIsNone() async throws {
+        let exchange = ScriptedExchange([
+            .json(#"{"serverErrorCode":"THROTTLED","retryAfter":0}"#, status: 429),
+            .json(#"{"records":[{"recordName":"a","serverErrorCode":"BAD_REQUEST","retryAfter":0.0}]}"#),
+        ])
+        let transport = makeTransport(exchange)
+        let error = await #expect(throws: CloudError.self) { _ = try await transport.listZones() }
+        #expect(error?.code == .requestRateLimited && error?.retryAfter == nil)
+        let result = try await transport.modifyRecords(
+            saving: [RecordSave(Record(id: RecordID(zone: ZoneID("Z"), name: "a"), type: "T"))], deleting: [],
+            atomically: false)
+        let refused = try #require(result.failed[RecordID(zone: ZoneID("Z"), name: "a")])
+        #expect(refused.retryAfter == nil)
+        #expect(CloudErrorPolicy.action(for: refused) == .refuse)
+    }
+
     @Test func anErrorBodyInA200IsTheRequestsErrorNotAnEmptyAnswer() async throws {
         // Believed never to happen; read from the same parse as the answer itself.
         let exchange = ScriptedExchange([
