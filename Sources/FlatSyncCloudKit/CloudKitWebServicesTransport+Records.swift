@@ -58,7 +58,8 @@ extension CloudKitWebServicesTransport {
             moreComing: page.moreComing ?? false)
     }
 
-    /// The records with these IDs that exist, from `records/lookup`, one request per zone.
+    /// The records with these IDs that exist, from `records/lookup`: one request per zone and per 200
+    /// records.
     public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
         try Self.requireNames(ids)
         var found: [RecordID: Record] = [:]
@@ -105,8 +106,10 @@ extension CloudKitWebServicesTransport {
         return (found, zoneError)
     }
 
-    /// Saves and deletes records with `records/modify`, in requests of at most 200 operations, returning a result
-    /// for each record (see <doc:MeetingCloudKit> for how CloudKit's answers map).
+    /// Saves and deletes records with `records/modify`, one request per zone (and a `records/lookup` for
+    /// conflicts, whose answers CKWS does not carry), returning a result for each record; more than 200
+    /// operations throw `limitExceeded` before anything is sent. <doc:MeetingCloudKit> says how CloudKit's
+    /// answers map.
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {

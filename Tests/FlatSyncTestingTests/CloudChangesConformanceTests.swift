@@ -23,7 +23,7 @@ struct CloudChangesConformanceTests {
             let all = try await cloud.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 100)
             #expect(Set(all.changedRecords) == Set(try await cloud.records(in: .notes)))
             #expect(all.changedRecords.count == 4)
-            #expect(all.deletedRecordIDs.isEmpty, "a client starting from nil has nothing to delete")
+            #expect(all.deletedRecordIDs.isEmpty, "by default (see reportsDeletionsFromNoToken): nothing to delete")
             #expect(!all.moreComing)
         }
     }

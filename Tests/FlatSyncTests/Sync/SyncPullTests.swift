@@ -92,6 +92,9 @@ import Testing
             _ = try await a.syncNow()
             #expect(await DeviceView(a) == DeviceView(b))
             #expect(try await DeviceView(server: harness.cloud) == DeviceView(b))
+            // What B's reset met: the server tells of "gone" from no token only when set to.
+            let fromNoToken = try await harness.cloud.fetchZoneChanges(in: .readingList, since: nil, resultsLimit: 100)
+            #expect(fromNoToken.deletedRecordIDs.contains(ReadingListEntry.recordID(for: "gone")) == reportsDeletions)
             try await a.close()
             try await b.close()
         }

@@ -54,7 +54,7 @@ struct CloudKitResponseTests {
         #expect(record.id == Self.id("a"))
         #expect(record.type == "Note")
         #expect(record.changeTag == ChangeTag("k3j4"))
-        #expect(record.lastModifiedBy == "device-A", "the reserved field wins over modified.deviceID")
+        #expect(record.lastModifiedBy == "device-A", "the reserved field's, not modified.deviceID's")
         #expect(
             record.fields == [
                 "s": .string("héllo"), "i": .int(.min), "n": .int(9_007_199_254_740_993), "d": .double(2.5),
