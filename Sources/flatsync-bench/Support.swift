@@ -12,7 +12,7 @@ import Foundation
 
 /// How long the run may take.
 enum RunMode: String, Sendable {
-    /// A few minutes: more iterations, more repetitions.
+    /// About two minutes on a 2-core VM: more iterations, more repetitions.
     case full
     /// Under a minute on the 2-core machine.
     case quick
