@@ -227,6 +227,9 @@ struct CloudKitEmulatorZoneTests {
             #expect(zones[1]["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
             #expect(zones[1].object("zoneID")["zoneName"] as? String == "Missing")
             #expect(zones[1]["reason"] is String)
+            #expect(
+                Set(zones[1].keys) == ["zoneID", "serverErrorCode", "reason"],
+                "Apple's zone fetch error dictionary has no uuid, unlike a record's")
             #expect(zones[2]["serverErrorCode"] as? String == "BAD_REQUEST", "\"\" is a token, and unusable")
             #expect(zones[3]["serverErrorCode"] as? String == "ZONE_NOT_FOUND", "the user's deletion has no code")
             let counters = try await server.backing.counters()

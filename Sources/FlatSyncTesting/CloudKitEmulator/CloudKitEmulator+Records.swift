@@ -253,7 +253,8 @@ extension CloudKitEmulator {
                         case .deleted(let name):
                             CloudKitRecordJSON.writeTombstone(name, to: &writer)
                         case .failed(let name, let error):
-                            var entry = CloudKitWireError.itemBody(error, guessedCodes: options.guessedErrorCodes)
+                            var entry = CloudKitWireError.itemBody(
+                                error, guessedCodes: options.guessedErrorCodes, isRecord: true)
                             entry["recordName"] = .string(name)
                             writer.value(CloudKitJSON.value(entry), sortingKeys: true)
                         }

@@ -77,16 +77,15 @@ enum CloudKitWireError {
         return object
     }
 
-    /// The error of one record (or zone) inside a 200: `uuid`, `serverErrorCode`, `reason`, `retryAfter`
-    /// when known, as Apple's record fetch error dictionary lists them. The caller adds `recordName` or
-    /// `zoneID`. An error that names its own documented code (a refused field's `BAD_REQUEST`, a reference's
+    /// The error of one record (or zone, or subscription) inside a 200: `serverErrorCode`, `reason`,
+    /// `retryAfter` when known, and for a record a `uuid`, as Apple's record fetch error dictionary lists
+    /// them (its zone fetch error dictionary has none). The caller adds `recordName` or `zoneID`. An error
+    /// that names its own documented code (a refused field's `BAD_REQUEST`, a reference's
     /// `VALIDATING_REFERENCE_ERROR`) goes out with that code.
-    static func itemBody(_ error: CloudError, guessedCodes: Bool) -> CloudKitJSON.Object {
+    static func itemBody(_ error: CloudError, guessedCodes: Bool, isRecord: Bool = false) -> CloudKitJSON.Object {
         let code = error.serverErrorCode ?? wire(error.code, guessedCodes: guessedCodes).serverErrorCode
-        var object: CloudKitJSON.Object = [
-            "uuid": .string(UUID().uuidString.lowercased()), "serverErrorCode": .string(code),
-            "reason": .string(error.message),
-        ]
+        var object: CloudKitJSON.Object = ["serverErrorCode": .string(code), "reason": .string(error.message)]
+        if isRecord { object["uuid"] = .string(UUID().uuidString.lowercased()) }
         if let retryAfter = error.retryAfter { object["retryAfter"] = .double(seconds(retryAfter)) }
         return object
     }
