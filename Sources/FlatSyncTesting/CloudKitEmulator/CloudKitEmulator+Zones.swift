@@ -134,11 +134,11 @@ extension CloudKitEmulator {
         case failed(ZoneID, CloudError)
     }
 
-    /// `changes/zone` → 200 `{"zones":[…]}`, one entry per zone asked for: its changed records and
-    /// tombstones, `syncToken` and `moreComing`; or, for a missing zone or an unusable token, the zone's
-    /// `serverErrorCode` and `reason` (per zone: documented for the response's shape; that an unusable
-    /// token fails its zone rather than the request is emulator behaviour). `resultsLimit` (per zone, else the request's, else 200) is clamped
-    /// to 200; below 1 fails the request.
+    /// `changes/zone` → 200 `{"zones":[…]}`, one entry per zone asked for: its changed records and tombstones,
+    /// `syncToken` and `moreComing`; or, for a missing zone or an unusable token, the zone's `serverErrorCode` and
+    /// `reason` (per zone: documented for the response's shape; that an unusable token fails its zone rather than the
+    /// request is emulator behaviour). `resultsLimit` (per zone, else the request's, else 200) is clamped to 200; below
+    /// 1 fails the request.
     func zoneChanges(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
         let fetches = Result { () throws(CloudKitJSON.Problem) -> [ZoneFetch] in
             let defaultLimit = try body["resultsLimit"].flatMap { (value) throws(CloudKitJSON.Problem) -> Int64? in
