@@ -72,6 +72,13 @@ extension SyncedItem {
         guard name.utf8.starts(with: prefix) else { return nil }
         return String(decoding: name.utf8.dropFirst(prefix.count), as: UTF8.self)
     }
+
+    /// The key under which ``RecordChangeHub`` tells the store's observers (``ReadingList/changes()``,
+    /// ``ReadingHistory/changes()``) about the record named `name`: the item type's record type and the
+    /// article's ID; `nil` for a name without the prefix.
+    static func observedKey(ofRecordNamed name: String) -> (recordType: String, name: String)? {
+        articleID(fromRecordName: name).map { (recordType, $0) }
+    }
 }
 
 /// Readers of typed fields that fail with a clear message, for ``SyncedItem/init(record:)``.

@@ -434,9 +434,7 @@ extension LocalStore {
     static func observedKeys<Item: SyncedItem>(
         of changes: some Sequence<RecordChange>, _ type: Item.Type
     ) -> [(recordType: String, name: String)] {
-        changes.compactMap { change in
-            Item.articleID(fromRecordName: change.recordID.name).map { (Item.recordType, $0) }
-        }
+        changes.compactMap { Item.observedKey(ofRecordNamed: $0.recordID.name) }
     }
 
     /// Uses up the next mutation sequence number.

@@ -229,8 +229,8 @@ extension LocalStore {
     func observedKey(of id: RecordID, _ recordType: String) -> (recordType: String, name: String)? {
         guard !isHostRecord(id) else { return (recordType, id.name) }
         switch id.zone {
-        case .readingList: return ReadingListEntry.articleID(fromRecordName: id.name).map { (recordType, $0) }
-        case .readingHistory: return ReadingHistoryItem.articleID(fromRecordName: id.name).map { (recordType, $0) }
+        case .readingList: return ReadingListEntry.observedKey(ofRecordNamed: id.name)
+        case .readingHistory: return ReadingHistoryItem.observedKey(ofRecordNamed: id.name)
         default: return nil
         }
     }
@@ -370,12 +370,10 @@ extension LocalStore {
             if !state.sendWhole.isEmpty { state.sendWhole.remove(name) }
             guard pending.latestChange(for: RecordID(zone: zone, name: name)) == nil else { continue }
             // Before the record goes, while its type can be read; only for observers.
-            let key =
-                observed == nil
-                ? nil
-                : owned
-                    ? Item.articleID(fromRecordName: name).map { (Item.recordType, $0) }
-                    : state.hostRecords[name].map { ($0.type, name) }
+            var key: (recordType: String, name: String)?
+            if observed != nil {
+                key = owned ? Item.observedKey(ofRecordNamed: name) : state.hostRecords[name].map { ($0.type, name) }
+            }
             if state.removeRecord(named: name) {
                 result.deleted += 1
                 if let key { observed?.append(key) }
