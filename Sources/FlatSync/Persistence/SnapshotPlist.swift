@@ -99,13 +99,17 @@ struct SnapshotPlist {
     }
 }
 
-/// A snapshot's bytes, read from its file through a 4 KB window: what ``BinaryPropertyList/Structure``
-/// checks. A read that fails gives zeros and keeps its error in ``failure``, which the reader checks
-/// before it trusts what it found.
+/// A snapshot's bytes, read from its file a 4 KB page at a time: what ``BinaryPropertyList/Structure``
+/// checks. It keeps the two pages used last, because the reader goes back and forth between the objects
+/// near the start of the file and the offset table at its end; with one window each step was a `pread`.
+/// A read that fails gives zeros and keeps its error in ``failure``, which the reader checks before it
+/// trusts what it found.
 final class WindowedBytes: PlistBytes {
+    private static let pageSize = 4096
     private let source: any SnapshotSource
-    private var window: [UInt8] = []
-    private var windowStart = 0
+    /// The page used last, and the one before it.
+    private var current: (start: Int, bytes: [UInt8]) = (0, [])
+    private var previous: (start: Int, bytes: [UInt8]) = (0, [])
     private(set) var failure: FlatSyncError?
 
     init(_ source: some SnapshotSource) {
@@ -115,17 +119,23 @@ final class WindowedBytes: PlistBytes {
     var count: Int { source.count }
 
     subscript(position: Int) -> UInt8 {
-        if position < windowStart || position >= windowStart + window.count {
-            guard failure == nil, position >= 0, position < source.count else { return 0 }
-            let length = min(source.count - position, 4096)
-            do throws(FlatSyncError) {
-                window = try source.bytes(at: position, count: length)
-                windowStart = position
-            } catch {
-                failure = error
-                return 0
+        if position < current.start || position >= current.start + current.bytes.count {
+            if position >= previous.start && position < previous.start + previous.bytes.count {
+                swap(&current, &previous)
+            } else {
+                guard failure == nil, position >= 0, position < source.count else { return 0 }
+                let start = position - position % Self.pageSize
+                let length = min(source.count - start, Self.pageSize)
+                do throws(FlatSyncError) {
+                    let bytes = try source.bytes(at: start, count: length)
+                    previous = current
+                    current = (start, bytes)
+                } catch {
+                    failure = error
+                    return 0
+                }
             }
         }
-        return window[position - windowStart]
+        return current.bytes[position - current.start]
     }
 }
