@@ -13,7 +13,7 @@
 /// | quota exceeded | keep, pause sending |
 /// | unknown item | a save is resent as a create; a delete is done |
 /// | anything else (bad request, reference or unique-field validation, a per-record internal error, unknown codes) | park the change as refused: kept applied and pending, reported, retried only when asked (see `RefusedChange`); a request refused as a whole is split until the culprit stands alone |
-/// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again (five pushes in a row at most, then park it) |
+/// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again (five times for a record at most, then park it) |
 ///
 /// Apple documents `retryAfter` as "the suggested time to wait before trying this operation again. If
 /// this key is not set, the operation can't be retried" (CKWS reference, error dictionaries). So an error

@@ -10,13 +10,14 @@
 /// reference to a missing record (`VALIDATING_REFERENCE_ERROR`), a duplicate of a unique field, and answers some
 /// records with `INTERNAL_ERROR` or codes nobody documented. Sending such a change again at once would be refused
 /// again, and dropping it would lose what the user did. So the engine keeps it (unless the server gave `retryAfter`,
-/// which says the change can go through later: then the push waits that long and sends it again, five pushes in a row
-/// at most): the change stays applied locally and pending in the command log (it survives restarts, `kill -9` and power
-/// loss like any pending change), is announced by ``SyncEvent/changeRefused(_:)``, and is sent again only when asked —
-/// by the next ``SyncContext/start()`` and by every ``SyncContext/syncNow()`` — once whatever the server objected to
-/// may have been fixed (a schema deployed, say), or when the user changes the record again (the newer change goes out
-/// at once, as any change does). It leaves only when the server takes it, when the host discards it with
-/// ``SyncContext/discardRefusedChanges(_:)``, or with its zone (the user deleted the zone) or account.
+/// which says the change can go through later: then the push waits that long and sends it again, five times for a
+/// record at most): the change stays applied locally and pending in the command log (it survives restarts, `kill -9`
+/// and power loss like any pending change), is announced by ``SyncEvent/changeRefused(_:)``, and is sent again
+/// only when asked — by the next ``SyncContext/start()`` and by every ``SyncContext/syncNow()`` — once whatever the
+/// server objected to may have been fixed (a schema deployed, say), or when the user changes the record again (the
+/// newer change goes out at once, as any change does). It leaves only when the server takes it, when the host
+/// discards it with ``SyncContext/discardRefusedChanges(_:)``, or with its zone (the user deleted the zone) or
+/// account.
 public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The record whose change was refused.
     public var recordID: RecordID

@@ -75,8 +75,9 @@ extension SyncContext {
 
     /// How often one record may meet a conflict in one push before it waits for the next.
     private static let conflictLimit = 5
-    /// How many pushes of a zone in a row may stop to wait out the `retryAfter` of an error that would
-    /// otherwise park a change; the next parks it (or halves its request) as if no `retryAfter` came.
+    /// How many pushes in a row may stop to wait out the `retryAfter` of a record's error that would
+    /// otherwise park its change (or of a zone's request refused as a whole, which would otherwise be
+    /// halved); the next parks the change (or halves the request) as if no `retryAfter` came.
     static let refusalWaitLimit = 5
 
     /// Sends the zone's pending commands, round after round, until none are left or something stops it.
@@ -93,17 +94,17 @@ extension SyncContext {
         // zone ends without waiting to retry); one refused again in this push waits for the next request.
         let retryingRefused = retryRefusedZones.contains(zone)
         var refusedInThisPush = Set<RecordID>()
-        let refusalsMayWait = refusalWaits[zone, default: 0] < Self.refusalWaitLimit
-        var waitedOnRefusal = false
+        let requestRefusalsMayWait = requestRefusalWaits[zone, default: 0] < Self.refusalWaitLimit
+        var waitedOnRequestRefusal = false
         defer {
             switch outcome.stop {
             case .retryLater, .waitForNetwork, .cancelled: break
             default: retryRefusedZones.remove(zone)
             }
-            if waitedOnRefusal, case .retryLater = outcome.stop {
-                refusalWaits[zone, default: 0] += 1
-            } else if outcome.stop == nil || !refusalsMayWait {
-                refusalWaits[zone] = nil
+            if waitedOnRequestRefusal, case .retryLater = outcome.stop {
+                requestRefusalWaits[zone, default: 0] += 1
+            } else if outcome.stop == nil || !requestRefusalsMayWait {
+                requestRefusalWaits[zone] = nil
             }
         }
         rounds: while true {
@@ -161,8 +162,12 @@ extension SyncContext {
                 if batch.isEmpty { continue }
                 let result = await send(
                     batch, in: zone, via: transport, epoch: epoch, conflicts: &conflicts,
-                    refusalsMayWait: refusalsMayWait)
-                if result.waitedOnRefusal { waitedOnRefusal = true }
+                    requestRefusalsMayWait: requestRefusalsMayWait)
+                if result.waitedOnRequestRefusal { waitedOnRequestRefusal = true }
+                if !refusalWaits.isEmpty {
+                    for id in result.acknowledged { refusalWaits[id] = nil }
+                    for refusal in result.refused { refusalWaits[refusal.recordID] = nil }
+                }
                 outcome.saved += result.saved
                 outcome.deleted += result.deleted
                 if !result.acknowledged.isEmpty { progressed = true }
@@ -241,8 +246,9 @@ extension SyncContext {
         var refused: [RefusedChange] = []
         var resend: [RecordChange] = []
         var next = Next.continue
-        /// True when the batch stops to wait out the `retryAfter` of an error that would park a change.
-        var waitedOnRefusal = false
+        /// True when the batch, refused as a whole, stops to wait out the `retryAfter` of an error that would
+        /// have it halved.
+        var waitedOnRequestRefusal = false
 
         /// Stops to retry after `after`, or after the longest wait another record of the batch asked for.
         mutating func retryLater(after: Duration?) {
@@ -256,7 +262,7 @@ extension SyncContext {
     /// Sends one batch and handles the result of each record by the engine's error table (see <doc:Errors>).
     private func send(
         _ batch: [RecordChange], in zone: ZoneID, via transport: any CloudTransport, epoch: Int,
-        conflicts: inout [RecordID: Int], refusalsMayWait: Bool
+        conflicts: inout [RecordID: Int], requestRefusalsMayWait: Bool
     ) async -> BatchResult {
         var result = BatchResult()
         let request = await localStore.request(for: batch)
@@ -277,7 +283,7 @@ extension SyncContext {
             }
             var action = CloudErrorPolicy.requestAction(for: cloudError)
             if CloudErrorPolicy.waitsOnlyForRetryAfter(cloudError, wholeRequest: true) {
-                if refusalsMayWait { result.waitedOnRefusal = true } else { action = .refuse }
+                if requestRefusalsMayWait { result.waitedOnRequestRefusal = true } else { action = .refuse }
             }
             switch action {
             case .split where batch.count > 1, .refuse where batch.count > 1:
@@ -392,11 +398,12 @@ extension SyncContext {
                 return result
             case .retryLater(let after):
                 if CloudErrorPolicy.waitsOnlyForRetryAfter(error) {
-                    guard refusalsMayWait else {
+                    // Once per push: a push stops after the batch that asked to wait.
+                    guard refusalWaits[id, default: 0] < Self.refusalWaitLimit else {
                         result.refused.append(refusal(of: change, because: error))
                         continue
                     }
-                    result.waitedOnRefusal = true
+                    refusalWaits[id, default: 0] += 1
                 }
                 result.retryLater(after: after)
             case .waitForNetwork:

@@ -60,9 +60,13 @@ public actor SyncContext: LocalChangeObserver {
     /// Zones whose parked (refused) changes the next push sends once more: set by ``start()`` and
     /// ``syncNow()``, taken by the push.
     var retryRefusedZones: Set<ZoneID> = []
-    /// How many pushes of each zone in a row stopped to wait out the `retryAfter` of an error that would
-    /// otherwise park a change (see ``CloudErrorPolicy/waitsOnlyForRetryAfter(_:wholeRequest:)``).
-    var refusalWaits: [ZoneID: Int] = [:]
+    /// How many pushes in a row stopped to wait out the `retryAfter` of a record's error that would otherwise
+    /// park its change (see ``CloudErrorPolicy/waitsOnlyForRetryAfter(_:wholeRequest:)``), by record: until
+    /// the record goes through or is parked. Memory only: a restart gives each record its waits again.
+    var refusalWaits: [RecordID: Int] = [:]
+    /// The same for requests refused as a whole, which would otherwise be halved, by zone: until a push of the
+    /// zone ends with nothing left or halves the request.
+    var requestRefusalWaits: [ZoneID: Int] = [:]
     /// Zones whose fetch deleted orphaned host records (see ``LocalStore/deleteOrphans(in:)``): a full sync
     /// sends those deletes before it returns.
     var zonesWithOrphansDeleted: Set<ZoneID> = []

@@ -352,4 +352,31 @@ import Testing
             try await a.close()
         }
     }
+    /// The bound is per record: a server that answers a different record "later" in each push parks none
+    /// of them, however many pushes of the zone in a row wait. Here the fault takes each request's first
+    /// save, which is the newest article, and the one refused before it is unsaved meanwhile, so no article
+    /// waits more than twice. Counted by zone, the third was parked.
+    @Test(arguments: Self.routes)
+    func waitsAreCountedByRecordNotByZone(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let limit = SyncContext.refusalWaitLimit
+            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
+            await harness.cloud.setFaultPlan(
+                FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit + 3, effect: fault)]))
+            let names = (0..<(limit + 3)).map { "article-\($0)" }
+            for (index, name) in names.enumerated() {
+                try await a.readingList.add(name)
+                if index > 0 { try await a.readingList.remove(names[index - 1]) }
+                await a.waitUntilIdle()
+                harness.clock.advance(by: .seconds(10))
+                await a.waitUntilIdle()
+                #expect(await a.localStore.refusedChanges().isEmpty, "nothing parked once \(name) waited")
+            }
+            #expect(await harness.cloud.counters().faultsInjected[fault.counterKey] == limit + 3)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-" + names.last!])
+            try await a.close()
+        }
+    }
 }
