@@ -7,8 +7,9 @@
 extension SyncContext {
     /// Why a send or fetch stopped before it was done.
     enum Stop: Sendable, Equatable {
-        /// A transient failure: try again after the delay (or backoff when nil).
-        case retryLater(Duration?)
+        /// A transient failure: try again after the delay (or backoff when nil). The reason is the server's
+        /// message, when it gave one, for the summary.
+        case retryLater(Duration?, reason: String? = nil)
         /// No network: try again when it returns, or after backoff.
         case waitForNetwork
         /// Storage full or nobody signed in: wait for the host.
@@ -29,7 +30,7 @@ extension SyncContext {
                 return .failed(CloudError(.internalError, "\(error)"))
             }
             switch CloudErrorPolicy.action(for: cloudError) {
-            case .retryLater(let after): return .retryLater(after)
+            case .retryLater(let after): return .retryLater(after, reason: cloudError.message)
             case .waitForNetwork: return .waitForNetwork
             case .pause(let reason): return .paused(reason)
             default: return .failed(cloudError)
@@ -39,6 +40,7 @@ extension SyncContext {
         /// A sentence for the summary, or nil for stops that are not problems.
         var problem: String? {
             switch self {
+            case .retryLater(_, let reason?): return "the server asked to retry later (\(reason))"
             case .retryLater: return "the server asked to retry later"
             case .waitForNetwork: return "the network is unavailable"
             case .paused(let reason): return "sending is paused (\(reason))"
@@ -50,8 +52,10 @@ extension SyncContext {
         /// The stop as an error to throw.
         var error: any Error {
             switch self {
-            case .retryLater(let after):
-                return CloudError(.serviceUnavailable, "The server asked to retry later.", retryAfter: after)
+            case .retryLater(let after, let reason):
+                return CloudError(
+                    .serviceUnavailable, "The server asked to retry later" + (reason.map { " (\($0))." } ?? "."),
+                    retryAfter: after)
             case .waitForNetwork: return CloudError(.networkUnavailable, "The network is unavailable.")
             case .paused(.quotaExceeded): return CloudError(.quotaExceeded, "The account's storage is full.")
             case .paused(.notAuthenticated): return CloudError(.notAuthenticated, "No account can be used.")
@@ -194,7 +198,7 @@ extension SyncContext {
                     zoneCreations += 1
                     preparedZones.remove(zone)
                     if zoneCreations > 2 {
-                        outcome.stop = .retryLater(nil)
+                        outcome.stop = .retryLater(nil, reason: "\(zone) was not found after it was created twice")
                     } else if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
                         outcome.stop = stop
                     } else if let stop = await ensurePrepared([zone], epoch: epoch) {
@@ -251,11 +255,11 @@ extension SyncContext {
         var waitedOnRequestRefusal = false
 
         /// Stops to retry after `after`, or after the longest wait another record of the batch asked for.
-        mutating func retryLater(after: Duration?) {
-            if case .stop(.retryLater(let earlier?)) = next, after.map({ $0 < earlier }) ?? true {
+        mutating func retryLater(after: Duration?, reason: String) {
+            if case .stop(.retryLater(let earlier?, _)) = next, after.map({ $0 < earlier }) ?? true {
                 return
             }
-            next = .stop(.retryLater(after))
+            next = .stop(.retryLater(after, reason: reason))
         }
     }
 
@@ -329,7 +333,7 @@ extension SyncContext {
             case .mergeWithServerRecord:
                 conflicts[id, default: 0] += 1
                 guard conflicts[id]! <= Self.conflictLimit, let server = error.serverRecord else {
-                    result.next = .stop(.retryLater(nil))
+                    result.next = .stop(.retryLater(nil, reason: "\(id.name) kept meeting newer versions"))
                     continue
                 }
                 if change.isDelete, server.lastModifiedBy == localStore.deviceID {
@@ -405,7 +409,7 @@ extension SyncContext {
                     }
                     refusalWaits[id, default: 0] += 1
                 }
-                result.retryLater(after: after)
+                result.retryLater(after: after, reason: "\(id.name): \(error.message)")
             case .waitForNetwork:
                 result.next = .stop(.waitForNetwork)
             case .pause(let reason):
@@ -463,7 +467,7 @@ extension SyncContext {
     /// Before a zone the server does not have is created again: when the database's changes since this
     /// device last fetched them say it was deleted, requests a full fetch (which wipes the zone and saves
     /// the database token past the deletion, so it is wiped once) and stops with
-    /// ``Stop/deletedOnServer``; ``Stop/retryLater(_:)`` when they cannot be fetched; nil to go on and
+    /// ``Stop/deletedOnServer``; ``Stop/retryLater(_:reason:)`` when they cannot be fetched; nil to go on and
     /// create it.
     ///
     /// CloudKit Web Services has no error code for a zone the user deleted (the emulator's old

@@ -112,7 +112,7 @@ extension SyncContext {
             return
         }
         switch stop {
-        case .retryLater(let after):
+        case .retryLater(let after, _):
             pushFailures[zone, default: 0] += 1
             schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: after))
         case .waitForNetwork:
@@ -140,7 +140,7 @@ extension SyncContext {
         zonesToFetch.formUnion(zones)
         if full { fullFetchRequested = true }
         switch stop {
-        case .retryLater(let after):
+        case .retryLater(let after, _):
             fetchFailures += 1
             schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: after))
         case .waitForNetwork:

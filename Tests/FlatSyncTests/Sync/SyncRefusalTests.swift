@@ -379,4 +379,34 @@ import Testing
             try await a.close()
         }
     }
+    /// A wait on `retryAfter` says why in the summary: the server's message, for a record's error and for a
+    /// request's, so a host can tell a throttled push from a record the server keeps refusing.
+    @Test(arguments: Self.routes)
+    func aSummaryThatWaitsSaysWhatTheServerSaid(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A", start: false)
+            try await a.readingList.add("one")
+            await harness.cloud.setFaultPlan(
+                FaultPlan(scripted: [
+                    ScriptedFault(
+                        kind: .modifyRecords, count: 1, effect: .recordError(.internalError, retryAfter: .seconds(20))),
+                    ScriptedFault(
+                        kind: .fetchZoneChanges, count: 1, effect: .error(.invalidArguments, retryAfter: .seconds(20))),
+                ]))
+            let summary = try await a.syncNow()
+            #expect(!summary.isComplete)
+            let pushProblem = summary.problems.first { $0.contains("rl-one") }
+            #expect(pushProblem?.hasPrefix("the server asked to retry later (rl-one: ") == true, "\(summary.problems)")
+            #expect(pushProblem?.contains("Injected fault") == true, "\(summary.problems)")
+            #expect(
+                summary.problems.contains {
+                    $0.hasPrefix("the server asked to retry later (") && !$0.contains("rl-one")
+                },
+                "the fetch's own reason: \(summary.problems)")
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            harness.clock.advance(by: .seconds(20))
+            #expect(try await a.syncNow().isComplete)
+            try await a.close()
+        }
+    }
 }
