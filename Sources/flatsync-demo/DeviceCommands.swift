@@ -229,7 +229,7 @@ struct DeviceCommands {
             if summary.pendingRecords > 0 {
                 left.append("\(Output.count(summary.pendingRecords, "change")) still waiting to be sent")
             }
-            if !summary.problems.isEmpty { left.append(summary.problems.joined(separator: "; ")) }
+            if !summary.problems.isEmpty { left.append(summary.problems.map(\.description).joined(separator: "; ")) }
             console.error(
                 "flatsync-demo: sync did not finish: \(left.joined(separator: "; ")); nothing is lost, run `flatsync-demo sync` again"
             )

@@ -229,7 +229,7 @@ private final class TourRun {
         }
         if !summary.isComplete {
             note(
-                "→ not finished: \(count(summary.pendingRecords, "change")) still pending (\(summary.problems.joined(separator: "; ")))"
+                "→ not finished: \(count(summary.pendingRecords, "change")) still pending (\(summary.problems.map(\.description).joined(separator: "; ")))"
             )
             if !summary.resets.isEmpty && summary.pendingRecords > 0 {
                 note(

@@ -60,8 +60,9 @@ package enum CloudErrorPolicy {
     }
 
     /// True when `error` would park its change (or, for a whole request, halve it) but for its
-    /// `retryAfter`: a push waits for such an error only a few times in a row, then parks the change after
-    /// all, so that a server that keeps saying "later" to one record does not hold its zone back for good.
+    /// `retryAfter`: the engine waits for such an error a few times for one record (for a whole request,
+    /// pushes of its zone in a row), then parks the change after all, so that a server that keeps saying
+    /// "later" to one record does not hold its zone back for good.
     package static func waitsOnlyForRetryAfter(_ error: CloudError, wholeRequest: Bool = false) -> Bool {
         guard error.retryAfter != nil else { return false }
         var bare = error

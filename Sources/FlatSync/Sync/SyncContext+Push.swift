@@ -7,8 +7,8 @@
 extension SyncContext {
     /// Why a send or fetch stopped before it was done.
     enum Stop: Sendable, Equatable {
-        /// A transient failure: try again after the delay (or backoff when nil). The reason is the server's
-        /// message, when it gave one, for the summary.
+        /// A transient failure: try again after the delay (or backoff when nil). The reason, for the summary,
+        /// says why in a phrase: what the server said, when it said something.
         case retryLater(Duration?, reason: String? = nil)
         /// No network: try again when it returns, or after backoff.
         case waitForNetwork
@@ -30,21 +30,25 @@ extension SyncContext {
                 return .failed(CloudError(.internalError, "\(error)"))
             }
             switch CloudErrorPolicy.action(for: cloudError) {
-            case .retryLater(let after): return .retryLater(after, reason: cloudError.message)
+            case .retryLater(let after):
+                return .retryLater(after, reason: "the server asked to retry later (\(cloudError.message))")
             case .waitForNetwork: return .waitForNetwork
             case .pause(let reason): return .paused(reason)
             default: return .failed(cloudError)
             }
         }
 
-        /// A sentence for the summary, or nil for stops that are not problems.
-        var problem: String? {
+        /// The problem for the summary, or nil for stops that are not problems.
+        func problem(in zone: ZoneID?) -> SyncProblem? {
             switch self {
-            case .retryLater(_, let reason?): return "the server asked to retry later (\(reason))"
-            case .retryLater: return "the server asked to retry later"
-            case .waitForNetwork: return "the network is unavailable"
-            case .paused(let reason): return "sending is paused (\(reason))"
-            case .failed(let error): return error.message
+            case .retryLater(let after, let reason):
+                return SyncProblem(
+                    .retryLater(after: after), zone: zone, message: reason ?? "the server asked to retry later")
+            case .waitForNetwork:
+                return SyncProblem(.networkUnavailable, zone: zone, message: "the network is unavailable")
+            case .paused(let reason):
+                return SyncProblem(.paused(reason), zone: zone, message: "sending is paused (\(reason))")
+            case .failed(let error): return SyncProblem(.failed, zone: zone, message: error.message)
             case .zoneWiped, .deletedOnServer, .cancelled: return nil
             }
         }
@@ -54,7 +58,8 @@ extension SyncContext {
             switch self {
             case .retryLater(let after, let reason):
                 return CloudError(
-                    .serviceUnavailable, "The server asked to retry later" + (reason.map { " (\($0))." } ?? "."),
+                    .serviceUnavailable,
+                    reason.map { "Stopped to retry later: \($0)." } ?? "The server asked to retry later.",
                     retryAfter: after)
             case .waitForNetwork: return CloudError(.networkUnavailable, "The network is unavailable.")
             case .paused(.quotaExceeded): return CloudError(.quotaExceeded, "The account's storage is full.")
@@ -198,7 +203,7 @@ extension SyncContext {
                     zoneCreations += 1
                     preparedZones.remove(zone)
                     if zoneCreations > 2 {
-                        outcome.stop = .retryLater(nil, reason: "\(zone) was not found after it was created twice")
+                        outcome.stop = .retryLater(nil, reason: "\(zone) was still missing after it was created twice")
                     } else if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
                         outcome.stop = stop
                     } else if let stop = await ensurePrepared([zone], epoch: epoch) {
@@ -254,10 +259,13 @@ extension SyncContext {
         /// have it halved.
         var waitedOnRequestRefusal = false
 
-        /// Stops to retry after `after`, or after the longest wait another record of the batch asked for.
+        /// Stops to retry after `after`, or after the longest wait another record of the batch asked for; a
+        /// stop of another kind another record asked for (no network, paused, a new zone) goes first.
         mutating func retryLater(after: Duration?, reason: String) {
-            if case .stop(.retryLater(let earlier?, _)) = next, after.map({ $0 < earlier }) ?? true {
-                return
+            switch next {
+            case .stop(.retryLater(let earlier?, _)) where after.map({ $0 < earlier }) ?? true: return
+            case .stop(.retryLater), .continue, .split: break
+            case .stop, .createZone: return
             }
             next = .stop(.retryLater(after, reason: reason))
         }
@@ -313,6 +321,7 @@ extension SyncContext {
             .didSend(
                 zone: zone, saved: response.saved.count, deleted: response.deleted.count, failed: response.failed.count)
         )
+        var waitingOnRefusal: [RecordID] = []
         for change in batch {
             let id = change.recordID
             if let saved = response.saved[id] {
@@ -333,7 +342,7 @@ extension SyncContext {
             case .mergeWithServerRecord:
                 conflicts[id, default: 0] += 1
                 guard conflicts[id]! <= Self.conflictLimit, let server = error.serverRecord else {
-                    result.next = .stop(.retryLater(nil, reason: "\(id.name) kept meeting newer versions"))
+                    result.retryLater(after: nil, reason: "\(id.name) kept meeting newer versions on the server")
                     continue
                 }
                 if change.isDelete, server.lastModifiedBy == localStore.deviceID {
@@ -402,14 +411,14 @@ extension SyncContext {
                 return result
             case .retryLater(let after):
                 if CloudErrorPolicy.waitsOnlyForRetryAfter(error) {
-                    // Once per push: a push stops after the batch that asked to wait.
                     guard refusalWaits[id, default: 0] < Self.refusalWaitLimit else {
                         result.refused.append(refusal(of: change, because: error))
                         continue
                     }
-                    refusalWaits[id, default: 0] += 1
+                    waitingOnRefusal.append(id)
                 }
-                result.retryLater(after: after, reason: "\(id.name): \(error.message)")
+                result.retryLater(
+                    after: after, reason: "the server asked to retry later (\(id.name): \(error.message))")
             case .waitForNetwork:
                 result.next = .stop(.waitForNetwork)
             case .pause(let reason):
@@ -421,6 +430,10 @@ extension SyncContext {
         if case .createZone = result.next {
             // Resend the whole batch once the zone exists; what was confirmed is already acknowledged.
             result.resend = []
+        }
+        // A wait counts only when the batch stops to wait (a push stops after that batch: once per push).
+        if case .stop(.retryLater) = result.next {
+            for id in waitingOnRefusal { refusalWaits[id, default: 0] += 1 }
         }
         return result
     }
@@ -541,6 +554,8 @@ extension SyncContext {
         guard epoch == accountEpoch else { return }
         do {
             try await localStore.wipe(zone)
+            refusalWaits = refusalWaits.filter { $0.key.zone != zone }
+            requestRefusalWaits[zone] = nil
             preparedZones.remove(zone)
             subscribedZones.remove(zone)
             try await savePreparedZones()

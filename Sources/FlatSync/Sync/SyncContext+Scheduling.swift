@@ -97,8 +97,10 @@ extension SyncContext {
         // when one does; said here, since they keep the sync from being complete.
         for (zone, count) in await localStore.pendingRecordCountsOfUnregisteredZones() {
             summary.problems.append(
-                "\(count) change\(count == 1 ? "" : "s") in zone \(zone) wait\(count == 1 ? "s" : "") for a store of "
-                    + "that zone to be registered again (Configuration.recordTypes).")
+                SyncProblem(
+                    .unregisteredZone, zone: zone,
+                    message: "\(count) change\(count == 1 ? "" : "s") wait\(count == 1 ? "s" : "") for a store of "
+                        + "this zone to be registered again (Configuration.recordTypes)"))
         }
         return summary
     }
@@ -106,7 +108,7 @@ extension SyncContext {
     // MARK: - Outcomes
 
     func handle(_ outcome: PushOutcome, of zone: ZoneID) {
-        for id in openSummaries.keys { openSummaries[id]!.add(outcome) }
+        for id in openSummaries.keys { openSummaries[id]!.add(outcome, of: zone) }
         guard let stop = outcome.stop else {
             pushFailures[zone] = 0
             return

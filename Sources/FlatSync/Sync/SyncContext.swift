@@ -340,6 +340,8 @@ public actor SyncContext: LocalChangeObserver {
         subscribedZones = []
         unconfirmedSaves = [:]
         retryRefusedZones = []
+        refusalWaits = [:]
+        requestRefusalWaits = [:]
         paused = nil
         pushFailures = [:]
         fetchFailures = 0

@@ -17,8 +17,9 @@ public struct SyncSummary: Sendable, Hashable {
     public var refused: [RefusedChange] = []
     /// Zones reset, with why.
     public var resets: [ZoneReset] = []
-    /// Why sending or fetching stopped early, if it did.
-    public var problems: [String] = []
+    /// Why sending or fetching stopped early, if it did: the engine tries again by itself unless one is
+    /// ``SyncProblem/Kind-swift.enum/paused(_:)``.
+    public var problems: [SyncProblem] = []
     /// Record changes still waiting to be sent afterwards.
     public var pendingRecords = 0
 
@@ -37,17 +38,17 @@ public struct SyncSummary: Sendable, Hashable {
         public var description: String { "\(zone): \(reason)" }
     }
 
-    mutating func add(_ outcome: SyncContext.PushOutcome) {
+    mutating func add(_ outcome: SyncContext.PushOutcome, of zone: ZoneID) {
         sent += outcome.saved + outcome.deleted
         refused += outcome.refused
         resets += outcome.resets
-        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
+        if let problem = outcome.stop?.problem(in: zone) { problems.append(problem) }
     }
 
     mutating func add(_ outcome: SyncContext.FetchOutcome) {
         fetched += outcome.changed
         deleted += outcome.deleted
         resets += outcome.resets
-        if let stop = outcome.stop, let problem = stop.problem { problems.append(problem) }
+        if let problem = outcome.stop?.problem(in: nil) { problems.append(problem) }
     }
 }

@@ -28,7 +28,8 @@ import Testing
             let first = try await a.syncNow()
             #expect(first.sent == 1, "the server confirmed the save")
             #expect(!first.isComplete)
-            #expect(first.problems.contains { $0.contains("ioFailed") }, "\(first.problems)")
+            #expect(
+                first.problems.contains { $0.kind == .failed && $0.message.contains("ioFailed") }, "\(first.problems)")
 
             let second = try await a.syncNow()
             #expect(second.isComplete, "\(second.problems)")

@@ -352,6 +352,35 @@ import Testing
             try await a.close()
         }
     }
+    /// A request refused as a whole with `retryAfter` waits too, up to five pushes of its zone in a row; the
+    /// next halves it as if no `retryAfter` had come, down to the one record, which is parked.
+    @Test(arguments: Self.routes)
+    func aRequestRefusedAsAWholeThatKeepsSayingLaterIsParkedAfterFiveWaits(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let limit = SyncContext.refusalWaitLimit
+            await harness.cloud.setFaultPlan(
+                .failNext(limit + 1, .modifyRecords, with: .invalidArguments, retryAfter: .seconds(10)))
+            try await a.readingList.add("stuck")
+            await a.waitUntilIdle()
+            for wait in 1..<limit {
+                #expect(await a.localStore.refusedChanges().isEmpty, "still waiting after \(wait) answers")
+                harness.clock.advance(by: .seconds(10))
+                await a.waitUntilIdle()
+            }
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await a.status().retrying == [.readingList])
+            harness.clock.advance(by: .seconds(10))
+            await a.waitUntilIdle()
+            #expect(
+                await harness.cloud.counters().faultsInjected[FaultEffect.error(.invalidArguments).counterKey] == limit
+                    + 1)
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [ReadingListEntry.recordID(for: "stuck")])
+            #expect(try await a.syncNow().isComplete, "asked to retry, the server takes it")
+            try await a.close()
+        }
+    }
+
     /// The bound is per record: a server that answers a different record "later" in each push parks none
     /// of them, however many pushes of the zone in a row wait. Here the fault takes each request's first
     /// save, which is the newest article, and the one refused before it is unsaved meanwhile, so no article
@@ -395,14 +424,15 @@ import Testing
                 ]))
             let summary = try await a.syncNow()
             #expect(!summary.isComplete)
-            let pushProblem = summary.problems.first { $0.contains("rl-one") }
-            #expect(pushProblem?.hasPrefix("the server asked to retry later (rl-one: ") == true, "\(summary.problems)")
-            #expect(pushProblem?.contains("Injected fault") == true, "\(summary.problems)")
-            #expect(
-                summary.problems.contains {
-                    $0.hasPrefix("the server asked to retry later (") && !$0.contains("rl-one")
-                },
-                "the fetch's own reason: \(summary.problems)")
+            let pushProblem = summary.problems.first { $0.zone == .readingList }
+            #expect(pushProblem?.kind == .retryLater(after: .seconds(20)), "\(summary.problems)")
+            #expect(pushProblem?.message.hasPrefix("the server asked to retry later (rl-one: ") == true)
+            #expect(pushProblem?.message.contains("Injected fault") == true, "\(summary.problems)")
+            let fetchProblem = summary.problems.first { $0.zone == nil }
+            #expect(fetchProblem?.kind == .retryLater(after: .seconds(20)), "\(summary.problems)")
+            #expect(fetchProblem?.message.hasPrefix("the server asked to retry later (") == true)
+            #expect(fetchProblem?.message.contains("fetchZoneChanges") == true, "the fetch's own reason")
+            #expect(summary.problems.count == 2)
             #expect(await a.localStore.refusedChanges().isEmpty)
             harness.clock.advance(by: .seconds(20))
             #expect(try await a.syncNow().isComplete)

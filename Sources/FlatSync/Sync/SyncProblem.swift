@@ -1,0 +1,56 @@
+/// Why ``SyncContext/syncNow()`` stopped before everything was sent and fetched (see ``SyncSummary/problems``),
+/// and what the engine does about it.
+///
+/// The engine tries again by itself in every case but ``Kind-swift.enum/paused(_:)``, which waits for the host.
+/// So a host need not retry; it can show what the kind says (offline, waiting for the server, sign in) and log
+/// the message:
+///
+/// ```swift
+/// let summary = try await sync.syncNow()
+/// for problem in summary.problems {
+///     switch problem.kind {
+///     case .networkUnavailable: print("Offline: your changes go out when the network returns.")
+///     case .paused(.notAuthenticated): print("Sign in to iCloud to sync.")
+///     default: print("Not synced yet:", problem)
+///     }
+/// }
+/// ```
+public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
+    /// What stopped the sync.
+    public enum Kind: Sendable, Hashable {
+        /// The server asked to wait (throttled, busy, or an error that said when to try again), or the engine
+        /// chose to (a record that kept meeting newer versions). It tries again after `after`, or after its
+        /// backoff (``SyncContext/Configuration/retryPolicy``) when that is nil.
+        case retryLater(after: Duration?)
+        /// The network is unavailable: the engine tries again when it returns, or after its backoff.
+        case networkUnavailable
+        /// Sending is paused until the host acts (see ``PauseReason``).
+        case paused(PauseReason)
+        /// An error that trying again soon is unlikely to fix: the device's storage failed, or the server gave
+        /// an answer the engine cannot act on. The engine still tries again after its backoff; the message
+        /// says what failed, and ``SyncEvent/error(_:)`` reported it too.
+        case failed
+        /// Changes saved in an earlier run wait in ``SyncProblem/zone``, which no store of this run registers:
+        /// they are kept, and sent once a store of that zone is registered again
+        /// (``SyncContext/Configuration/recordTypes``).
+        case unregisteredZone
+    }
+
+    /// What stopped the sync.
+    public var kind: Kind
+    /// The zone it concerns, when it concerns one: a push's problem names its zone, a fetch's does not (it
+    /// covers every zone it fetched).
+    public var zone: ZoneID?
+    /// What happened, in a phrase, with the server's own message when it sent one.
+    public var message: String
+
+    /// Creates a problem.
+    public init(_ kind: Kind, zone: ZoneID? = nil, message: String) {
+        self.kind = kind
+        self.zone = zone
+        self.message = message
+    }
+
+    /// The message, after the zone when there is one.
+    public var description: String { zone.map { "\($0): \(message)" } ?? message }
+}
