@@ -16,7 +16,9 @@ public protocol CloudAdministration: Sendable {
 
     /// Deletes a zone and its records as the user would from Settings. Until a client creates the zone
     /// again, requests for it fail with `CloudError.Code.userDeletedZone`, and database
-    /// changes report it with `ZoneDeletion.Reason.deletedByUser`. Throws
+    /// changes report it with `ZoneDeletion.Reason.deletedByUser`. Over CloudKit Web Services, which has
+    /// no code for it, they fail as `ZONE_NOT_FOUND` and the zone is reported `"deleted": true` (unless
+    /// the emulator runs with its guessed codes; see the CloudKit transport's "Meeting CloudKit"). Throws
     /// `CloudError.Code.zoneNotFound` if the zone does not exist.
     func deleteZoneAsUser(_ zone: ZoneID) async throws
 

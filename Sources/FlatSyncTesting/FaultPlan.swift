@@ -9,7 +9,7 @@ import FlatSync
 ///
 /// ```swift
 /// let cloud = InMemoryCloud(faultPlan: .failNext(2, .modifyRecords, with: .zoneBusy, retryAfter: .seconds(2)))
-/// try await cloud.setFaultPlan(.random(rate: 0.3, seed: 7))   // replaces the plan
+/// await cloud.setFaultPlan(.random(rate: 0.3, seed: 7))   // replaces the plan
 /// ```
 ///
 /// Faults are decided by ``CloudDatabase/perform(_:_:)``, so ``InMemoryCloud`` and ``DirectoryCloud``

@@ -13,8 +13,8 @@
 /// }
 /// ```
 ///
-/// Pushes coalesce and can be missed (CloudKit keeps a few per device at most, and none while a device is
-/// unreachable), so a source also yields ``CloudNotification/wholeDatabase(_:)`` whenever one may have been
+/// Pushes coalesce and can be missed (a device that was offline gets only the last one, as APNs keeps one
+/// notification per app), so a source also yields ``CloudNotification/wholeDatabase(_:)`` whenever one may have been
 /// lost: after it connects or reconnects, and after every wait that ended without a notification.
 public protocol CloudNotificationSource: Sendable {
     /// The notifications as they arrive. The sequence ends when the consuming task is cancelled; it throws

@@ -29,6 +29,11 @@ extension CloudKitWebServicesServer {
         public var userRecordName: String
         /// Where the sign-in page sends the new token (`callback` of the `redirectURL`, as the sign-in
         /// callback of an API token in CloudKit Dashboard); `nil`: the page shows the token instead.
+        ///
+        /// The page, `GET /_auth/signin` (the `redirectURL` of a `notAuthenticated` error), is emulator
+        /// behaviour standing in for Apple's sign-in: it signs in at once and answers 302 to
+        /// `callback?ckWebAuthToken=<token>`, or, without a callback, 200 with the token as plain text and a
+        /// newline. Hand that token to the transport's `signIn(withWebAuthToken:)`.
         public var signInCallbackURL: URL?
         /// Called once per request with one line: method, path without the query, status (or
         /// `dropped`), milliseconds. Never a token. For `cloud serve -v`.
