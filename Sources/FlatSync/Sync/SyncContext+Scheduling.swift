@@ -116,10 +116,12 @@ extension SyncContext {
         switch stop {
         case .retryLater(let after, _):
             pushFailures[zone, default: 0] += 1
-            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: after))
+            scheduleRetry(
+                .pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: after), stop, zone)
         case .waitForNetwork:
             pushFailures[zone, default: 0] += 1
-            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil))
+            scheduleRetry(
+                .pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil), stop, zone)
         case .paused(let reason):
             if paused == nil { emit(.paused(reason: reason)) }
             paused = reason
@@ -144,10 +146,10 @@ extension SyncContext {
         switch stop {
         case .retryLater(let after, _):
             fetchFailures += 1
-            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: after))
+            scheduleRetry(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: after), stop, nil)
         case .waitForNetwork:
             fetchFailures += 1
-            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil))
+            scheduleRetry(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil), stop, nil)
         case .paused(let reason):
             if paused == nil { emit(.paused(reason: reason)) }
             paused = reason
@@ -158,6 +160,12 @@ extension SyncContext {
         case .zoneWiped, .deletedOnServer, .cancelled:
             break
         }
+    }
+
+    /// Schedules the retry of a push (of `zone`) or a fetch that stopped with `stop`, and says so.
+    private func scheduleRetry(_ key: TimerKey, after delay: Duration, _ stop: Stop, _ zone: ZoneID?) {
+        schedule(key, after: delay)
+        if let problem = stop.problem(in: zone) { emit(.willRetry(problem, after: delay)) }
     }
 
     func retryDelay(failures: Int, retryAfter: Duration?) -> Duration {

@@ -27,6 +27,11 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     case accountChanged(from: String?, to: String?)
     /// A damaged file was moved aside and the store continued without it.
     case fileQuarantined(original: String, movedTo: String, reason: String)
+    /// Sending or fetching stopped, to try again by itself after `after`: the server asked to wait
+    /// (throttled, busy), or the network is unavailable; the problem says which, and for a push its zone.
+    /// ``SyncContext/syncNow()``, ``SyncContext/networkDidBecomeAvailable()`` or a push may wake it sooner.
+    /// A failure that waiting is unlikely to cure is an ``error(_:)`` instead (retried all the same).
+    case willRetry(SyncProblem, after: Duration)
     /// Sending stopped until something changes: the iCloud storage is full, or nobody is signed in.
     case paused(reason: PauseReason)
     /// Something failed (a file could not be written, a fetch could not finish); the event says what.
@@ -46,6 +51,7 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
         case .accountChanged(let from, let to): return "account changed from \(from ?? "none") to \(to ?? "none")"
         case .fileQuarantined(let original, let movedTo, let reason):
             return "quarantined \(original) as \(movedTo): \(reason)"
+        case .willRetry(let problem, let after): return "will retry in \(after): \(problem)"
         case .paused(let reason): return "sending paused (\(reason))"
         case .error(let error): return "error: \(error)"
         }

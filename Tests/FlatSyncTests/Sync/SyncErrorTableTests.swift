@@ -55,6 +55,38 @@ import Testing
         }
     }
 
+    /// A wait is an event too: a host can show "offline" or "iCloud asked to wait" and when the engine tries
+    /// again, where before a throttled push was silence between two `willSend`s.
+    @Test(arguments: Self.routes)
+    func aWaitToRetryIsAnnouncedWithWhyAndHowLong(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let events = a.events()
+            await harness.cloud.setFaultPlan(
+                FaultPlan.failNext(1, .modifyRecords, with: .requestRateLimited, retryAfter: .seconds(30))
+                    .then(.failNext(1, .modifyRecords, with: .networkUnavailable)))
+            try await a.readingList.add("x")
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(30))
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(2))
+            await a.waitUntilIdle()
+            #expect(await serverNames(harness.cloud) == ["rl-x"])
+            try await a.close()
+            let waits = await collect(events).compactMap { event -> (SyncProblem, Duration)? in
+                if case .willRetry(let problem, let after) = event { return (problem, after) }
+                return nil
+            }
+            #expect(waits.count == 2)
+            #expect(waits.first?.0.kind == .retryLater(after: .seconds(30)))
+            #expect(waits.first?.0.zone == .readingList)
+            #expect(waits.first?.0.message.contains("the server asked to retry later") == true)
+            #expect(waits.first?.1 == .seconds(30))
+            #expect(waits.last?.0.kind == .networkUnavailable)
+            #expect(waits.last?.1 == .seconds(2), "the second failure in a row: the second backoff step")
+        }
+    }
+
     // MARK: Service unavailable, rate limited, zone busy
 
     @Test(
