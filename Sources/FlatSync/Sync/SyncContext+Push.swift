@@ -238,7 +238,7 @@ extension SyncContext {
             if outcome.stop != nil { break }
             if !progressed {
                 // Records came back neither confirmed nor failed; do not spin on them.
-                outcome.stop = .retryLater(nil)
+                outcome.stop = .retryLater(nil, reason: "the server's answer confirmed none of the records sent")
                 break
             }
         }

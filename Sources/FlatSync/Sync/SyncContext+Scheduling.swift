@@ -98,7 +98,7 @@ extension SyncContext {
         for (zone, count) in await localStore.pendingRecordCountsOfUnregisteredZones() {
             summary.problems.append(
                 SyncProblem(
-                    .unregisteredZone, zone: zone,
+                    .noStoreForZone, zone: zone,
                     message: "\(count) change\(count == 1 ? "" : "s") wait\(count == 1 ? "s" : "") for a store of "
                         + "this zone to be registered again (Configuration.recordTypes)"))
         }
@@ -128,7 +128,8 @@ extension SyncContext {
         case .failed(let error):
             emit(.error(SyncEventError(code: "\(error.code)", message: "Sending \(zone) failed: \(error.message)")))
             pushFailures[zone, default: 0] += 1
-            schedule(.pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil))
+            scheduleRetry(
+                .pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil), stop, zone)
         case .zoneWiped, .deletedOnServer, .cancelled:
             break
         }
@@ -156,7 +157,7 @@ extension SyncContext {
         case .failed(let error):
             emit(.error(SyncEventError(code: "\(error.code)", message: "Fetching failed: \(error.message)")))
             fetchFailures += 1
-            schedule(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil))
+            scheduleRetry(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil), stop, nil)
         case .zoneWiped, .deletedOnServer, .cancelled:
             break
         }

@@ -28,9 +28,10 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     /// A damaged file was moved aside and the store continued without it.
     case fileQuarantined(original: String, movedTo: String, reason: String)
     /// Sending or fetching stopped, to try again by itself after `after`: the server asked to wait
-    /// (throttled, busy), or the network is unavailable; the problem says which, and for a push its zone.
-    /// ``SyncContext/syncNow()``, ``SyncContext/networkDidBecomeAvailable()`` or a push may wake it sooner.
-    /// A failure that waiting is unlikely to cure is an ``error(_:)`` instead (retried all the same).
+    /// (throttled, busy), the network is unavailable, the engine chose to (a record that kept meeting newer
+    /// versions), or something failed that waiting is unlikely to cure (also an ``error(_:)``); the problem
+    /// says which, and for a push its zone. ``SyncContext/syncNow()``,
+    /// ``SyncContext/networkDidBecomeAvailable()`` or a push may wake it sooner.
     case willRetry(SyncProblem, after: Duration)
     /// Sending stopped until something changes: the iCloud storage is full, or nobody is signed in.
     case paused(reason: PauseReason)

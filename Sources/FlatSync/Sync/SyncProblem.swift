@@ -1,12 +1,12 @@
-/// Why ``SyncContext/syncNow()`` stopped before everything was sent and fetched (see ``SyncSummary/problems``),
-/// and what the engine does about it.
+/// Why ``SyncContext/syncNow()`` left something unsent or unfetched (see ``SyncSummary/problems``), and what
+/// the engine does about it; also what a ``SyncEvent/willRetry(_:after:)`` waits for.
 ///
-/// The engine tries again by itself in every case but ``Kind-swift.enum/paused(_:)``, which waits for the host.
-/// So a host need not retry; it can show what the kind says (offline, waiting for the server, sign in) and log
-/// the message:
+/// The engine tries again by itself in every case but two, which wait for the host:
+/// ``Kind-swift.enum/paused(_:)`` and ``Kind-swift.enum/noStoreForZone``. So a host need not retry; it can
+/// show what the kind says (offline, waiting for the server, sign in) and log the message:
 ///
 /// ```swift
-/// let summary = try await sync.syncNow()
+/// let summary = try await context.syncNow()
 /// for problem in summary.problems {
 ///     switch problem.kind {
 ///     case .networkUnavailable: print("Offline: your changes go out when the network returns.")
@@ -19,8 +19,8 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
     /// What stopped the sync.
     public enum Kind: Sendable, Hashable {
         /// The server asked to wait (throttled, busy, or an error that said when to try again), or the engine
-        /// chose to (a record that kept meeting newer versions). It tries again after `after`, or after its
-        /// backoff (``SyncContext/Configuration/retryPolicy``) when that is nil.
+        /// chose to (a record that kept meeting newer versions). It tries again after `after`, the server's
+        /// wait, or after its backoff (``SyncContext/Configuration/retryPolicy``) when that is nil.
         case retryLater(after: Duration?)
         /// The network is unavailable: the engine tries again when it returns, or after its backoff.
         case networkUnavailable
@@ -30,18 +30,19 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         /// an answer the engine cannot act on. The engine still tries again after its backoff; the message
         /// says what failed, and ``SyncEvent/error(_:)`` reported it too.
         case failed
-        /// Changes saved in an earlier run wait in ``SyncProblem/zone``, which no store of this run registers:
-        /// they are kept, and sent once a store of that zone is registered again
+        /// Changes saved in an earlier run wait in ``SyncProblem/zone``, for which no store of this run
+        /// registers a record type: they are kept, and sent once a store of that zone is registered again
         /// (``SyncContext/Configuration/recordTypes``).
-        case unregisteredZone
+        case noStoreForZone
     }
 
     /// What stopped the sync.
     public var kind: Kind
-    /// The zone it concerns, when it concerns one: a push's problem names its zone, a fetch's does not (it
-    /// covers every zone it fetched).
+    /// The zone it concerns, when it concerns one: a push's problem and a zone without a store name it, a
+    /// fetch's does not (it covers every zone it fetched).
     public var zone: ZoneID?
-    /// What happened, in a phrase, with the server's own message when it sent one.
+    /// What happened, in a phrase, with the server's own message when it sent one. For people and logs: its
+    /// wording may change, so a program (or a test) looks at ``kind`` and ``zone``.
     public var message: String
 
     /// Creates a problem.

@@ -17,8 +17,9 @@ public struct SyncSummary: Sendable, Hashable {
     public var refused: [RefusedChange] = []
     /// Zones reset, with why.
     public var resets: [ZoneReset] = []
-    /// Why sending or fetching stopped early, if it did: the engine tries again by itself unless one is
-    /// ``SyncProblem/Kind-swift.enum/paused(_:)``.
+    /// Why sending or fetching stopped early, if it did, and changes waiting for a store of their zone: the
+    /// engine tries again by itself unless the problem is ``SyncProblem/Kind-swift.enum/paused(_:)`` or
+    /// ``SyncProblem/Kind-swift.enum/noStoreForZone``.
     public var problems: [SyncProblem] = []
     /// Record changes still waiting to be sent afterwards.
     public var pendingRecords = 0

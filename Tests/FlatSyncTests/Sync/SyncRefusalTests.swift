@@ -381,6 +381,39 @@ import Testing
         }
     }
 
+    /// The counts go with the account: a change of account wipes the records they were about, and a record of
+    /// the same name in the next account has its five waits again. Kept, the old count parked it at once.
+    @Test func waitsAreForgottenWithTheAccount() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let a = try await harness.device("A")
+            let limit = SyncContext.refusalWaitLimit
+            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
+            let script = FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit - 1, effect: fault)])
+            await harness.cloud.setFaultPlan(script)
+            try await a.readingList.add("stuck")
+            await a.waitUntilIdle()
+            for _ in 1..<(limit - 1) {
+                harness.clock.advance(by: .seconds(10))
+                await a.waitUntilIdle()
+            }
+            #expect(await harness.cloud.counters().faultsInjected[fault.counterKey] == limit - 1)
+            try await a.accountDidChange(to: CloudAccount(id: "other", transport: harness.transport("A")))
+            await a.waitUntilIdle()
+            await harness.cloud.setFaultPlan(script)
+            try await a.readingList.add("stuck")
+            await a.waitUntilIdle()
+            for _ in 1..<limit {
+                #expect(await a.localStore.refusedChanges().isEmpty)
+                harness.clock.advance(by: .seconds(10))
+                await a.waitUntilIdle()
+            }
+            #expect(await harness.cloud.counters().faultsInjected[fault.counterKey] == 2 * (limit - 1))
+            #expect(await a.localStore.refusedChanges().isEmpty, "waited four times in this account, not parked")
+            #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-stuck"])
+            try await a.close()
+        }
+    }
+
     /// The bound is per record: a server that answers a different record "later" in each push parks none
     /// of them, however many pushes of the zone in a row wait. Here the fault takes each request's first
     /// save, which is the newest article, and the one refused before it is unsaved meanwhile, so no article
