@@ -144,7 +144,8 @@ extension SyncContext {
                     preparedZones.remove(zone)
                     if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
                         // Deleted: the full fetch it requested (after this one) wipes the zone.
-                        return stop == .deletedOnServer ? nil : stop
+                        if case .deletedOnServer = stop { return nil }
+                        return stop
                     }
                     if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
                 case .wipeZone:

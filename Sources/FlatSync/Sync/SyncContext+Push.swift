@@ -6,7 +6,7 @@
 
 extension SyncContext {
     /// Why a send or fetch stopped before it was done.
-    enum Stop: Sendable, Equatable {
+    enum Stop: Sendable {
         /// A transient failure: try again after the delay (or backoff when nil). The reason, for the summary,
         /// says why in a phrase: what the server said, when it said something.
         case retryLater(Duration?, reason: String? = nil)
@@ -20,12 +20,15 @@ extension SyncContext {
         case deletedOnServer
         /// The account changed or the context closed.
         case cancelled
-        /// Something that retrying soon will not fix (a local I/O error, say).
+        /// A server answer that retrying soon will not fix.
         case failed(CloudError)
+        /// A failure of the device's own (its storage, say) that retrying soon will not fix.
+        case failedOnDevice(FlatSyncError)
 
         /// The stop for an error from the transport or the store.
         static func from(_ error: any Error) -> Stop {
             if error is CancellationError { return .cancelled }
+            if let local = error as? FlatSyncError { return .failedOnDevice(local) }
             guard let cloudError = error as? CloudError else {
                 return .failed(CloudError(.internalError, "\(error)"))
             }
@@ -48,8 +51,19 @@ extension SyncContext {
                 return SyncProblem(.networkUnavailable, zone: zone, message: "the network is unavailable")
             case .paused(let reason):
                 return SyncProblem(.paused(reason), zone: zone, message: "sending is paused (\(reason))")
-            case .failed(let error): return SyncProblem(.failed, zone: zone, message: error.message)
+            case .failed(let error): return SyncProblem(.serverError(error.code), zone: zone, message: error.message)
+            case .failedOnDevice(let error):
+                return SyncProblem(.deviceError(error.code), zone: zone, message: error.message)
             case .zoneWiped, .deletedOnServer, .cancelled: return nil
+            }
+        }
+
+        /// A failure's code and message, for its ``SyncEvent/error(_:)``; nil for stops that are not failures.
+        var failure: (code: String, message: String)? {
+            switch self {
+            case .failed(let error): return ("\(error.code)", error.message)
+            case .failedOnDevice(let error): return ("\(error.code)", error.message)
+            default: return nil
             }
         }
 
@@ -68,6 +82,7 @@ extension SyncContext {
             case .deletedOnServer: return CloudError(.zoneNotFound, "The zone was deleted on the server.")
             case .cancelled: return CancellationError()
             case .failed(let error): return error
+            case .failedOnDevice(let error): return error
             }
         }
     }
@@ -213,7 +228,7 @@ extension SyncContext {
                     }
                 case .stop(let stop):
                     outcome.stop = stop
-                    if stop == .zoneWiped {
+                    if case .zoneWiped = stop {
                         outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
                     }
                 }

@@ -125,8 +125,9 @@ extension SyncContext {
         case .paused(let reason):
             if paused == nil { emit(.paused(reason: reason)) }
             paused = reason
-        case .failed(let error):
-            emit(.error(SyncEventError(code: "\(error.code)", message: "Sending \(zone) failed: \(error.message)")))
+        case .failed, .failedOnDevice:
+            let (code, message) = stop.failure!
+            emit(.error(SyncEventError(code: code, message: "Sending \(zone) failed: \(message)")))
             pushFailures[zone, default: 0] += 1
             scheduleRetry(
                 .pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil), stop, zone)
@@ -154,8 +155,9 @@ extension SyncContext {
         case .paused(let reason):
             if paused == nil { emit(.paused(reason: reason)) }
             paused = reason
-        case .failed(let error):
-            emit(.error(SyncEventError(code: "\(error.code)", message: "Fetching failed: \(error.message)")))
+        case .failed, .failedOnDevice:
+            let (code, message) = stop.failure!
+            emit(.error(SyncEventError(code: code, message: "Fetching failed: \(message)")))
             fetchFailures += 1
             scheduleRetry(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil), stop, nil)
         case .zoneWiped, .deletedOnServer, .cancelled:

@@ -212,7 +212,8 @@ public actor SyncContext: LocalChangeObserver {
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/accountUnavailable`` without an account; the
     ///   ``CloudError`` that stopped the zones from being prepared when waiting will not fix it (nobody
-    ///   signed in, the storage full, a refusal): call `start()` again once it is dealt with.
+    ///   signed in, the storage full, a refusal), or the ``FlatSyncError`` of the device's own failure
+    ///   (``FlatSyncError/Code-swift.struct/ioFailed``): call `start()` again once it is dealt with.
     public func start() async throws {
         try await checkUsable()
         let epoch = accountEpoch

@@ -26,10 +26,14 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         case networkUnavailable
         /// Sending is paused until the host acts (see ``PauseReason``).
         case paused(PauseReason)
-        /// An error that trying again soon is unlikely to fix: the device's storage failed, or the server gave
-        /// an answer the engine cannot act on. The engine still tries again after its backoff; the message
-        /// says what failed, and ``SyncEvent/error(_:)`` reported it too.
-        case failed
+        /// The server gave an answer the engine cannot act on, which trying again soon is unlikely to fix; the
+        /// code says which. The engine still tries again after its backoff, and ``SyncEvent/error(_:)``
+        /// reported it too.
+        case serverError(CloudError.Code)
+        /// The device failed: its storage could not be read or written
+        /// (``FlatSyncError/Code-swift.struct/ioFailed``), say. The engine still tries again after its backoff,
+        /// and ``SyncEvent/error(_:)`` reported it too.
+        case deviceError(FlatSyncError.Code)
         /// Changes saved in an earlier run wait in ``SyncProblem/zone``, for which no store of this run
         /// registers a record type: they are kept, and sent once a store of that zone is registered again
         /// (``SyncContext/Configuration/recordTypes``).

@@ -29,7 +29,7 @@ import Testing
             #expect(first.sent == 1, "the server confirmed the save")
             #expect(!first.isComplete)
             #expect(
-                first.problems.contains { $0.kind == .failed && $0.message.contains("ioFailed") }, "\(first.problems)")
+                first.problems.contains { $0.kind == .deviceError(.ioFailed) }, "\(first.problems)")
 
             let second = try await a.syncNow()
             #expect(second.isComplete, "\(second.problems)")

@@ -352,6 +352,21 @@ import Testing
             try await a.close()
         }
     }
+    /// A server answer the engine cannot act on says whose it is, with its code: the server's here, where a
+    /// failure of the device's storage says `deviceError` (PushIOFailureTests).
+    @Test(arguments: Self.routes)
+    func aServerErrorInTheSummaryCarriesItsCode(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A", start: false)
+            await harness.cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .invalidArguments))
+            let summary = try await a.syncNow()
+            #expect(summary.problems.map(\.kind) == [.serverError(.invalidArguments)], "\(summary.problems)")
+            #expect(summary.problems.first?.zone == nil, "a fetch's problem")
+            #expect(try await a.syncNow().isComplete)
+            try await a.close()
+        }
+    }
+
     /// A request refused as a whole with `retryAfter` waits too, up to five pushes of its zone in a row; the
     /// next halves it as if no `retryAfter` had come, down to the one record, which is parked.
     @Test(arguments: Self.routes)
