@@ -8,8 +8,8 @@ extension SyncContext {
     /// Why a send or fetch stopped before it was done.
     enum Stop: Sendable {
         /// A transient failure: try again after the delay (or backoff when nil). The reason, for the summary,
-        /// says why in a phrase: what the server said, when it said something.
-        case retryLater(Duration?, reason: String? = nil)
+        /// says why in a phrase (see ``serverAskedToWait(_:)``).
+        case retryLater(Duration?, reason: String)
         /// No network: try again when it returns, or after backoff.
         case waitForNetwork
         /// Storage full or nobody signed in: wait for the host.
@@ -34,19 +34,23 @@ extension SyncContext {
             }
             switch CloudErrorPolicy.action(for: cloudError) {
             case .retryLater(let after):
-                return .retryLater(after, reason: "the server asked to retry later (\(cloudError.message))")
+                return .retryLater(after, reason: serverAskedToWait(cloudError.message))
             case .waitForNetwork: return .waitForNetwork
             case .pause(let reason): return .paused(reason)
             default: return .failed(cloudError)
             }
         }
 
+        /// The reason of a ``retryLater(_:reason:)`` the server asked for, `message` saying what it answered.
+        static func serverAskedToWait(_ message: String) -> String {
+            "the server asked to retry later (\(message))"
+        }
+
         /// The problem for the summary, or nil for stops that are not problems.
         func problem(in zone: ZoneID?) -> SyncProblem? {
             switch self {
             case .retryLater(let after, let reason):
-                return SyncProblem(
-                    .retryLater(after: after), zone: zone, message: reason ?? "the server asked to retry later")
+                return SyncProblem(.retryLater(after: after), zone: zone, message: reason)
             case .waitForNetwork:
                 return SyncProblem(.networkUnavailable, zone: zone, message: "the network is unavailable")
             case .paused(let reason):
@@ -71,10 +75,7 @@ extension SyncContext {
         var error: any Error {
             switch self {
             case .retryLater(let after, let reason):
-                return CloudError(
-                    .serviceUnavailable,
-                    reason.map { "Stopped to retry later: \($0)." } ?? "The server asked to retry later.",
-                    retryAfter: after)
+                return CloudError(.serviceUnavailable, "Stopped to retry later: \(reason).", retryAfter: after)
             case .waitForNetwork: return CloudError(.networkUnavailable, "The network is unavailable.")
             case .paused(.quotaExceeded): return CloudError(.quotaExceeded, "The account's storage is full.")
             case .paused(.notAuthenticated): return CloudError(.notAuthenticated, "No account can be used.")
@@ -432,8 +433,7 @@ extension SyncContext {
                     }
                     waitingOnRefusal.append(id)
                 }
-                result.retryLater(
-                    after: after, reason: "the server asked to retry later (\(id.name): \(error.message))")
+                result.retryLater(after: after, reason: Stop.serverAskedToWait("\(id.name): \(error.message)"))
             case .waitForNetwork:
                 result.next = .stop(.waitForNetwork)
             case .pause(let reason):
