@@ -20,7 +20,7 @@ import Testing
             .changeRefused(refusal(of: "rl-y", reason: "first")),
             .changeRefused(refusal(of: "rl-z", reason: "other")),
             .changeRefused(refusal(of: "rl-y", reason: "again")),
-            .error(SyncEventError(code: "ioFailed", message: "snapshot")),
+            .error(SyncProblem(.deviceError(.ioFailed), message: "snapshot")),
         ]
         for event in events { tally.record(event) }
         #expect(

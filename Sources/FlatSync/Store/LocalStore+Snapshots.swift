@@ -31,9 +31,9 @@ extension LocalStore {
         } catch {
             eventHub.emit(
                 .error(
-                    SyncEventError(
-                        code: "\((error as? FlatSyncError)?.code.description ?? "ioFailed")",
-                        message: "The snapshot of \(zone) could not be saved: \(error)")))
+                    SyncProblem(
+                        .deviceError((error as? FlatSyncError)?.code ?? .ioFailed), zone: zone,
+                        message: "its snapshot could not be saved: \(error)")))
         }
     }
 

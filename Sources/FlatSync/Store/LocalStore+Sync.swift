@@ -318,7 +318,8 @@ extension LocalStore {
             do {
                 item = try Item(record: record)
             } catch {
-                events.append(.error(SyncEventError(code: error.code.description, message: error.message)))
+                events.append(
+                    .error(SyncProblem(.deviceError(error.code), zone: record.id.zone, message: error.message)))
                 continue
             }
             let action = FetchedRecordRule.action(
@@ -398,7 +399,8 @@ extension LocalStore {
             do throws(FlatSyncError) {
                 try entry.check(record)
             } catch {
-                events.append(.error(SyncEventError(code: error.code.description, message: error.message)))
+                events.append(
+                    .error(SyncProblem(.deviceError(error.code), zone: record.id.zone, message: error.message)))
             }
         }
         let action = FetchedRecordRule.action(

@@ -62,15 +62,6 @@ extension SyncContext {
             }
         }
 
-        /// A failure's code and message, for its ``SyncEvent/error(_:)``; nil for stops that are not failures.
-        var failure: (code: String, message: String)? {
-            switch self {
-            case .failed(let error): return ("\(error.code)", error.message)
-            case .failedOnDevice(let error): return ("\(error.code)", error.message)
-            default: return nil
-            }
-        }
-
         /// The stop as an error to throw.
         var error: any Error {
             switch self {
@@ -575,7 +566,11 @@ extension SyncContext {
             subscribedZones.remove(zone)
             try await savePreparedZones()
         } catch {
-            emit(.error(SyncEventError(code: "ioFailed", message: "Wiping \(zone) failed: \(error)")))
+            emit(
+                .error(
+                    SyncProblem(
+                        .deviceError((error as? FlatSyncError)?.code ?? .ioFailed), zone: zone,
+                        message: "wiping it failed: \(error)")))
         }
         emit(.zoneReset(zone: zone, reason: .deletedByUser))
     }

@@ -126,8 +126,7 @@ extension SyncContext {
             if paused == nil { emit(.paused(reason: reason)) }
             paused = reason
         case .failed, .failedOnDevice:
-            let (code, message) = stop.failure!
-            emit(.error(SyncEventError(code: code, message: "Sending \(zone) failed: \(message)")))
+            emit(.error(stop.problem(in: zone)!.saying("sending failed")))
             pushFailures[zone, default: 0] += 1
             scheduleRetry(
                 .pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil), stop, zone)
@@ -156,8 +155,7 @@ extension SyncContext {
             if paused == nil { emit(.paused(reason: reason)) }
             paused = reason
         case .failed, .failedOnDevice:
-            let (code, message) = stop.failure!
-            emit(.error(SyncEventError(code: code, message: "Fetching failed: \(message)")))
+            emit(.error(stop.problem(in: nil)!.saying("fetching failed")))
             fetchFailures += 1
             scheduleRetry(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil), stop, nil)
         case .zoneWiped, .deletedOnServer, .cancelled:

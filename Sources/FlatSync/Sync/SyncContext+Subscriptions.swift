@@ -15,13 +15,12 @@ extension SyncContext {
         } catch is CancellationError {
             return
         } catch {
-            let code = (error as? CloudError).map { "\($0.code)" } ?? "internalError"
             let reason = (error as? CloudError)?.message ?? "\(error)"
             emit(
                 .error(
-                    SyncEventError(
-                        code: code,
-                        message: "Subscribing to changes in \(names) failed: \(reason). Pushes for them may not "
+                    SyncProblem(
+                        .serverError((error as? CloudError)?.code ?? .internalError),
+                        message: "subscribing to changes in \(names) failed: \(reason). Pushes for them may not "
                             + "arrive; fetches still find every change, and the next start, or the network coming back, tries "
                             + "again.")))
             return
@@ -32,7 +31,11 @@ extension SyncContext {
             try await savePreparedZones()
         } catch {
             // Kept in memory; after a restart the zones are subscribed once more, which changes nothing.
-            emit(.error(SyncEventError(code: "ioFailed", message: "Saving the subscribed zones failed: \(error)")))
+            emit(
+                .error(
+                    SyncProblem(
+                        .deviceError((error as? FlatSyncError)?.code ?? .ioFailed),
+                        message: "saving the subscribed zones failed: \(error)")))
         }
     }
 }

@@ -35,8 +35,10 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     case willRetry(SyncProblem, after: Duration)
     /// Sending stopped until something changes: the iCloud storage is full, or nobody is signed in.
     case paused(reason: PauseReason)
-    /// Something failed (a file could not be written, a fetch could not finish); the event says what.
-    case error(SyncEventError)
+    /// Something failed (a file could not be written, a fetch could not finish, a fetched record does not
+    /// read): a ``SyncProblem/Kind-swift.enum/serverError(_:)`` or a
+    /// ``SyncProblem/Kind-swift.enum/deviceError(_:)`` whose code says which.
+    case error(SyncProblem)
 
     public var description: String {
         switch self {

@@ -1,5 +1,6 @@
 /// Why ``SyncContext/syncNow()`` left something unsent or unfetched (see ``SyncSummary/problems``), and what
-/// the engine does about it; also what a ``SyncEvent/willRetry(_:after:)`` waits for.
+/// the engine does about it; also what a ``SyncEvent/willRetry(_:after:)`` waits for and what a
+/// ``SyncEvent/error(_:)`` reports.
 ///
 /// The engine tries again by itself in every case but two, which wait for the host:
 /// ``Kind-swift.enum/paused(_:)`` and ``Kind-swift.enum/noStoreForZone``. So a host need not retry; it can
@@ -30,8 +31,10 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         /// code says which. The engine still tries again after its backoff, and ``SyncEvent/error(_:)``
         /// reported it too.
         case serverError(CloudError.Code)
-        /// The device failed: its storage could not be read or written
-        /// (``FlatSyncError/Code-swift.struct/ioFailed``), say. The engine still tries again after its backoff,
+        /// Something failed on this device, and the code says what: its storage could not be read or written
+        /// (``FlatSyncError/Code-swift.struct/ioFailed``), say, or a record fetched from the server does not
+        /// read as its type (``FlatSyncError/Code-swift.struct/malformedRecord``, an ``SyncEvent/error(_:)``
+        /// only: the record is kept as the server holds it). The engine still tries again after its backoff,
         /// and ``SyncEvent/error(_:)`` reported it too.
         case deviceError(FlatSyncError.Code)
         /// Changes saved in an earlier run wait in ``SyncProblem/zone``, for which no store of this run
@@ -54,6 +57,12 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         self.kind = kind
         self.zone = zone
         self.message = message
+    }
+
+    /// The problem with `context` before its message ("sending failed: …"), for an event that has no other
+    /// way to say what was being done.
+    func saying(_ context: String) -> SyncProblem {
+        SyncProblem(kind, zone: zone, message: "\(context): \(message)")
     }
 
     /// The message, after the zone when there is one.

@@ -244,7 +244,11 @@ import Testing
             #expect(kept?.fields["flour"] == .int(500), "kept as it came")
             try await a.close()
             let all = await collect(events)
-            #expect(all.contains { if case .error(let error) = $0 { error.message.contains("r2") } else { false } })
+            let reports = all.compactMap { if case .error(let problem) = $0 { problem } else { nil } }
+            #expect(reports.count == 1)
+            #expect(reports.first?.kind == .deviceError(.malformedRecord))
+            #expect(reports.first?.zone == TestRecipe.zone)
+            #expect(reports.first?.message.contains("r2") == true)
         }
     }
 
@@ -306,7 +310,12 @@ import Testing
             try await a.close()
             let all = await collect(events)
             let reported = all.contains {
-                if case .error(let error) = $0 { error.message.contains("not to a reading-list entry") } else { false }
+                if case .error(let problem) = $0 {
+                    problem.kind == .deviceError(.malformedRecord)
+                        && problem.message.contains("not to a reading-list entry")
+                } else {
+                    false
+                }
             }
             #expect(reported)
         }

@@ -143,11 +143,11 @@ import Testing
             await a.waitUntilIdle()
             #expect(await harness.cloud.subscriptions().count == 2, "the next start tries again")
             try await a.close()
-            let errors = await collect(events).compactMap { event -> SyncEventError? in
+            let errors = await collect(events).compactMap { event -> SyncProblem? in
                 if case .error(let error) = event { return error } else { return nil }
             }
             #expect(errors.count == 1)
-            #expect(errors.first?.message.hasPrefix("Subscribing to changes in ReadingList, ReadingHistory") == true)
+            #expect(errors.first?.message.hasPrefix("subscribing to changes in ReadingList, ReadingHistory") == true)
         }
     }
 
