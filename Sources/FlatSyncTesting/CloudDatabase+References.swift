@@ -1,7 +1,8 @@
 import FlatSync
 
 // What the server does about the references a record holds (`FieldValue.reference`, alone or in a list).
-// Each rule is Apple's documentation or a live observation; where neither says, the comment says so.
+// Each rule is Apple's documentation (of the native CloudKit API: the CKWS reference documents only a
+// reference's shape) or a live observation; where neither says, the comment says so.
 //
 // - A reference must point into its own record's zone: "You may only create references between records
 //   within the same zone of the same database" (CKRecord.Reference). [uncertain] Which error CloudKit

@@ -167,7 +167,8 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// In production, CloudKit refuses, record by record, a save whose record type or field the deployed
     /// schema lacks, or whose value is of another type: `BAD_REQUEST` "Cannot create or modify field 'X' in
     /// record 'Y' in production schema" (observed live: caiyue1993/IceCream#164, yattee/yattee#979; "Cannot
-    /// create new type …" for a type, TableProApp/TablePro#2226). Such a save fails with
+    /// create new type …" for a type, TableProApp/TablePro#2226; "Invalid value, expected type …" for a value,
+    /// MistKit #375). The wording is what those captures show; CloudKit documents none. Such a save fails with
     /// `CloudError.Code.invalidArguments` and that text, and the rest of the request goes on.
     public mutating func setProductionSchema(_ schema: CloudSchema?) {
         productionSchema = schema

@@ -103,6 +103,10 @@ struct CloudKitEmulatorAuthTests {
             #expect(user.status == 200)
             #expect(Set(user.json.keys) == ["userRecordName"])
             #expect(try await client.get("zones/list").status == 200)
+            // Apple documents users/current under public/ only; a client asking private/ is told so.
+            let strayed = try await client.get("users/current", database: "private")
+            #expect(strayed.status != 200)
+            #expect(strayed.json["serverErrorCode"] as? String == "BAD_REQUEST")
         }
     }
 

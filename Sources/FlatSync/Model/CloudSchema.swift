@@ -81,10 +81,12 @@ public struct CloudSchema: Hashable, Sendable, Codable {
         recordTypes[recordType]?[field]
     }
 
-    /// Why a production container holding this schema would refuse to save `record`, in the words
-    /// CloudKit uses, or nil when it would take it: an undeclared record type ("Cannot create new type …
-    /// in production schema"), an undeclared field (also ``lastModifiedByField`` when the record says who
-    /// wrote it), or a value of another type.
+    /// Why a production container holding this schema would refuse to save `record`, or nil when it would
+    /// take it: an undeclared record type ("Cannot create new type … in production schema",
+    /// TableProApp/TablePro#2226; another capture reads "Did not find record type", dongdongbh/Mindwtr#350),
+    /// an undeclared field (also ``lastModifiedByField`` when the record says who wrote it: "Cannot create or
+    /// modify field …", caiyue1993/IceCream#164), or a value of another type ("Invalid value, expected type
+    /// …", MistKit#375). The words are those seen live; CloudKit does not document them, and they may vary.
     public func problem(saving record: Record) -> String? {
         guard let fields = recordTypes[record.type] else {
             return "Cannot create new type \(record.type) in production schema"
@@ -98,7 +100,7 @@ public struct CloudSchema: Hashable, Sendable, Codable {
                 return "Cannot create or modify field '\(key)' in record '\(record.type)' in production schema"
             }
             if !type.accepts(record.fields[key]!) {
-                return "Invalid value for field '\(key)' in record '\(record.type)', expected type \(type.wireName)."
+                return "Invalid value, expected type \(type.wireName)."
             }
         }
         return nil

@@ -194,7 +194,7 @@ extension CloudKitEmulator {
         guard let declared = schema.recordTypes[record.type] else { return nil }
         for (key, sent) in operation.wireTypes.sorted(by: { $0.key < $1.key }) {
             guard let type = declared[key], type.wireName != sent else { continue }
-            return "Invalid value for field '\(key)' in record '\(record.type)', expected type \(type.wireName)."
+            return "Invalid value, expected type \(type.wireName)."
         }
         return nil
     }

@@ -6,7 +6,9 @@ import Foundation
 
 extension CloudKitEmulator {
     /// `zones/list` → `{"zones":[{"zoneID":…,"atomic":true}]}`, always with `_defaultZone`, which every
-    /// database has (ckws.md §3); listing it first is emulator behaviour.
+    /// database has (ckws.md §3), as `"atomic":false`: Apple documents `atomic` as applying to custom zones
+    /// only. Emulator behaviour: listing it first, and serving nothing in it (its records and changes
+    /// answer `ZONE_NOT_FOUND`; FlatSync never uses it).
     func listZones() async -> HTTPServerReply {
         switch await serve(.listZones, { $0.listZones() }) {
         case .failure(let error):
@@ -15,7 +17,8 @@ extension CloudKitEmulator {
             var names = zones.map(\.name)
             if !names.contains(CloudKitJSON.defaultZoneName) { names.insert(CloudKitJSON.defaultZoneName, at: 0) }
             let entries = names.map {
-                ["zoneID": CloudKitJSON.zoneID(ZoneID($0)), "atomic": true] as JSONValue
+                ["zoneID": CloudKitJSON.zoneID(ZoneID($0)), "atomic": .bool($0 != CloudKitJSON.defaultZoneName)]
+                    as JSONValue
             }
             return Self.ok(["zones": .array(entries)])
         }
@@ -27,9 +30,14 @@ extension CloudKitEmulator {
         var zone: ZoneID
     }
 
-    /// `zones/modify`: creates and deletes zones in order. Creating a zone that exists and deleting one
-    /// that does not succeed (CloudDatabase semantics; what CloudKit answers is not documented). Counted
-    /// as `createZones` when the first operation is a create, else `deleteZones`.
+    /// `zones/modify`: creates and deletes zones in order, each on its own: a zone's failure comes back as
+    /// that zone's entry inside the 200 (`{zoneID, serverErrorCode, reason}`, Apple's zone error dictionary)
+    /// and the other operations still run, as CloudKit answers it (ckws.md §3, MistKit PR #443). A request
+    /// that cannot be read fails whole. The one failure a zone operation can meet here is an empty name,
+    /// sent as `BAD_REQUEST` (emulator behaviour: which code CloudKit gives it is not known). Creating a zone
+    /// that exists and deleting one that does not succeed (CloudDatabase semantics; what CloudKit answers
+    /// is not documented). Counted as `createZones` when the first operation is a create, else
+    /// `deleteZones`.
     func modifyZones(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
         let parsed = Result { () throws(CloudKitJSON.Problem) -> [ZoneOperation] in
             let operations = try CloudKitJSON.array(body["operations"], "operations")
@@ -51,30 +59,38 @@ extension CloudKitEmulator {
         let firstIsCreate = body["operations"]?.arrayValue?.first?["operationType"] == "create"
         let changed = CloudKitPushHub.ChangedZones()
         let outcome = await serve(firstIsCreate ? .createZones : .deleteZones) {
-            (database) throws(CloudError) -> [ZoneOperation] in
-            let operations = try parsed.get()
-            try CloudDatabase.validateZoneNames(operations.map(\.zone))
-            for operation in operations {
+            (database) throws(CloudError) -> [(ZoneOperation, CloudError?)] in
+            try parsed.get().map { operation in
                 let existed = database.listZones().contains(operation.zone)
-                if operation.create {
-                    try database.createZones([operation.zone])
-                } else {
-                    try database.deleteZones([operation.zone])
+                do throws(CloudError) {
+                    if operation.create {
+                        try database.createZones([operation.zone])
+                    } else {
+                        try database.deleteZones([operation.zone])
+                    }
+                } catch {
+                    return (operation, error)
                 }
                 if existed != operation.create { changed.insert([operation.zone.name]) }
+                return (operation, nil)
             }
-            return operations
         }
         push.notify(changed.names)
         switch outcome {
         case .failure(let error):
             return reply(for: error)
-        case .success(let operations):
-            let zones = operations.map { operation -> JSONValue in
-                operation.create
-                    ? ["zoneID": CloudKitJSON.zoneID(operation.zone), "atomic": true]
+        case .success(let results):
+            let zones = results.map { operation, error -> JSONValue in
+                let zoneID = CloudKitJSON.zoneID(operation.zone)
+                if let error {
+                    var entry = CloudKitWireError.itemBody(error, guessedCodes: options.guessedErrorCodes)
+                    entry["zoneID"] = zoneID
+                    return CloudKitJSON.value(entry)
+                }
+                return operation.create
+                    ? ["zoneID": zoneID, "atomic": true]
                     // Emulator behaviour: Apple documents a zone dictionary here, not what marks a delete.
-                    : ["zoneID": CloudKitJSON.zoneID(operation.zone), "deleted": true]
+                    : ["zoneID": zoneID, "deleted": true]
             }
             return Self.ok(["zones": .array(zones)])
         }
@@ -186,7 +202,10 @@ extension CloudKitEmulator {
                                 writer.object {
                                     $0.member("moreComing") { $0.bool(changes.moreComing) }
                                     $0.member("records") {
-                                        // The changed records, then the deleted ones.
+                                        // The changed records, then the deleted ones: emulator behaviour,
+                                        // as is a deletion counting toward `resultsLimit` (CloudKit's
+                                        // order within a page and its count are not known: ckws-client.md
+                                        // §6). A client must not depend on either.
                                         let changed = changes.changedRecords
                                         let deleted = changes.deletedRecordIDs
                                         $0.array(0..<(changed.count + deleted.count)) { writer, index in

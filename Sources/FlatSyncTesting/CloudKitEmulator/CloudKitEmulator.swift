@@ -104,13 +104,15 @@ final class CloudKitEmulator: Sendable {
         }
         let reply: HTTPServerReply
         switch (database, operation) {
-        case (_, "users/current") where database == "public" || database == "private":
+        case ("public", "users/current"):
+            // Only where Apple documents it: a client that asks the private database is told it is unknown.
             reply =
                 request.method == "GET"
                 ? Self.ok(["userRecordName": .string(options.userRecordName)])
                 : methodNotAllowed(request, allowed: "GET")
         case (_, "tokens/create"), (_, "tokens/register"):
-            // As observed live: push tokens live under /device/, the documented /database/ path answers 405.
+            // As observed live: push tokens live under /device/, the documented /database/ path answers 405
+            // (only the status was seen; the body's code is the emulator's).
             reply = .response(
                 Self.errorResponse(405, "BAD_REQUEST", "Push tokens are made under /device/1/…, not /database/1/…."))
         case ("private", _):

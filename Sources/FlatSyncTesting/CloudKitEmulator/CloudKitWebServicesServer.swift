@@ -15,7 +15,8 @@ import Foundation
 ///   `records/lookup`, `subscriptions/list`, `subscriptions/lookup`, `subscriptions/modify`, and
 ///   `…/public/users/current`; `ckAPIToken` and `ckWebAuthToken` in the query; record, field, zone,
 ///   subscription and error shapes; the 200-operation and 1 MB record limits; per-record errors inside a
-///   200; the documented error codes and statuses; 421 with `redirectURL` when a sign-in is needed;
+///   200; the documented error codes and statuses (the statuses of the emulator's own refusals of an unknown
+///   path or method excepted: see below); 421 with `redirectURL` when a sign-in is needed;
 ///   `tokens/create` answering `webcourierURL`, `tokens/register` requiring `apnsEnvironment` and
 ///   `apnsToken`.
 /// - **Observed live**: a new web auth token in `X-Apple-CloudKit-Web-Auth-Token` on every response
@@ -23,7 +24,8 @@ import Foundation
 ///   tokens under `/device/1/…/tokens/create|register`, not `/database/`; the web courier: a
 ///   `webcourierURL` of the form `…/aps?tok=<escaped token>&ttl=43200` polled with GET exactly as given,
 ///   one APNs-style notification (`{"aps":…,"ck":…}`) per response, taken off the token's queue, an empty
-///   200 when nothing came (see `CloudKitPushHub`); creating a subscription ID that exists succeeding with
+///   200 when nothing came (see `CloudKitPushHub`); a zone's failure in `zones/modify` coming back as
+///   that zone's entry inside a 200 (MistKit PR #443); creating a subscription ID that exists succeeding with
 ///   the existing one, and a duplicate of another subscription's content failing inside a 200 with
 ///   `INTERNAL_ERROR` "could not find subscription we just created" (seen for query subscriptions, assumed
 ///   for zone ones).
@@ -31,13 +33,14 @@ import Foundation
 ///   busy zone, a request over a limit, an expired token, a zone the user deleted; see
 ///   `CloudKitWireError`), and, only when asked (``Options-swift.struct/guessedErrorCodes``), four
 ///   undocumented codes and a `purged` flag, which are guesses; a production environment refusing saves
-///   outside its schema in CloudKit's words (see ``CloudDatabase/setProductionSchema(_:)``); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
+///   outside its schema in the words seen live (see ``CloudDatabase/setProductionSchema(_:)``); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
 ///   `created`/`modified` times being the response's time; the reserved field `fsLastModifiedBy`
 ///   carrying `Record.lastModifiedBy`; zone subscriptions only (a query one is refused), dropped with
 ///   their zone (so a zone's deletion is not pushed: devices learn of it at their next whole fetch); the
 ///   courier's hold time (``Options-swift.struct/courierHoldTime``), its 404 for an
 ///   unknown token, its coalescing of undelivered notifications per subscription; the sign-in page at
-///   `/_auth/signin`; the administration endpoints under `/_admin/` (see ``HTTPCloudAdministration``);
+///   `/_auth/signin`; the answers to a path, method or operation it does not serve (404, 405 or 400 with
+///   `BAD_REQUEST`; for push tokens under `/database/` only the 405 was observed); the administration endpoints under `/_admin/` (see ``HTTPCloudAdministration``);
 ///   one fixed user per server (``Options-swift.struct/userRecordName``).
 ///
 /// Only zones with a zone subscription notify, and only push tokens that were registered receive the

@@ -57,7 +57,9 @@ enum CloudKitWireError {
         code == .networkFailure || code == .networkUnavailable
     }
 
-    /// `retryAfter` as a JSON number of seconds (fractional when it is).
+    /// `retryAfter` as a JSON number of seconds (fractional when it is). Seconds are an assumption: Apple
+    /// does not state the unit (ckws.md §4, uncertain); the transport reads it the same way. A fraction is
+    /// kept so that tests can ask for short waits; CloudKit likely sends whole seconds.
     static func seconds(_ duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) + Double(attoseconds) / 1e18

@@ -141,6 +141,34 @@ struct CloudKitResponseTests {
         await #expect(throws: CloudError.self) { _ = try await transport.listZones() }
     }
 
+    /// `zones/modify` answers a zone's failure as that zone's entry inside a 200 (ckws.md §3, MistKit PR
+    /// #443). Creating a zone that exists and deleting one that is gone count as done (the codes are the
+    /// likely ones, not documented for this); any other zone's error fails the call with its code and wait.
+    @Test func aZoneModifyFailsForAZonesOwnErrorUnlessItIsAlreadyDone() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"zones":[{"zoneID":{"zoneName":"A"},"serverErrorCode":"EXISTS","reason":"exists"},"#
+                    + #"{"zoneID":{"zoneName":"B"},"atomic":true}]}"#),
+            .json(#"{"zones":[{"zoneID":{"zoneName":"A"},"serverErrorCode":"ZONE_NOT_FOUND","reason":"gone"}]}"#),
+            .json(
+                #"{"zones":[{"zoneID":{"zoneName":"A"},"atomic":true},"#
+                    + #"{"zoneID":{"zoneName":"B"},"serverErrorCode":"QUOTA_EXCEEDED","reason":"full"}]}"#),
+            .json(
+                #"{"zones":[{"zoneID":{"zoneName":"A"},"serverErrorCode":"THROTTLED","reason":"slow","retryAfter":7}]}"#
+            ),
+        ])
+        let transport = makeTransport(exchange)
+        try await transport.createZones([ZoneID("A"), ZoneID("B")])
+        try await transport.deleteZones([ZoneID("A")])
+        let full = await #expect(throws: CloudError.self) {
+            try await transport.createZones([ZoneID("A"), ZoneID("B")])
+        }
+        #expect(full?.code == .quotaExceeded)
+        let throttled = await #expect(throws: CloudError.self) { try await transport.createZones([ZoneID("A")]) }
+        #expect(throttled?.code == .requestRateLimited)
+        #expect(throttled?.retryAfter == .seconds(7))
+    }
+
     // MARK: - records/modify results
 
     @Test func aModifyReportsEachRecordAndLooksUpTheConflictedOnes() async throws {
