@@ -150,16 +150,44 @@ public actor CloudKitWebServicesTransport: CloudTransport {
 
     /// The signed-in user (`users/current`).
     ///
+    /// When the server refuses a request that carried the saved web auth token with `AUTHENTICATION_FAILED`
+    /// (401), which names no sign-in page and may concern the API token as much as the user's (so the
+    /// transport keeps the token), `users/current` is asked once more without the user's token: CloudKit
+    /// answers that with the sign-in page (421, documented). The saved token stays until the user signs in
+    /// again.
+    ///
     /// - Throws: `CloudError.Code.notAuthenticated` when nobody is signed in, with
     ///   `CloudError.redirectURL` set to the page where the user signs in; the web auth token that page
-    ///   hands back goes to ``signIn(withWebAuthToken:)``.
+    ///   hands back goes to ``signIn(withWebAuthToken:)``. Without `redirectURL` when even a request without
+    ///   the user's token is refused: the API token or the container is wrong.
     public func currentUser() async throws -> User {
-        let reply = try await send(.currentUser, method: "GET", database: "public", body: nil)
+        let reply: ResponseBody
+        do {
+            reply = try await send(.currentUser, method: "GET", database: "public", body: nil)
+        } catch let refusal as CloudError where refusal.code == .notAuthenticated && refusal.redirectURL == nil {
+            throw await signInPage(after: refusal)
+        }
         let wire = try decode(CloudKitWire.CurrentUser.self, reply, .currentUser)
         guard let name = wire.userRecordName, !name.isEmpty else {
             throw CloudKitErrorMapping.unexpectedResponse(.currentUser, reply.data, problem: "no userRecordName")
         }
         return User(userRecordName: name, firstName: wire.firstName, lastName: wire.lastName)
+    }
+
+    /// `refusal` (a 401 for a request with the user's token) with the sign-in page the server names for a
+    /// request without it; `refusal` itself when it names none or no token was sent.
+    private func signInPage(after refusal: CloudError) async -> CloudError {
+        guard case .loaded(_?) = token else { return refusal }
+        do {
+            _ = try await send(.currentUser, method: "GET", database: "public", body: nil, anonymously: true)
+        } catch let answer as CloudError where answer.code == .notAuthenticated {
+            if let page = answer.redirectURL {
+                return CloudError(
+                    .notAuthenticated, "\(refusal.message) (the server refused the saved sign-in; sign in again)",
+                    serverErrorCode: refusal.serverErrorCode, redirectURL: page)
+            }
+        } catch {}
+        return refusal
     }
 
     /// Adopts the web auth token the sign-in page handed back, saving it in the token store.
@@ -212,15 +240,16 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     }
 
     /// Sends one request and returns the body of its 200 response; any other answer is thrown as the
-    /// `CloudError` the mapping table gives. Requests go one at a time, each with the newest token.
+    /// `CloudError` the mapping table gives. Requests go one at a time, each with the newest token; one sent
+    /// `anonymously` goes without it and leaves the saved token as it is, whatever the answer.
     func send(
         _ operation: CloudKitErrorMapping.Operation, method: String = "POST", database: String = "private",
-        body: Data?, sentChangeToken: Bool = false
+        body: Data?, sentChangeToken: Bool = false, anonymously: Bool = false
     ) async throws -> ResponseBody {
         try await gate.enter()
         defer { gate.leave() }
         try Task.checkCancellation()
-        let webAuthToken = try await currentToken()
+        let webAuthToken = anonymously ? nil : try await currentToken()
         let request = HTTPExchangeRequest(
             method: method, url: url(for: operation, database: database, webAuthToken: webAuthToken),
             headers: body == nil ? [:] : ["Content-Type": "application/json; charset=utf-8"],
@@ -231,7 +260,9 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         } catch {
             throw CloudKitErrorMapping.error(forTransportFailure: error, operation: operation)
         }
-        switch response.status {
+        switch anonymously ? nil : response.status {
+        case nil:
+            break
         case 421:
             // AUTHENTICATION_REQUIRED: the user's token is no good; forget it, so the host asks the user to
             // sign in again. Only when the body says so: a 421 without one is HTTP's "Misdirected Request"
@@ -240,8 +271,10 @@ public actor CloudKitWebServicesTransport: CloudTransport {
                 await forgetToken()
             }
         case 401:
-            // AUTHENTICATION_FAILED: something about the request was refused — a wrong API token, say — not
-            // necessarily the user's token. Keep it, and do not adopt whatever token came with the refusal.
+            // AUTHENTICATION_FAILED: something about the request was refused — a wrong API token or key, say
+            // (a bad server-to-server signature gets this 401: developer.apple.com/forums/thread/777574) — not
+            // necessarily the user's token. Keep it, and do not adopt whatever token came with the refusal;
+            // `currentUser()` still finds the sign-in page.
             break
         default:
             await adoptRotatedToken(from: response)

@@ -305,6 +305,10 @@ import Testing
             #expect(try await !context.syncNow().isComplete, "the token it holds is spent")
             #expect(await context.status().paused == .notAuthenticated)
             #expect(await context.status().pendingRecords == 1, "the change is kept")
+            // The refusal (401) names no sign-in page; asking for the user finds it, as a host would.
+            let refusal = await #expect(throws: CloudError.self) { _ = try await transport.currentUser() }
+            #expect(refusal?.code == .notAuthenticated)
+            #expect(refusal?.redirectURL?.path == "/_auth/signin", "\(String(describing: refusal))")
 
             try await transport.signIn(withWebAuthToken: try await Self.signInToken(on: server))
             try await context.accountDidChange(to: CloudAccount(id: "user", transport: transport))

@@ -102,6 +102,33 @@ struct CloudKitWebAuthTokenTests {
         #expect(exchange.requests.last?.query("ckWebAuthToken") == "good")
     }
 
+    /// A 401 names no sign-in page. Asked for the user, the transport asks again without the user's token,
+    /// which CloudKit answers with the page (421, documented), and keeps the token; when even that request
+    /// is refused (the API token is wrong), the 401 stands.
+    @Test func aFailedAuthenticationStillFindsTheSignInPageForTheUser() async throws {
+        let failed = #"{"uuid":"1","serverErrorCode":"AUTHENTICATION_FAILED","reason":"refused"}"#
+        let required =
+            #"{"uuid":"2","serverErrorCode":"AUTHENTICATION_REQUIRED","reason":"sign in","redirectURL":"https://example.com/in"}"#
+        let store = InMemoryWebAuthTokenStore(token: "spent")
+        let exchange = ScriptedExchange([
+            .json(failed, status: 401), .json(required, status: 421, token: "of-nobody"),
+            .json(failed, status: 401), .json(failed, status: 401),
+        ])
+        let transport = makeTransport(exchange, tokens: store)
+        let error = await #expect(throws: CloudError.self) { _ = try await transport.currentUser() }
+        #expect(error?.code == .notAuthenticated)
+        #expect(error?.redirectURL == URL(string: "https://example.com/in"))
+        #expect(exchange.requests.map { $0.query("ckWebAuthToken") } == ["spent", nil])
+        #expect(store.loadToken() == "spent", "kept: neither forgotten for the 421 nor replaced by its token")
+
+        let stands = await #expect(throws: CloudError.self) { _ = try await transport.currentUser() }
+        #expect(stands?.code == .notAuthenticated)
+        #expect(stands?.redirectURL == nil)
+        #expect(stands?.message.contains("refused") == true)
+        #expect(exchange.requests.count == 4)
+        #expect(store.loadToken() == "spent")
+    }
+
     @Test func signingInAndOutGoThroughTheStore() async throws {
         let store = InMemoryWebAuthTokenStore()
         let exchange = ScriptedExchange([.json(#"{"userRecordName":"_u"}"#), .json(#"{"zones":[]}"#)])
