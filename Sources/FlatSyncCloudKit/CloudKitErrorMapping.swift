@@ -106,7 +106,10 @@ enum CloudKitErrorMapping {
     ]
 
     /// Codes that keep their meaning on a `changes/*` request sent with a token: signing in, throttling,
-    /// and a missing zone. Every other error there means the token is no longer good.
+    /// and a missing zone, as ckws.md §4 recommends, plus two it does not name, by choice: `ACCESS_DENIED`
+    /// (a permission, which fetching from no token would meet again) and `QUOTA_EXCEEDED` (a full account
+    /// pauses sending; a full refetch would not make room). Every other error there means the token is no
+    /// longer good (no code for an expired token is documented).
     private static let keptOnChangeFetches: Set<String> = [
         "AUTHENTICATION_REQUIRED", "AUTHENTICATION_FAILED", "ACCESS_DENIED", "THROTTLED", "TRY_AGAIN_LATER",
         "ZONE_BUSY", "ZONE_NOT_FOUND", "USER_DELETED_ZONE", "CHANGE_TOKEN_EXPIRED", "QUOTA_EXCEEDED",

@@ -121,7 +121,9 @@ enum CloudKitJSON {
 
     // MARK: - Shared shapes
 
-    /// CKWS's owner of every zone in a private database, as the emulator names it.
+    /// CKWS's owner of every zone in a private database, as the emulator names it (emulator behaviour: the
+    /// live push capture, MistKit #379, gives the zone owner `zoid` as the user's record name, so CloudKit
+    /// likely names the user here; the transport sends and reads only `zoneName`, so nothing depends on it).
     static let ownerRecordName = "_defaultOwner"
     /// The zone every CKWS database lists.
     static let defaultZoneName = "_defaultZone"
