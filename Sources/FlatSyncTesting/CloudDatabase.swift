@@ -104,10 +104,12 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// earlier comes back empty, in a new generation, so tokens minted before its deletion stay expired.
     ///
     /// - Throws: `CloudError.Code.invalidArguments` for an empty zone name (nothing is
-    ///   created).
+    ///   created); the error of a ``FaultEffect/recordError(_:retryAfter:)`` fault for the first zone,
+    ///   after the others are created.
     public mutating func createZones(_ ids: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(ids)
-        for id in ids where zones[id.name]?.exists != true {
+        let refused = takeZoneFault(ids)
+        for id in ids where id != refused?.zone && zones[id.name]?.exists != true {
             databaseSequence += 1
             if zones[id.name] != nil {
                 zones[id.name]!.recreate(at: databaseSequence)
@@ -115,6 +117,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
                 zones[id.name] = ZoneState(id: id, createdAt: databaseSequence)
             }
         }
+        if let refused { throw refused.error }
     }
 
     /// Deletes zones and their records, as an app would. Later requests for them fail with
@@ -122,12 +125,25 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// (a zone the user deleted stays marked as deleted by the user).
     ///
     /// - Throws: `CloudError.Code.invalidArguments` for an empty zone name (nothing is
-    ///   deleted).
+    ///   deleted); the error of a ``FaultEffect/recordError(_:retryAfter:)`` fault for the first zone,
+    ///   after the others are deleted.
     public mutating func deleteZones(_ ids: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(ids)
-        for id in ids where zones[id.name]?.exists == true {
+        let refused = takeZoneFault(ids)
+        for id in ids where id != refused?.zone && zones[id.name]?.exists == true {
             deleteZone(id, byUser: false)
         }
+        if let refused { throw refused.error }
+    }
+
+    /// The failure a ``FaultEffect/recordError(_:retryAfter:)`` fault of this request gives its first zone
+    /// (counted, and used up), or nil.
+    private mutating func takeZoneFault(_ ids: [ZoneID]) -> (zone: ZoneID, error: CloudError)? {
+        guard let fault = recordFault, case .recordError(let code, let retryAfter) = fault, let first = ids.first
+        else { return nil }
+        counters.faultsInjected[fault.counterKey, default: 0] += 1
+        recordFault = nil
+        return (first, CloudError(code, "Injected fault: \(code) for the zone \(first.name).", retryAfter: retryAfter))
     }
 
     // MARK: - Administration
@@ -246,7 +262,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
 
     static func validateZoneNames(_ ids: [ZoneID]) throws(CloudError) {
         if ids.contains(where: { $0.name.isEmpty }) {
-            throw CloudError(.invalidArguments, "A zone name must not be empty. Nothing was changed.")
+            throw CloudError(.invalidArguments, "A zone name must not be empty.")
         }
     }
 

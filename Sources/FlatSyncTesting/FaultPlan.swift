@@ -119,8 +119,11 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     case responseLost
     /// A modify request is served, except that its first record fails with `code`, carrying `retryAfter`
     /// if given: a record's error inside a success, as CloudKit Web Services answers in a 200 (observed
-    /// live). The other records are applied unless the request is atomic. Requests of other kinds are
-    /// served untouched, and only a fault that failed a record is counted.
+    /// live). The other records are applied unless the request is atomic. A request creating or deleting
+    /// zones fails its first zone the same way (CKWS answers a zone's failure in its entry of a 200: ckws.md
+    /// §3); the caller of ``CloudDatabase/createZones(_:)`` or ``CloudDatabase/deleteZones(_:)`` gets the
+    /// error after the other zones are done. Requests of other kinds are served untouched, and only a fault
+    /// that failed a record or a zone is counted.
     case recordError(CloudError.Code, retryAfter: Duration? = nil)
 
     /// The transient failures a client must survive by retrying: no network, a lost request, an
@@ -139,7 +142,7 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
         switch self {
         case .error(let code, _): return code.name
         case .responseLost: return CloudCounters.responseLostKey
-        case .recordError(let code, _): return "\(code.name) (one record)"
+        case .recordError(let code, _): return "\(code.name) (one record or zone)"
         }
     }
 
@@ -149,8 +152,9 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
         case .error(let code, let retryAfter?): return "\(code) (retry after \(retryAfter))"
         case .error(let code, nil): return code.name
         case .responseLost: return "responseLost"
-        case .recordError(let code, let retryAfter?): return "\(code) for one record (retry after \(retryAfter))"
-        case .recordError(let code, nil): return "\(code) for one record"
+        case .recordError(let code, let retryAfter?):
+            return "\(code) for one record or zone (retry after \(retryAfter))"
+        case .recordError(let code, nil): return "\(code) for one record or zone"
         }
     }
 

@@ -519,7 +519,12 @@ extension SyncContext {
     }
 
     /// Makes sure the zones exist on the server, creating missing ones and queueing the local data for a
-    /// zone that was just created. Remembered in `device.plist`, so it happens once.
+    /// zone that was missing. Remembered in `device.plist`, so it happens once.
+    ///
+    /// The data is queued before the zones are created: creating several can half succeed (CloudKit
+    /// answers each zone's failure in its own entry, so some are made and the call fails; or all are made
+    /// and the answer is lost), and a zone the next try finds existing would otherwise never get its data
+    /// back. Queued, it waits for the zone like any change, and a crash in between loses nothing.
     ///
     /// A zone created here gets its subscription again (``ensureSubscribed(_:epoch:)``): a zone deleted and
     /// created anew may have lost it. Once the context is started, that happens at once; before, `start()`
@@ -531,9 +536,14 @@ extension SyncContext {
         do {
             let existing = Set(try await transport.listZones())
             let missing = needed.filter { !existing.contains($0) }
+            guard epoch == accountEpoch else { return .cancelled }
+            for zone in missing where !seededZones.contains(zone) {
+                _ = try await localStore.seed(zone)
+                seededZones.insert(zone)
+            }
             if !missing.isEmpty { try await transport.createZones(missing) }
             guard epoch == accountEpoch else { return .cancelled }
-            for zone in missing { _ = try await localStore.seed(zone) }
+            seededZones.subtract(needed)
             preparedZones.formUnion(needed)
             subscribedZones.subtract(missing)
             try await savePreparedZones()
@@ -563,6 +573,7 @@ extension SyncContext {
             refusalWaits = refusalWaits.filter { $0.key.zone != zone }
             requestRefusalWaits[zone] = nil
             preparedZones.remove(zone)
+            seededZones.remove(zone)
             subscribedZones.remove(zone)
             try await savePreparedZones()
         } catch {

@@ -225,6 +225,27 @@ import Testing
         }
     }
 
+    /// Creating a zone can succeed on the server while the answer is lost (or, for several zones, half
+    /// succeed: CloudKit answers each zone's failure in its own entry). The zone's local data is queued
+    /// before the zone is created, so the next try, which finds the zone existing, still sends it.
+    @Test func aZoneAnAppDeletedGetsItsDataBackWhenTheAnswerToCreatingItIsLost() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let a = try await harness.device("A")
+            try await a.readingList.add("before")
+            await a.waitUntilIdle()
+            try await harness.cloud.deleteZones([.readingList])
+            await harness.cloud.setFaultPlan(.loseResponses(1, .createZones))
+            try await a.readingList.add("after")
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(60))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().faultsInjected[CloudCounters.responseLostKey] == 1)
+            #expect(await serverNames(harness.cloud) == ["rl-before", "rl-after"])
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+        }
+    }
+
     /// CloudKit Web Services has no code for a zone the user deleted: it is not found, and `changes/database`
     /// reports it deleted without saying who deleted it. A device that meets a missing zone asks the database
     /// first, and wipes the zone rather than upload its data again.
@@ -261,6 +282,44 @@ import Testing
             #expect(summary.isComplete)
             #expect(await serverNames(harness.cloud) == ["rl-first"])
             try await a.close()
+        }
+    }
+
+    /// A zone the server refuses to create, in its own entry of the answer (CKWS: ckws.md §3) or as the
+    /// error of the call (in memory), stops the push as its error says, here to wait the server's
+    /// `retryAfter`; the next try creates it and sends the change. (Within the same `syncNow()`, the fetch
+    /// that follows the push already creates it.)
+    @Test(arguments: Self.routes)
+    func aZoneTheServerRefusesToCreateIsCreatedWhenItSaysToTryAgain(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A", start: false)
+            let events = a.events()
+            try await a.readingList.add("x")
+            await harness.cloud.setFaultPlan(
+                FaultPlan(scripted: [
+                    ScriptedFault(
+                        kind: .createZones, count: 1,
+                        effect: .recordError(.requestRateLimited, retryAfter: .seconds(30)))
+                ]))
+            let refused = try await a.syncNow()
+            #expect(await harness.cloud.counters().faultsInjected["requestRateLimited (one record or zone)"] == 1)
+            let problem = refused.problems.first { $0.zone == .readingList }
+            #expect(problem?.kind == .retryLater(after: .seconds(30)), "\(refused.problems)")
+            #expect(!refused.isComplete)
+
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(await serverNames(harness.cloud) == ["rl-x"])
+            try await a.close()
+            let waits = await collect(events).compactMap { event -> ZoneID? in
+                if case .willRetry(let problem, .seconds(30)) = event, problem.kind == .retryLater(after: .seconds(30))
+                {
+                    problem.zone
+                } else {
+                    nil
+                }
+            }
+            #expect(waits == [.readingList], "the server's wait, announced")
         }
     }
 
