@@ -19,7 +19,7 @@ import Foundation
 /// | `ATOMIC_ERROR` | 400 | `batchRequestFailed` | documented |
 /// | `QUOTA_EXCEEDED` | 413 | `quotaExceeded` | documented |
 /// | `AUTHENTICATION_REQUIRED` | 421 | `notAuthenticated` (+ `redirectURL`; the web auth token is forgotten) | documented |
-/// | `AUTHENTICATION_FAILED` | 401 | `notAuthenticated` (the web auth token is kept: a wrong API token gets this too) | documented |
+/// | `AUTHENTICATION_FAILED` | 401 | `notAuthenticated` (the web auth token is kept: a wrong API token or key gets this too, developer.apple.com/forums/thread/777574; `currentUser()` asks again without the token to name the sign-in page) | documented; the action is a choice |
 /// | `ACCESS_DENIED` | 403 | `notAuthenticated` | documented code; the action is a choice |
 /// | `BAD_REQUEST`, `VALIDATING_REFERENCE_ERROR`, `UNIQUE_FIELD_ERROR` | 400, 412 | `invalidArguments` (the engine parks the change: see `RefusedChange`) | documented (`UNIQUE_FIELD_ERROR` by CloudKit JS only); a production schema's refusal of a field comes back this way, per record, observed live |
 /// | `INTERNAL_ERROR` | 500 | `internalError` (per record: parked too, unless it carries `retryAfter`) | documented |
@@ -48,7 +48,8 @@ import Foundation
 ///   any request refused as a whole until the culprit stands alone, and parks that record
 ///   (`RefusedChange`), so this needs no code of its own.
 /// - *An expired change token*: no documented code. On `changes/database` and `changes/zone` sent with a
-///   token, any error that is not about signing in, throttling, or a missing zone is taken as
+///   token, any error that is not about signing in, throttling, a missing zone, a full account or a
+///   permission (`keptOnChangeFetches`) is taken as
 ///   `changeTokenExpired` (keeping the raw code), so the engine fetches once more from no token; sent
 ///   without a token, the same error keeps its own meaning, so a reset never loops. **Assumed** from the
 ///   native equivalent ("client knowledge differs from server knowledge", paulw11/Seam3#35); no capture.

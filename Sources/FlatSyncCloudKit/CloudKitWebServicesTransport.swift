@@ -124,6 +124,8 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     private var token: TokenState = .notLoaded
     /// A rotated token that could not be saved yet; saved (or the request fails) before the next request.
     private var tokenNeedsSaving = false
+    /// The web auth token the last request was refused with, when that was a 401 (see ``currentUser()``).
+    private var tokenRefusedWith401: String?
     private enum TokenState {
         case notLoaded
         case loaded(String?)
@@ -165,7 +167,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         do {
             reply = try await send(.currentUser, method: "GET", database: "public", body: nil)
         } catch let refusal as CloudError where refusal.code == .notAuthenticated && refusal.redirectURL == nil {
-            throw await signInPage(after: refusal)
+            throw try await signInPage(after: refusal)
         }
         let wire = try decode(CloudKitWire.CurrentUser.self, reply, .currentUser)
         guard let name = wire.userRecordName, !name.isEmpty else {
@@ -174,10 +176,11 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         return User(userRecordName: name, firstName: wire.firstName, lastName: wire.lastName)
     }
 
-    /// `refusal` (a 401 for a request with the user's token) with the sign-in page the server names for a
-    /// request without it; `refusal` itself when it names none or no token was sent.
-    private func signInPage(after refusal: CloudError) async -> CloudError {
-        guard case .loaded(_?) = token else { return refusal }
+    /// `refusal` with the sign-in page the server names for a request without the user's token, when
+    /// `refusal` was a 401 for the token saved now (not a 403, which signing in would not cure, nor a token
+    /// replaced since); `refusal` itself otherwise, or when the server names no page.
+    private func signInPage(after refusal: CloudError) async throws -> CloudError {
+        guard case .loaded(let saved?) = token, saved == tokenRefusedWith401 else { return refusal }
         do {
             _ = try await send(.currentUser, method: "GET", database: "public", body: nil, anonymously: true)
         } catch let answer as CloudError where answer.code == .notAuthenticated {
@@ -186,6 +189,8 @@ public actor CloudKitWebServicesTransport: CloudTransport {
                     .notAuthenticated, "\(refusal.message) (the server refused the saved sign-in; sign in again)",
                     serverErrorCode: refusal.serverErrorCode, redirectURL: page)
             }
+        } catch is CancellationError {
+            throw CancellationError()
         } catch {}
         return refusal
     }
@@ -260,6 +265,7 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         } catch {
             throw CloudKitErrorMapping.error(forTransportFailure: error, operation: operation)
         }
+        if !anonymously { tokenRefusedWith401 = response.status == 401 ? webAuthToken : nil }
         switch anonymously ? nil : response.status {
         case nil:
             break

@@ -15,11 +15,14 @@ extension SyncContext {
         } catch is CancellationError {
             return
         } catch {
-            let reason = (error as? CloudError)?.message ?? "\(error)"
+            let reason = (error as? CloudError)?.message ?? (error as? FlatSyncError)?.message ?? "\(error)"
+            let kind: SyncProblem.Kind =
+                (error as? FlatSyncError).map { .deviceError($0.code) }
+                ?? .serverError((error as? CloudError)?.code ?? .internalError)
             emit(
                 .error(
                     SyncProblem(
-                        .serverError((error as? CloudError)?.code ?? .internalError),
+                        kind,
                         message: "subscribing to changes in \(names) failed: \(reason). Pushes for them may not "
                             + "arrive; fetches still find every change, and the next start, or the network coming back, tries "
                             + "again.")))

@@ -56,7 +56,7 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
             return "quarantined \(original) as \(movedTo): \(reason)"
         case .willRetry(let problem, let after): return "will retry in \(after): \(problem)"
         case .paused(let reason): return "sending paused (\(reason))"
-        case .error(let error): return "error: \(error)"
+        case .error(let problem): return "error (\(problem.kindName)): \(problem)"
         }
     }
 }

@@ -28,14 +28,15 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         /// Sending is paused until the host acts (see ``PauseReason``).
         case paused(PauseReason)
         /// The server gave an answer the engine cannot act on, which trying again soon is unlikely to fix; the
-        /// code says which. The engine still tries again after its backoff, and ``SyncEvent/error(_:)``
-        /// reported it too.
+        /// code says which. A send or fetch it stopped is tried again after the backoff; a subscription it
+        /// refused, at the next ``SyncContext/start()`` or when the network returns. Also reported as a
+        /// ``SyncEvent/error(_:)``.
         case serverError(CloudError.Code)
         /// Something failed on this device, and the code says what: its storage could not be read or written
         /// (``FlatSyncError/Code-swift.struct/ioFailed``), say, or a record fetched from the server does not
-        /// read as its type (``FlatSyncError/Code-swift.struct/malformedRecord``, an ``SyncEvent/error(_:)``
-        /// only: the record is kept as the server holds it). The engine still tries again after its backoff,
-        /// and ``SyncEvent/error(_:)`` reported it too.
+        /// read as its type (``FlatSyncError/Code-swift.struct/malformedRecord``, an event only: a host
+        /// store keeps the record as the server holds it, a built-in store skips it). A send or fetch it
+        /// stopped is tried again after the backoff. Also reported as a ``SyncEvent/error(_:)``.
         case deviceError(FlatSyncError.Code)
         /// Changes saved in an earlier run wait in ``SyncProblem/zone``, for which no store of this run
         /// registers a record type: they are kept, and sent once a store of that zone is registered again
@@ -63,6 +64,19 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
     /// way to say what was being done.
     func saying(_ context: String) -> SyncProblem {
         SyncProblem(kind, zone: zone, message: "\(context): \(message)")
+    }
+
+    /// The kind in a word or two, for logs: `retryLater`, `networkUnavailable`, `paused(quotaExceeded)`, or
+    /// the error's code (`zoneBusy`, `ioFailed`).
+    var kindName: String {
+        switch kind {
+        case .retryLater: return "retryLater"
+        case .networkUnavailable: return "networkUnavailable"
+        case .paused(let reason): return "paused(\(reason))"
+        case .serverError(let code): return code.description
+        case .deviceError(let code): return code.description
+        case .noStoreForZone: return "noStoreForZone"
+        }
     }
 
     /// The message, after the zone when there is one.

@@ -323,6 +323,33 @@ import Testing
         }
     }
 
+    /// A send or fetch that failed in a way waiting will not cure is an error event: its kind carries the
+    /// code, a send's names its zone, and the message says which of the two failed.
+    @Test(arguments: Self.routes)
+    func aFailedSendOrFetchIsAnErrorEventWithItsCodeAndZone(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A", start: false)
+            let events = a.events()
+            try await a.readingList.add("x")
+            await harness.cloud.setFaultPlan(
+                FaultPlan.failNext(1, .listZones, with: .internalError)
+                    .then(.failNext(1, .fetchDatabaseChanges, with: .internalError)))
+            let summary = try await a.syncNow()
+            #expect(!summary.isComplete)
+            try await a.close()
+            let errors = await collect(events).compactMap { event -> SyncProblem? in
+                if case .error(let problem) = event { problem } else { nil }
+            }
+            #expect(errors.map(\.kind) == [.serverError(.internalError), .serverError(.internalError)])
+            #expect(errors.map(\.zone) == [.readingList, nil])
+            #expect(errors.first?.message.hasPrefix("sending failed: ") == true)
+            #expect(errors.last?.message.hasPrefix("fetching failed: ") == true)
+            #expect(
+                errors.first.map { SyncEvent.error($0).description.hasPrefix("error (internalError): ReadingList: ") }
+                    == true)
+        }
+    }
+
     // MARK: User deleted zone
 
     @Test(arguments: Self.routes)

@@ -124,9 +124,29 @@ struct CloudKitWebAuthTokenTests {
         let stands = await #expect(throws: CloudError.self) { _ = try await transport.currentUser() }
         #expect(stands?.code == .notAuthenticated)
         #expect(stands?.redirectURL == nil)
-        #expect(stands?.message.contains("refused") == true)
-        #expect(exchange.requests.count == 4)
+        #expect(stands?.message.contains("sign in again") == false, "the 401 as it came")
+        #expect(exchange.requests.map { $0.query("ckWebAuthToken") } == ["spent", nil, "spent", nil])
         #expect(store.loadToken() == "spent")
+    }
+
+    /// Only a 401 for a token that is saved is worth asking again: a 403 is a permission signing in does not
+    /// give, and without a token the request just made was the one without it.
+    @Test(
+        arguments: [("ACCESS_DENIED", 403, "spent"), ("AUTHENTICATION_FAILED", 401, nil)] as [(String, Int, String?)])
+    func aRefusalSigningInCannotCureIsNotAskedAgain(code: String, status: Int, saved: String?) async throws {
+        let store = InMemoryWebAuthTokenStore(token: saved)
+        let exchange = ScriptedExchange([
+            .json(#"{"uuid":"1","serverErrorCode":"\#(code)","reason":"refused"}"#, status: status),
+            .json(
+                #"{"uuid":"2","serverErrorCode":"AUTHENTICATION_REQUIRED","redirectURL":"https://example.com/in"}"#,
+                status: 421),
+        ])
+        let transport = makeTransport(exchange, tokens: store)
+        let error = await #expect(throws: CloudError.self) { _ = try await transport.currentUser() }
+        #expect(error?.code == .notAuthenticated)
+        #expect(error?.redirectURL == nil)
+        #expect(exchange.requests.count == 1)
+        #expect(store.loadToken() == saved)
     }
 
     @Test func signingInAndOutGoThroughTheStore() async throws {
