@@ -285,6 +285,21 @@ import Testing
         }
     }
 
+    /// Seeding a zone queues what is not pending whole already, so a zone seeded in one run and created
+    /// in a later one is not queued twice.
+    @Test func seedingAZoneTwiceQueuesItsDataOnce() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let a = try await harness.device("A", start: false)
+            try await a.readingList.add("sent")
+            #expect(try await a.syncNow().isComplete)
+            try await a.readingList.add("waiting")
+            #expect(try await a.localStore.seed(.readingList) == 1, "the entry already sent")
+            #expect(try await a.localStore.seed(.readingList) == 0)
+            #expect(await a.localStore.pendingRecordCount() == 2)
+            try await a.close()
+        }
+    }
+
     /// A zone the server refuses to create, in its own entry of the answer (CKWS: ckws.md §3) or as the
     /// error of the call (in memory), stops the push as its error says, here to wait the server's
     /// `retryAfter`; the next try creates it and sends the change. (Within the same `syncNow()`, the fetch
