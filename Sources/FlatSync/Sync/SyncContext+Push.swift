@@ -537,13 +537,10 @@ extension SyncContext {
             let existing = Set(try await transport.listZones())
             let missing = needed.filter { !existing.contains($0) }
             guard epoch == accountEpoch else { return .cancelled }
-            for zone in missing where !seededZones.contains(zone) {
-                _ = try await localStore.seed(zone)
-                seededZones.insert(zone)
-            }
+            // A second try queues nothing more: seeding leaves out what is pending whole.
+            for zone in missing { _ = try await localStore.seed(zone) }
             if !missing.isEmpty { try await transport.createZones(missing) }
             guard epoch == accountEpoch else { return .cancelled }
-            seededZones.subtract(needed)
             preparedZones.formUnion(needed)
             subscribedZones.subtract(missing)
             try await savePreparedZones()
@@ -573,7 +570,6 @@ extension SyncContext {
             refusalWaits = refusalWaits.filter { $0.key.zone != zone }
             requestRefusalWaits[zone] = nil
             preparedZones.remove(zone)
-            seededZones.remove(zone)
             subscribedZones.remove(zone)
             try await savePreparedZones()
         } catch {

@@ -49,10 +49,6 @@ public actor SyncContext: LocalChangeObserver {
     /// Bumped by every account change; work started for an older epoch stops touching the store.
     var accountEpoch = 0
     var preparedZones: Set<ZoneID>
-    /// Zones found missing on the server whose local data is queued already, waiting to be created (see
-    /// ``ensurePrepared(_:epoch:)``): a second try does not queue it again. Memory only: after a restart it
-    /// is queued once more, which coalesces with what waits.
-    var seededZones: Set<ZoneID> = []
     /// Zones the server is known to notify this account of (a zone subscription exists); kept with
     /// ``preparedZones`` in `device.plist`.
     var subscribedZones: Set<ZoneID> = []
@@ -342,7 +338,6 @@ public actor SyncContext: LocalChangeObserver {
         await queue.waitUntilEmpty()
         try await localStore.wipeAll(newAccount: newAccount?.id)
         preparedZones = []
-        seededZones = []
         subscribedZones = []
         unconfirmedSaves = [:]
         retryRefusedZones = []
