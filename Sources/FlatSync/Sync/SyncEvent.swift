@@ -37,7 +37,9 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     case paused(reason: PauseReason)
     /// Something failed (a file could not be written, a fetch could not finish, a fetched record does not
     /// read): a ``SyncProblem/Kind-swift.enum/serverError(_:)`` or a
-    /// ``SyncProblem/Kind-swift.enum/deviceError(_:)`` whose code says which.
+    /// ``SyncProblem/Kind-swift.enum/deviceError(_:)`` whose code says which. For logs: when it stopped a
+    /// send or fetch, a ``willRetry(_:after:)`` with the same kind and zone follows, which is the one to
+    /// show a user.
     case error(SyncProblem)
 
     public var description: String {
@@ -56,7 +58,7 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
             return "quarantined \(original) as \(movedTo): \(reason)"
         case .willRetry(let problem, let after): return "will retry in \(after): \(problem)"
         case .paused(let reason): return "sending paused (\(reason))"
-        case .error(let problem): return "error (\(problem.kindName)): \(problem)"
+        case .error(let problem): return "error (\(problem.kind)): \(problem)"
         }
     }
 }

@@ -4,7 +4,13 @@
 ///
 /// The engine tries again by itself in every case but two, which wait for the host:
 /// ``Kind-swift.enum/paused(_:)`` and ``Kind-swift.enum/noStoreForZone``. So a host need not retry; it can
-/// show what the kind says (offline, waiting for the server, sign in) and log the message:
+/// show what the kind says (offline, waiting for the server, sign in) and log the message. Kinds may be
+/// added in later versions: give a `switch` a `default`.
+///
+/// A change the server refuses is not a problem of the sync: it is parked, and reported as
+/// ``SyncEvent/changeRefused(_:)`` and in ``SyncSummary/refused``. A pause (storage full, nobody signed
+/// in) is announced by ``SyncEvent/paused(reason:)``, not by ``SyncEvent/willRetry(_:after:)``, since
+/// nothing is retried until the host acts; a summary lists it as ``Kind-swift.enum/paused(_:)``.
 ///
 /// ```swift
 /// let summary = try await context.syncNow()
@@ -21,14 +27,15 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// The server asked to wait (throttled, busy, or an error that said when to try again), or the engine
         /// chose to (a record that kept meeting newer versions). It tries again after `after`, the server's
-        /// wait, or after its backoff (``SyncContext/Configuration/retryPolicy``) when that is nil.
+        /// wait, or after its backoff (``SyncContext/Configuration/retryPolicy``) when that is nil; a
+        /// ``SyncContext/syncNow()`` does not wait, since the user asked.
         case retryLater(after: Duration?)
         /// The network is unavailable: the engine tries again when it returns, or after its backoff.
         case networkUnavailable
         /// Sending is paused until the host acts (see ``PauseReason``).
         case paused(PauseReason)
-        /// The server gave an answer the engine cannot act on, which trying again soon is unlikely to fix; the
-        /// code says which. A send or fetch it stopped is tried again after the backoff; a subscription it
+        /// The server failed a request in a way that is neither a wait nor a refusal of one change (those are
+        /// parked: see above), and that trying again soon is unlikely to fix; the code says which. A send or fetch it stopped is tried again after the backoff; a subscription it
         /// refused, at the next ``SyncContext/start()`` or when the network returns. Also reported as a
         /// ``SyncEvent/error(_:)``.
         case serverError(CloudError.Code)
@@ -66,11 +73,17 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         SyncProblem(kind, zone: zone, message: "\(context): \(message)")
     }
 
-    /// The kind in a word or two, for logs: `retryLater`, `networkUnavailable`, `paused(quotaExceeded)`, or
-    /// the error's code (`zoneBusy`, `ioFailed`).
-    var kindName: String {
-        switch kind {
-        case .retryLater: return "retryLater"
+    /// The message, after the zone when there is one.
+    public var description: String { zone.map { "\($0): \(message)" } ?? message }
+}
+
+extension SyncProblem.Kind: CustomStringConvertible {
+    /// The kind in a word or two, for logs: `retryLater(30 seconds)`, `networkUnavailable`,
+    /// `paused(quotaExceeded)`, or the error's code (`internalError`, `ioFailed`).
+    public var description: String {
+        switch self {
+        case .retryLater(let after?): return "retryLater(\(after))"
+        case .retryLater(nil): return "retryLater"
         case .networkUnavailable: return "networkUnavailable"
         case .paused(let reason): return "paused(\(reason))"
         case .serverError(let code): return code.description
@@ -78,7 +91,4 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         case .noStoreForZone: return "noStoreForZone"
         }
     }
-
-    /// The message, after the zone when there is one.
-    public var description: String { zone.map { "\($0): \(message)" } ?? message }
 }
