@@ -35,9 +35,9 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         /// Sending is paused until the host acts (see ``PauseReason``).
         case paused(PauseReason)
         /// The server failed a request in a way that is neither a wait nor a refusal of one change (those are
-        /// parked: see above), and that trying again soon is unlikely to fix; the code says which. A send or fetch it stopped is tried again after the backoff; a subscription it
-        /// refused, at the next ``SyncContext/start()`` or when the network returns. Also reported as a
-        /// ``SyncEvent/error(_:)``.
+        /// parked: see above), and that trying again soon is unlikely to fix; the code says which. A send or
+        /// fetch it stopped is tried again after the backoff; a subscription it refused, at the next
+        /// ``SyncContext/start()`` or when the network returns. Also reported as a ``SyncEvent/error(_:)``.
         case serverError(CloudError.Code)
         /// Something failed on this device, and the code says what: its storage could not be read or written
         /// (``FlatSyncError/Code-swift.struct/ioFailed``), say, or a record fetched from the server does not
