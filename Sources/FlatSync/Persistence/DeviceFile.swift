@@ -30,6 +30,12 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     /// The zones this device has made sure the server notifies of changes (a zone subscription exists).
     /// Optional because files written before it have no such key, and they must still decode.
     package var subscribedZones: [String]?
+    /// How many pushes in a row waited on the `retryAfter` of a record's refusal, by zone and record name
+    /// (see ``SyncContext/refusalWaits``), so that a restart does not give a record its waits again.
+    /// Absent while empty, as in files written before it.
+    package var refusalWaits: [String: [String: Int]]?
+    /// The same for requests refused as a whole, by zone (``SyncContext/requestRefusalWaits``).
+    package var requestRefusalWaits: [String: Int]?
     /// The CRC-32 of the fields above; absent in version 1.
     package var checksum: UInt32?
 
@@ -54,6 +60,26 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         if let subscribedZones, !subscribedZones.isEmpty {
             writer.write(varint: UInt64(subscribedZones.count))
             for zone in subscribedZones { writer.write(zone) }
+        }
+        // Added later still, on the same terms; in key order, so that the sum does not depend on a
+        // dictionary's order.
+        if let refusalWaits, !refusalWaits.isEmpty {
+            writer.write(varint: UInt64(refusalWaits.count))
+            for (zone, records) in refusalWaits.sorted(by: { $0.key < $1.key }) {
+                writer.write(zone)
+                writer.write(varint: UInt64(records.count))
+                for (name, count) in records.sorted(by: { $0.key < $1.key }) {
+                    writer.write(name)
+                    writer.write(varint: UInt64(max(0, count)))
+                }
+            }
+        }
+        if let requestRefusalWaits, !requestRefusalWaits.isEmpty {
+            writer.write(varint: UInt64(requestRefusalWaits.count))
+            for (zone, count) in requestRefusalWaits.sorted(by: { $0.key < $1.key }) {
+                writer.write(zone)
+                writer.write(varint: UInt64(max(0, count)))
+            }
         }
         return CRC32.checksum(writer.data)
     }

@@ -104,6 +104,26 @@ extension SyncContext {
     /// of later pushes, unless ``start()`` or ``syncNow()`` asked to retry the zone's refused changes once.
     /// Changes made during a round are new commands, sent by the next round.
     func push(_ zone: ZoneID, epoch: Int) async -> PushOutcome {
+        let outcome = await pushRounds(zone, epoch: epoch)
+        await saveRefusalWaitsIfChanged(epoch: epoch)
+        return outcome
+    }
+
+    /// Keeps the counts of waits on refusals in `device.plist` when a push changed them (only a refusal
+    /// with `retryAfter`, or its end, does). A failed write keeps them in memory; the next push writes them.
+    private func saveRefusalWaitsIfChanged(epoch: Int) async {
+        let counts = RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits)
+        guard epoch == accountEpoch, counts != savedRefusalWaits else { return }
+        var file = await localStore.deviceFile
+        counts.write(to: &file)
+        do {
+            try await localStore.saveDeviceFile(file)
+            savedRefusalWaits = counts
+        } catch {}
+    }
+
+    /// ``push(_:epoch:)`` without saving the wait counts.
+    private func pushRounds(_ zone: ZoneID, epoch: Int) async -> PushOutcome {
         var outcome = PushOutcome()
         var conflicts: [RecordID: Int] = [:]
         // Parked changes go out once per request to retry them (the request is used up once a push of the

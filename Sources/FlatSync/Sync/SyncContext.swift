@@ -62,11 +62,14 @@ public actor SyncContext: LocalChangeObserver {
     var retryRefusedZones: Set<ZoneID> = []
     /// How many pushes in a row stopped to wait out the `retryAfter` of a record's error that would otherwise
     /// park its change (see ``CloudErrorPolicy/waitsOnlyForRetryAfter(_:wholeRequest:)``), by record: until
-    /// the record goes through or is parked. Memory only: a restart gives each record its waits again.
+    /// the record goes through or is parked. Kept in `device.plist` after each push that changed it, so an
+    /// app used in short sessions still parks a record the server keeps answering "later".
     var refusalWaits: [RecordID: Int] = [:]
     /// The same for requests refused as a whole, which would otherwise be halved, by zone: until a push of the
     /// zone ends with nothing left or halves the request.
     var requestRefusalWaits: [ZoneID: Int] = [:]
+    /// The two counts as `device.plist` holds them, so that a push writes the file only when they changed.
+    var savedRefusalWaits = RefusalWaitCounts()
     /// Zones whose fetch deleted orphaned host records (see ``LocalStore/deleteOrphans(in:)``): a full sync
     /// sends those deletes before it returns.
     var zonesWithOrphansDeleted: Set<ZoneID> = []
@@ -181,6 +184,8 @@ public actor SyncContext: LocalChangeObserver {
         }
         preparedZones = Set(await localStore.deviceFile.preparedZones.map(ZoneID.init))
         subscribedZones = Set((await localStore.deviceFile.subscribedZones ?? []).map(ZoneID.init))
+        savedRefusalWaits = RefusalWaitCounts(await localStore.deviceFile)
+        (refusalWaits, requestRefusalWaits) = (savedRefusalWaits.records, savedRefusalWaits.requests)
     }
 
     /// The engine's events, in order: fetches, sends, conflicts, resets, quarantined files, errors.
@@ -343,6 +348,7 @@ public actor SyncContext: LocalChangeObserver {
         retryRefusedZones = []
         refusalWaits = [:]
         requestRefusalWaits = [:]
+        savedRefusalWaits = RefusalWaitCounts()
         paused = nil
         pushFailures = [:]
         fetchFailures = 0

@@ -92,6 +92,33 @@ import Testing
         }
     }
 
+    /// The counts of waits on refusals round-trip, are covered by the checksum, and a file without them
+    /// (every file written before they were kept) reads as having none.
+    @Test func refusalWaitsRoundTripUnderTheChecksum() throws {
+        var file = Self.sampleFile()
+        let counts = RefusalWaitCounts(
+            records: [
+                RecordID(zone: .readingList, name: "rl-a"): 3, RecordID(zone: .readingList, name: "rl-b"): 1,
+                RecordID(zone: ZoneID("Notes"), name: "n"): 5,
+            ],
+            requests: [.readingHistory: 2])
+        counts.write(to: &file)
+        let decoded = try DeviceFile.decode(try file.encoded(), path: "device.plist")
+        #expect(RefusalWaitCounts(decoded) == counts)
+        #expect(RefusalWaitCounts(Self.sampleFile()) == RefusalWaitCounts())
+        #expect(try Self.sampleFile().encoded() != file.encoded())
+
+        var tampered = try PropertyListDecoder().decode(DeviceFile.self, from: try file.encoded())
+        tampered.refusalWaits?["ReadingList"]?["rl-a"] = 0
+        #expect(throws: FlatSyncError.self) {
+            try DeviceFile.decode(try BinaryPropertyList.encode(tampered, what: "test"), path: "device.plist")
+        }
+        var emptied = file
+        RefusalWaitCounts().write(to: &emptied)
+        #expect(emptied.refusalWaits == nil && emptied.requestRefusalWaits == nil)
+        #expect(try DeviceFile.decode(try emptied.encoded(), path: "device.plist") == Self.sampleFile())
+    }
+
     @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {
         struct VersionOne: Encodable {
             var formatVersion = 1

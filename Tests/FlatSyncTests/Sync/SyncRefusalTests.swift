@@ -429,6 +429,38 @@ import Testing
         }
     }
 
+    /// The waits are kept in `device.plist`: an app used in short sessions, restarted between the server's
+    /// answers, still parks the change after five, where counting in memory would wait for good.
+    @Test func waitsAreCountedAcrossRestarts() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            var a = try await harness.device("A")
+            let limit = SyncContext.refusalWaitLimit
+            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
+            await harness.cloud.setFaultPlan(
+                FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit + 1, effect: fault)]))
+            try await a.readingList.add("stuck")
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(10))
+            await a.waitUntilIdle()
+            try await a.close()
+            #expect(await harness.cloud.counters().faultsInjected[fault.counterKey] == 2)
+
+            a = try await harness.device("A")  // starts, and sends: the third answer
+            await a.waitUntilIdle()
+            for _ in 3..<limit {
+                harness.clock.advance(by: .seconds(10))
+                await a.waitUntilIdle()
+            }
+            #expect(await a.localStore.refusedChanges().isEmpty, "waited five times")
+            harness.clock.advance(by: .seconds(10))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().faultsInjected[fault.counterKey] == limit + 1)
+            #expect(await a.localStore.refusedChanges().map(\.recordID) == [ReadingListEntry.recordID(for: "stuck")])
+            #expect(await a.localStore.deviceFile.refusalWaits == nil, "forgotten once parked")
+            try await a.close()
+        }
+    }
+
     /// The bound is per record: a server that answers a different record "later" in each push parks none
     /// of them, however many pushes of the zone in a row wait. Here the fault takes each request's first
     /// save, which is the newest article, and the one refused before it is unsaved meanwhile, so no article
