@@ -429,8 +429,9 @@ extension LocalStore {
     }
 
     /// Queues saves of the zone's local data for a zone about to be created on the server (history as
-    /// ``HistoryRetention`` allows: the newest 1,000 items plus anything newer than 28 days), leaving out
-    /// records already pending whole. Returns how many were queued.
+    /// ``HistoryRetention`` allows: the newest 1,000 items plus anything newer than 28 days). Every record
+    /// goes, pending or not: a pending change may already be on its way to the zone that is gone, or parked.
+    /// Returns how many were queued.
     package func seed(_ zone: ZoneID) async throws -> Int {
         var records: [Record]
         switch zone {
@@ -446,12 +447,6 @@ extension LocalStore {
         }
         // A parent before the records that refer to it (see ``RecordOrder``).
         records += RecordOrder.parentsFirst(zones.hostRecords(in: zone).records)
-        // A record whose pending save carries every field already goes out whole: queueing it again (a
-        // zone seeded, then created in a later run) would only grow the log.
-        records.removeAll { record in
-            guard let latest = pending.latestChange(for: record.id), !latest.isDelete else { return false }
-            return latest.changedKeys.isSuperset(of: record.fields.keys)
-        }
         guard !records.isEmpty else { return 0 }
         return try await enqueueSaves(records, in: zone)
     }

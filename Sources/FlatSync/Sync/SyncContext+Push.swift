@@ -110,16 +110,20 @@ extension SyncContext {
     }
 
     /// Keeps the counts of waits on refusals in `device.plist` when a push changed them (only a refusal
-    /// with `retryAfter`, or its end, does). A failed write keeps them in memory; the next push writes them.
+    /// with `retryAfter`, or its end, does). A failed write keeps them in memory; the next save writes them.
     private func saveRefusalWaitsIfChanged(epoch: Int) async {
+        guard epoch == accountEpoch else { return }
+        try? await saveRefusalWaits()
+    }
+
+    /// Writes the counts of waits on refusals to `device.plist` if they changed since the last write.
+    func saveRefusalWaits() async throws {
         let counts = RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits)
-        guard epoch == accountEpoch, counts != savedRefusalWaits else { return }
+        guard counts != savedRefusalWaits else { return }
         var file = await localStore.deviceFile
         counts.write(to: &file)
-        do {
-            try await localStore.saveDeviceFile(file)
-            savedRefusalWaits = counts
-        } catch {}
+        try await localStore.saveDeviceFile(file)
+        savedRefusalWaits = counts
     }
 
     /// ``push(_:epoch:)`` without saving the wait counts.
@@ -228,15 +232,21 @@ extension SyncContext {
                     work.insert(contentsOf: [Array(batch[..<half]), Array(batch[half...])], at: 0)
                 case .createZone:
                     zoneCreations += 1
-                    preparedZones.remove(zone)
                     if zoneCreations > 2 {
+                        preparedZones.remove(zone)
                         outcome.stop = .retryLater(nil, reason: "\(zone) was still missing after it was created twice")
                     } else if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
-                        outcome.stop = stop
-                    } else if let stop = await ensurePrepared([zone], epoch: epoch) {
+                        // Still counted as prepared: until the requested fetch wipes it, a later push meets
+                        // the missing zone and asks again, rather than create it and upload what the user
+                        // deleted (the fetch may fail offline).
                         outcome.stop = stop
                     } else {
-                        work.insert(batch, at: 0)
+                        preparedZones.remove(zone)
+                        if let stop = await ensurePrepared([zone], epoch: epoch) {
+                            outcome.stop = stop
+                        } else {
+                            work.insert(batch, at: 0)
+                        }
                     }
                 case .stop(let stop):
                     outcome.stop = stop
@@ -544,7 +554,8 @@ extension SyncContext {
     /// The data is queued before the zones are created: creating several can half succeed (CloudKit
     /// answers each zone's failure in its own entry, so some are made and the call fails; or all are made
     /// and the answer is lost), and a zone the next try finds existing would otherwise never get its data
-    /// back. Queued, it waits for the zone like any change, and a crash in between loses nothing.
+    /// back. Queued, it waits for the zone like any change, and a crash in between loses nothing; a second
+    /// try in the same run does not queue it again (``seededZones``).
     ///
     /// A zone created here gets its subscription again (``ensureSubscribed(_:epoch:)``): a zone deleted and
     /// created anew may have lost it. Once the context is started, that happens at once; before, `start()`
@@ -557,12 +568,21 @@ extension SyncContext {
             let existing = Set(try await transport.listZones())
             let missing = needed.filter { !existing.contains($0) }
             guard epoch == accountEpoch else { return .cancelled }
-            // A second try queues nothing more: seeding leaves out what is pending whole.
-            for zone in missing { _ = try await localStore.seed(zone) }
-            if !missing.isEmpty { try await transport.createZones(missing) }
-            guard epoch == accountEpoch else { return .cancelled }
+            if !missing.isEmpty {
+                for zone in missing where !seededZones.contains(zone) {
+                    _ = try await localStore.seed(zone)
+                    guard epoch == accountEpoch else { return .cancelled }
+                    seededZones.insert(zone)
+                }
+                // A zone created anew has no subscription, and a try whose answer is lost finds it existing:
+                // forget the subscription first.
+                subscribedZones.subtract(missing)
+                try await savePreparedZones()
+                try await transport.createZones(missing)
+                guard epoch == accountEpoch else { return .cancelled }
+            }
+            seededZones.subtract(needed)
             preparedZones.formUnion(needed)
-            subscribedZones.subtract(missing)
             try await savePreparedZones()
         } catch {
             return .from(error)
@@ -571,14 +591,18 @@ extension SyncContext {
         return nil
     }
 
-    /// Saves which zones are prepared and subscribed in `device.plist`.
+    /// Saves which zones are prepared and subscribed in `device.plist`, with the counts of waits on refusals
+    /// (which a wiped zone changes).
     func savePreparedZones() async throws {
         var file = await localStore.deviceFile
         file.preparedZones = zoneIDs.filter { preparedZones.contains($0) }.map(\.name)
         let subscribed = zoneIDs.filter { subscribedZones.contains($0) }.map(\.name)
         // Left out while empty, as in files written before subscriptions were kept.
         file.subscribedZones = subscribed.isEmpty && file.subscribedZones == nil ? nil : subscribed
+        let counts = RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits)
+        counts.write(to: &file)
         try await localStore.saveDeviceFile(file)
+        savedRefusalWaits = counts
     }
 
     /// The user deleted the zone: wipe its local data and commands, and make sure it is created again
@@ -590,6 +614,7 @@ extension SyncContext {
             refusalWaits = refusalWaits.filter { $0.key.zone != zone }
             requestRefusalWaits[zone] = nil
             preparedZones.remove(zone)
+            seededZones.remove(zone)
             subscribedZones.remove(zone)
             try await savePreparedZones()
         } catch {

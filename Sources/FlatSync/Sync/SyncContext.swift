@@ -49,6 +49,10 @@ public actor SyncContext: LocalChangeObserver {
     /// Bumped by every account change; work started for an older epoch stops touching the store.
     var accountEpoch = 0
     var preparedZones: Set<ZoneID>
+    /// Zones found missing whose local data this run has queued, waiting to be created (see
+    /// ``ensurePrepared(_:epoch:)``): a second try in the same run does not queue it again. After a restart
+    /// it is queued once more, which coalesces with what waits.
+    var seededZones: Set<ZoneID> = []
     /// Zones the server is known to notify this account of (a zone subscription exists); kept with
     /// ``preparedZones`` in `device.plist`.
     var subscribedZones: Set<ZoneID> = []
@@ -185,7 +189,12 @@ public actor SyncContext: LocalChangeObserver {
         preparedZones = Set(await localStore.deviceFile.preparedZones.map(ZoneID.init))
         subscribedZones = Set((await localStore.deviceFile.subscribedZones ?? []).map(ZoneID.init))
         savedRefusalWaits = RefusalWaitCounts(await localStore.deviceFile)
-        (refusalWaits, requestRefusalWaits) = (savedRefusalWaits.records, savedRefusalWaits.requests)
+        requestRefusalWaits = savedRefusalWaits.requests
+        // A count outlives its record's change only if the process ended before the push that acknowledged
+        // or parked it saved the counts; such a count would shorten the waits of a later change.
+        for (id, count) in savedRefusalWaits.records where await localStore.pendingChange(for: id) != nil {
+            refusalWaits[id] = count
+        }
     }
 
     /// The engine's events, in order: fetches, sends, conflicts, resets, quarantined files, errors.
@@ -343,6 +352,7 @@ public actor SyncContext: LocalChangeObserver {
         await queue.waitUntilEmpty()
         try await localStore.wipeAll(newAccount: newAccount?.id)
         preparedZones = []
+        seededZones = []
         subscribedZones = []
         unconfirmedSaves = [:]
         retryRefusedZones = []
@@ -414,6 +424,8 @@ public actor SyncContext: LocalChangeObserver {
     /// ``FlatSyncError/Code-swift.struct/storeClosed``.
     public func close() async throws {
         guard await stopSyncing() else { return }
+        // The last push's counts, which its own save skipped once the context was closing.
+        try? await saveRefusalWaits()
         try await localStore.close()
     }
 

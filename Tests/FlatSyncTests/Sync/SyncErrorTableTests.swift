@@ -1,5 +1,6 @@
 import FlatSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FlatSync
@@ -274,6 +275,39 @@ import Testing
         }
     }
 
+    /// When the fetch that would wipe a zone the user deleted fails (offline), the zone is not created
+    /// again by the next push, which would upload what the user deleted: the next push meets the missing
+    /// zone, asks the database again, and the fetch wipes it.
+    @Test func aZoneTheUserDeletedIsNotCreatedAgainWhenTheFetchThatWouldWipeItFails() async throws {
+        try await SyncHarness.run(via: .http) { harness in
+            let cloud = harness.cloud
+            let failFetch = Mutex<Int?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                if kind == .fetchDatabaseChanges, number == failFetch.withLock({ $0 }) {
+                    await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable))
+                }
+            }
+            let a = try await harness.device("A", transport: transport)
+            try await a.readingList.add("before")
+            await a.waitUntilIdle()
+            _ = try await a.syncNow()  // so that the device has a database change token from before
+            try await cloud.deleteZoneAsUser(.readingList)
+            // The push's check of the database is the next fetch of its changes; the fetch it asks for, the
+            // one after, fails.
+            failFetch.withLock { $0 = transport.count(.fetchDatabaseChanges) + 2 }
+            try await a.readingList.add("after")
+            await a.waitUntilIdle()
+            #expect(await cloud.counters().faultsInjected["networkUnavailable"] == 1)
+            try await a.readingList.add("later")
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(600))
+            await a.waitUntilIdle()
+            #expect(await serverNames(cloud).isEmpty, "nothing the user deleted is uploaded again")
+            #expect(await a.readingList.entries().isEmpty, "wiped once the fetch went through")
+            try await a.close()
+        }
+    }
+
     @Test func aDeviceThatNeverFetchedCreatesAMissingZoneOverCloudKit() async throws {
         try await SyncHarness.run(via: .http) { harness in
             let a = try await harness.device("A", start: false)
@@ -285,17 +319,44 @@ import Testing
         }
     }
 
-    /// Seeding a zone queues what is not pending whole already, so a zone seeded in one run and created
-    /// in a later one is not queued twice.
-    @Test func seedingAZoneTwiceQueuesItsDataOnce() async throws {
+    /// A zone created anew has no subscription; when the answer to creating it is lost, the next try finds
+    /// it existing, and must still subscribe to it, or no push would announce its changes again.
+    @Test func aZoneCreatedAnewWhoseAnswerIsLostIsStillSubscribed() async throws {
         try await SyncHarness.run(via: .direct) { harness in
-            let a = try await harness.device("A", start: false)
-            try await a.readingList.add("sent")
+            let a = try await harness.device("A")
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.subscriptions().filter { $0.zone == .readingList }.count == 1)
+            try await harness.cloud.deleteZones([.readingList])
+            #expect(
+                await harness.cloud.subscriptions().filter { $0.zone == .readingList }.isEmpty, "gone with the zone")
+            await harness.cloud.setFaultPlan(.loseResponses(1, .createZones))
+            try await a.readingList.add("x")
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(60))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().faultsInjected[CloudCounters.responseLostKey] == 1)
+            #expect(await serverNames(harness.cloud) == ["rl-x"])
+            #expect(await harness.cloud.subscriptions().filter { $0.zone == .readingList }.count == 1)
+            try await a.close()
+        }
+    }
+
+    /// A zone an app deletes in the middle of a push is seeded with everything, the records the server
+    /// confirmed earlier in the same push included: their changes are still in the log then, but the zone
+    /// that holds them is gone.
+    @Test func aZoneDeletedBetweenTwoBatchesGetsTheFirstBatchBack() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let cloud = harness.cloud
+            let transport = InterceptingTransport(cloud) { kind, number in
+                if kind == .modifyRecords, number == 2 { try? await cloud.deleteZones([.readingList]) }
+            }
+            let a = try await harness.device("A", transport: transport, start: false)
+            let count = cloud.maximumOperationsPerRequest + 1
+            for index in 0..<count { try await a.readingList.add("article-\(index)") }
             #expect(try await a.syncNow().isComplete)
-            try await a.readingList.add("waiting")
-            #expect(try await a.localStore.seed(.readingList) == 1, "the entry already sent")
-            #expect(try await a.localStore.seed(.readingList) == 0)
-            #expect(await a.localStore.pendingRecordCount() == 2)
+            #expect(transport.count(.modifyRecords) >= 3, "two batches, the second sent again")
+            #expect(await cloud.records(in: .readingList).count == count)
+            #expect(await a.localStore.pendingRecordCount() == 0)
             try await a.close()
         }
     }
