@@ -52,7 +52,11 @@ extension SyncContext {
                         listedDeletedFromStart[deletion.zone] = deletion.reason
                         continue
                     }
-                    await wipeZone(deletion.zone, epoch: epoch)
+                    if let stop = await wipeZone(deletion.zone, epoch: epoch) {
+                        // The token is not saved: the next fetch sees the deletion again.
+                        outcome.stop = stop
+                        return outcome
+                    }
                     outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))
                 }
                 targets.formUnion(changes.changedZones.filter { zoneIDs.contains($0) })
@@ -134,22 +138,23 @@ extension SyncContext {
                     if let listedDeleted, listedDeleted != .deleted {
                         // Missing, and listed as deleted by the user (or by nobody said): as a deletion
                         // reported from a token, wipe it rather than upload it again.
-                        await wipeZone(zone, epoch: epoch)
+                        if let stop = await wipeZone(zone, epoch: epoch) { return stop }
                         outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
                         return nil
                     }
                     // The server lost the zone: unless the user deleted it, create it again, upload the local
                     // data, fetch from scratch.
                     recreated = true
-                    preparedZones.remove(zone)
                     if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
-                        // Deleted: the full fetch it requested (after this one) wipes the zone.
+                        // Deleted: the full fetch it requested (after this one) wipes the zone. Until then the
+                        // zone stays prepared, so a push meets it missing and asks again rather than create it.
                         if case .deletedOnServer = stop { return nil }
                         return stop
                     }
+                    preparedZones.remove(zone)
                     if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
                 case .wipeZone:
-                    await wipeZone(zone, epoch: epoch)
+                    if let stop = await wipeZone(zone, epoch: epoch) { return stop }
                     outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
                     return nil
                 default:

@@ -343,8 +343,7 @@ extension SyncContext {
             case .createZone:
                 result.next = .createZone
             case .wipeZone:
-                await wipeZone(zone, epoch: epoch)
-                result.next = .stop(.zoneWiped)
+                result.next = .stop(await wipeZone(zone, epoch: epoch) ?? .zoneWiped)
             default:
                 result.next = .stop(.from(cloudError))
             }
@@ -443,8 +442,7 @@ extension SyncContext {
             case .createZone:
                 result.next = .createZone
             case .wipeZone:
-                await wipeZone(zone, epoch: epoch)
-                result.next = .stop(.zoneWiped)
+                result.next = .stop(await wipeZone(zone, epoch: epoch) ?? .zoneWiped)
                 return result
             case .retryLater(let after):
                 if CloudErrorPolicy.waitsOnlyForRetryAfter(error) {
@@ -584,6 +582,9 @@ extension SyncContext {
             seededZones.subtract(needed)
             preparedZones.formUnion(needed)
             try await savePreparedZones()
+            // What was seeded waits to be sent; nothing else would push it if no push is running (a fetch
+            // that found its zone missing, say).
+            if isStarted { for zone in missing { requestPush(zone) } }
         } catch {
             return .from(error)
         }
@@ -607,8 +608,13 @@ extension SyncContext {
 
     /// The user deleted the zone: wipe its local data and commands, and make sure it is created again
     /// before it is used next.
-    func wipeZone(_ zone: ZoneID, epoch: Int) async {
-        guard epoch == accountEpoch else { return }
+    ///
+    /// Returns the stop for a wipe that failed (reported as an error event), so that a fetch does not save
+    /// a database token past the deletion: the next fetch must see it again, or a later push would find
+    /// the zone missing with nothing saying why, and create it with what the user deleted. Nil when wiped.
+    @discardableResult
+    func wipeZone(_ zone: ZoneID, epoch: Int) async -> Stop? {
+        guard epoch == accountEpoch else { return .cancelled }
         do {
             try await localStore.wipe(zone)
             refusalWaits = refusalWaits.filter { $0.key.zone != zone }
@@ -623,7 +629,9 @@ extension SyncContext {
                     SyncProblem(
                         .deviceError((error as? FlatSyncError)?.code ?? .ioFailed), zone: zone,
                         message: "wiping it failed: \(error)")))
+            return .from(error)
         }
         emit(.zoneReset(zone: zone, reason: .deletedByUser))
+        return nil
     }
 }

@@ -190,10 +190,10 @@ public actor SyncContext: LocalChangeObserver {
         subscribedZones = Set((await localStore.deviceFile.subscribedZones ?? []).map(ZoneID.init))
         savedRefusalWaits = RefusalWaitCounts(await localStore.deviceFile)
         requestRefusalWaits = savedRefusalWaits.requests
-        // A count outlives its record's change only if the process ended before the push that acknowledged
-        // or parked it saved the counts; such a count would shorten the waits of a later change.
+        // A count outlives its record's change (acknowledged, or parked) only if the process ended before
+        // the push saved the counts; such a count would shorten the waits of a later change.
         for (id, count) in savedRefusalWaits.records where await localStore.pendingChange(for: id) != nil {
-            refusalWaits[id] = count
+            if await !localStore.isRefused(id) { refusalWaits[id] = count }
         }
     }
 

@@ -308,6 +308,70 @@ import Testing
         }
     }
 
+    /// The same when a fetch, not a push, meets the zone the user deleted (a push notification for it):
+    /// until the fetch it asks for wipes the zone, a push must not create it again.
+    @Test func aZoneTheUserDeletedThatAFetchMeetsIsNotCreatedAgainWhenTheWipingFetchFails() async throws {
+        try await SyncHarness.run(via: .http) { harness in
+            let cloud = harness.cloud
+            let failFetch = Mutex<Int?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                if kind == .fetchDatabaseChanges, number == failFetch.withLock({ $0 }) {
+                    await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable))
+                }
+            }
+            let a = try await harness.device("A", transport: transport)
+            try await a.readingList.add("before")
+            await a.waitUntilIdle()
+            _ = try await a.syncNow()
+            try await cloud.deleteZoneAsUser(.readingList)
+            // The zone's fetch meets it missing and checks the database (the next fetch of its changes);
+            // the whole fetch that check asks for, the one after, fails.
+            failFetch.withLock { $0 = transport.count(.fetchDatabaseChanges) + 2 }
+            await a.handleRemoteNotification(zones: [.readingList])
+            await a.waitUntilIdle()
+            #expect(await cloud.counters().faultsInjected["networkUnavailable"] == 1)
+            try await a.readingList.add("after")
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(600))
+            await a.waitUntilIdle()
+            #expect(await serverNames(cloud).isEmpty, "nothing the user deleted is uploaded again")
+            #expect(await a.readingList.entries().isEmpty, "wiped once the fetch went through")
+            try await a.close()
+        }
+    }
+
+    /// A wipe that fails on the device's disk stops the fetch before it saves its database token, so the
+    /// next fetch sees the deletion again and wipes; a token saved past it would leave a later push to find
+    /// the zone missing with nothing saying why, and create it with what the user deleted.
+    @Test func aWipeThatFailsOnDiskIsTriedAgainAndTheZoneIsNotCreatedAgain() async throws {
+        try await SyncHarness.run(via: .http) { harness in
+            let cloud = harness.cloud
+            let faulty = FaultyFileSystem()
+            let armAt = Mutex<Int?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                // The log's next write after this fetch of the database's changes is the wipe's.
+                if kind == .fetchDatabaseChanges, number == armAt.withLock({ $0 }) {
+                    faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+                }
+            }
+            let a = try await harness.device("A", transport: transport, start: false) {
+                $0.fileSystem = FileSystem(faulty)
+            }
+            try await a.readingList.add("before")
+            #expect(try await a.syncNow().isComplete)
+            try await cloud.deleteZoneAsUser(.readingList)
+            armAt.withLock { $0 = transport.count(.fetchDatabaseChanges) + 1 }
+            let failed = try await a.syncNow()
+            #expect(failed.problems.contains { $0.kind == .deviceError(.ioFailed) }, "\(failed.problems)")
+            try await a.readingList.add("after")
+            let retried = try await a.syncNow()
+            #expect(retried.isComplete, "\(retried.problems)")
+            #expect(await serverNames(cloud).isEmpty, "nothing the user deleted is uploaded again")
+            #expect(await a.readingList.entries().isEmpty)
+            try await a.close()
+        }
+    }
+
     @Test func aDeviceThatNeverFetchedCreatesAMissingZoneOverCloudKit() async throws {
         try await SyncHarness.run(via: .http) { harness in
             let a = try await harness.device("A", start: false)
