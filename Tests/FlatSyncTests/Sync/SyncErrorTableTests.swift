@@ -275,10 +275,21 @@ import Testing
         }
     }
 
+    /// What meets a zone the user deleted first: a push of a change to it, or a fetch of it (on a push
+    /// notification).
+    enum MeetsTheDeletion: String, CaseIterable, CustomStringConvertible {
+        case push, fetch
+        var description: String { rawValue }
+    }
+
     /// When the fetch that would wipe a zone the user deleted fails (offline), the zone is not created
-    /// again by the next push, which would upload what the user deleted: the next push meets the missing
-    /// zone, asks the database again, and the fetch wipes it.
-    @Test func aZoneTheUserDeletedIsNotCreatedAgainWhenTheFetchThatWouldWipeItFails() async throws {
+    /// again by the next push, which would upload what the user deleted: the push or fetch that met the
+    /// missing zone leaves it prepared, so the next push meets it missing, asks the database again, and
+    /// the fetch wipes it.
+    @Test(arguments: MeetsTheDeletion.allCases)
+    func aZoneTheUserDeletedIsNotCreatedAgainWhenTheFetchThatWouldWipeItFails(first: MeetsTheDeletion)
+        async throws
+    {
         try await SyncHarness.run(via: .http) { harness in
             let cloud = harness.cloud
             let failFetch = Mutex<Int?>(nil)
@@ -292,45 +303,16 @@ import Testing
             await a.waitUntilIdle()
             _ = try await a.syncNow()  // so that the device has a database change token from before
             try await cloud.deleteZoneAsUser(.readingList)
-            // The push's check of the database is the next fetch of its changes; the fetch it asks for, the
-            // one after, fails.
+            // What meets the missing zone checks the database (the next fetch of its changes); the whole
+            // fetch that check asks for, the one after, fails.
             failFetch.withLock { $0 = transport.count(.fetchDatabaseChanges) + 2 }
-            try await a.readingList.add("after")
+            switch first {
+            case .push: try await a.readingList.add("after")
+            case .fetch: await a.handleRemoteNotification(zones: [.readingList])
+            }
             await a.waitUntilIdle()
             #expect(await cloud.counters().faultsInjected["networkUnavailable"] == 1)
             try await a.readingList.add("later")
-            await a.waitUntilIdle()
-            harness.clock.advance(by: .seconds(600))
-            await a.waitUntilIdle()
-            #expect(await serverNames(cloud).isEmpty, "nothing the user deleted is uploaded again")
-            #expect(await a.readingList.entries().isEmpty, "wiped once the fetch went through")
-            try await a.close()
-        }
-    }
-
-    /// The same when a fetch, not a push, meets the zone the user deleted (a push notification for it):
-    /// until the fetch it asks for wipes the zone, a push must not create it again.
-    @Test func aZoneTheUserDeletedThatAFetchMeetsIsNotCreatedAgainWhenTheWipingFetchFails() async throws {
-        try await SyncHarness.run(via: .http) { harness in
-            let cloud = harness.cloud
-            let failFetch = Mutex<Int?>(nil)
-            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
-                if kind == .fetchDatabaseChanges, number == failFetch.withLock({ $0 }) {
-                    await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable))
-                }
-            }
-            let a = try await harness.device("A", transport: transport)
-            try await a.readingList.add("before")
-            await a.waitUntilIdle()
-            _ = try await a.syncNow()
-            try await cloud.deleteZoneAsUser(.readingList)
-            // The zone's fetch meets it missing and checks the database (the next fetch of its changes);
-            // the whole fetch that check asks for, the one after, fails.
-            failFetch.withLock { $0 = transport.count(.fetchDatabaseChanges) + 2 }
-            await a.handleRemoteNotification(zones: [.readingList])
-            await a.waitUntilIdle()
-            #expect(await cloud.counters().faultsInjected["networkUnavailable"] == 1)
-            try await a.readingList.add("after")
             await a.waitUntilIdle()
             harness.clock.advance(by: .seconds(600))
             await a.waitUntilIdle()
