@@ -105,25 +105,18 @@ extension SyncContext {
     /// Changes made during a round are new commands, sent by the next round.
     func push(_ zone: ZoneID, epoch: Int) async -> PushOutcome {
         let outcome = await pushRounds(zone, epoch: epoch)
-        await saveRefusalWaitsIfChanged(epoch: epoch)
+        // Only a refusal with `retryAfter`, or its end, changes the counts; a failed write keeps them in
+        // memory, and the next save writes them.
+        if epoch == accountEpoch { try? await saveRefusalWaits() }
         return outcome
     }
 
-    /// Keeps the counts of waits on refusals in `device.plist` when a push changed them (only a refusal
-    /// with `retryAfter`, or its end, does). A failed write keeps them in memory; the next save writes them.
-    private func saveRefusalWaitsIfChanged(epoch: Int) async {
-        guard epoch == accountEpoch else { return }
-        try? await saveRefusalWaits()
-    }
-
-    /// Writes the counts of waits on refusals to `device.plist` if they changed since the last write.
+    /// Writes the counts of waits on refusals to `device.plist` (with the rest of ``savePreparedZones()``)
+    /// if they changed since the last write.
     func saveRefusalWaits() async throws {
-        let counts = RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits)
-        guard counts != savedRefusalWaits else { return }
-        var file = await localStore.deviceFile
-        counts.write(to: &file)
-        try await localStore.saveDeviceFile(file)
-        savedRefusalWaits = counts
+        guard RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits) != savedRefusalWaits
+        else { return }
+        try await savePreparedZones()
     }
 
     /// ``push(_:epoch:)`` without saving the wait counts.
