@@ -35,13 +35,10 @@ extension CloudDatabase {
         // state before the request (and, for its references, on which records the request saves and
         // deletes): check them all first, then apply the ones that succeed.
         var failed: [RecordID: CloudError] = [:]
-        if case .recordError(let code, let retryAfter)? = recordFault,
-            let first = saves.first?.record.id ?? deletes.first?.id
+        if let first = saves.first?.record.id ?? deletes.first?.id,
+            let error = takeItemFault(for: "the record \(first.name)")
         {
-            counters.faultsInjected[recordFault!.counterKey, default: 0] += 1
-            recordFault = nil
-            failed[first] = CloudError(
-                code, "Injected fault: \(code) for the record \(first.name).", retryAfter: retryAfter)
+            failed[first] = error
         }
         let holdsReferences = saves.contains { !$0.record.references.isEmpty }
         // A record that failed is neither saved nor deleted: what refers to it is checked against the server.

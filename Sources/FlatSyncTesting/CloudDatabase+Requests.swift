@@ -39,6 +39,15 @@ extension CloudDatabase {
         }
     }
 
+    /// The error a ``FaultEffect/recordError(_:retryAfter:)`` fault of the request being served gives its
+    /// first item (`item`, such as "the record rl-x"), counted and used up; nil without such a fault.
+    mutating func takeItemFault(for item: String) -> CloudError? {
+        guard let fault = recordFault, case .recordError(let code, let retryAfter) = fault else { return nil }
+        counters.faultsInjected[fault.counterKey, default: 0] += 1
+        recordFault = nil
+        return CloudError(code, "Injected fault: \(code) for \(item).", retryAfter: retryAfter)
+    }
+
     /// The fault for the next request of `kind`, if any, using up a scripted fault or a random draw.
     private mutating func nextFault(for kind: RequestKind) -> FaultEffect? {
         if let index = faultPlan.scripted.firstIndex(where: { $0.count > 0 && ($0.kind == nil || $0.kind == kind) }) {

@@ -136,14 +136,11 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
         if let refused { throw refused.error }
     }
 
-    /// The failure a ``FaultEffect/recordError(_:retryAfter:)`` fault of this request gives its first zone
-    /// (counted, and used up), or nil.
+    /// The failure a ``FaultEffect/recordError(_:retryAfter:)`` fault of this request gives its first zone,
+    /// or nil.
     private mutating func takeZoneFault(_ ids: [ZoneID]) -> (zone: ZoneID, error: CloudError)? {
-        guard let fault = recordFault, case .recordError(let code, let retryAfter) = fault, let first = ids.first
-        else { return nil }
-        counters.faultsInjected[fault.counterKey, default: 0] += 1
-        recordFault = nil
-        return (first, CloudError(code, "Injected fault: \(code) for the zone \(first.name).", retryAfter: retryAfter))
+        guard let first = ids.first, let error = takeItemFault(for: "the zone \(first.name)") else { return nil }
+        return (first, error)
     }
 
     // MARK: - Administration
