@@ -86,9 +86,10 @@ extension LocalStore {
         try await record([.clearedAll(sequence: sequence)])
         for (zone, records) in removed { recordChangeHub.emit(zone: zone, changed: records) }
         try forgetRefusals(in: nil)
-        var file = DeviceFile(deviceID: deviceID)
-        file.account = newAccount
-        try saveDeviceFile(file)
+        try updateDeviceFile { [deviceID] file in
+            file = DeviceFile(deviceID: deviceID)
+            file.account = newAccount
+        }
         for zone in zoneIDs {
             stateVersion[zone, default: 0] += 1
             try await persistSnapshot(of: zone)

@@ -338,9 +338,13 @@ public actor LocalStore {
 
     // MARK: - Device file
 
-    /// Durably replaces `device.plist`.
-    package func saveDeviceFile(_ file: DeviceFile) throws {
+    /// Durably changes `device.plist`: `change` edits the file as it stands, all in one step on this actor,
+    /// so that callers on other actors cannot write over each other's changes (a read, an `await`, then a
+    /// write could). Nothing changes, on disk or in ``deviceFile``, when the write fails.
+    package func updateDeviceFile(_ change: @Sendable (inout DeviceFile) -> Void) throws {
         try checkOpen()
+        var file = deviceFile
+        change(&file)
         try DurableFileWriter(fileSystem: options.fileSystem).write(
             try file.encoded(), to: directory.appendingPathComponent(Recovery.deviceFileName))
         deviceFile = file

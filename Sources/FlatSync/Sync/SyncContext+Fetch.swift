@@ -78,9 +78,7 @@ extension SyncContext {
         }
         if full, let databaseToken, epoch == accountEpoch {
             do {
-                var file = await localStore.deviceFile
-                file.databaseChangeToken = databaseToken.data
-                try await localStore.saveDeviceFile(file)
+                try await localStore.updateDeviceFile { $0.databaseChangeToken = databaseToken.data }
             } catch {
                 outcome.stop = .from(error)
             }

@@ -588,14 +588,15 @@ extension SyncContext {
     /// Saves which zones are prepared and subscribed in `device.plist`, with the counts of waits on refusals
     /// (which a wiped zone changes).
     func savePreparedZones() async throws {
-        var file = await localStore.deviceFile
-        file.preparedZones = zoneIDs.filter { preparedZones.contains($0) }.map(\.name)
+        let prepared = zoneIDs.filter { preparedZones.contains($0) }.map(\.name)
         let subscribed = zoneIDs.filter { subscribedZones.contains($0) }.map(\.name)
-        // Left out while empty, as in files written before subscriptions were kept.
-        file.subscribedZones = subscribed.isEmpty && file.subscribedZones == nil ? nil : subscribed
         let counts = RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits)
-        counts.write(to: &file)
-        try await localStore.saveDeviceFile(file)
+        try await localStore.updateDeviceFile { file in
+            file.preparedZones = prepared
+            // Left out while empty, as in files written before subscriptions were kept.
+            file.subscribedZones = subscribed.isEmpty && file.subscribedZones == nil ? nil : subscribed
+            counts.write(to: &file)
+        }
         savedRefusalWaits = counts
     }
 

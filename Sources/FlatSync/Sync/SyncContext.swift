@@ -182,9 +182,7 @@ public actor SyncContext: LocalChangeObserver {
             try await localStore.wipeAll(newAccount: account?.id)
             localStore.eventHub.emitAndKeep(.accountChanged(from: stored, to: account?.id))
         } else if stored == nil, let id = account?.id {
-            var file = device
-            file.account = id
-            try await localStore.saveDeviceFile(file)
+            try await localStore.updateDeviceFile { $0.account = id }
         }
         preparedZones = Set(await localStore.deviceFile.preparedZones.map(ZoneID.init))
         subscribedZones = Set((await localStore.deviceFile.subscribedZones ?? []).map(ZoneID.init))

@@ -1,4 +1,5 @@
 import FlatSyncTestSupport
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -160,6 +161,35 @@ import Testing
 
     // MARK: - In a store
 
+    /// Callers on other actors (fetches save the database token, pushes the prepared zones) change the file
+    /// through one step each, so none writes over another's change, and a write that fails changes nothing.
+    @Test func updatesOfTheDeviceFileNeverWriteOverEachOther() async throws {
+        try await withTemporaryDirectory { directory in
+            let faulty = FaultyFileSystem()
+            var options = Self.options()
+            options.fileSystem = FileSystem(faulty)
+            let store = try LocalStore(directory: directory, options: options)
+            await withTaskGroup(of: Void.self) { group in
+                for index in 0..<20 {
+                    group.addTask { try? await store.updateDeviceFile { $0.preparedZones.append("zone-\(index)") } }
+                }
+            }
+            #expect(await Set(store.deviceFile.preparedZones) == Set((0..<20).map { "zone-\($0)" }))
+
+            let before = await store.deviceFile
+            faulty.failNext(.rename, with: .ioError)
+            await #expect(throws: FlatSyncError.self) {
+                try await store.updateDeviceFile { $0.account = "someone-else" }
+            }
+            #expect(await store.deviceFile == before)
+            try await store.close()
+
+            let reopened = try LocalStore(directory: directory, options: Self.options())
+            #expect(await reopened.deviceFile == before)
+            try await reopened.close()
+        }
+    }
+
     /// The problem the checksum solves: a few bytes flipped in the middle of the device ID used to open
     /// without a word as a garbled ID. Now the file is quarantined with an event, and the device keeps its
     /// identity from `device-id.plist`.
@@ -167,7 +197,8 @@ import Testing
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(directory: directory, options: Self.options())
             let deviceID = store.deviceID
-            try await store.saveDeviceFile(Self.sampleFile().with(deviceID: deviceID))
+            let sample = Self.sampleFile().with(deviceID: deviceID)
+            try await store.updateDeviceFile { $0 = sample }
             try await store.readingList.add("kept")
             try await store.close()
 
