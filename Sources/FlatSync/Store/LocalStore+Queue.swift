@@ -58,6 +58,10 @@ extension LocalStore {
     // MARK: - Wiping
 
     /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
+    ///
+    /// Notes the zone in `device.plist` (``DeviceFile/zonesWipedSinceToken``) as soon as the wipe is in
+    /// the log, before any other call on this actor runs: a change made after the wipe must not be wiped
+    /// again by a fetch that meets the same deletion.
     package func wipe(_ zone: ZoneID) async throws {
         try checkWritable()
         let sequence = takeSequence()
@@ -67,6 +71,11 @@ extension LocalStore {
         pending.clear(zone: zone)
         zones.wipe(zone, at: sequence)
         try await record([.clearedZone(zone, sequence: sequence)])
+        try updateDeviceFile { file in
+            var wiped = file.zonesWipedSinceToken ?? []
+            if !wiped.contains(zone.name) { wiped.append(zone.name) }
+            file.zonesWipedSinceToken = wiped
+        }
         recordChangeHub.emit(zone: zone, changed: removed)
         try forgetRefusals(in: zone)
         stateVersion[zone, default: 0] += 1

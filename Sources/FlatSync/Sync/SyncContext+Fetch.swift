@@ -23,10 +23,15 @@ extension SyncContext {
         }
         var targets = zones
         var databaseToken: ChangeToken?
-        // Zones an answer from a nil token listed as deleted, and by whom: not wiped on that word alone.
-        var listedDeletedFromStart: [ZoneID: ZoneDeletion.Reason] = [:]
+        // Zones listed as deleted, and by whom, that are not wiped on that word alone: listed from a nil
+        // token, or already wiped since the stored token (see below).
+        var listedDeletedNotWiped: [ZoneID: ZoneDeletion.Reason] = [:]
         if full {
-            var token = await localStore.deviceFile.databaseChangeToken.map(ChangeToken.init(data:))
+            let device = await localStore.deviceFile
+            var token = device.databaseChangeToken.map(ChangeToken.init(data:))
+            // A fetch that wiped these zones stopped before it saved its token: the deletions this one
+            // lists again were dealt with, and what was changed since must stay.
+            let wipedSinceToken = Set((device.zonesWipedSinceToken ?? []).map(ZoneID.init))
             // True while the pages come from a nil token: a first fetch, or a reset after the stored token
             // expired.
             var fromStart = token == nil
@@ -47,9 +52,13 @@ extension SyncContext {
                 // on their own: that would drop unsent changes. Whether CloudKit lists zone deletions from nil is
                 // not known (native CloudKit was seen to list some record deletions from nil: ckws-client.md).
                 // A listed zone that then turns out missing is wiped by its own fetch (see `fetchZone`).
+                //
+                // A zone already wiped since the stored token is treated the same way: the listing may be the
+                // deletion dealt with, or a later one of the zone this device created again since. Only the
+                // zone's own fetch can tell: missing again, it is wiped again.
                 for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
-                    if fromStart {
-                        listedDeletedFromStart[deletion.zone] = deletion.reason
+                    if fromStart || wipedSinceToken.contains(deletion.zone) {
+                        listedDeletedNotWiped[deletion.zone] = deletion.reason
                         continue
                     }
                     if let stop = await wipeZone(deletion.zone, epoch: epoch) {
@@ -70,7 +79,7 @@ extension SyncContext {
         }
         for zone in zoneIDs where targets.contains(zone) {
             if let stop = await fetchZone(
-                zone, via: transport, epoch: epoch, listedDeleted: listedDeletedFromStart[zone], into: &outcome)
+                zone, via: transport, epoch: epoch, listedDeleted: listedDeletedNotWiped[zone], into: &outcome)
             {
                 outcome.stop = stop
                 return outcome
@@ -78,7 +87,10 @@ extension SyncContext {
         }
         if full, let databaseToken, epoch == accountEpoch {
             do {
-                try await localStore.updateDeviceFile { $0.databaseChangeToken = databaseToken.data }
+                try await localStore.updateDeviceFile {
+                    $0.databaseChangeToken = databaseToken.data
+                    $0.zonesWipedSinceToken = nil
+                }
             } catch {
                 outcome.stop = .from(error)
             }
@@ -99,8 +111,9 @@ extension SyncContext {
     /// parts too, and one interrupted resumes as a reset (the store keeps which records it has yet to
     /// confirm), so a large zone throttled midway is not fetched from the start again and again.
     ///
-    /// `listedDeleted` is who deleted the zone, when an answer from a nil token listed it so: if the zone
-    /// is then missing, that listing was not stale, and a zone the user deleted is wiped, not created again.
+    /// `listedDeleted` is who deleted the zone, when the database's changes listed it so but did not wipe it
+    /// (from a nil token, or already wiped since the stored one): if the zone is then missing, that listing
+    /// was not stale, and a zone the user deleted is wiped, not created again.
     private func fetchZone(
         _ zone: ZoneID, via transport: any CloudTransport, epoch: Int, listedDeleted: ZoneDeletion.Reason? = nil,
         into outcome: inout FetchOutcome

@@ -120,6 +120,23 @@ import Testing
         #expect(try DeviceFile.decode(try emptied.encoded(), path: "device.plist") == Self.sampleFile())
     }
 
+    /// The zones wiped since the database token was saved are covered by the checksum too, and only
+    /// while there are some, so files written before they were noted still verify.
+    @Test func zonesWipedSinceTheTokenRoundTripUnderTheChecksum() throws {
+        var file = Self.sampleFile()
+        file.zonesWipedSinceToken = ["ReadingHistory", "Notes"]
+        let decoded = try DeviceFile.decode(try file.encoded(), path: "device.plist")
+        #expect(decoded.zonesWipedSinceToken == ["ReadingHistory", "Notes"])
+
+        var tampered = try PropertyListDecoder().decode(DeviceFile.self, from: try file.encoded())
+        tampered.zonesWipedSinceToken = ["ReadingHistory"]
+        #expect(throws: FlatSyncError.self) {
+            try DeviceFile.decode(try BinaryPropertyList.encode(tampered, what: "test"), path: "device.plist")
+        }
+        #expect(
+            try DeviceFile.decode(try Self.sampleFile().encoded(), path: "device.plist").zonesWipedSinceToken == nil)
+    }
+
     @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {
         struct VersionOne: Encodable {
             var formatVersion = 1

@@ -354,6 +354,76 @@ import Testing
         }
     }
 
+    /// A fetch that wiped a zone the user deleted and then stopped (a later zone's fetch throttled) did not
+    /// save its database token, so the next fetch met the same deletion and wiped again, taking with it a
+    /// change made after the first wipe and not yet sent (here the network fails its send). The wipe is
+    /// now noted in `device.plist` until the token is saved, and the next fetch from the same token, in
+    /// this process or after a restart, does not wipe again.
+    @Test(arguments: Self.routes, [false, true])
+    func aChangeMadeAfterAZoneWasWipedSurvivesTheFetchThatMeetsTheDeletionAgain(
+        route: SyncHarness.Route, restart: Bool
+    ) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            var a = try await harness.device("A", start: false)
+            _ = try await a.history.visit("before")
+            #expect(try await a.syncNow().isComplete)
+            try await cloud.deleteZoneAsUser(.readingHistory)
+            await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
+            var events = a.events()
+            #expect(try await !a.syncNow().isComplete)
+            #expect(await a.history.items().isEmpty, "wiped")
+            #expect(try await a.history.visit("after"))
+            var resets = 0
+            if restart {
+                try await a.close()
+                resets += await collect(events).count {
+                    $0 == .zoneReset(zone: .readingHistory, reason: .deletedByUser)
+                }
+                a = try await harness.device("A", start: false)
+                events = a.events()
+            }
+            await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
+            #expect(try await !a.syncNow().isComplete, "the send failed; the fetch met the deletion again")
+            #expect(await a.history.items().map(\.articleID) == ["after"], "the visit made after the wipe is kept")
+            #expect(try await a.syncNow().isComplete)
+            #expect(await serverNames(cloud, .readingHistory) == ["rh-after"])
+            #expect(await a.localStore.deviceFile.zonesWipedSinceToken == nil, "forgotten once the token is saved")
+            try await a.close()
+            resets += await collect(events).count { $0 == .zoneReset(zone: .readingHistory, reason: .deletedByUser) }
+            #expect(resets == 1)
+        }
+    }
+
+    /// The other side of the note: a zone wiped since the stored token, created again by this device and
+    /// deleted by the user once more before a fetch saved a token, is listed as deleted as before; its own
+    /// fetch finds it missing and wipes it again, rather than taking the listing for the old deletion.
+    @Test(arguments: Self.routes)
+    func aZoneDeletedAgainBeforeTheTokenIsSavedIsWipedAgain(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let a = try await harness.device("A", start: false)
+            _ = try await a.history.visit("before")
+            #expect(try await a.syncNow().isComplete)
+            try await cloud.deleteZoneAsUser(.readingHistory)
+            await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
+            #expect(try await !a.syncNow().isComplete)
+            _ = try await a.history.visit("after")
+            await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
+            #expect(try await !a.syncNow().isComplete, "sent to the zone created again; the fetch failed")
+            #expect(await serverNames(cloud, .readingHistory) == ["rh-after"])
+            #expect(await a.localStore.deviceFile.zonesWipedSinceToken == ["ReadingHistory"])
+            try await cloud.deleteZoneAsUser(.readingHistory)
+            let events = a.events()
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(await a.history.items().isEmpty, "wiped again")
+            #expect(await serverNames(cloud, .readingHistory).isEmpty, "not created again with what the user deleted")
+            try await a.close()
+            #expect(await collect(events).contains(.zoneReset(zone: .readingHistory, reason: .deletedByUser)))
+        }
+    }
+
     @Test func aDeviceThatNeverFetchedCreatesAMissingZoneOverCloudKit() async throws {
         try await SyncHarness.run(via: .http) { harness in
             let a = try await harness.device("A", start: false)
