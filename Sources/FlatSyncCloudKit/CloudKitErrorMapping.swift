@@ -53,6 +53,9 @@ import Foundation
 ///   `changeTokenExpired` (keeping the raw code), so the engine fetches once more from no token; sent
 ///   without a token, the same error keeps its own meaning, so a reset never loops. **Assumed** from the
 ///   native equivalent ("client knowledge differs from server knowledge", paulw11/Seam3#35); no capture.
+///   An error that carries `retryAfter` (or a `Retry-After` header) keeps its meaning too: Apple documents
+///   `retryAfter` as the time to wait before trying the operation again, so the server expects the same
+///   request to succeed later, and a one-off `INTERNAL_ERROR` must not cost a whole zone's download.
 /// - *A zone the user deleted*: no code and no `purged` flag are documented or observed. Such a zone is
 ///   not found (`ZONE_NOT_FOUND`) and `changes/database` lists it with `"deleted": true` (observed on
 ///   `zones/changes`, MistKit #444), read as `ZoneDeletion.Reason.unknown`. The engine wipes a zone the
@@ -143,12 +146,12 @@ enum CloudKitErrorMapping {
         let reason = fields.reason.map { $0.isEmpty ? "" : ": \($0)" } ?? ""
         var message =
             "CloudKit answered \(operation.rawValue) with \(raw)\(status.map { " (HTTP \($0))" } ?? "")\(reason)"
-        if operation.fetchesChanges, sentChangeToken, !keptOnChangeFetches.contains(raw) {
+        let retryAfter = fields.retryAfter.flatMap(duration(seconds:)) ?? retryAfterHeader.flatMap(headerDuration)
+        if operation.fetchesChanges, sentChangeToken, retryAfter == nil, !keptOnChangeFetches.contains(raw) {
             code = .changeTokenExpired
             message += ". Taken as an expired change token: CloudKit documents no code for one."
         }
         if let uuid = fields.uuid, !uuid.isEmpty { message += " (error \(uuid))" }
-        let retryAfter = fields.retryAfter.flatMap(duration(seconds:)) ?? retryAfterHeader.flatMap(headerDuration)
         return CloudError(
             code, message, retryAfter: retryAfter, serverErrorCode: raw,
             redirectURL: fields.redirectURL.flatMap(URL.init(string:)))

@@ -165,6 +165,36 @@ struct CloudKitErrorMappingTests {
         #expect(error?.code == expected)
     }
 
+    /// An error that says when to try again is one the server expects to pass: taken as an expired token,
+    /// a one-off `INTERNAL_ERROR` on page 40 of a large zone would download the whole zone again.
+    @Test(arguments: [
+        #"{"serverErrorCode":"INTERNAL_ERROR","retryAfter":30}"#,
+        #"{"serverErrorCode":"SOMETHING_NEW","retryAfter":30}"#,
+    ])
+    func anErrorThatSaysWhenToTryAgainIsNotAnExpiredToken(body: String) async throws {
+        let token = ChangeToken(data: Data("t".utf8))
+        let exchange = ScriptedExchange([
+            .json(body, status: 500),
+            HTTPExchangeResponse(
+                status: 500, headers: ["Retry-After": "30"],
+                body: Data(body.replacingOccurrences(of: #","retryAfter":30"#, with: "").utf8)),
+            .json(body, status: 500),
+        ])
+        let transport = makeTransport(exchange)
+        for fetch in 0..<3 {
+            let error = await #expect(throws: CloudError.self) {
+                if fetch == 2 {
+                    _ = try await transport.fetchDatabaseChanges(since: token)
+                } else {
+                    _ = try await transport.fetchZoneChanges(in: ZoneID("Z"), since: token, resultsLimit: 5)
+                }
+            }
+            #expect(error?.code == .internalError, "fetch \(fetch)")
+            #expect(error?.retryAfter == .seconds(30))
+            #expect(CloudErrorPolicy.action(for: try #require(error)) == .retryLater(after: .seconds(30)))
+        }
+    }
+
     @Test func withoutATokenAChangesFetchErrorKeepsItsMeaningSoAResetCannotLoop() async throws {
         let exchange = ScriptedExchange([.json(#"{"serverErrorCode":"BAD_REQUEST"}"#, status: 400)])
         let error = await #expect(throws: CloudError.self) {
