@@ -382,9 +382,9 @@ extension SyncContext {
                     result.resend.append(change)
                     continue
                 }
-                emit(.conflictResolved(id))
                 if change.isDelete {
                     // Someone changed the record after this device last saw it: their edit beats the delete.
+                    emit(.conflictResolved(id))
                     await localStore.adoptServerRecord(server)
                     result.acknowledged.append(id)
                     continue
@@ -405,10 +405,12 @@ extension SyncContext {
                 let serverHasAll = await localStore.mergeServerRecord(
                     server, sentWithoutTag: sentTags[id] == .some(nil))
                 if serverHasAll && ownWrite {
+                    // Not a conflict: the server has what this device sent.
                     unconfirmedSaves[id] = nil
                     result.acknowledged.append(id)
                     result.saved += 1
                 } else {
+                    emit(.conflictResolved(id))
                     // Write the merge even when it equals the server's version: the new version is what
                     // makes deletes by devices that never saw this edit conflict, so the edit wins. As an
                     // update: a save that stood for a delete lost to the version the delete did not see.

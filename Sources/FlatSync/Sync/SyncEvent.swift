@@ -14,9 +14,15 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     case didFetch(zone: ZoneID, changed: Int, deleted: Int)
     /// A request saving and deleting records is going out.
     case willSend(zone: ZoneID, saves: Int, deletes: Int)
-    /// A request's results came back.
+    /// A request's results came back: how many records the server saved and deleted, and how many it
+    /// answered with an error of their own (`failed`: a newer version on the server, a refusal, a wait),
+    /// which the engine then merges and resends, parks or retries, as the events after this one say. A
+    /// record whose lost answer the server turns out to hold is among the failed here (the server answered
+    /// that its version is newer), and counts as saved in the summary.
     case didSend(zone: ZoneID, saved: Int, deleted: Int, failed: Int)
-    /// A local change met a newer server version; the two were merged by the merge rules.
+    /// A local change met a newer server version, written by another device or by this one with edits
+    /// made since; the two were merged by the merge rules. Not sent when the newer version is this
+    /// device's own earlier send of the same change, whose answer was lost.
     case conflictResolved(RecordID)
     /// The server refused a local change in a way the engine cannot repair; the change is parked on the
     /// device, still applied and pending (see ``RefusedChange``).
