@@ -93,9 +93,12 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// once, each for its own records, so it must not depend on which thread calls it.
     init(id: String, fields: RecordFields) throws(FlatSyncError)
 
-    /// The value to keep when `mine`, this device's version with its unsent changes to `changedFields`,
-    /// meets `server`, a newer version another device saved. The default takes `mine`'s value of each changed
-    /// field and `server`'s of every other.
+    /// The value to keep when `mine`, this device's version with its unsent changes to `changedFields` (keys
+    /// of ``fields``: property names, for a `Codable` type), meets `server`, a newer version another device
+    /// saved: when a push meets it on the server, and when a fetch brings it while the change waits to be
+    /// sent. The default is ``fieldwiseMerge(_:_:changedFields:)``. An override can call that for the
+    /// fields it has no rule for. It may be called more than once for one change, so it must give the same
+    /// value for the same arguments.
     static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self
 }
 
@@ -103,9 +106,16 @@ extension SyncableRecord {
     /// Zero: changes are sent at once.
     public static var sendDebounce: Duration { .zero }
 
+    /// ``fieldwiseMerge(_:_:changedFields:)``: the fields this device changed keep its values, every other
+    /// field takes the server's.
+    public static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self {
+        fieldwiseMerge(mine, server, changedFields: changedFields)
+    }
+
     /// Three-way and field by field: `mine`'s value of each field in `changedFields` (what this device
     /// changed and has not sent), `server`'s of every other; `mine` whole if either's `fields` throws.
-    public static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self {
+    /// The default ``merge(_:_:changedFields:)``, for an override to build on.
+    public static func fieldwiseMerge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self {
         guard var fields = try? server.fields, let own = try? mine.fields else { return mine }
         for key in changedFields { fields[key] = own[key] }
         return (try? Self(id: mine.id, fields: RecordFields(fields, recordName: mine.id))) ?? mine

@@ -89,6 +89,18 @@ struct Bookmark: SyncableRecord, Codable {
 }
 // Codable sample ends
 
+// Merge sample begins
+extension Bookmark {
+    static func merge(_ mine: Bookmark, _ server: Bookmark, changedFields: Set<String>) -> Bookmark {
+        var merged = fieldwiseMerge(mine, server, changedFields: changedFields)
+        if changedFields.contains("tags") {
+            merged.tags = Array(Set(mine.tags).union(server.tags)).sorted()
+        }
+        return merged
+    }
+}
+// Merge sample ends
+
 @Suite struct SyncingYourOwnRecordsSampleTests {
     @Test func theSampleRunsAndTheNoteGoesWithItsArticleOnAnotherDevice() async throws {
         try await withTemporaryDirectory { directory in
@@ -116,6 +128,34 @@ struct Bookmark: SyncableRecord, Codable {
         let article = "Sources/FlatSync/FlatSync.docc/SyncingYourOwnRecords.md"
         #expect(try DocumentationSample("Article sample", in: #filePath).isShown(in: article), "verbatim")
         #expect(try DocumentationSample("Codable sample", in: #filePath).isShown(in: article), "verbatim")
+        #expect(try DocumentationSample("Merge sample", in: #filePath).isShown(in: article), "verbatim")
+    }
+
+    /// Both devices tag the same bookmark offline: both tags are kept, and the field only one device
+    /// changed takes that device's value, as the default merge would.
+    @Test func theMergeSampleKeepsTagsFromBothDevices() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Bookmark.self] }
+            let a = try await harness.device("A", start: false, configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            let added = Date(timeIntervalSince1970: 1_000)
+            try await a.records(Bookmark.self).save(Bookmark(id: "b", url: "https://example.com", added: added))
+            _ = try await a.syncNow()
+            _ = try await b.syncNow()
+            try await a.records(Bookmark.self).save(
+                Bookmark(id: "b", url: "https://example.com", starred: true, added: added, tags: ["swift"]))
+            try await b.records(Bookmark.self).save(
+                Bookmark(id: "b", url: "https://example.com", added: added, tags: ["sync"]))
+            _ = try await a.syncNow()
+            _ = try await b.syncNow()
+            _ = try await a.syncNow()
+            for device in [a, b] {
+                let merged = try #require(await device.records(Bookmark.self).value("b"))
+                #expect(merged.tags == ["swift", "sync"])
+                #expect(merged.starred, "only A changed it: A's value")
+                try await device.close()
+            }
+        }
     }
 
     @Test func theCodableSampleSavesAndReadsBack() async throws {
