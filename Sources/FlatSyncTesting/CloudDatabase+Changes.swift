@@ -10,7 +10,8 @@ extension CloudDatabase {
     ///   and deleted since the token is not mentioned). The reason is
     ///   `ZoneDeletion.Reason.deletedByUser` when any deletion since the token was the user's, so a
     ///   client never re-uploads data the user threw away. A zone deleted and created again since the
-    ///   token is in both lists.
+    ///   token is in both lists. With ``reportsDeletedZonesAsChanged``, a deleted zone that does not exist
+    ///   now is listed as changed instead.
     ///
     /// Zones are served in name order, each whole on one page. When more remain, `DatabaseChanges.moreComing`
     /// is true and the token continues after the page's last zone; the last page's token stands where the
@@ -31,7 +32,7 @@ extension CloudDatabase {
         let limit = max(1, min(resultsLimit ?? .max, databaseChangesLimit))
         for zone in zones.values.sorted(by: { $0.id.name < $1.id.name }) {
             if let after = position?.paging?.after, zone.id.name <= after { continue }
-            let isChanged = zone.exists && since.map { zone.changedAt > $0 } ?? true
+            var isChanged = zone.exists && since.map { zone.changedAt > $0 } ?? true
             var deletion: ZoneDeletion?
             if let since {
                 let deletionsSince = zone.deletions.filter { $0.deletedAt > since }
@@ -39,6 +40,10 @@ extension CloudDatabase {
                     let byUser = deletionsSince.contains(where: \.byUser)
                     deletion = ZoneDeletion(zone: zone.id, reason: byUser ? .deletedByUser : .deleted)
                 }
+            }
+            if reportsDeletedZonesAsChanged, !zone.exists, deletion != nil {
+                deletion = nil
+                isChanged = true
             }
             guard isChanged || deletion != nil else { continue }
             guard names.count < limit else {

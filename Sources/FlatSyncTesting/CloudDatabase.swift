@@ -74,6 +74,9 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// Whether a zone fetch from no token reports deletions too (see ``reportsDeletionsFromNoToken``).
     /// Optional for state files written before it was kept.
     var storedReportsDeletionsFromNoToken: Bool?
+    /// Whether a deleted zone is listed as changed rather than deleted (see
+    /// ``reportsDeletedZonesAsChanged``). Optional for state files written before it was kept.
+    var storedReportsDeletedZonesAsChanged: Bool?
     /// The zone subscriptions, by ID (see `CloudDatabase+Subscriptions.swift`). Optional because state
     /// files written before subscriptions were kept have no such key, and they must still open.
     var subscriptionsByID: [String: CloudSubscription]?
@@ -209,6 +212,20 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// Sets ``reportsDeletionsFromNoToken``.
     public mutating func setReportsDeletionsFromNoToken(_ reports: Bool) {
         storedReportsDeletionsFromNoToken = reports
+    }
+
+    /// Whether ``fetchDatabaseChanges(since:resultsLimit:)`` lists a zone deleted since the token as
+    /// *changed*, and not as deleted. False unless set.
+    ///
+    /// CloudKit was seen to do so, now and then, after a zone was deleted, again on every fetch: the zone
+    /// is listed as changed, and fetching it fails as not found (native API; mentrena/SyncKit PR #99 and
+    /// #103, in ckws-client.md). Whether CloudKit Web Services does is not known; setting this has the
+    /// emulator give that answer, so a client is tested against it.
+    public var reportsDeletedZonesAsChanged: Bool { storedReportsDeletedZonesAsChanged ?? false }
+
+    /// Sets ``reportsDeletedZonesAsChanged``.
+    public mutating func setReportsDeletedZonesAsChanged(_ reports: Bool) {
+        storedReportsDeletedZonesAsChanged = reports
     }
 
     /// Changes how many record changes each zone keeps, compacting at once if the limit shrank.

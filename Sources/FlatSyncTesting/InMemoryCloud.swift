@@ -181,6 +181,12 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         database.setReportsDeletionsFromNoToken(reports)
     }
 
+    /// Lists a zone deleted since a token as changed rather than deleted, as CloudKit was seen to
+    /// (``CloudDatabase/reportsDeletedZonesAsChanged``); over HTTP, the emulator backed by this cloud too.
+    public func setReportsDeletedZonesAsChanged(_ reports: Bool) {
+        database.setReportsDeletedZonesAsChanged(reports)
+    }
+
     /// Makes the server a production environment deployed with `schema` (`nil`: a development one). Not counted
     /// and never faulted.
     public func setProductionSchema(_ schema: CloudSchema?) {

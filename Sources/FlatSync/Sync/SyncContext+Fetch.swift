@@ -157,10 +157,17 @@ extension SyncContext {
                     // data, fetch from scratch.
                     recreated = true
                     if let stop = await stopIfTheUserDeleted(zone, via: transport, epoch: epoch) {
-                        // Deleted: the full fetch it requested (after this one) wipes the zone. Until then the
-                        // zone stays prepared, so a push meets it missing and asks again rather than create it.
-                        if case .deletedOnServer = stop { return nil }
-                        return stop
+                        switch stop {
+                        case .deletedOnServer:
+                            // The full fetch it requested (after this one) wipes the zone. Until then the zone
+                            // stays prepared, so a push meets it missing and asks again rather than create it.
+                            return nil
+                        case .zoneWiped:
+                            outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                            return nil
+                        default:
+                            return stop
+                        }
                     }
                     preparedZones.remove(zone)
                     if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }

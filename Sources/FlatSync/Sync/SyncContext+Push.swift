@@ -233,6 +233,9 @@ extension SyncContext {
                         // the missing zone and asks again, rather than create it and upload what the user
                         // deleted (the fetch may fail offline).
                         outcome.stop = stop
+                        if case .zoneWiped = stop {
+                            outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                        }
                     } else {
                         preparedZones.remove(zone)
                         if let stop = await ensurePrepared([zone], epoch: epoch) {
@@ -519,6 +522,12 @@ extension SyncContext {
     /// device's data would undo what the user did; so a missing zone is taken as deleted by the user unless
     /// the server says an app deleted it (``ZoneDeletion/Reason/deleted``, which only the test clouds can
     /// say). A device that has never fetched the database's changes cannot tell, and creates it.
+    ///
+    /// When those changes list the missing zone as *changed* and not deleted, the zone is wiped here and the
+    /// stop is ``Stop/zoneWiped``: CloudKit was seen to list a zone so after it was deleted, on every fetch,
+    /// while fetching it failed as not found (native API, mentrena/SyncKit PR #99 and #103, whose fix also
+    /// takes it as deleted). No full fetch would wipe such a zone, and creating it would upload what the
+    /// user deleted. A zone is not otherwise both changed and missing.
     func stopIfTheUserDeleted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop? {
         guard let stored = await localStore.deviceFile.databaseChangeToken else { return nil }
         var token = ChangeToken(data: stored)
@@ -532,10 +541,12 @@ extension SyncContext {
                 return .from(error)
             }
             guard epoch == accountEpoch else { return .cancelled }
-            if changes.deletedZones.contains(where: { $0.zone == zone && $0.reason != .deleted }) {
+            if let deletion = changes.deletedZones.first(where: { $0.zone == zone }) {
+                guard deletion.reason != .deleted else { return nil }
                 requestFetch(full: true)
                 return .deletedOnServer
             }
+            if changes.changedZones.contains(zone) { return await wipeZone(zone, epoch: epoch) ?? .zoneWiped }
             if !changes.moreComing { return nil }
             token = changes.token
         }

@@ -322,6 +322,37 @@ import Testing
         }
     }
 
+    /// CloudKit was seen to list a deleted zone as changed, on every fetch, while fetching it failed as not
+    /// found (mentrena/SyncKit PR #99, #103). No listing says it was deleted, so nothing would wipe it, and a
+    /// device that created it again would upload what the user deleted: a zone both changed and missing is
+    /// taken as deleted, whether a push or a fetch meets it.
+    @Test(arguments: MeetsTheDeletion.allCases)
+    func aMissingZoneTheDatabaseListsAsChangedIsTakenAsDeleted(first: MeetsTheDeletion) async throws {
+        try await SyncHarness.run(via: .http) { harness in
+            let cloud = harness.cloud
+            let a = try await harness.device("A")
+            try await a.readingList.add("before")
+            await a.waitUntilIdle()
+            _ = try await a.syncNow()  // so that the device has a database change token from before
+            await cloud.setReportsDeletedZonesAsChanged(true)
+            try await cloud.deleteZoneAsUser(.readingList)
+            let events = a.events()
+            switch first {
+            case .push: try await a.readingList.add("after")
+            case .fetch: await a.handleRemoteNotification(zones: [.readingList])
+            }
+            await a.waitUntilIdle()
+            #expect(await serverNames(cloud).isEmpty, "nothing the user deleted is uploaded again")
+            #expect(await a.readingList.entries().isEmpty)
+            try await a.readingList.add("later")
+            await a.waitUntilIdle()
+            #expect(await serverNames(cloud) == ["rl-later"], "a change made afterwards starts the zone afresh")
+            try await a.close()
+            let resets = await collect(events).filter { $0 == .zoneReset(zone: .readingList, reason: .deletedByUser) }
+            #expect(resets.count == 1)
+        }
+    }
+
     /// A wipe that fails on the device's disk stops the fetch before it saves its database token, so the
     /// next fetch sees the deletion again and wipes; a token saved past it would leave a later push to find
     /// the zone missing with nothing saying why, and create it with what the user deleted.
