@@ -36,7 +36,7 @@ public protocol CloudAdministration: Sendable {
     func counters() async throws -> CloudCounters
 
     /// Makes the server a production environment deployed with `schema` (`nil`: a development one, which
-    /// takes any record); see ``CloudDatabase/setProductionSchema(_:)``.
+    /// takes any record); see `CloudDatabase.setProductionSchema`.
     func setProductionSchema(_ schema: CloudSchema?) async throws
 
     /// The production schema the server enforces, or `nil` in development.

@@ -21,7 +21,7 @@ extension CloudDatabase {
     /// history limit applies to zones).
     ///
     /// - Throws: `CloudError.Code.changeTokenExpired` for a token this server cannot use.
-    public mutating func fetchDatabaseChanges(
+    package mutating func fetchDatabaseChanges(
         since token: ChangeToken?, resultsLimit: Int? = nil
     ) throws(CloudError) -> DatabaseChanges {
         let position = try token.map { (token) throws(CloudError) in try readDatabaseToken(token) }
@@ -88,7 +88,7 @@ extension CloudDatabase {
     ///   history, from before the zone was deleted, expired by an administrator, from another server,
     ///   or not a token; `CloudError.Code.invalidArguments` for an empty zone name or a
     ///   `resultsLimit` below 1.
-    public mutating func fetchZoneChanges(in id: ZoneID, since token: ChangeToken?, resultsLimit: Int)
+    package mutating func fetchZoneChanges(in id: ZoneID, since token: ChangeToken?, resultsLimit: Int)
         throws(CloudError) -> ZoneChanges
     {
         try Self.validateZoneNames([id])

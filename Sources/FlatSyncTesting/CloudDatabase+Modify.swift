@@ -27,7 +27,9 @@ extension CloudDatabase {
     ///
     /// Every save gets a new change tag and is one step in its zone's history, as is every delete of a
     /// record that existed (cascaded ones included).
-    public mutating func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
+    package mutating func modifyRecords(
+        saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool
+    )
         throws(CloudError) -> ModifyRecordsResult
     {
         try Self.validateModify(saves, deletes)
@@ -101,7 +103,7 @@ extension CloudDatabase {
     /// not exist, are left out.
     ///
     /// - Throws: `CloudError.Code.invalidArguments` for an empty zone or record name.
-    public mutating func lookupRecords(_ ids: [RecordID]) throws(CloudError) -> [RecordID: Record] {
+    package mutating func lookupRecords(_ ids: [RecordID]) throws(CloudError) -> [RecordID: Record] {
         if ids.contains(where: { $0.name.isEmpty || $0.zone.name.isEmpty }) {
             throw CloudError(.invalidArguments, "A record or zone name must not be empty.")
         }

@@ -28,7 +28,7 @@ import FlatSync
 //   CKError limitExceeded, mentrena/SyncKit#192).
 extension CloudDatabase {
     /// The most `deleteSelf` references that may point at one record (CloudKit's PropertyMetrics).
-    public static let maximumOwningReferencesPerRecord = 750
+    package static let maximumOwningReferencesPerRecord = 750
 
     /// Why the references of `save` would make it fail, or `nil`: a reference out of the record's zone, or a
     /// `validate` reference whose target will not exist after the request. `saving` and `deleting` are the

@@ -13,7 +13,7 @@ extension CloudDatabase {
     ///
     /// ``InMemoryCloud`` and ``DirectoryCloud`` serve every request through this method, so faults
     /// and counters work the same in both.
-    public mutating func perform<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T)
+    package mutating func perform<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T)
         throws(CloudError) -> T
     {
         counters.requestsByKind[kind, default: 0] += 1

@@ -14,20 +14,20 @@ import FlatSync
 
 extension CloudDatabase {
     /// The reason CloudKit gave, observed live, for a subscription whose content duplicates another's.
-    public static let duplicateSubscriptionReason = "could not find subscription we just created"
+    package static let duplicateSubscriptionReason = "could not find subscription we just created"
 
     /// Every subscription, sorted by ID.
-    public func subscriptions() -> [CloudSubscription] {
+    package func subscriptions() -> [CloudSubscription] {
         (subscriptionsByID ?? [:]).values.sorted { $0.id < $1.id }
     }
 
     /// The subscription with `id`, if there is one.
-    public func subscription(id: String) -> CloudSubscription? {
+    package func subscription(id: String) -> CloudSubscription? {
         subscriptionsByID?[id]
     }
 
     /// The subscriptions that announce changes in `zone`.
-    public func subscriptions(of zone: ZoneID) -> [CloudSubscription] {
+    package func subscriptions(of zone: ZoneID) -> [CloudSubscription] {
         subscriptions().filter { $0.zone == zone }
     }
 
@@ -40,7 +40,8 @@ extension CloudDatabase {
     ///   `CloudError.Code.internalError` and ``duplicateSubscriptionReason`` (observed live for
     ///   a query subscription duplicating another's content; assumed for zone subscriptions).
     /// - The zone does not exist: fails with `CloudError.Code.zoneNotFound` (assumed).
-    public mutating func createSubscription(_ subscription: CloudSubscription) throws(CloudError) -> CloudSubscription {
+    package mutating func createSubscription(_ subscription: CloudSubscription) throws(CloudError) -> CloudSubscription
+    {
         try Self.validate(subscription)
         if let existing = subscriptionsByID?[subscription.id] { return existing }
         try requireZone(subscription.zone)
@@ -55,7 +56,8 @@ extension CloudDatabase {
     ///
     /// Fails with `CloudError.Code.unknownItem` when there is none, and as
     /// ``createSubscription(_:)`` does for a missing zone or a duplicate of another subscription (assumed).
-    public mutating func updateSubscription(_ subscription: CloudSubscription) throws(CloudError) -> CloudSubscription {
+    package mutating func updateSubscription(_ subscription: CloudSubscription) throws(CloudError) -> CloudSubscription
+    {
         try Self.validate(subscription)
         guard subscriptionsByID?[subscription.id] != nil else {
             throw CloudError(.unknownItem, "There is no subscription \(subscription.id) to update.")
@@ -70,7 +72,7 @@ extension CloudDatabase {
 
     /// Deletes the subscription `id`, as a `delete` operation of `subscriptions/modify`; fails with
     /// `CloudError.Code.unknownItem` when there is none (assumed).
-    public mutating func deleteSubscription(id: String) throws(CloudError) {
+    package mutating func deleteSubscription(id: String) throws(CloudError) {
         guard subscriptionsByID?.removeValue(forKey: id) != nil else {
             throw CloudError(.unknownItem, "There is no subscription \(id) to delete.")
         }
@@ -81,7 +83,7 @@ extension CloudDatabase {
     ///
     /// - Throws: `CloudError.Code.zoneNotFound` (or `userDeletedZone`) for a zone that does
     ///   not exist; nothing is created then.
-    public mutating func subscribeToChanges(in zones: [ZoneID]) throws(CloudError) {
+    package mutating func subscribeToChanges(in zones: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(zones)
         for zone in zones { try requireZone(zone) }
         for zone in zones where subscriptions(of: zone).isEmpty {

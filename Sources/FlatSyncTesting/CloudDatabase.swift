@@ -36,20 +36,20 @@ import FlatSync
 ///     try $0.modifyRecords(saving: [RecordSave(record)], deleting: [], atomically: true)
 /// }
 /// ```
-public struct CloudDatabase: Sendable, Codable, Equatable {
+package struct CloudDatabase: Sendable, Codable, Equatable {
     /// The most saves plus deletes one modify request may carry, as in CloudKit.
-    public static let maximumOperationsPerRequest = 400
+    package static let maximumOperationsPerRequest = 400
     /// The largest record accepted, in bytes of `Record.approximateSize`.
-    public static let maximumRecordSize = 1_048_576
+    package static let maximumRecordSize = 1_048_576
 
     /// Identifies this server. Tokens carry it, so a token from another server is refused.
-    public let serverID: UInt64
+    package let serverID: UInt64
     /// How many record changes each zone keeps for fetching since a token; `nil` keeps everything.
-    public private(set) var changeHistoryLimit: Int?
+    package private(set) var changeHistoryLimit: Int?
     /// What the server has served.
-    public internal(set) var counters = CloudCounters()
+    package internal(set) var counters = CloudCounters()
     /// The faults still to inject.
-    public internal(set) var faultPlan = FaultPlan.none
+    package internal(set) var faultPlan = FaultPlan.none
     /// The random fault generator's state, persisted with the plan so that runs repeat for a seed.
     var faultGenerator: SeededRandomNumberGenerator?
     /// Every zone ever created, by name; deleted zones stay to remember their generation and history.
@@ -62,7 +62,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     var tagCounter: UInt64 = 0
     /// The schema of a production environment, whose saves must keep to it; `nil` (the default) accepts any
     /// record, as a development environment does, which adds record types and fields as records arrive.
-    public private(set) var productionSchema: CloudSchema?
+    package private(set) var productionSchema: CloudSchema?
     /// The most zones one answer to ``fetchDatabaseChanges(since:resultsLimit:)`` holds: 200 unless set
     /// (``setDatabaseChangesLimit(_:)``). 200 is the documented maximum of a `resultsLimit`; how many zones
     /// CloudKit puts in one `changes/database` answer is not documented (ckws.md). Optional for state files
@@ -87,7 +87,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     ///   - changeHistoryLimit: how many record changes each zone keeps (`nil`: all); must not be negative.
     ///   - faultPlan: faults to inject into requests served through ``perform(_:_:)``.
     ///   - serverID: this server's identity, random unless a test needs a fixed one.
-    public init(
+    package init(
         changeHistoryLimit: Int? = nil, faultPlan: FaultPlan = .none, serverID: UInt64 = .random(in: .min ... .max)
     ) {
         precondition((changeHistoryLimit ?? 0) >= 0, "changeHistoryLimit must not be negative")
@@ -99,7 +99,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     // MARK: - Zones
 
     /// The zones that exist, sorted by name.
-    public func listZones() -> [ZoneID] {
+    package func listZones() -> [ZoneID] {
         zones.values.filter(\.exists).map(\.id).sorted()
     }
 
@@ -109,7 +109,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// - Throws: `CloudError.Code.invalidArguments` for an empty zone name (nothing is
     ///   created); the error of a ``FaultEffect/recordError(_:retryAfter:)`` fault for the first zone,
     ///   after the others are created.
-    public mutating func createZones(_ ids: [ZoneID]) throws(CloudError) {
+    package mutating func createZones(_ ids: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(ids)
         let refused = takeZoneFault(ids)
         for id in ids where id != refused?.zone && zones[id.name]?.exists != true {
@@ -130,7 +130,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// - Throws: `CloudError.Code.invalidArguments` for an empty zone name (nothing is
     ///   deleted); the error of a ``FaultEffect/recordError(_:retryAfter:)`` fault for the first zone,
     ///   after the others are deleted.
-    public mutating func deleteZones(_ ids: [ZoneID]) throws(CloudError) {
+    package mutating func deleteZones(_ ids: [ZoneID]) throws(CloudError) {
         try Self.validateZoneNames(ids)
         let refused = takeZoneFault(ids)
         for id in ids where id != refused?.zone && zones[id.name]?.exists == true {
@@ -149,7 +149,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     // MARK: - Administration
 
     /// Expires every change token minted so far, zone and database tokens alike.
-    public mutating func expireAllChangeTokens() {
+    package mutating func expireAllChangeTokens() {
         databaseEpoch += 1
         for name in zones.keys {
             zones[name]!.epoch += 1
@@ -157,7 +157,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     }
 
     /// Expires the change tokens minted so far for `zone`. Does nothing for a zone never created.
-    public mutating func expireChangeTokens(in zone: ZoneID) {
+    package mutating func expireChangeTokens(in zone: ZoneID) {
         zones[zone.name]?.epoch += 1
     }
 
@@ -165,7 +165,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// `CloudError.Code.userDeletedZone` until it is created again.
     ///
     /// - Throws: `CloudError.Code.zoneNotFound` if the zone does not exist.
-    public mutating func deleteZoneAsUser(_ zone: ZoneID) throws(CloudError) {
+    package mutating func deleteZoneAsUser(_ zone: ZoneID) throws(CloudError) {
         guard zones[zone.name]?.exists == true else {
             throw CloudError(.zoneNotFound, "There is no zone \(zone) to delete.")
         }
@@ -173,7 +173,7 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     }
 
     /// Replaces the fault plan and seeds its random generator afresh.
-    public mutating func setFaultPlan(_ plan: FaultPlan) {
+    package mutating func setFaultPlan(_ plan: FaultPlan) {
         faultPlan = plan
         faultGenerator = plan.random.map { SeededRandomNumberGenerator(seed: $0.seed) }
     }
@@ -186,16 +186,16 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// create new type …" for a type, TableProApp/TablePro#2226; "Invalid value, expected type …" for a value,
     /// MistKit #375). The wording is what those captures show; CloudKit documents none. Such a save fails with
     /// `CloudError.Code.invalidArguments` and that text, and the rest of the request goes on.
-    public mutating func setProductionSchema(_ schema: CloudSchema?) {
+    package mutating func setProductionSchema(_ schema: CloudSchema?) {
         productionSchema = schema
     }
 
     /// The most zones one answer to ``fetchDatabaseChanges(since:resultsLimit:)`` holds (200 by default):
     /// more, and it says more are coming.
-    public var databaseChangesLimit: Int { storedDatabaseChangesLimit ?? 200 }
+    package var databaseChangesLimit: Int { storedDatabaseChangesLimit ?? 200 }
 
     /// Sets ``databaseChangesLimit``, so that a test with a few zones sees the database's changes paged.
-    public mutating func setDatabaseChangesLimit(_ limit: Int) {
+    package mutating func setDatabaseChangesLimit(_ limit: Int) {
         precondition(limit >= 1, "databaseChangesLimit must be at least 1")
         storedDatabaseChangesLimit = limit
     }
@@ -207,10 +207,10 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// technical support says a fetch from no token does return deletions (of records "created on the
     /// device that is doing the fetch", or deleted concurrently; developer forums thread 813286, in
     /// ckws-client.md), so a client must take either answer: setting this has the emulator give the other.
-    public var reportsDeletionsFromNoToken: Bool { storedReportsDeletionsFromNoToken ?? false }
+    package var reportsDeletionsFromNoToken: Bool { storedReportsDeletionsFromNoToken ?? false }
 
     /// Sets ``reportsDeletionsFromNoToken``.
-    public mutating func setReportsDeletionsFromNoToken(_ reports: Bool) {
+    package mutating func setReportsDeletionsFromNoToken(_ reports: Bool) {
         storedReportsDeletionsFromNoToken = reports
     }
 
@@ -221,15 +221,15 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     /// is listed as changed, and fetching it fails as not found (native API; mentrena/SyncKit PR #99 and
     /// #103, in ckws-client.md). Whether CloudKit Web Services does is not known; setting this has the
     /// emulator give that answer, so a client is tested against it.
-    public var reportsDeletedZonesAsChanged: Bool { storedReportsDeletedZonesAsChanged ?? false }
+    package var reportsDeletedZonesAsChanged: Bool { storedReportsDeletedZonesAsChanged ?? false }
 
     /// Sets ``reportsDeletedZonesAsChanged``.
-    public mutating func setReportsDeletedZonesAsChanged(_ reports: Bool) {
+    package mutating func setReportsDeletedZonesAsChanged(_ reports: Bool) {
         storedReportsDeletedZonesAsChanged = reports
     }
 
     /// Changes how many record changes each zone keeps, compacting at once if the limit shrank.
-    public mutating func setChangeHistoryLimit(_ limit: Int?) {
+    package mutating func setChangeHistoryLimit(_ limit: Int?) {
         precondition((limit ?? 0) >= 0, "changeHistoryLimit must not be negative")
         changeHistoryLimit = limit
         for name in zones.keys where zones[name]!.exists {
@@ -238,12 +238,12 @@ public struct CloudDatabase: Sendable, Codable, Equatable {
     }
 
     /// Sets every counter back to zero.
-    public mutating func resetCounters() {
+    package mutating func resetCounters() {
         counters = CloudCounters()
     }
 
     /// The records in `zone`, sorted by name; empty if the zone does not exist.
-    public func records(in zone: ZoneID) -> [Record] {
+    package func records(in zone: ZoneID) -> [Record] {
         guard let state = zones[zone.name], state.exists else { return [] }
         return state.slots.keys.sorted().compactMap { state.slots[$0]!.record }
     }

@@ -1,14 +1,14 @@
 import FlatSync
 
-/// A test cloud that serves arbitrary requests against its ``CloudDatabase``, counted and faulted like the
+/// A test cloud that serves arbitrary requests against its `CloudDatabase`, counted and faulted like the
 /// `CloudTransport` calls: what ``CloudKitWebServicesServer`` serves from.
 ///
 /// The CloudKit Web Services emulator needs server-side steps that no `CloudTransport` call expresses
 /// (CKWS's `update` operation checks a change tag and then writes only the sent fields; CKWS allows 200
 /// operations a request, not 400; the writer's device ID arrives as a field), and they must run inside
 /// the same counted request as the change itself. ``InMemoryCloud`` and ``DirectoryCloud`` conform.
-public protocol CloudDatabaseServing: CloudAdministration {
-    /// Serves one client request exactly as ``CloudDatabase/perform(_:_:)`` does: counts it under `kind`,
+package protocol CloudDatabaseServing: CloudAdministration {
+    /// Serves one client request exactly as `CloudDatabase.perform` does: counts it under `kind`,
     /// consults the fault plan, then runs `body` on the database unless a fault says otherwise, keeping
     /// whatever `body` changed.
     ///

@@ -1,7 +1,7 @@
 import FlatSync
 import Foundation
 
-/// The file in which a ``DirectoryCloud`` keeps its ``CloudDatabase``.
+/// The file in which a ``DirectoryCloud`` keeps its `CloudDatabase`.
 ///
 /// Layout: a 24-byte header of fixed-width fields (written with FlatSync's `BinaryWriter`), then the
 /// database as a binary property list, in which each zone's records are one blob packed with the same

@@ -5,7 +5,7 @@ import Foundation
 /// A CloudKit-style server kept in a directory, which several processes can use at once: two demo
 /// processes sharing one act as two devices on one account.
 ///
-/// The semantics are ``InMemoryCloud``'s (both serve requests through ``CloudDatabase``). Each request
+/// The semantics are ``InMemoryCloud``'s (both serve requests through `CloudDatabase`). Each request
 /// takes an exclusive `flock` on the directory's lock file, reads and checks the state file, applies
 /// the request, writes the state back durably (temporary file, `fsync`, rename, directory `fsync`) if
 /// anything changed, and lets go. Requests from any number of processes are therefore serialized and
@@ -33,7 +33,7 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// The directory holding the state file and the lock file.
     public let directory: URL
     /// When not `nil`, the history limit every request through this value sets on the directory
-    /// before it is served (see ``CloudDatabase/changeHistoryLimit``).
+    /// before it is served (see `CloudDatabase.changeHistoryLimit`).
     public let changeHistoryLimit: Int?
     /// Where the file-system calls go.
     package let fileSystem: FileSystem
@@ -43,7 +43,7 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// The name of the lock file, which is never renamed or removed.
     public static let lockFileName = "lock"
 
-    /// At most ``CloudDatabase/maximumOperationsPerRequest`` (400) operations per modify request.
+    /// At most `CloudDatabase.maximumOperationsPerRequest` (400) operations per modify request.
     public var maximumOperationsPerRequest: Int { CloudDatabase.maximumOperationsPerRequest }
 
     /// The file holding the server's state.
@@ -235,7 +235,7 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     // MARK: - CloudDatabaseServing
 
     /// Serves one request under the directory's lock, like the `CloudTransport` calls.
-    public func serve<Response: Sendable>(
+    package func serve<Response: Sendable>(
         _ kind: RequestKind,
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
     ) async throws -> Response {

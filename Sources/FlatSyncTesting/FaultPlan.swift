@@ -12,7 +12,7 @@ import FlatSync
 /// await cloud.setFaultPlan(.random(rate: 0.3, seed: 7))   // replaces the plan
 /// ```
 ///
-/// Faults are decided by ``CloudDatabase/perform(_:_:)``, so ``InMemoryCloud`` and ``DirectoryCloud``
+/// Faults are decided by `CloudDatabase.perform`, so ``InMemoryCloud`` and ``DirectoryCloud``
 /// inject them identically; a ``DirectoryCloud`` persists the plan and its generator state, so a
 /// seeded plan is deterministic across processes sharing the directory.
 public struct FaultPlan: Sendable, Codable, Hashable {
@@ -121,7 +121,7 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     /// if given: a record's error inside a success, as CloudKit Web Services answers in a 200 (observed
     /// live). The other records are applied unless the request is atomic. A request creating or deleting
     /// zones fails its first zone the same way (CKWS answers a zone's failure in its entry of a 200: ckws.md
-    /// §3); the caller of ``CloudDatabase/createZones(_:)`` or ``CloudDatabase/deleteZones(_:)`` gets the
+    /// §3); the caller of `CloudDatabase.createZones` or `CloudDatabase.deleteZones` gets the
     /// error after the other zones are done. Requests of other kinds are served untouched, and only a fault
     /// that failed a record or a zone is counted.
     case recordError(CloudError.Code, retryAfter: Duration? = nil)

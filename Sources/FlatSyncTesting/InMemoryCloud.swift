@@ -3,7 +3,7 @@ import FlatSync
 /// A CloudKit-style server in memory: the reference semantics of `CloudTransport`, for tests, the
 /// demo tour and benchmarks.
 ///
-/// It keeps a ``CloudDatabase`` (which holds every rule: change tags, save and delete policies, net
+/// It keeps a `CloudDatabase` (which holds every rule: change tags, save and delete policies, net
 /// changes since a token, paging, token expiry, request limits, counters and faults) and serves one
 /// request at a time. ``CloudAdministration`` lets a test reach behind the client's back: expire
 /// tokens, delete a zone as the user, inject faults, read counters and records.
@@ -30,7 +30,7 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     private var latency: Duration?
     private let clock: any Clock<Duration>
 
-    /// At most ``CloudDatabase/maximumOperationsPerRequest`` (400) operations per modify request.
+    /// At most `CloudDatabase.maximumOperationsPerRequest` (400) operations per modify request.
     public nonisolated var maximumOperationsPerRequest: Int { CloudDatabase.maximumOperationsPerRequest }
 
     /// Creates an empty server.
@@ -57,10 +57,10 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     }
 
     /// A copy of the server's whole state, for assertions that the administration calls do not cover.
-    public var snapshot: CloudDatabase { database }
+    package var snapshot: CloudDatabase { database }
 
     /// Serves one request: waits out the latency, then lets the database count it, fault it or apply it.
-    public func serve<Response: Sendable>(
+    package func serve<Response: Sendable>(
         _ kind: RequestKind,
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
     ) async throws -> Response {
@@ -73,26 +73,26 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
 
     // MARK: - CloudTransport
 
-    /// The zones that exist. Served by the cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the
+    /// The zones that exist. Served by the cloud's `CloudDatabase`: counted in ``counters()`` and failed as the
     /// ``FaultPlan`` says.
     public func listZones() async throws -> [ZoneID] {
         try await serve(.listZones) { $0.listZones() }
     }
 
-    /// Creates zones; creating a zone that exists is not an error. Served by the cloud's ``CloudDatabase``:
+    /// Creates zones; creating a zone that exists is not an error. Served by the cloud's `CloudDatabase`:
     /// counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func createZones(_ zones: [ZoneID]) async throws {
         try await serve(.createZones) { (database) throws(CloudError) in try database.createZones(zones) }
     }
 
     /// Deletes zones and every record in them, as an app would (not as the user). Served by the cloud's
-    /// ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
+    /// `CloudDatabase`: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func deleteZones(_ zones: [ZoneID]) async throws {
         try await serve(.deleteZones) { (database) throws(CloudError) in try database.deleteZones(zones) }
     }
 
     /// The zones that changed or were deleted since `token` (`nil`: since the beginning). Served by the cloud's
-    /// ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
+    /// `CloudDatabase`: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
         try await serve(.fetchDatabaseChanges) { (database) throws(CloudError) in
             try database.fetchDatabaseChanges(since: token)
@@ -100,7 +100,7 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     }
 
     /// The net changes to one zone since `token` (`nil`: everything), at most `resultsLimit` records and deletions
-    /// per call. Served by the cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the
+    /// per call. Served by the cloud's `CloudDatabase`: counted in ``counters()`` and failed as the
     /// ``FaultPlan`` says.
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws
         -> ZoneChanges
@@ -111,7 +111,7 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     }
 
     /// Saves and deletes records, returning a result for each one (all or none when `atomically`). Served by the
-    /// cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
+    /// cloud's `CloudDatabase`: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {
@@ -121,13 +121,13 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     }
 
     /// The records with these IDs that exist; IDs that do not exist are left out of the result. Served by the
-    /// cloud's ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
+    /// cloud's `CloudDatabase`: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
         try await serve(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
     }
 
     /// Makes sure each zone has a zone subscription, created where none exists. Served by the cloud's
-    /// ``CloudDatabase``: counted in ``counters()`` and failed as the ``FaultPlan`` says.
+    /// `CloudDatabase`: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func subscribeToChanges(in zones: [ZoneID]) async throws {
         try await serve(.modifySubscriptions) { (database) throws(CloudError) in
             try database.subscribeToChanges(in: zones)
@@ -170,19 +170,19 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     }
 
     /// Sets the most zones one answer to a database fetch holds (see
-    /// ``CloudDatabase/setDatabaseChangesLimit(_:)``); over HTTP, the emulator backed by this cloud too.
+    /// `CloudDatabase.setDatabaseChangesLimit`); over HTTP, the emulator backed by this cloud too.
     public func setDatabaseChangesLimit(_ limit: Int) {
         database.setDatabaseChangesLimit(limit)
     }
 
     /// Sets whether a zone fetch from no token reports deletions too (see
-    /// ``CloudDatabase/reportsDeletionsFromNoToken``); over HTTP, the emulator backed by this cloud too.
+    /// `CloudDatabase.reportsDeletionsFromNoToken`); over HTTP, the emulator backed by this cloud too.
     public func setReportsDeletionsFromNoToken(_ reports: Bool) {
         database.setReportsDeletionsFromNoToken(reports)
     }
 
     /// Lists a zone deleted since a token as changed rather than deleted, as CloudKit was seen to
-    /// (``CloudDatabase/reportsDeletedZonesAsChanged``); over HTTP, the emulator backed by this cloud too.
+    /// (`CloudDatabase.reportsDeletedZonesAsChanged`); over HTTP, the emulator backed by this cloud too.
     public func setReportsDeletedZonesAsChanged(_ reports: Bool) {
         database.setReportsDeletedZonesAsChanged(reports)
     }

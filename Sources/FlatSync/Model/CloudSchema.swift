@@ -87,7 +87,7 @@ public struct CloudSchema: Hashable, Sendable, Codable {
     /// an undeclared field (also ``lastModifiedByField`` when the record says who wrote it: "Cannot create or
     /// modify field …", caiyue1993/IceCream#164), or a value of another type ("Invalid value, expected type
     /// …", MistKit#375). The words are those seen live; CloudKit does not document them, and they may vary.
-    public func problem(saving record: Record) -> String? {
+    package func problem(saving record: Record) -> String? {
         guard let fields = recordTypes[record.type] else {
             return "Cannot create new type \(record.type) in production schema"
         }
@@ -130,7 +130,7 @@ extension CloudSchema {
         case list(FieldType)
 
         /// The name CloudKit Web Services gives the type in a field's `type`: `STRING`, `INT64_LIST`.
-        public var wireName: String {
+        package var wireName: String {
             switch self {
             case .string: return "STRING"
             case .int64: return "INT64"
@@ -145,14 +145,14 @@ extension CloudSchema {
         }
 
         /// The name in CloudKit's schema language (`cktool`'s `.ckdb` files): `STRING`, `LIST<INT64>`.
-        public var schemaName: String {
+        package var schemaName: String {
             if case .list(let element) = self { return "LIST<\(element.schemaName)>" }
             return wireName
         }
 
         /// The type a wire name stands for (`STRING`, `TIMESTAMP_LIST`), or nil for one FlatSync does not
         /// know.
-        public init?(wireName: String) {
+        package init?(wireName: String) {
             if wireName.hasSuffix("_LIST") {
                 guard let element = FieldType(wireName: String(wireName.dropLast("_LIST".count))),
                     !element.isList
@@ -177,7 +177,7 @@ extension CloudSchema {
         /// True when a field of this type can hold `value`: its kind matches (every element's, for a list;
         /// an empty list fits any list type); a kept value (``FieldValue/opaque(_:)``) fits the type it was
         /// kept as (an `ASSETID` as an asset).
-        public func accepts(_ value: FieldValue) -> Bool {
+        package func accepts(_ value: FieldValue) -> Bool {
             switch (self, value) {
             case (.string, .string), (.int64, .int(_)), (.double, .double), (.timestamp, .date), (.bytes, .bytes),
                 (.reference, .reference):

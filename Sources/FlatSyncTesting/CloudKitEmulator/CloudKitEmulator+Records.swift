@@ -30,7 +30,7 @@ extension CloudKitEmulator {
     /// `records/modify` → 200 `{"records":[…]}`, one entry per operation in order: the saved record, a
     /// tombstone for a delete, or the record's error.
     ///
-    /// Operation types, as Apple's `records/modify` reference describes them, onto ``CloudDatabase``:
+    /// Operation types, as Apple's `records/modify` reference describes them, onto `CloudDatabase`:
     /// - `create`: save if the record does not exist (exists → CONFLICT, as observed live).
     /// - `update` + tag: save if the tag is current (stale → CONFLICT, missing → NOT_FOUND); only the sent
     ///   fields change ("Only the fields you specify are changed").
@@ -47,7 +47,7 @@ extension CloudKitEmulator {
     /// (`_defaultZone`) and `recordType` required only for `create` and `forceUpdate`; the emulator
     /// requires both on every request and save, stricter than CloudKit, which FlatSync always sends.
     ///
-    /// With a production schema (``CloudDatabase/productionSchema``), a save whose record type or field the
+    /// With a production schema (`CloudDatabase.productionSchema`), a save whose record type or field the
     /// schema lacks, or whose field was sent with another type (an empty list as `STRING_LIST` for an
     /// `INT64_LIST` field, say), fails for that record with BAD_REQUEST in CloudKit's words.
     ///
@@ -188,7 +188,7 @@ extension CloudKitEmulator {
 
     /// Why a production container would refuse a field for the `type` it was sent with: a declared field
     /// sent as another type (the record type, undeclared fields and the values' kinds are
-    /// ``CloudDatabase``'s to check). The reserved writer field counts as declared where the schema has it.
+    /// `CloudDatabase`'s to check). The reserved writer field counts as declared where the schema has it.
     private static func wireTypeProblem(_ operation: RecordOperation, _ schema: CloudSchema) -> String? {
         let record = operation.record
         guard let declared = schema.recordTypes[record.type] else { return nil }

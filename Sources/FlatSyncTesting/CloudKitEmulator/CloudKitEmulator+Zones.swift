@@ -97,7 +97,7 @@ extension CloudKitEmulator {
     }
 
     /// `changes/database` `{"syncToken"?, "resultsLimit"?}` → `{"zones":[…],"syncToken","moreComing"}`: at
-    /// most `resultsLimit` zones (and at most the backing cloud's ``CloudDatabase/databaseChangesLimit``), in
+    /// most `resultsLimit` zones (and at most the backing cloud's `CloudDatabase.databaseChangesLimit`), in
     /// name order, deleted ones as `"deleted":true` (as observed live on `zones/changes`, MistKit #444; with
     /// guessed codes also the invented `"purged":true` when the user deleted them). An unusable token fails
     /// the request with BAD_REQUEST (CHANGE_TOKEN_EXPIRED with guessed codes).

@@ -4,7 +4,7 @@ import FlatSyncCloudKit
 import Foundation
 
 /// A CloudKit Web Services emulator on 127.0.0.1: serves a test cloud (``InMemoryCloud``,
-/// ``DirectoryCloud``, or any ``CloudDatabaseServing``) over HTTP in CKWS JSON, so
+/// ``DirectoryCloud``, or any `CloudDatabaseServing`) over HTTP in CKWS JSON, so
 /// `CloudKitWebServicesTransport` can be tested, benchmarked and demonstrated without Apple's server.
 ///
 /// It speaks the project's wire contract. Where CloudKit documents a behaviour, the emulator follows the
@@ -33,7 +33,7 @@ import Foundation
 ///   busy zone, a request over a limit, an expired token, a zone the user deleted; see
 ///   `CloudKitWireError`), and, only when asked (``Options-swift.struct/guessedErrorCodes``), four
 ///   undocumented codes and a `purged` flag, which are guesses; a production environment refusing saves
-///   outside its schema in the words seen live (see ``CloudDatabase/setProductionSchema(_:)``); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
+///   outside its schema in the words seen live (see `CloudDatabase.setProductionSchema`); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
 ///   `created`/`modified` times being the response's time; the reserved field `fsLastModifiedBy`
 ///   carrying `Record.lastModifiedBy`; zone subscriptions only (a query one is refused), dropped with
 ///   their zone (so a zone's deletion is not pushed: devices learn of it at their next whole fetch); the
@@ -48,7 +48,7 @@ import Foundation
 /// device polling it makes a new one.
 ///
 /// Every request to a CKWS database path is served through the backing store's
-/// ``CloudDatabaseServing/serve(_:_:)`` exactly once, so ``CloudCounters`` and ``FaultPlan`` behave as
+/// request path exactly once (as a direct call is served), so ``CloudCounters`` and ``FaultPlan`` behave as
 /// with the backing store itself. Faults go on the wire as the real server's statuses and codes;
 /// `networkUnavailable` and `networkFailure` faults, and lost responses (applied first), go on the wire
 /// as a connection dropped midway through a response. Requests the emulator refuses before reaching the
@@ -63,8 +63,8 @@ import Foundation
 /// await server.stop()
 /// ```
 public final class CloudKitWebServicesServer: Sendable {
-    /// The store the server serves.
-    public let backing: any CloudDatabaseServing
+    /// The cloud the server serves, for administering it (faults, counters, what it holds) while it runs.
+    public let backing: any CloudAdministration
     /// The options the server was started with.
     public let options: Options
     /// Where the server listens: `http://127.0.0.1:PORT`, without a trailing slash.
@@ -72,11 +72,26 @@ public final class CloudKitWebServicesServer: Sendable {
 
     private let http: LoopbackHTTPServer
 
-    /// Starts serving `backing` on 127.0.0.1 (the port of `options`, or a free one).
+    /// Starts serving `backing` on 127.0.0.1 (the port of `options`, or a free one): the devices that use
+    /// the cloud directly and those that reach it over HTTP share it.
     ///
     /// - Throws: `CloudError.Code.internalError` when the port cannot be listened on (it
     ///   is in use, say).
-    public init(backing: some CloudDatabaseServing, options: Options = Options()) throws(CloudError) {
+    public convenience init(backing: InMemoryCloud, options: Options = Options()) throws(CloudError) {
+        try self.init(serving: backing, options: options)
+    }
+
+    /// Starts serving `backing` on 127.0.0.1 (the port of `options`, or a free one): the directory is the
+    /// state, so several processes may serve and use it at once.
+    ///
+    /// - Throws: `CloudError.Code.internalError` when the port cannot be listened on (it
+    ///   is in use, say).
+    public convenience init(backing: DirectoryCloud, options: Options = Options()) throws(CloudError) {
+        try self.init(serving: backing, options: options)
+    }
+
+    /// Starts serving any test cloud that serves arbitrary requests.
+    package init(serving backing: some CloudDatabaseServing, options: Options) throws(CloudError) {
         do {
             http = try LoopbackHTTPServer(port: options.port)
         } catch {

@@ -210,7 +210,7 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
 
     /// Runs `body` with an emulator over `backing`, stopped afterwards whatever `body` did.
     static func with(backing: some CloudDatabaseServing, _ body: (any TestCloud) async throws -> Void) async throws {
-        let server = try CloudKitWebServicesServer(backing: backing)
+        let server = try CloudKitWebServicesServer(serving: backing, options: .init())
         let transport = CloudKitWebServicesTransport(
             configuration: .init(
                 containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "conformance",

@@ -17,7 +17,7 @@ func withEmulator(
 ) async throws {
     let server: CloudKitWebServicesServer
     if let backing {
-        server = try CloudKitWebServicesServer(backing: backing, options: options)
+        server = try CloudKitWebServicesServer(serving: backing, options: options)
     } else {
         server = try CloudKitWebServicesServer(options: options)
     }
