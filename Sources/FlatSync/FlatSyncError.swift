@@ -52,8 +52,10 @@ public struct FlatSyncError: Error, Sendable, CustomStringConvertible {
         /// An article ID was empty, longer than 256 UTF-8 bytes, or held a control character.
         /// Nothing was written.
         public static let invalidArticleID = Code(.invalidArticleID)
-        /// An argument other than an article ID was out of range (a negative version, say).
-        /// Nothing was written.
+        /// An argument other than an article ID was not one FlatSync can take: out of range (a negative
+        /// version), a record name or value a host type cannot save (see ``SyncableRecord``), a record type
+        /// that was not registered, a schema that does not read, a transport whose schema lacks the
+        /// context's types. The message says which. Nothing was written.
         public static let invalidArgument = Code(.invalidArgument)
         /// Another opener (another process, or an earlier open in this one) owns the directory.
         public static let storeLocked = Code(.storeLocked)

@@ -316,7 +316,7 @@ public struct ReadingHistoryItem: SyncedItem, Identifiable, CustomStringConverti
 
     /// The item as a `ReadingHistoryItem` record (see <doc:Architecture>). Flags are int fields written only when set.
     ///
-    /// The record keeps the item and builds its field dictionary only when asked (see `Record.Content`).
+    /// The record keeps the item and builds its field dictionary only when its fields are read.
     public var record: Record {
         var canonical = self
         canonical.flags.formIntersection(Flags.recorded)

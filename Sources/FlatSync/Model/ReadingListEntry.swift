@@ -35,7 +35,7 @@ public struct ReadingListEntry: SyncedItem, Identifiable, CustomStringConvertibl
 
     /// The entry as a `ReadingListEntry` record: `articleID`, `dateAdded`, `origin`, and `title` when set.
     ///
-    /// The record keeps the entry and builds its field dictionary only when asked (see `Record.Content`).
+    /// The record keeps the entry and builds its field dictionary only when its fields are read.
     public var record: Record {
         Record(id: recordID, type: Self.recordType, content: .stored(self))
     }

@@ -114,7 +114,7 @@ public struct ReadingHistory: Sendable {
     /// A stream of the IDs of the articles whose items changed (a visit, a liking, a prune, a change
     /// fetched from another device, a conflict's merge, a reset, a wipe when the account changes or the
     /// user deletes the zone), from now on, one element per change the history takes in, sorted. It ends
-    /// when the context closes. Read the items again with ``item(_:)``.
+    /// when the store (or the context that holds it) closes. Read the items again with ``item(_:)``.
     public func changes() -> AsyncStream<[String]> {
         store.recordChangeHub.subscribe(zone: .readingHistory, recordType: ReadingHistoryItem.recordType)
     }

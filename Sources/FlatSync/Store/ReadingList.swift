@@ -75,7 +75,7 @@ public struct ReadingList: Sendable {
     /// A stream of the IDs of the articles whose entries changed (saved, edited or removed, here or on
     /// another device: a fetch, a conflict's merge, a reset, a wipe when the account changes or the user
     /// deletes the zone), from now on, one element per change the list takes in, sorted. It ends when the
-    /// context closes.
+    /// store (or the context that holds it) closes.
     ///
     /// ```swift
     /// for await articleIDs in context.readingList.changes() {

@@ -88,7 +88,19 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
 
     /// A stream of the record names of the type's values that changed, here or on another device (a
     /// save, a delete, a merge, a wipe when the account changes or the user deletes the zone), from now on,
-    /// one element per change the store takes in. It ends when the store closes.
+    /// one element per change the store takes in, sorted: a save or delete of this device (with the
+    /// records of this type its cascade deleted), or a fetch (every record of this type it brought). Names
+    /// of saved and deleted values come together: read each again with ``value(_:)``, nil meaning deleted.
+    /// It ends when the store (or the context that holds it) closes.
+    ///
+    /// ```swift
+    /// for await ids in context.records(Bookmark.self).changes() {
+    ///     for id in ids {
+    ///         let bookmark = await context.records(Bookmark.self).value(id)  // nil: deleted
+    ///         print(id, bookmark?.url ?? "deleted")
+    ///     }
+    /// }
+    /// ```
     public func changes() -> AsyncStream<[String]> {
         store.recordChangeHub.subscribe(zone: Value.zone, recordType: Value.recordType)
     }
