@@ -292,6 +292,23 @@ extension SyncContext {
         /// have it halved.
         var waitedOnRequestRefusal = false
 
+        /// Goes on to `next` unless another record of the batch asked for something stronger: a pause (which
+        /// waits for the host) before no network, before creating the zone, before a wait. One record's
+        /// answer must not undo another's: a pause lost to a missing zone would send again into a full
+        /// account.
+        mutating func escalate(to next: Next) {
+            func rank(_ next: Next) -> Int {
+                switch next {
+                case .continue, .split: return 0
+                case .stop(.retryLater): return 1
+                case .createZone: return 2
+                case .stop(.waitForNetwork): return 3
+                case .stop: return 4
+                }
+            }
+            if rank(next) > rank(self.next) { self.next = next }
+        }
+
         /// Stops to retry after `after`, or after the longest wait another record of the batch asked for; a
         /// stop of another kind another record asked for (no network, paused, a new zone) goes first.
         mutating func retryLater(after: Duration?, reason: String) {
@@ -438,7 +455,7 @@ extension SyncContext {
                     if conflicts[id]! <= Self.conflictLimit { result.resend.append(change) }
                 }
             case .createZone:
-                result.next = .createZone
+                result.escalate(to: .createZone)
             case .wipeZone:
                 result.next = .stop(await wipeZone(zone, epoch: epoch) ?? .zoneWiped)
                 return result
@@ -452,9 +469,9 @@ extension SyncContext {
                 }
                 result.retryLater(after: after, reason: Stop.serverAskedToWait("\(id.name): \(error.message)"))
             case .waitForNetwork:
-                result.next = .stop(.waitForNetwork)
+                result.escalate(to: .stop(.waitForNetwork))
             case .pause(let reason):
-                result.next = .stop(.paused(reason))
+                result.escalate(to: .stop(.paused(reason)))
             case .split, .refuse, .resetZone:
                 result.refused.append(refusal(of: change, because: error))
             }

@@ -12,17 +12,23 @@ final class InterceptingTransport: CloudTransport, Sendable {
     let base: any CloudTransport
     private let hook: Hook
     private let databaseChanges: @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges
+    private let modifyResult: @Sendable (_ number: Int, ModifyRecordsResult) -> ModifyRecordsResult
     private let counts = Mutex<[RequestKind: Int]>([:])
 
-    /// - Parameter databaseChanges: what the transport answers to `fetchDatabaseChanges(since:)`, given
-    ///   the token asked with and the base transport's answer: for answers the emulators never give.
+    /// - Parameters:
+    ///   - databaseChanges: what the transport answers to `fetchDatabaseChanges(since:)`, given the token
+    ///     asked with and the base transport's answer: for answers the emulators never give.
+    ///   - modifyResult: what it answers to the `number`th `modifyRecords`, given the base transport's
+    ///     answer (the base applied the request either way).
     init(
         _ base: any CloudTransport, before hook: @escaping Hook = { _, _ in },
-        databaseChanges: @escaping @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges = { $1 }
+        databaseChanges: @escaping @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges = { $1 },
+        modifyResult: @escaping @Sendable (_ number: Int, ModifyRecordsResult) -> ModifyRecordsResult = { $1 }
     ) {
         self.base = base
         self.hook = hook
         self.databaseChanges = databaseChanges
+        self.modifyResult = modifyResult
     }
 
     /// How many requests of `kind` went through.
@@ -67,7 +73,8 @@ final class InterceptingTransport: CloudTransport, Sendable {
         -> ModifyRecordsResult
     {
         await before(.modifyRecords)
-        return try await base.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+        let result = try await base.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+        return modifyResult(count(.modifyRecords), result)
     }
 
     func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {

@@ -638,6 +638,40 @@ import Testing
         }
     }
 
+    /// Each record of a batch gets its own answer, and one's must not undo another's: a full account (a
+    /// pause) answered for one record and a missing zone for the next used to end as "create the zone",
+    /// and the device sent again into the full account. The stronger stop wins whatever the order.
+    @Test(arguments: [false, true])
+    func aPauseOneRecordAsksForIsNotUndoneByAnotherRecordsAnswer(pauseFirst: Bool) async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let transport = InterceptingTransport(
+                harness.transport("A"),
+                modifyResult: { number, result in
+                    guard number == 1 else { return result }
+                    var answer = result
+                    let ids = result.saved.keys.sorted { $0.name < $1.name }
+                    let errors = [
+                        CloudError(.quotaExceeded, "The account's storage is full."),
+                        CloudError(.zoneNotFound, "No such zone."),
+                    ]
+                    for (id, error) in zip(ids, pauseFirst ? errors : errors.reversed()) {
+                        answer.saved[id] = nil
+                        answer.failed[id] = error
+                    }
+                    return answer
+                })
+            let a = try await harness.device("A", transport: transport, start: false)
+            try await a.readingList.add("x")
+            try await a.readingList.add("y")
+            let summary = try await a.syncNow()
+            #expect(!summary.isComplete)
+            #expect(await a.status().paused == .quotaExceeded)
+            #expect(transport.count(.modifyRecords) == 1, "not sent again into the full account")
+            #expect(await a.localStore.pendingRecordCount() == 2)
+            try await a.close()
+        }
+    }
+
     // MARK: Anything else
 
     @Test(arguments: Self.routes)
