@@ -36,10 +36,11 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     package var refusalWaits: [String: [String: Int]]?
     /// The same for requests refused as a whole, by zone (``SyncContext/requestRefusalWaits``).
     package var requestRefusalWaits: [String: Int]?
-    /// Zones wiped, for a deletion by the user, since ``databaseChangeToken`` was saved; cleared when the
-    /// next one is. A fetch that wiped a zone and then stopped did not save its token, so the next fetch
-    /// from the same token lists the deletion again: this says it was dealt with, and changes made since
-    /// the wipe are not wiped too. Absent while empty, as in files written before it.
+    /// Zones wiped, for a deletion by the user, since ``databaseChangeToken`` was saved. A fetch that wiped
+    /// a zone and then stopped did not save its token, so the next fetch from the same token lists the
+    /// deletion again: this says it was dealt with, and changes made since the wipe are not wiped too. A
+    /// fetch that saves a token clears the zones noted before it listed the database's changes (the new
+    /// token is past their deletions). Absent while empty, as in files written before it.
     package var zonesWipedSinceToken: [String]?
     /// The CRC-32 of the fields above; absent in version 1.
     package var checksum: UInt32?

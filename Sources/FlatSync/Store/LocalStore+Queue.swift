@@ -59,11 +59,17 @@ extension LocalStore {
 
     /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
     ///
-    /// Notes the zone in `device.plist` (``DeviceFile/zonesWipedSinceToken``) as soon as the wipe is in
-    /// the log, before any other call on this actor runs: a change made after the wipe must not be wiped
-    /// again by a fetch that meets the same deletion.
+    /// Notes the zone in `device.plist` (``DeviceFile/zonesWipedSinceToken``) first, so that a change made
+    /// after the wipe is not wiped again by a fetch that meets the same deletion. A note without its wipe
+    /// (the log write failed, or the process ended) is safe: a fetch that lists the deletion fetches the
+    /// zone, and wipes it when it is missing.
     package func wipe(_ zone: ZoneID) async throws {
         try checkWritable()
+        try updateDeviceFile { file in
+            var wiped = file.zonesWipedSinceToken ?? []
+            if !wiped.contains(zone.name) { wiped.append(zone.name) }
+            file.zonesWipedSinceToken = wiped
+        }
         let sequence = takeSequence()
         let removed = observedKeys(in: zone)
         lastWipeSequence[zone] = sequence
@@ -71,11 +77,6 @@ extension LocalStore {
         pending.clear(zone: zone)
         zones.wipe(zone, at: sequence)
         try await record([.clearedZone(zone, sequence: sequence)])
-        try updateDeviceFile { file in
-            var wiped = file.zonesWipedSinceToken ?? []
-            if !wiped.contains(zone.name) { wiped.append(zone.name) }
-            file.zonesWipedSinceToken = wiped
-        }
         recordChangeHub.emit(zone: zone, changed: removed)
         try forgetRefusals(in: zone)
         stateVersion[zone, default: 0] += 1

@@ -26,6 +26,7 @@ extension SyncContext {
         // Zones listed as deleted, and by whom, that are not wiped on that word alone: listed from a nil
         // token, or already wiped since the stored token (see below).
         var listedDeletedNotWiped: [ZoneID: ZoneDeletion.Reason] = [:]
+        var notedWhenListed = Set<String>()
         if full {
             let device = await localStore.deviceFile
             var token = device.databaseChangeToken.map(ChangeToken.init(data:))
@@ -55,10 +56,12 @@ extension SyncContext {
                 //
                 // A zone already wiped since the stored token is treated the same way: the listing may be the
                 // deletion dealt with, or a later one of the zone this device created again since. Only the
-                // zone's own fetch can tell: missing again, it is wiped again.
+                // zone's own fetch can tell, so it runs whether or not the zone is listed as changed: missing
+                // again, it is wiped again.
                 for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
                     if fromStart || wipedSinceToken.contains(deletion.zone) {
                         listedDeletedNotWiped[deletion.zone] = deletion.reason
+                        targets.insert(deletion.zone)
                         continue
                     }
                     if let stop = await wipeZone(deletion.zone, epoch: epoch) {
@@ -73,6 +76,9 @@ extension SyncContext {
                 if !changes.moreComing { break }
             }
             databaseToken = token
+            // The zones wiped so far are for deletions the new token is past; a zone wiped from here on (a
+            // zone fetch that finds it deleted) may be for a later one, and keeps its note.
+            notedWhenListed = Set(await localStore.deviceFile.zonesWipedSinceToken ?? [])
             for zone in zoneIDs where await localStore.changeToken(for: zone) == nil {
                 targets.insert(zone)
             }
@@ -87,10 +93,12 @@ extension SyncContext {
         }
         if full, let databaseToken, epoch == accountEpoch {
             do {
-                try await localStore.updateDeviceFile {
-                    $0.databaseChangeToken = databaseToken.data
-                    $0.zonesWipedSinceToken = nil
+                try await localStore.updateDeviceFile { [notedWhenListed] file in
+                    file.databaseChangeToken = databaseToken.data
+                    let kept = (file.zonesWipedSinceToken ?? []).filter { !notedWhenListed.contains($0) }
+                    file.zonesWipedSinceToken = kept.isEmpty ? nil : kept
                 }
+                createdSinceToken = []
             } catch {
                 outcome.stop = .from(error)
             }

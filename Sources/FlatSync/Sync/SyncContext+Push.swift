@@ -544,7 +544,8 @@ extension SyncContext {
     /// stop is ``Stop/zoneWiped``: CloudKit was seen to list a zone so after it was deleted, on every fetch,
     /// while fetching it failed as not found (native API, mentrena/SyncKit PR #99 and #103, whose fix also
     /// takes it as deleted). No full fetch would wipe such a zone, and creating it would upload what the
-    /// user deleted. A zone is not otherwise both changed and missing.
+    /// user deleted. Not for a zone this run created since the token (``createdSinceToken``), which is
+    /// listed as changed for that reason and may not be visible yet: it is created again, as before.
     func stopIfTheUserDeleted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop? {
         guard let stored = await localStore.deviceFile.databaseChangeToken else { return nil }
         var token = ChangeToken(data: stored)
@@ -563,7 +564,9 @@ extension SyncContext {
                 requestFetch(full: true)
                 return .deletedOnServer
             }
-            if changes.changedZones.contains(zone) { return await wipeZone(zone, epoch: epoch) ?? .zoneWiped }
+            if changes.changedZones.contains(zone), !createdSinceToken.contains(zone) {
+                return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
+            }
             if !changes.moreComing { return nil }
             token = changes.token
         }
@@ -599,6 +602,7 @@ extension SyncContext {
                 // forget the subscription first.
                 subscribedZones.subtract(missing)
                 try await savePreparedZones()
+                createdSinceToken.formUnion(missing)  // before the request: its answer may be lost
                 try await transport.createZones(missing)
                 guard epoch == accountEpoch else { return .cancelled }
             }

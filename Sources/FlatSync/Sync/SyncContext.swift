@@ -53,6 +53,10 @@ public actor SyncContext: LocalChangeObserver {
     /// ``ensurePrepared(_:epoch:)``): a second try in the same run does not queue it again. After a restart
     /// it is queued once more, which coalesces with what waits.
     var seededZones: Set<ZoneID> = []
+    /// Zones this run created since the database token was last saved: the database lists them as changed,
+    /// so one of them found missing is not taken as deleted on that word (see
+    /// ``stopIfTheUserDeleted(_:via:epoch:)``). Cleared when a fetch saves the token.
+    var createdSinceToken: Set<ZoneID> = []
     /// Zones the server is known to notify this account of (a zone subscription exists); kept with
     /// ``preparedZones`` in `device.plist`.
     var subscribedZones: Set<ZoneID> = []
@@ -351,6 +355,7 @@ public actor SyncContext: LocalChangeObserver {
         try await localStore.wipeAll(newAccount: newAccount?.id)
         preparedZones = []
         seededZones = []
+        createdSinceToken = []
         subscribedZones = []
         unconfirmedSaves = [:]
         retryRefusedZones = []

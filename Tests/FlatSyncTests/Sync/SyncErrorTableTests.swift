@@ -455,6 +455,44 @@ import Testing
         }
     }
 
+    /// As above, but the zone created again was fetched (it has a change token) before another zone's
+    /// fetch failed: a later listing of the second deletion does not list the zone as changed, and the
+    /// zone's own fetch must still run to find it missing (found by a review: it did not run, and what the
+    /// user deleted the second time stayed, to be uploaded again).
+    @Test(arguments: Self.routes)
+    func aZoneDeletedAgainAfterItWasFetchedAnewIsWipedAgain(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let failZoneFetch = Mutex<Int?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                if kind == .fetchZoneChanges, number == failZoneFetch.withLock({ $0 }) {
+                    await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
+                }
+            }
+            let a = try await harness.device("A", transport: transport, start: false)
+            try await a.readingList.add("before")
+            #expect(try await a.syncNow().isComplete)
+            try await cloud.deleteZoneAsUser(.readingList)
+            // The reading list is wiped, created again and fetched; the history's fetch (listed as changed by
+            // this visit) fails, so the database token is not saved.
+            _ = try await a.history.visit("h")
+            failZoneFetch.withLock { $0 = transport.count(.fetchZoneChanges) + 2 }
+            #expect(try await !a.syncNow().isComplete)
+            #expect(await a.localStore.changeToken(for: .readingList) != nil, "fetched anew")
+            try await a.readingList.add("after")
+            await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .zoneBusy))
+            #expect(try await !a.syncNow().isComplete, "sent; the fetch failed")
+            #expect(await serverNames(cloud) == ["rl-after"])
+            try await cloud.deleteZoneAsUser(.readingList)
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(await a.readingList.entries().isEmpty, "wiped again")
+            #expect(await serverNames(cloud).isEmpty, "not created again with what the user deleted")
+            #expect(await a.localStore.deviceFile.zonesWipedSinceToken == nil)
+            try await a.close()
+        }
+    }
+
     @Test func aDeviceThatNeverFetchedCreatesAMissingZoneOverCloudKit() async throws {
         try await SyncHarness.run(via: .http) { harness in
             let a = try await harness.device("A", start: false)
