@@ -61,9 +61,13 @@ extension LocalStore {
     ///
     /// Notes the zone in `device.plist` (``DeviceFile/zonesWipedSinceToken``) first, so that a change made
     /// after the wipe is not wiped again by a fetch that meets the same deletion. A note without its wipe
-    /// (the log write failed, or the process ended) is safe: a fetch that lists the deletion fetches the
-    /// zone, and wipes it when it is missing.
-    package func wipe(_ zone: ZoneID) async throws {
+    /// (the process ended) is safe: a fetch that lists the deletion fetches the zone, and wipes it when it
+    /// is missing.
+    ///
+    /// - Returns: nil when the wipe is durable; the error of the write that failed after the zone was
+    ///   wiped in memory, which stands (the log is rewritten from memory before its next entry).
+    /// - Throws: when nothing was wiped (the store is not writable, or the note could not be written).
+    package func wipe(_ zone: ZoneID) async throws -> (any Error)? {
         try checkWritable()
         try updateDeviceFile { file in
             var wiped = file.zonesWipedSinceToken ?? []
@@ -76,11 +80,16 @@ extension LocalStore {
         acknowledgedSinceSnapshot[zone] = nil
         pending.clear(zone: zone)
         zones.wipe(zone, at: sequence)
-        try await record([.clearedZone(zone, sequence: sequence)])
-        recordChangeHub.emit(zone: zone, changed: removed)
-        try forgetRefusals(in: zone)
         stateVersion[zone, default: 0] += 1
-        try await persistSnapshot(of: zone)
+        recordChangeHub.emit(zone: zone, changed: removed)
+        do {
+            try await record([.clearedZone(zone, sequence: sequence)])
+            try forgetRefusals(in: zone)
+            try await persistSnapshot(of: zone)
+        } catch {
+            return error
+        }
+        return nil
     }
 
     /// Wipes every zone and the sync bookkeeping, durably: the account changed.

@@ -11,6 +11,8 @@ extension SyncContext {
         var deleted = 0
         var resets: [SyncSummary.ZoneReset] = []
         var stop: Stop?
+        /// Zones wiped for a deletion the database's changes listed: the token saved after them is past it.
+        var wipedForListing: Set<String> = []
     }
 
     /// Fetches changes: with `full`, first the database's changed zones (and zones deleted by the user,
@@ -27,6 +29,7 @@ extension SyncContext {
         // token, or already wiped since the stored token (see below).
         var listedDeletedNotWiped: [ZoneID: ZoneDeletion.Reason] = [:]
         var notedWhenListed = Set<String>()
+        var createdWhenListed = Set<ZoneID>()
         if full {
             let device = await localStore.deviceFile
             var token = device.databaseChangeToken.map(ChangeToken.init(data:))
@@ -79,6 +82,7 @@ extension SyncContext {
             // The zones wiped so far are for deletions the new token is past; a zone wiped from here on (a
             // zone fetch that finds it deleted) may be for a later one, and keeps its note.
             notedWhenListed = Set(await localStore.deviceFile.zonesWipedSinceToken ?? [])
+            createdWhenListed = createdSinceToken
             for zone in zoneIDs where await localStore.changeToken(for: zone) == nil {
                 targets.insert(zone)
             }
@@ -93,12 +97,13 @@ extension SyncContext {
         }
         if full, let databaseToken, epoch == accountEpoch {
             do {
-                try await localStore.updateDeviceFile { [notedWhenListed] file in
+                let covered = notedWhenListed.union(outcome.wipedForListing)
+                try await localStore.updateDeviceFile { file in
                     file.databaseChangeToken = databaseToken.data
-                    let kept = (file.zonesWipedSinceToken ?? []).filter { !notedWhenListed.contains($0) }
+                    let kept = (file.zonesWipedSinceToken ?? []).filter { !covered.contains($0) }
                     file.zonesWipedSinceToken = kept.isEmpty ? nil : kept
                 }
-                createdSinceToken = []
+                createdSinceToken.subtract(createdWhenListed)
             } catch {
                 outcome.stop = .from(error)
             }
@@ -158,6 +163,7 @@ extension SyncContext {
                         // Missing, and listed as deleted by the user (or by nobody said): as a deletion
                         // reported from a token, wipe it rather than upload it again.
                         if let stop = await wipeZone(zone, epoch: epoch) { return stop }
+                        outcome.wipedForListing.insert(zone.name)
                         outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
                         return nil
                     }
@@ -193,6 +199,7 @@ extension SyncContext {
             } catch {
                 return .from(error)
             }
+            createdSinceToken.remove(zone)  // seen existing: a later "changed" listing is no longer ours
             for record in page.changedRecords {
                 changed[record.id] = record
                 deleted.remove(record.id)

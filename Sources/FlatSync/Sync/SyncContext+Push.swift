@@ -203,7 +203,10 @@ extension SyncContext {
                 }
                 outcome.saved += result.saved
                 outcome.deleted += result.deleted
-                if !result.acknowledged.isEmpty { progressed = true }
+                if !result.acknowledged.isEmpty {
+                    progressed = true
+                    createdSinceToken.remove(zone)  // the server took records in it: it exists
+                }
                 acknowledged += result.acknowledged
                 if !result.refused.isEmpty {
                     progressed = true
@@ -643,15 +646,7 @@ extension SyncContext {
     @discardableResult
     func wipeZone(_ zone: ZoneID, epoch: Int) async -> Stop? {
         guard epoch == accountEpoch else { return .cancelled }
-        do {
-            try await localStore.wipe(zone)
-            refusalWaits = refusalWaits.filter { $0.key.zone != zone }
-            requestRefusalWaits[zone] = nil
-            preparedZones.remove(zone)
-            seededZones.remove(zone)
-            subscribedZones.remove(zone)
-            try await savePreparedZones()
-        } catch {
+        func failed(_ error: any Error) -> Stop {
             emit(
                 .error(
                     SyncProblem(
@@ -659,7 +654,27 @@ extension SyncContext {
                         message: "wiping it failed: \(error)")))
             return .from(error)
         }
+        let unsaved: (any Error)?
+        do {
+            unsaved = try await localStore.wipe(zone)
+        } catch {
+            return failed(error)  // nothing was wiped
+        }
+        // Wiped in memory, which stands even when a write failed: the zone is no longer prepared, so the
+        // next fetch, meeting the deletion again, creates it rather than wipe what was changed since.
+        refusalWaits = refusalWaits.filter { $0.key.zone != zone }
+        requestRefusalWaits[zone] = nil
+        preparedZones.remove(zone)
+        seededZones.remove(zone)
+        createdSinceToken.remove(zone)
+        subscribedZones.remove(zone)
         emit(.zoneReset(zone: zone, reason: .deletedByUser))
+        do {
+            try await savePreparedZones()
+        } catch {
+            return failed(error)
+        }
+        if let unsaved { return failed(unsaved) }
         return nil
     }
 }

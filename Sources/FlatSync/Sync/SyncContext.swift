@@ -53,9 +53,10 @@ public actor SyncContext: LocalChangeObserver {
     /// ``ensurePrepared(_:epoch:)``): a second try in the same run does not queue it again. After a restart
     /// it is queued once more, which coalesces with what waits.
     var seededZones: Set<ZoneID> = []
-    /// Zones this run created since the database token was last saved: the database lists them as changed,
-    /// so one of them found missing is not taken as deleted on that word (see
-    /// ``stopIfTheUserDeleted(_:via:epoch:)``). Cleared when a fetch saves the token.
+    /// Zones this run created since the database token was last saved and has not yet seen exist: the
+    /// database lists them as changed, so one of them found missing is not taken as deleted on that word
+    /// (see ``stopIfTheUserDeleted(_:via:epoch:)``). A zone leaves it when a fetch of it succeeds, or when
+    /// a fetch saves a token listed after its creation.
     var createdSinceToken: Set<ZoneID> = []
     /// Zones the server is known to notify this account of (a zone subscription exists); kept with
     /// ``preparedZones`` in `device.plist`.
