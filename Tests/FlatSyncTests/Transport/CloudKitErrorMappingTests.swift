@@ -127,6 +127,23 @@ struct CloudKitErrorMappingTests {
 
     // MARK: - Expired change tokens
 
+    /// What two zone fetches and then a database fetch, each sent with a token, throw (nil: nothing).
+    private func errorsOfChangeFetchesSentWithAToken(_ transport: CloudKitWebServicesTransport) async -> [CloudError?] {
+        let token = ChangeToken(data: Data("t".utf8))
+        var errors: [CloudError?] = []
+        for fetch in 0..<3 {
+            errors.append(
+                await #expect(throws: CloudError.self) {
+                    if fetch == 2 {
+                        _ = try await transport.fetchDatabaseChanges(since: token)
+                    } else {
+                        _ = try await transport.fetchZoneChanges(in: ZoneID("Z"), since: token, resultsLimit: 5)
+                    }
+                })
+        }
+        return errors
+    }
+
     @Test(arguments: ["BAD_REQUEST", "INTERNAL_ERROR", "CONFLICT", "SOMETHING_NEW", "CHANGE_TOKEN_EXPIRED"])
     func anErrorOnAChangesFetchSentWithATokenMeansTheTokenExpired(code: String) async throws {
         let exchange = ScriptedExchange([
@@ -134,16 +151,7 @@ struct CloudKitErrorMappingTests {
             .json(#"{"zones":[{"zoneID":{"zoneName":"Z"},"serverErrorCode":"\#(code)"}]}"#),
             .json(#"{"serverErrorCode":"\#(code)"}"#, status: 400),
         ])
-        let transport = makeTransport(exchange)
-        let token = ChangeToken(data: Data("t".utf8))
-        for fetch in 0..<3 {
-            let error = await #expect(throws: CloudError.self) {
-                if fetch == 2 {
-                    _ = try await transport.fetchDatabaseChanges(since: token)
-                } else {
-                    _ = try await transport.fetchZoneChanges(in: ZoneID("Z"), since: token, resultsLimit: 5)
-                }
-            }
+        for (fetch, error) in await errorsOfChangeFetchesSentWithAToken(makeTransport(exchange)).enumerated() {
             #expect(error?.code == .changeTokenExpired, "fetch \(fetch)")
             #expect(error?.serverErrorCode == code, "the raw code is kept for checking against the live server")
         }
@@ -172,7 +180,6 @@ struct CloudKitErrorMappingTests {
         #"{"serverErrorCode":"SOMETHING_NEW","retryAfter":30}"#,
     ])
     func anErrorThatSaysWhenToTryAgainIsNotAnExpiredToken(body: String) async throws {
-        let token = ChangeToken(data: Data("t".utf8))
         let exchange = ScriptedExchange([
             .json(body, status: 500),
             HTTPExchangeResponse(
@@ -180,15 +187,7 @@ struct CloudKitErrorMappingTests {
                 body: Data(body.replacingOccurrences(of: #","retryAfter":30"#, with: "").utf8)),
             .json(body, status: 500),
         ])
-        let transport = makeTransport(exchange)
-        for fetch in 0..<3 {
-            let error = await #expect(throws: CloudError.self) {
-                if fetch == 2 {
-                    _ = try await transport.fetchDatabaseChanges(since: token)
-                } else {
-                    _ = try await transport.fetchZoneChanges(in: ZoneID("Z"), since: token, resultsLimit: 5)
-                }
-            }
+        for (fetch, error) in await errorsOfChangeFetchesSentWithAToken(makeTransport(exchange)).enumerated() {
             #expect(error?.code == .internalError, "fetch \(fetch)")
             #expect(error?.retryAfter == .seconds(30))
             #expect(CloudErrorPolicy.action(for: try #require(error)) == .retryLater(after: .seconds(30)))
