@@ -61,8 +61,9 @@ extension LocalStore {
     ///
     /// Notes the zone in `device.plist` (``DeviceFile/zonesWipedSinceToken``) first, so that a change made
     /// after the wipe is not wiped again by a fetch that meets the same deletion. A note without its wipe
-    /// (the process ended) is safe: a fetch that lists the deletion fetches the zone, and wipes it when it
-    /// is missing.
+    /// (the process ended between the two) is made good while the zone is missing: a fetch that lists the
+    /// deletion fetches the zone, and wipes it then. Not if another device created the zone again in
+    /// between: the zone's old token then comes back expired, and the reset keeps unsent changes.
     ///
     /// - Returns: nil when the wipe is durable; the error of the write that failed after the zone was
     ///   wiped in memory, which stands (the log is rewritten from memory before its next entry).
