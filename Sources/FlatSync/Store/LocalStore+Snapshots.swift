@@ -29,11 +29,7 @@ extension LocalStore {
         do {
             try await persistSnapshot(of: zone)
         } catch {
-            eventHub.emit(
-                .error(
-                    SyncProblem(
-                        .deviceError((error as? FlatSyncError)?.code ?? .ioFailed), zone: zone,
-                        message: "its snapshot could not be saved: \(error)")))
+            eventHub.emit(.error(.onDevice(error, zone: zone, message: "its snapshot could not be saved: \(error)")))
         }
     }
 

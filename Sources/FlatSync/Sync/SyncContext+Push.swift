@@ -647,11 +647,7 @@ extension SyncContext {
     func wipeZone(_ zone: ZoneID, epoch: Int) async -> Stop? {
         guard epoch == accountEpoch else { return .cancelled }
         func failed(_ error: any Error) -> Stop {
-            emit(
-                .error(
-                    SyncProblem(
-                        .deviceError((error as? FlatSyncError)?.code ?? .ioFailed), zone: zone,
-                        message: "wiping it failed: \(error)")))
+            emit(.error(.onDevice(error, zone: zone, message: "wiping it failed: \(error)")))
             return .from(error)
         }
         let unsaved: (any Error)?

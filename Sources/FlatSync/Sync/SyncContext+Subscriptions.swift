@@ -34,11 +34,7 @@ extension SyncContext {
             try await savePreparedZones()
         } catch {
             // Kept in memory; after a restart the zones are subscribed once more, which changes nothing.
-            emit(
-                .error(
-                    SyncProblem(
-                        .deviceError((error as? FlatSyncError)?.code ?? .ioFailed),
-                        message: "saving the subscribed zones failed: \(error)")))
+            emit(.error(.onDevice(error, message: "saving the subscribed zones failed: \(error)")))
         }
     }
 }

@@ -67,6 +67,12 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
+    /// A failure of the device's own (its storage, say): the code of a ``FlatSyncError``, ``FlatSyncError/Code-swift.struct/ioFailed``
+    /// for any other error.
+    static func onDevice(_ error: any Error, zone: ZoneID? = nil, message: String) -> SyncProblem {
+        SyncProblem(.deviceError((error as? FlatSyncError)?.code ?? .ioFailed), zone: zone, message: message)
+    }
+
     /// The problem with `context` before its message ("sending failed: …"), for an event that has no other
     /// way to say what was being done.
     func saying(_ context: String) -> SyncProblem {

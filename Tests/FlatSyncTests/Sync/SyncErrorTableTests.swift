@@ -386,6 +386,23 @@ import Testing
         }
     }
 
+    /// Device A, not started, whose synced history the user deleted, after a fetch that wiped it and then
+    /// stopped (a zone's fetch throttled) before it saved its database token; with its events from before
+    /// that fetch.
+    private func historyWipedByAFetchThatStopped(
+        _ harness: SyncHarness
+    ) async throws -> (SyncContext, AsyncStream<SyncEvent>) {
+        let a = try await harness.device("A", start: false)
+        _ = try await a.history.visit("before")
+        #expect(try await a.syncNow().isComplete)
+        try await harness.cloud.deleteZoneAsUser(.readingHistory)
+        await harness.cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
+        let events = a.events()
+        #expect(try await !a.syncNow().isComplete)
+        #expect(await a.history.items().isEmpty, "wiped")
+        return (a, events)
+    }
+
     /// A fetch that wiped a zone the user deleted and then stopped (a later zone's fetch throttled) did not
     /// save its database token, so the next fetch met the same deletion and wiped again, taking with it a
     /// change made after the first wipe and not yet sent (here the network fails its send). The wipe is
@@ -397,14 +414,7 @@ import Testing
     ) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            var a = try await harness.device("A", start: false)
-            _ = try await a.history.visit("before")
-            #expect(try await a.syncNow().isComplete)
-            try await cloud.deleteZoneAsUser(.readingHistory)
-            await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
-            var events = a.events()
-            #expect(try await !a.syncNow().isComplete)
-            #expect(await a.history.items().isEmpty, "wiped")
+            var (a, events) = try await historyWipedByAFetchThatStopped(harness)
             #expect(try await a.history.visit("after"))
             var resets = 0
             if restart {
@@ -434,12 +444,7 @@ import Testing
     func aZoneDeletedAgainBeforeTheTokenIsSavedIsWipedAgain(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            let a = try await harness.device("A", start: false)
-            _ = try await a.history.visit("before")
-            #expect(try await a.syncNow().isComplete)
-            try await cloud.deleteZoneAsUser(.readingHistory)
-            await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
-            #expect(try await !a.syncNow().isComplete)
+            let (a, _) = try await historyWipedByAFetchThatStopped(harness)
             _ = try await a.history.visit("after")
             await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
             #expect(try await !a.syncNow().isComplete, "sent to the zone created again; the fetch failed")

@@ -13,6 +13,15 @@ import Testing
 @Suite struct SyncRefusalTests {
     static let routes: [SyncHarness.Route] = [.direct, .http]
 
+    /// The server answering a request's first record "later": an internal error with a 10-second
+    /// `retryAfter`, which would park the change but for its wait.
+    static let answerLater = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
+
+    /// ``answerLater`` to the next `count` modify requests.
+    static func answeringLater(_ count: Int) -> FaultPlan {
+        FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: count, effect: answerLater)])
+    }
+
     /// FlatSync's schema without the history's `likingChangedAt`: a like is refused, a visit is not.
     static let schemaWithoutLiking: CloudSchema = {
         var schema = CloudSchema.flatSync
@@ -328,9 +337,8 @@ import Testing
             try await a.readingList.add("first")
             await a.waitUntilIdle()
             let limit = SyncContext.refusalWaitLimit
-            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
-            await harness.cloud.setFaultPlan(
-                FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit + 1, effect: fault)]))
+            let fault = Self.answerLater
+            await harness.cloud.setFaultPlan(Self.answeringLater(limit + 1))
             try await a.readingList.add("stuck")
             await a.waitUntilIdle()
             for wait in 1..<limit {
@@ -402,8 +410,8 @@ import Testing
         try await SyncHarness.run(via: .direct) { harness in
             let a = try await harness.device("A")
             let limit = SyncContext.refusalWaitLimit
-            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
-            let script = FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit - 1, effect: fault)])
+            let fault = Self.answerLater
+            let script = Self.answeringLater(limit - 1)
             await harness.cloud.setFaultPlan(script)
             try await a.readingList.add("stuck")
             await a.waitUntilIdle()
@@ -435,9 +443,8 @@ import Testing
         try await SyncHarness.run(via: .direct) { harness in
             var a = try await harness.device("A")
             let limit = SyncContext.refusalWaitLimit
-            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
-            await harness.cloud.setFaultPlan(
-                FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit + 1, effect: fault)]))
+            let fault = Self.answerLater
+            await harness.cloud.setFaultPlan(Self.answeringLater(limit + 1))
             try await a.readingList.add("stuck")
             await a.waitUntilIdle()
             harness.clock.advance(by: .seconds(10))
@@ -470,9 +477,8 @@ import Testing
         try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let limit = SyncContext.refusalWaitLimit
-            let fault = FaultEffect.recordError(.internalError, retryAfter: .seconds(10))
-            await harness.cloud.setFaultPlan(
-                FaultPlan(scripted: [ScriptedFault(kind: .modifyRecords, count: limit + 3, effect: fault)]))
+            let fault = Self.answerLater
+            await harness.cloud.setFaultPlan(Self.answeringLater(limit + 3))
             let names = (0..<(limit + 3)).map { "article-\($0)" }
             for (index, name) in names.enumerated() {
                 try await a.readingList.add(name)
