@@ -370,8 +370,11 @@ package struct PendingCommands: Sendable {
     }
 
     /// Ends a round of `zone`: what was not acknowledged goes back to pending. A record changed again
-    /// while the round was out keeps only its newer change, which already holds the older one (a newer
-    /// save over a delete that did not go through replaces the record, as coalescing the two would).
+    /// while the round was out keeps one change, the two coalesced as if the round had never been sent:
+    /// the newer record already holds the older change, but it was made with only its own keys (a save's
+    /// keys are what the user changed since the record stood as the older change left it), so the older
+    /// change's keys go with it, or they would never reach the server. A newer save over a delete, or over
+    /// a save that replaces the record, replaces it too.
     package mutating func unseal(_ zone: ZoneID) {
         guard let ids = sealed[zone] else { return }
         sealed[zone] = nil
@@ -382,10 +385,8 @@ package struct PendingCommands: Sendable {
                 let here = Location(command: id, slot: slot)
                 sealedLocation[recordID] = nil
                 if let newer = location[recordID] {
-                    if change!.isDelete, let newerChange = self.change(at: newer), !newerChange.isDelete,
-                        !newerChange.replacesRecord
-                    {
-                        commands[newer.command]!.markReplacing(at: newer.slot)
+                    if let newerChange = self.change(at: newer) {
+                        commands[newer.command]!.replace(at: newer.slot, with: change!.coalesced(with: newerChange))
                     }
                     // Not compacted while its slots are walked here: that would move the ones still to come.
                     removeChange(at: here, compacting: false)

@@ -60,6 +60,34 @@ import Testing
         #expect(queue.inconsistencies().isEmpty)
     }
 
+    /// A save made while an earlier save of the record was out, which then did not go through, is the
+    /// two coalesced: it was made with only its own keys (the store held the earlier change's values
+    /// already), and sending only those would leave the earlier change's fields off the server.
+    @Test func aSaveMadeWhileAnEarlierSaveWasOutTakesItsKeysWhenTheRoundFails() throws {
+        var queue = queue([[F.save("a", ["n": .int(1), "m": .int(0)], keys: ["n"])]])
+        _ = queue.seal(.readingList)
+        queue.enqueue(
+            Mutation(
+                sequence: 2, zone: .readingList, changes: [F.save("a", ["n": .int(1), "m": .int(2)], keys: ["m"])]))
+        queue.unseal(.readingList)  // the first save did not go through
+        let change = try #require(queue.latestChange(for: F.id("a")))
+        #expect(change.changedKeys == ["n", "m"])
+        #expect(change.record?.fields == ["n": .int(1), "m": .int(2)])
+        #expect(queue.recordCount() == 1)
+        #expect(queue.inconsistencies().isEmpty)
+    }
+
+    /// The same for a save that stood for a delete and a new record: the newer save replaces the record too.
+    @Test func aSaveMadeWhileAReplacingSaveWasOutReplacesTheRecordWhenTheRoundFails() throws {
+        var queue = queue([[F.delete("a")], [F.save("a", ["n": .int(1)])]])
+        #expect(try #require(queue.latestChange(for: F.id("a"))).replacesRecord)
+        _ = queue.seal(.readingList)
+        queue.enqueue(Mutation(sequence: 3, zone: .readingList, changes: [F.save("a", ["n": .int(3)])]))
+        queue.unseal(.readingList)
+        #expect(try #require(queue.latestChange(for: F.id("a"))).replacesRecord)
+        #expect(queue.inconsistencies().isEmpty)
+    }
+
     @Test func removeThenRemoveLeavesOneRemove() {
         let queue = queue([[F.delete("a")], [F.delete("a")]])
         #expect(queue.commandCount == 1)

@@ -1,5 +1,6 @@
 import FlatSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FlatSync
@@ -39,6 +40,40 @@ import Testing
 
     private func serverRecord(_ cloud: InMemoryCloud, _ articleID: String) async -> Record? {
         await cloud.records(in: .readingHistory).first { $0.id == ReadingHistoryItem.recordID(for: articleID) }
+    }
+
+    /// A change made while an earlier change of the same record is out, when that send then fails: the
+    /// next send carries both changes' fields. It used to carry only the later change's (a save sends the
+    /// keys it changed, and the later change was made with only its own), so the earlier change never
+    /// reached the server, and the next fetch took it back on this device too.
+    @Test(arguments: Self.routes)
+    func aChangeMadeWhileAnEarlierOneIsOutGoesWithItWhenTheSendFails(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let editAt = Mutex<Int?>(nil)
+            let device = Mutex<SyncContext?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                guard kind == .modifyRecords, number == editAt.withLock({ $0 }), let a = device.withLock({ $0 })
+                else { return }
+                _ = try? await a.history.markConsumed("h")
+                await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
+            }
+            let a = try await harness.device("A", transport: transport, start: false)
+            device.withLock { $0 = a }
+            _ = try await a.history.visit("h", version: 1)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await a.history.setLiking("h", .liked))
+            editAt.withLock { $0 = transport.count(.modifyRecords) + 1 }
+            #expect(try await !a.syncNow().isComplete, "the send of the liking failed")
+            #expect(try await a.syncNow().isComplete)
+            let server = try ReadingHistoryItem(record: try #require(await serverRecord(cloud, "h")))
+            #expect(server.isLiked, "the change that was out when the next was made")
+            #expect(server.flags.contains(.consumed))
+            let here = try #require(await a.history.item("h"))
+            #expect(here.isLiked && here.flags.contains(.consumed))
+            device.withLock { $0 = nil }
+            try await a.close()
+        }
     }
 
     @Test(arguments: Self.routes)
