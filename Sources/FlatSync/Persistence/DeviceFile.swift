@@ -42,6 +42,11 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     /// fetch that saves a token clears the zones noted before it listed the database's changes (the new
     /// token is past their deletions). Absent while empty, as in files written before it.
     package var zonesWipedSinceToken: [String]?
+    /// The mutation sequence number of each wipe in ``zonesWipedSinceToken``, noted with it before the
+    /// wipe: a note whose wipe neither the log nor the zone's snapshot holds (the process ended between
+    /// the two) is wiped when the store opens (see `LocalStore.Recovery`). Absent while empty, as in files
+    /// written before it; a note without a sequence is not redone.
+    package var zoneWipeSequences: [String: UInt64]?
     /// The CRC-32 of the fields above; absent in version 1.
     package var checksum: UInt32?
 
@@ -91,6 +96,13 @@ package struct DeviceFile: Codable, Sendable, Equatable {
             writer.write(varint: UInt64(zonesWipedSinceToken.count))
             for zone in zonesWipedSinceToken { writer.write(zone) }
         }
+        if let zoneWipeSequences, !zoneWipeSequences.isEmpty {
+            writer.write(varint: UInt64(zoneWipeSequences.count))
+            for (zone, sequence) in zoneWipeSequences.sorted(by: { $0.key < $1.key }) {
+                writer.write(zone)
+                writer.write(varint: sequence)
+            }
+        }
         return CRC32.checksum(writer.data)
     }
 
@@ -129,6 +141,25 @@ package struct DeviceFile: Codable, Sendable, Equatable {
             }
         }
         return file
+    }
+
+    /// Notes that `zone` is about to be wiped by the mutation numbered `sequence`, for a deletion by the
+    /// user (``zonesWipedSinceToken``, ``zoneWipeSequences``).
+    package mutating func noteWipe(of zone: ZoneID, sequence: UInt64) {
+        var wiped = zonesWipedSinceToken ?? []
+        if !wiped.contains(zone.name) { wiped.append(zone.name) }
+        zonesWipedSinceToken = wiped
+        var sequences = zoneWipeSequences ?? [:]
+        sequences[zone.name] = sequence
+        zoneWipeSequences = sequences
+    }
+
+    /// Forgets the wipes noted for `zones`: a saved database token is past their deletions.
+    package mutating func forgetWipes(of zones: Set<String>) {
+        let kept = (zonesWipedSinceToken ?? []).filter { !zones.contains($0) }
+        zonesWipedSinceToken = kept.isEmpty ? nil : kept
+        let sequences = (zoneWipeSequences ?? [:]).filter { !zones.contains($0.key) }
+        zoneWipeSequences = sequences.isEmpty ? nil : sequences
     }
 
     /// The file's bytes, in the current format with its checksum.

@@ -59,23 +59,21 @@ extension LocalStore {
 
     /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
     ///
-    /// Notes the zone in `device.plist` (``DeviceFile/zonesWipedSinceToken``) first, so that a change made
-    /// after the wipe is not wiped again by a fetch that meets the same deletion. A note without its wipe
-    /// (the process ended between the two) is made good while the zone is missing: a fetch that lists the
-    /// deletion fetches the zone, and wipes it then. Not if another device created the zone again in
-    /// between: the zone's old token then comes back expired, and the reset keeps unsent changes.
+    /// Notes the zone in `device.plist` (``DeviceFile/zonesWipedSinceToken``) first, with the wipe's
+    /// sequence number, so that a change made after the wipe is not wiped again by a fetch that meets the
+    /// same deletion. A note without its wipe (the process ended between the two) is wiped when the store
+    /// next opens: waiting for a fetch to find the zone missing again fails once another device has
+    /// created it again, and unsent changes from before the deletion would then be uploaded to it.
     ///
     /// - Returns: nil when the wipe is durable; the error of the write that failed after the zone was
     ///   wiped in memory, which stands (the log is rewritten from memory before its next entry).
     /// - Throws: when nothing was wiped (the store is not writable, or the note could not be written).
     package func wipe(_ zone: ZoneID) async throws -> (any Error)? {
         try checkWritable()
-        try updateDeviceFile { file in
-            var wiped = file.zonesWipedSinceToken ?? []
-            if !wiped.contains(zone.name) { wiped.append(zone.name) }
-            file.zonesWipedSinceToken = wiped
-        }
+        // Taken first, so that the note says which wipe it is for: no change made after the wipe can have
+        // a lower number, so a log or snapshot that holds none at or past it has not got the wipe either.
         let sequence = takeSequence()
+        try updateDeviceFile { file in file.noteWipe(of: zone, sequence: sequence) }
         let removed = observedKeys(in: zone)
         lastWipeSequence[zone] = sequence
         acknowledgedSinceSnapshot[zone] = nil

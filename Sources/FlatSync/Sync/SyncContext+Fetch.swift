@@ -100,8 +100,7 @@ extension SyncContext {
                 let covered = notedWhenListed.union(outcome.wipedForListing)
                 try await localStore.updateDeviceFile { file in
                     file.databaseChangeToken = databaseToken.data
-                    let kept = (file.zonesWipedSinceToken ?? []).filter { !covered.contains($0) }
-                    file.zonesWipedSinceToken = kept.isEmpty ? nil : kept
+                    file.forgetWipes(of: covered)
                 }
                 createdSinceToken.subtract(createdWhenListed)
             } catch {

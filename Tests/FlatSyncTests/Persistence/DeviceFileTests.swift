@@ -137,6 +137,32 @@ import Testing
             try DeviceFile.decode(try Self.sampleFile().encoded(), path: "device.plist").zonesWipedSinceToken == nil)
     }
 
+    /// A wipe's note carries the wipe's sequence number, under the checksum; forgetting the notes a token
+    /// covers drops both, and a note written before sequences were kept (none) still reads.
+    @Test func aWipesSequenceIsNotedWithItAndForgottenWithIt() throws {
+        var file = Self.sampleFile()
+        file.zonesWipedSinceToken = ["Notes"]  // noted by a FlatSync that kept no sequence
+        file.noteWipe(of: .readingHistory, sequence: 41)
+        file.noteWipe(of: .readingHistory, sequence: 57)
+        #expect(file.zonesWipedSinceToken == ["Notes", "ReadingHistory"])
+        #expect(file.zoneWipeSequences == ["ReadingHistory": 57], "the latest wipe of a zone")
+        let decoded = try DeviceFile.decode(try file.encoded(), path: "device.plist")
+        #expect(decoded.zoneWipeSequences == ["ReadingHistory": 57])
+
+        var tampered = try PropertyListDecoder().decode(DeviceFile.self, from: try file.encoded())
+        tampered.zoneWipeSequences = ["ReadingHistory": 58]
+        #expect(throws: FlatSyncError.self) {
+            try DeviceFile.decode(try BinaryPropertyList.encode(tampered, what: "test"), path: "device.plist")
+        }
+
+        var forgotten = decoded
+        forgotten.forgetWipes(of: ["ReadingHistory"])
+        #expect(forgotten.zonesWipedSinceToken == ["Notes"])
+        #expect(forgotten.zoneWipeSequences == nil, "absent while empty")
+        forgotten.forgetWipes(of: ["Notes"])
+        #expect(forgotten.zonesWipedSinceToken == nil)
+    }
+
     @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {
         struct VersionOne: Encodable {
             var formatVersion = 1

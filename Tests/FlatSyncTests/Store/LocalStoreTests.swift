@@ -42,6 +42,44 @@ struct StoreContents: Equatable {
 }
 
 @Suite struct LocalStoreTests {
+    /// A wipe noted in `device.plist` whose log entry never landed (the process ended between the two) is
+    /// finished when the store opens: the zone's data and pending changes, all from before the wipe, go,
+    /// with its sync bookkeeping. A change made after that survives the next open: the wipe is not done
+    /// twice.
+    @Test func aNotedWipeTheLogDoesNotHoldIsFinishedWhenTheStoreOpens() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            try await store.readingList.add("old")
+            try await store.history.visit("kept")
+            let sequence = await store.takeSequence()
+            try await store.updateDeviceFile { file in
+                file.preparedZones = ["ReadingList", "ReadingHistory"]
+                file.subscribedZones = ["ReadingList"]
+                file.requestRefusalWaits = ["ReadingList": 2]
+                file.noteWipe(of: .readingList, sequence: sequence)
+            }
+            await store.abandon()  // the process ends before the wipe
+
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            let events = reopened.events()
+            #expect(await reopened.readingList.entries().isEmpty)
+            #expect(await reopened.pendingCommands().map(\.zone) == [.readingHistory])
+            #expect(await reopened.history.items().map(\.articleID) == ["kept"])
+            let file = await reopened.deviceFile
+            #expect(file.preparedZones == ["ReadingHistory"])
+            #expect(file.subscribedZones == [])
+            #expect(file.requestRefusalWaits?["ReadingList"] == nil)
+            #expect(file.zonesWipedSinceToken == ["ReadingList"], "kept until a token is saved past the deletion")
+            try await reopened.readingList.add("new")
+            await reopened.abandon()
+            #expect(await collect(events) == [.zoneReset(zone: .readingList, reason: .deletedByUser)])
+
+            let third = try LocalStore(directory: directory, options: testOptions())
+            #expect(await third.readingList.entries().map(\.articleID) == ["new"])
+            try await third.close()
+        }
+    }
+
     @Test func roundTripsThroughItsPlistFiles() async throws {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(directory: directory, options: testOptions())

@@ -386,6 +386,56 @@ import Testing
         }
     }
 
+    /// A process that ended after a wipe's note and before the wipe's log entry (here the entry's write
+    /// fails and the process is given up, as a kill would leave it) left on disk the zone's data and a
+    /// change from before the user's deletion, under a note saying the deletion was dealt with. Another
+    /// device then created the zone again, so no fetch would find it missing: the old change used to be
+    /// uploaded to the new zone. The store now finishes the wipe when it opens.
+    @Test(arguments: Self.routes)
+    func aWipeCutShortByTheProcessEndingIsFinishedWhenTheStoreOpens(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let faulty = FaultyFileSystem()
+            let armAt = Mutex<Int?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                // The log's next write after this fetch of the database's changes is the wipe's.
+                if kind == .fetchDatabaseChanges, number == armAt.withLock({ $0 }) {
+                    faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+                }
+            }
+            let a = try await harness.device("A", transport: transport, start: false) {
+                $0.fileSystem = FileSystem(faulty)
+            }
+            try await a.readingList.add("before")
+            #expect(try await a.syncNow().isComplete)
+            try await cloud.deleteZoneAsUser(.readingList)
+            try await a.readingList.add("old")
+            // The send of "old" fails, so the fetch that follows is the first to meet the deletion.
+            await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
+            armAt.withLock { $0 = transport.count(.fetchDatabaseChanges) + 1 }
+            let failed = try await a.syncNow()
+            #expect(failed.problems.contains { $0.kind == .deviceError(.ioFailed) }, "\(failed.problems)")
+            #expect(await a.localStore.deviceFile.zonesWipedSinceToken == ["ReadingList"])
+            await a.abandon()
+
+            let b = try await harness.device("B", start: false)
+            try await b.readingList.add("b")
+            #expect(try await b.syncNow().isComplete)
+            let reopened = try await harness.device("A", start: false)
+            let events = reopened.events()
+            #expect(await reopened.readingList.entries().isEmpty, "wiped as it opened")
+            #expect(await reopened.localStore.pendingRecordCount() == 0)
+            let summary = try await reopened.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(await serverNames(cloud) == ["rl-b"], "nothing from before the deletion is uploaded")
+            #expect(await reopened.readingList.entries().map(\.articleID) == ["b"])
+            try await reopened.close()
+            try await b.close()
+            let resets = await collect(events).filter { $0 == .zoneReset(zone: .readingList, reason: .deletedByUser) }
+            #expect(resets.count == 1)
+        }
+    }
+
     /// Device A, not started, whose synced history the user deleted, after a fetch that wiped it and then
     /// stopped (a zone's fetch throttled) before it saved its database token; with its events from before
     /// that fetch.
