@@ -196,20 +196,23 @@ extension CloudDatabase {
     private mutating func applySave(_ save: RecordSave) -> Record {
         let id = save.record.id
         let fields: [String: FieldValue]
+        var writer = save.record.lastModifiedBy
         // A TIMESTAMP travels as whole milliseconds (documented: ckws.md), so what a client reads back is
         // rounded so; whether the server itself would keep a finer date is not known.
         var sent = save.record.fields
         sent.roundDatesToMilliseconds()
         switch save.policy {
         case .changedKeys, .ifServerRecordUnchanged:
-            fields = currentRecord(id)?.fields.merging(sent) { $1 } ?? sent
+            let current = currentRecord(id)
+            fields = current?.fields.merging(sent) { $1 } ?? sent
+            // The writer travels as an ordinary field (`fsLastModifiedBy`), and an update "changes only the
+            // given fields" (ckws.md §3): a save without it (a native app's) leaves the last one named.
+            writer = writer ?? current?.lastModifiedBy
         case .replaceIfServerRecordUnchanged, .allKeys:
             fields = sent
         }
         let saved = Record(
-            id: id, type: save.record.type, fields: fields, changeTag: nextChangeTag(),
-            lastModifiedBy: save.record.lastModifiedBy
-        )
+            id: id, type: save.record.type, fields: fields, changeTag: nextChangeTag(), lastModifiedBy: writer)
         modifyZone(id.zone.name) { zone in
             zone.sequence += 1
             let step = zone.sequence
