@@ -260,7 +260,8 @@ extension CloudKitWebServicesTransport {
         case .allKeys: type = "forceReplace"
         }
         do {
-            let (fields, types) = try CloudKitWire.outgoingFields(of: save.record, schema: schema)
+            let (fields, types) = try CloudKitWire.outgoingFields(
+                of: save.record, schema: schema, keepsUnsentFields: type == "update" || type == "forceUpdate")
             return CloudKitWire.RecordOperation(
                 operationType: type, recordName: save.record.id.name, recordType: save.record.type,
                 recordChangeTag: tag?.rawValue, fields: fields, types: types)

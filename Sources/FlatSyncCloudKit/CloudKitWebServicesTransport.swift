@@ -69,9 +69,11 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         public var requestTimeout: Duration
         /// The HTTP client.
         public var http: any HTTPExchange
-        /// The schema the transport writes within: a save of a record type or field it does not declare,
-        /// or of a value of another type, fails with `CloudError.Code.invalidArguments` before anything is
-        /// sent, and list fields go out with their declared type also when empty. `nil` writes any record
+        /// The schema the transport writes within: a save of a record type it does not declare, or of a
+        /// value of another type than its field's, fails with `CloudError.Code.invalidArguments` before
+        /// anything is sent, and list fields go out with their declared type also when empty. A field it
+        /// does not declare came from the server (another client wrote it): an update leaves it to the
+        /// server, and a create or a replace sends it back as it came. `nil` writes any record
         /// (an empty list then goes out as a `STRING_LIST`). The default, `CloudSchema.flatSync`, is what
         /// FlatSync's own stores write.
         public var schema: CloudSchema?

@@ -17,10 +17,16 @@ extension CloudKitWire {
     static let lastModifiedByField = CloudSchema.lastModifiedByField
 
     /// The fields to send for `record`, with `lastModifiedBy` as the reserved field, and the type each is
-    /// declared with in `schema`. Refuses what CKWS cannot carry and, with a schema, any record type or
-    /// field it does not declare or a value of another type: the engine never writes outside its schema.
-    static func outgoingFields(of record: Record, schema: CloudSchema?) throws(FieldProblem)
-        -> (fields: [String: FieldValue], types: [String: CloudSchema.FieldType])
+    /// declared with in `schema`. Refuses what CKWS cannot carry and, with a schema, any record type it does
+    /// not declare or a value of another type than its field's: the engine never writes outside its schema.
+    ///
+    /// A field the schema does not declare is one the record brought from the server (a store writes only
+    /// declared fields: another client, a later version of the app, wrote it), so it is in the container's
+    /// schema. It is left out where the server keeps it anyway (`keepsUnsentFields`: an update), and sent
+    /// back as it came otherwise (a create or a replace, which would drop it); refusing it parked the
+    /// record for good.
+    static func outgoingFields(of record: Record, schema: CloudSchema?, keepsUnsentFields: Bool = false)
+        throws(FieldProblem) -> (fields: [String: FieldValue], types: [String: CloudSchema.FieldType])
     {
         var fields = record.fields
         if fields[lastModifiedByField] != nil {
@@ -39,11 +45,12 @@ extension CloudKitWire {
         }
         for (key, value) in fields {
             do throws(FieldProblem) {
+                if let declared, declared[key] == nil, keepsUnsentFields {
+                    fields[key] = nil
+                    continue
+                }
                 try Field.check(value)
-                if let declared {
-                    guard let type = declared[key] else {
-                        throw FieldProblem("it is not in the transport's schema for \(record.type)")
-                    }
+                if let type = declared?[key] {
                     _ = try Field.typeName(of: value, declared: type)
                     types[key] = type
                 }

@@ -163,6 +163,36 @@ import Testing
         }
     }
 
+    /// A field a later version of the app added (declared in the container's schema by that version, not in
+    /// this one's) is kept with the record, and this device's edit that meets it in a conflict still goes
+    /// out, sent whole after the merge. It used to be refused by the transport, as a field outside its
+    /// schema, and parked for good; the field is the server's own, so it goes back as it came.
+    @Test(arguments: Self.routes)
+    func anEditMeetingAFieldALaterVersionAddedStillGoesOut(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let a = try await device(harness, "A")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup", servings: 2))
+            #expect(try await a.syncNow().isComplete)
+            var later = try #require(await cloud.records(in: TestRecipe.zone).first)
+            later.fields["color"] = .string("green")
+            later.lastModifiedBy = "version-2"
+            let written = try await cloud.modifyRecords(
+                saving: [RecordSave(later, policy: .changedKeys)], deleting: [], atomically: true)
+            #expect(written.failed.isEmpty)
+
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup", servings: 2))
+            let summary = try await a.syncNow()
+            #expect(summary.isComplete, "\(summary.problems)")
+            #expect(await a.localStore.refusedChanges().isEmpty, "nothing parked")
+            let server = try #require(await cloud.records(in: TestRecipe.zone).first)
+            #expect(server["title"] == .string("Leek soup"))
+            #expect(server["color"] == .string("green"), "the later version's field stays")
+            #expect(await a.records(TestRecipe.self).record("r1")?["color"] == .string("green"))
+            try await a.close()
+        }
+    }
+
     /// The same life of a host store through `DirectoryCloud`, the cloud two processes share on disk (as the
     /// demo's devices do): records reach another device, concurrent edits merge, the server's cascade
     /// removes what a deleted record owned, and an unsaved article takes its notes along.

@@ -98,8 +98,8 @@ struct CloudKitRequestTests {
         #expect(String(decoding: request.body ?? Data(), as: UTF8.self).contains("9223372036854775807"))
     }
 
-    /// With a schema, every list goes out with its declared type, empty or not, and nothing outside the
-    /// schema goes out at all.
+    /// With a schema, every list goes out with its declared type, empty or not, and no record type or value
+    /// outside the schema goes out at all.
     @Test func aSchemaTypesEmptyListsAndKeepsEverythingElseHome() async throws {
         let schema = CloudSchema(recordTypes: [
             "Note": [
@@ -119,7 +119,6 @@ struct CloudKitRequestTests {
         #expect((fields["names"] as? [String: Any])?["type"] as? String == "STRING_LIST")
 
         for outside in [
-            Record(id: note.id, type: "Note", fields: ["undeclared": .string("x")]),
             Record(id: note.id, type: "Other", fields: ["s": .string("x")]),
             Record(id: note.id, type: "Note", fields: ["tags": .list([.string("not a number")])]),
             Record(id: note.id, type: "Note", fields: ["s": .int(1)]),
@@ -130,6 +129,38 @@ struct CloudKitRequestTests {
             #expect(error?.code == .invalidArguments, "\(outside)")
         }
         #expect(exchange.requests.count == 1, "nothing outside the schema was sent")
+    }
+
+    /// A field the schema does not declare came from the server (another client wrote it; a store writes
+    /// only declared fields): an update leaves it out, since the server keeps what it is not sent, and a
+    /// create or a replace sends it back as it came, with the type its value has, rather than drop it.
+    @Test func aFieldFromTheServerOutsideTheSchemaIsLeftToTheServerOrSentBackAsItCame() async throws {
+        let schema = CloudSchema(recordTypes: ["Note": ["s": .string, CloudSchema.lastModifiedByField: .string]])
+        let exchange = ScriptedExchange(Array(repeating: .json(#"{"records":[]}"#), count: 3))
+        let transport = makeTransport(exchange, schema: schema)
+        var note = Record(
+            id: RecordID(zone: Self.zone, name: "a"), type: "Note",
+            fields: ["s": .string("x"), "color": .string("green"), "scores": .list([.int(3)])])
+        func sentFields(_ save: RecordSave) async throws -> (operation: String?, fields: [String: Any]) {
+            _ = try await transport.modifyRecords(saving: [save], deleting: [], atomically: false)
+            let body = try #require(exchange.requests.last?.jsonBody as? [String: Any])
+            let operation = try #require((body["operations"] as? [[String: Any]])?.first)
+            let fields = try #require((operation["record"] as? [String: Any])?["fields"] as? [String: Any])
+            return (operation["operationType"] as? String, fields)
+        }
+        let created = try await sentFields(RecordSave(note))
+        #expect(created.operation == "create")
+        #expect((created.fields["color"] as? [String: Any])?["type"] as? String == "STRING")
+        #expect((created.fields["scores"] as? [String: Any])?["type"] as? String == "INT64_LIST")
+
+        note.changeTag = ChangeTag(rawValue: "t1")
+        let updated = try await sentFields(RecordSave(note))
+        #expect(updated.operation == "update")
+        #expect(Set(updated.fields.keys) == ["s"], "the server keeps what an update does not send")
+
+        let replaced = try await sentFields(RecordSave(note, policy: .replaceIfServerRecordUnchanged))
+        #expect(replaced.operation == "replace")
+        #expect(Set(replaced.fields.keys) == ["s", "color", "scores"], "a replace would drop what it does not send")
     }
 
     @Test func aCallSpanningZonesSendsOneModifyPerZone() async throws {
