@@ -171,6 +171,10 @@ enum CloudKitErrorMapping {
         case 429: code = .requestRateLimited
         case 500...599: code = .serviceUnavailable
         case 401: code = .notAuthenticated
+        // HTTP's "Content Too Large" from something in front of CloudKit (CloudKit's own 413, a full quota,
+        // has a body): the request is too large, so it is split, down to a record refused on its own,
+        // rather than retried as it is for good while everything after it in its zone waits.
+        case 413: code = .limitExceeded
         // HTTP's "Misdirected Request" (CloudKit's own 421 has a body): a network failure, retried.
         case 421: code = .networkFailure
         default: code = .unexpectedServerResponse

@@ -211,6 +211,7 @@ struct CloudKitErrorMappingTests {
             404, "<html>Not Found</html>",
             .unexpectedServerResponse
         ), (400, #"{"serverErr"#, .unexpectedServerResponse), (421, "", .networkFailure), (401, "", .notAuthenticated),
+        (413, "<html>Request Entity Too Large</html>", .limitExceeded),
     ])
     func aStatusWithoutACloudKitBodyMapsByStatusAndIsNeverDropped(status: Int, body: String, expected: CloudError.Code)
         async throws
