@@ -115,10 +115,24 @@ extension CloudKitWebServicesTransport {
     {
         try validate(saves, deletes)
         var result = ModifyRecordsResult()
+        // A name CloudKit documents it does not take (not printable ASCII, longer than 255, a leading `_`) is
+        // never sent: a save of one is refused here, record by record (what the server would answer is not
+        // documented), and a delete of one is done, since no record of that name can be on the server.
+        var resolved = Set<RecordID>()
+        for save in saves {
+            if let problem = RecordID.cloudKitNameProblem(save.record.id.name) {
+                result.failed[save.record.id] = CloudError(.invalidArguments, "\(problem) Nothing was sent.")
+            }
+        }
+        for deletion in deletes where RecordID.cloudKitNameProblem(deletion.id.name) != nil {
+            resolved.insert(deletion.id)
+            result.deleted.insert(deletion.id)
+        }
 
         // A tagless delete-if-unchanged has no CKWS form: find out first what it would meet.
-        let untagged = deletes.filter { $0.policy == .ifServerRecordUnchanged && $0.changeTag == nil }
-        var resolved = Set<RecordID>()
+        let untagged = deletes.filter {
+            $0.policy == .ifServerRecordUnchanged && $0.changeTag == nil && !resolved.contains($0.id)
+        }
         for (zone, names) in Self.groupedByZone(untagged.map { ($0.id, $0.id.name) }) {
             let (found, zoneError) = try await lookup(names, in: zone)
             for name in names {
@@ -138,7 +152,7 @@ extension CloudKitWebServicesTransport {
         }
 
         var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordOperation)] = []
-        for save in saves {
+        for save in saves where result.failed[save.record.id] == nil {
             operations.append((save.record.id, false, try Self.operation(for: save, schema: configuration.schema)))
         }
         for deletion in deletes where !resolved.contains(deletion.id) {

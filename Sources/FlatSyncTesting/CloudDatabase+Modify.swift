@@ -166,6 +166,11 @@ extension CloudDatabase {
     private func saveFailure(_ save: RecordSave) -> CloudError? {
         let id = save.record.id
         guard zones[id.zone.name]?.exists == true else { return Self.missingZoneError(id.zone, zones[id.zone.name]) }
+        // CloudKit documents the rule for record names (`CKRecord.ID`); the code its server answers a name
+        // that breaks it with over CKWS is not documented: BAD_REQUEST, record by record, is a guess.
+        if let problem = RecordID.cloudKitNameProblem(id.name) {
+            return CloudError(.invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
+        }
         if let problem = productionSchema?.problem(saving: save.record) {
             return CloudError(.invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
         }

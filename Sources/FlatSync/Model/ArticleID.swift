@@ -1,6 +1,11 @@
 /// The rules for article IDs, checked before any mutation is written.
 ///
 /// An article ID is a non-empty string of at most 256 UTF-8 bytes with no control characters.
+///
+/// An entry's record is named by its article ID (`rl-<articleID>`, `rh-<articleID>`), and CloudKit takes
+/// record names of printable ASCII only, at most 255 characters (`CKRecord.ID`). An ID with other
+/// characters, or longer than 252 bytes, is kept on the device, but its changes are refused without being
+/// sent and parked (``SyncContext/refusedChanges()``): such an entry does not sync.
 public enum ArticleID {
     /// The longest article ID accepted, in UTF-8 bytes.
     public static let maximumUTF8Length = 256

@@ -23,4 +23,29 @@ public struct RecordID: Hashable, Comparable, Sendable, Codable, CustomStringCon
     public static func < (lhs: RecordID, rhs: RecordID) -> Bool {
         (lhs.zone.name, lhs.name) < (rhs.zone.name, rhs.name)
     }
+
+    /// The longest record name CloudKit takes, in characters (all ASCII, so bytes too).
+    package static let maximumCloudKitNameLength = 255
+
+    /// Why CloudKit would not take `name` as a record name, or nil when it would.
+    ///
+    /// CloudKit documents (`CKRecord.ID.init(recordName:)`) that a name "must contain only ASCII
+    /// characters, must not exceed 255 characters, and must not start with an underscore", and that an
+    /// empty one is an error; control characters are refused too. What the server answers over CloudKit Web
+    /// Services to a name that breaks the rule is not documented.
+    package static func cloudKitNameProblem(_ name: String) -> String? {
+        let utf8 = name.utf8
+        guard !utf8.isEmpty else { return "A record name must not be empty." }
+        guard utf8.count <= maximumCloudKitNameLength else {
+            return "The record name is \(utf8.count) bytes long; CloudKit takes at most \(maximumCloudKitNameLength)."
+        }
+        guard utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+            return "The record name \(name.debugDescription) holds a character CloudKit does not take in a record "
+                + "name: only printable ASCII."
+        }
+        guard utf8.first != UInt8(ascii: "_") else {
+            return "The record name \(name) starts with _, which CloudKit does not take."
+        }
+        return nil
+    }
 }

@@ -176,34 +176,10 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     /// CloudKit's limit on a record's size, assets aside (PropertyMetrics).
     static var maximumRecordSize: Int { 1_000_000 }
 
-    /// The longest record name CloudKit takes, in characters (all ASCII, so bytes too).
-    static var maximumRecordNameLength: Int { 255 }
-
-    /// Checks a record name by CloudKit's rule for record names, and that it is not one the zone's built-in
-    /// records use.
-    ///
-    /// CloudKit documents (`CKRecord.ID.init(recordName:)`) that a name "must contain only ASCII
-    /// characters, must not exceed 255 characters, and must not start with an underscore", and that an
-    /// empty one is an error; control characters are refused too. What the server answers over CloudKit Web
-    /// Services to a name that breaks the rule is not documented: refusing it here means it is never sent.
+    /// Checks a record name by CloudKit's rule for record names (`RecordID.cloudKitNameProblem(_:)`:
+    /// refused here, it is never sent), and that it is not one the zone's built-in records use.
     static func validate(recordName name: String) throws(FlatSyncError) {
-        let utf8 = name.utf8
-        guard !utf8.isEmpty else { throw FlatSyncError(.invalidArgument, "A record name must not be empty.") }
-        guard utf8.count <= maximumRecordNameLength else {
-            throw FlatSyncError(
-                .invalidArgument,
-                "The record name is \(utf8.count) bytes long; CloudKit takes at most \(maximumRecordNameLength).")
-        }
-        guard utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
-            throw FlatSyncError(
-                .invalidArgument,
-                "The record name \(name.debugDescription) holds a character CloudKit does not take "
-                    + "in a record name: only printable ASCII.")
-        }
-        guard utf8.first != UInt8(ascii: "_") else {
-            throw FlatSyncError(
-                .invalidArgument, "The record name \(name) starts with _, which CloudKit does not take.")
-        }
+        if let problem = RecordID.cloudKitNameProblem(name) { throw FlatSyncError(.invalidArgument, problem) }
         guard !RecordTypeRegistry.isBuiltIn(RecordID(zone: Value.zone, name: name)) else {
             throw FlatSyncError(
                 .invalidArgument, "The record name \(name) has the prefix of the zone's built-in records.")

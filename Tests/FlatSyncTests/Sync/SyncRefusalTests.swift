@@ -63,6 +63,36 @@ import Testing
         }
     }
 
+    /// An article ID makes a record name CloudKit does not take (CloudKit documents only printable ASCII,
+    /// at most 255 characters) when it holds other characters or is longer than 252 bytes: its change is
+    /// parked, naming the rule, and never sent (the transport refuses it; the emulators refuse it as CloudKit
+    /// would), while the rest of the request goes through. Removing the entry then is done at once: no
+    /// record of that name can be on the server.
+    @Test(arguments: Self.routes)
+    func aRecordNameCloudKitDoesNotTakeIsParkedAndItsRemovalIsDone(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let accented = "café-1"
+            let long = String(repeating: "x", count: ArticleID.maximumUTF8Length)
+            for id in [accented, long, "plain"] { try await a.readingList.add(id) }
+            let summary = try await a.syncNow()
+            #expect(Set(summary.refused.map(\.recordID.name)) == ["rl-\(accented)", "rl-\(long)"])
+            for refusal in summary.refused {
+                #expect(refusal.code == .invalidArguments)
+                #expect(refusal.reason.contains("CloudKit"), "\(refusal.reason)")
+            }
+            #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["rl-plain"])
+            #expect(await a.readingList.count() == 3, "kept on the device")
+
+            #expect(try await a.readingList.remove(accented))
+            let removed = try await a.syncNow()
+            #expect(removed.refused.map(\.recordID.name) == ["rl-\(long)"], "the removal was not refused")
+            #expect(await a.localStore.refusedChanges().map(\.recordID.name) == ["rl-\(long)"])
+            #expect(await a.localStore.pendingRecordCount() == 1)
+            try await a.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func aParkedChangeIsNotSentAgainUntilSomeoneAsks(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
