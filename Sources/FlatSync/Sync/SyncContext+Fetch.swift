@@ -15,6 +15,15 @@ extension SyncContext {
         var wipedForListing: Set<String> = []
     }
 
+    /// The error for a page that says more is coming but holds nothing and gives back the token it was asked
+    /// with: asking again at once would ask the same forever. Not an answer CloudKit is known to give; the
+    /// fetch is tried again later, from the same token (nothing of it was applied).
+    static func noProgress(_ what: String) -> CloudError {
+        CloudError(
+            .unexpectedServerResponse,
+            "CloudKit said more of \(what) was coming, but sent an empty page and the same token; asking again later.")
+    }
+
     /// Fetches changes: with `full`, first the database's changed zones (and zones deleted by the user,
     /// which are wiped), then each changed zone page by page; otherwise only `zones`.
     func fetch(full: Bool, zones: Set<ZoneID>, epoch: Int) async -> FetchOutcome {
@@ -73,6 +82,12 @@ extension SyncContext {
                         return outcome
                     }
                     outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))
+                }
+                if changes.moreComing, changes.changedZones.isEmpty, changes.deletedZones.isEmpty,
+                    changes.token == token
+                {
+                    outcome.stop = .from(Self.noProgress("the database's changes"))
+                    return outcome
                 }
                 targets.formUnion(changes.changedZones.filter { zoneIDs.contains($0) })
                 token = changes.token
@@ -199,6 +214,9 @@ extension SyncContext {
                 return .from(error)
             }
             createdSinceToken.remove(zone)  // seen existing: a later "changed" listing is no longer ours
+            if page.moreComing, page.changedRecords.isEmpty, page.deletedRecordIDs.isEmpty, page.token == token {
+                return .from(Self.noProgress("the changes of \(zone)"))
+            }
             for record in page.changedRecords {
                 changed[record.id] = record
                 deleted.remove(record.id)

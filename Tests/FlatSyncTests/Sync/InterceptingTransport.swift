@@ -12,22 +12,26 @@ final class InterceptingTransport: CloudTransport, Sendable {
     let base: any CloudTransport
     private let hook: Hook
     private let databaseChanges: @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges
+    private let zoneChanges: @Sendable (_ token: ChangeToken?, ZoneChanges) -> ZoneChanges
     private let modifyResult: @Sendable (_ number: Int, ModifyRecordsResult) -> ModifyRecordsResult
     private let counts = Mutex<[RequestKind: Int]>([:])
 
     /// - Parameters:
     ///   - databaseChanges: what the transport answers to `fetchDatabaseChanges(since:)`, given the token
     ///     asked with and the base transport's answer: for answers the emulators never give.
+    ///   - zoneChanges: the same for `fetchZoneChanges(in:since:resultsLimit:)`.
     ///   - modifyResult: what it answers to the `number`th `modifyRecords`, given the base transport's
     ///     answer (the base applied the request either way).
     init(
         _ base: any CloudTransport, before hook: @escaping Hook = { _, _ in },
         databaseChanges: @escaping @Sendable (_ token: ChangeToken?, DatabaseChanges) -> DatabaseChanges = { $1 },
+        zoneChanges: @escaping @Sendable (_ token: ChangeToken?, ZoneChanges) -> ZoneChanges = { $1 },
         modifyResult: @escaping @Sendable (_ number: Int, ModifyRecordsResult) -> ModifyRecordsResult = { $1 }
     ) {
         self.base = base
         self.hook = hook
         self.databaseChanges = databaseChanges
+        self.zoneChanges = zoneChanges
         self.modifyResult = modifyResult
     }
 
@@ -66,7 +70,7 @@ final class InterceptingTransport: CloudTransport, Sendable {
 
     func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws -> ZoneChanges {
         await before(.fetchZoneChanges)
-        return try await base.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
+        return zoneChanges(token, try await base.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit))
     }
 
     func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool) async throws

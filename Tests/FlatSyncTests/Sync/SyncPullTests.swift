@@ -21,6 +21,53 @@ import Testing
             })
     }
 
+    /// A page that says more is coming but holds nothing and gives back the token it was asked with would be
+    /// asked for again at once, for ever: the fetch stops there and is tried again later. (Not an answer
+    /// CloudKit is known to give; a client must not spin on one.) The stalled answers end after 20, so that
+    /// without the guard the test ends too, and counts them.
+    @Test(arguments: [false, true])
+    func aPageThatMakesNoProgressIsNotAskedForAgainAtOnce(database: Bool) async throws {
+        try await SyncHarness.run { harness in
+            let stalls = Mutex<Int?>(nil)
+            @Sendable func stalling(_ token: ChangeToken?) -> Bool {
+                token != nil
+                    && stalls.withLock { left in
+                        guard let count = left, count > 0 else { return false }
+                        left = count - 1
+                        return true
+                    }
+            }
+            let transport = InterceptingTransport(
+                harness.cloud,
+                databaseChanges: { token, changes in
+                    guard database, let token, stalling(token) else { return changes }
+                    return DatabaseChanges(changedZones: [], deletedZones: [], token: token, moreComing: true)
+                },
+                zoneChanges: { token, changes in
+                    guard !database, let token, stalling(token) else { return changes }
+                    return ZoneChanges(changedRecords: [], deletedRecordIDs: [], token: token, moreComing: true)
+                })
+            let a = try await harness.device("A", transport: transport, start: false)
+            try await a.readingList.add("x")
+            #expect(try await a.syncNow().isComplete, "the tokens are saved")
+            let b = try await harness.device("B", start: false)
+            try await b.readingList.add("y")  // so that A's fetch has a zone to fetch
+            #expect(try await b.syncNow().isComplete)
+            let kind: RequestKind = database ? .fetchDatabaseChanges : .fetchZoneChanges
+            let before = transport.count(kind)
+            stalls.withLock { $0 = 20 }
+            let stalled = try await a.syncNow()
+            #expect(!stalled.isComplete)
+            #expect(stalled.problems.contains { $0.message.contains("empty page") }, "\(stalled.problems)")
+            #expect(transport.count(kind) == before + 1, "not asked again at once")
+            stalls.withLock { $0 = 0 }
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.readingList.contains("y"))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// `cloud`, refusing once (the server asking to slow down) the zone fetch numbered as `refuse` says: a
     /// large zone's fetch throttled midway.
     static func refusingAFetchPage(
