@@ -193,9 +193,21 @@ extension LocalStore {
     /// Unless a fetch already delivered this very version (and skipped it for the pending delete), it may
     /// be newer than the change token, created after it even; the next fetch must then confirm it (see
     /// ``ZoneState/createdSinceFetch``).
+    ///
+    /// A save of the record made while the delete was out, waiting behind it, is laid over the server's
+    /// version as a fetch lays a pending save (merged, and sent whole): taking the server's version alone
+    /// lost it, here and on the server, since a save sends the store's values of its keys.
     package func adoptServerRecord(_ server: Record) {
         if skippedVersion(for: server.id) != server.changeTag { noteCreated(server.id) }
         setSkippedVersion(nil, for: server.id)
+        if let waiting = pending.latestChange(for: server.id), !waiting.isDelete,
+            let local = zones.record(for: server.id), let merged = merge(local, server)
+        {
+            adopt(merged.withChangeTag(server.changeTag))
+            keepUnknownFields(of: server)
+            setSendWhole(true, server.id)
+            return
+        }
         adopt(server)
         keepUnknownFields(of: server)
     }

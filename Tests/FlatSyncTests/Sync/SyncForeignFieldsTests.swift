@@ -76,6 +76,46 @@ import Testing
         }
     }
 
+    /// A record changed again while its delete is out, when the delete then loses to another device's newer
+    /// version: the change made meanwhile is merged with that version and sent. The record used to take the
+    /// server's version alone, and the change (a visit here) was lost on this device and on the server.
+    /// Found by the simulation once it changed records while their sends were on the wire.
+    @Test(arguments: Self.routes)
+    func aChangeMadeWhileADeleteIsOutSurvivesTheDeleteLosing(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let editAt = Mutex<Int?>(nil)
+            let device = Mutex<SyncContext?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                guard kind == .modifyRecords, number == editAt.withLock({ $0 }), let a = device.withLock({ $0 })
+                else { return }
+                _ = try? await a.history.visit("h", version: 5)
+            }
+            let a = try await harness.device("A", transport: transport, start: false)
+            device.withLock { $0 = a }
+            let b = try await harness.device("B", start: false)
+            _ = try await a.history.visit("h", version: 1)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await b.history.setLiking("h", .liked)
+            #expect(try await b.syncNow().isComplete, "a version A has not seen")
+
+            #expect(try await a.history.remove("h"))
+            editAt.withLock { $0 = transport.count(.modifyRecords) + 1 }
+            let events = a.events()
+            _ = try await a.syncNow()
+            #expect(try await a.syncNow().isComplete)
+            let server = try ReadingHistoryItem(record: try #require(await serverRecord(harness.cloud, "h")))
+            #expect(server.maxVersionSeen == 5, "the visit made while the delete was out")
+            #expect(server.isLiked, "B's edit, which beat the delete")
+            let here = try #require(await a.history.item("h"))
+            #expect(here.maxVersionSeen == 5 && here.isLiked)
+            device.withLock { $0 = nil }
+            try await a.close()
+            try await b.close()
+            #expect(await collect(events).contains(.conflictResolved(ReadingHistoryItem.recordID(for: "h"))))
+        }
+    }
+
     @Test(arguments: Self.routes)
     func fieldsAnotherClientWroteAreKeptHereAndOnTheServer(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
