@@ -162,7 +162,13 @@ import Testing
                     // Mutations while a send is on the wire: hold the device's next request, change things,
                     // then let the request go.
                     holds[index].armForNextModify()
-                    let trigger = Operation.add("a\(Int.random(in: 0..<Self.articles, using: &random))")
+                    // The change on the wire is a saved article (sent at once), or a history change (sent
+                    // when the device syncs); half of the changes made meanwhile touch the same article's
+                    // history, so that a record is changed again while its earlier change is out, and the
+                    // request may then fail (the fault plan) and go back to the queue.
+                    let article = "a\(Int.random(in: 0..<Self.articles, using: &random))"
+                    let sendsHistory = Bool.random(using: &random)
+                    let trigger = sendsHistory ? Operation.historyChange(of: article, using: &random) : .add(article)
                     if let entry = try await trigger.perform(on: device, device: index) {
                         ledger.append(entry)
                         result.mutations += 1
@@ -171,12 +177,20 @@ import Testing
                     // disarms the hold and opens `reached`). The idle wait ends only after the release.
                     let hold = holds[index]
                     let idle = Task {
-                        await device.waitUntilIdle()
+                        if sendsHistory {
+                            // Not in the ledger's syncs: a device then counts as having seen less, which only
+                            // leaves more effects unchecked.
+                            _ = try? await device.syncNow()
+                        } else {
+                            await device.waitUntilIdle()
+                        }
                         hold.disarm()
                     }
                     await hold.reached.wait()
                     for _ in 0..<Int.random(in: 1...4, using: &random) {
-                        let operation = Operation.random(using: &random)
+                        let operation =
+                            Bool.random(using: &random)
+                            ? Operation.historyChange(of: article, using: &random) : Operation.random(using: &random)
                         if let entry = try await operation.perform(on: device, device: index) {
                             ledger.append(entry)
                             result.mutations += 1
@@ -363,6 +377,16 @@ import Testing
         /// article's entry), if the device has the article saved.
         case note(String, Int, Int)
         case deleteNote(String, Int)
+
+        /// A change of one article's history item: a visit, a liking, a read mark or an offensive mark.
+        static func historyChange(of article: String, using random: inout SeededRandomNumberGenerator) -> Operation {
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0: return .visit(article, Int64.random(in: 0..<6, using: &random))
+            case 1: return .liking(article, ReadingHistoryItem.Liking.allCases.randomElement(using: &random)!)
+            case 2: return .markRead(article)
+            default: return .offensive(article)
+            }
+        }
 
         static func random(using random: inout SeededRandomNumberGenerator) -> Operation {
             func article() -> String { "a\(Int.random(in: 0..<SyncSimulationTests.articles, using: &random))" }
