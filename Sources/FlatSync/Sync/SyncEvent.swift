@@ -6,6 +6,8 @@
 
 /// Something the engine did that a host may want to show or log, delivered in order by
 /// ``SyncContext/events()`` (and ``LocalStore/events()``).
+///
+/// Later versions of FlatSync may add cases: switch over an event with a `default`.
 public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     /// A fetch of a zone's changes is starting.
     case willFetch(zone: ZoneID)

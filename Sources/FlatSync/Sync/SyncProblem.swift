@@ -24,6 +24,9 @@
 /// ```
 public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
     /// What stopped the sync.
+    ///
+    /// Later versions of FlatSync may add cases: switch over a kind with a `default`, as the example above
+    /// does.
     public enum Kind: Sendable, Hashable {
         /// The server asked to wait (throttled, busy, or an error that said when to try again), or the engine
         /// chose to (a record that kept meeting newer versions). It tries again after `after`, the server's

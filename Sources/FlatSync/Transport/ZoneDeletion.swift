@@ -7,6 +7,8 @@
 /// A zone that was deleted, and by whom.
 public struct ZoneDeletion: Hashable, Sendable, Codable {
     /// Who deleted a zone.
+    ///
+    /// Later versions of FlatSync may add cases: switch over a reason with a `default`.
     public enum Reason: String, Hashable, Sendable, Codable {
         /// An app deleted it through the API.
         case deleted
