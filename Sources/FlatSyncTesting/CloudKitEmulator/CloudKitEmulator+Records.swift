@@ -248,6 +248,11 @@ extension CloudKitEmulator {
                     $0.array(outcomes) { writer, outcome in
                         switch outcome {
                         case .saved(let record):
+                            // The whole record as saved, an update's unsent fields included: Apple documents
+                            // that a success entry is a record dictionary, not which fields it holds, so this
+                            // is a guess. Were CloudKit to answer with the sent fields only, a built-in store
+                            // would forget another client's fields it keeps (`ZoneState.keepUnknownFields`)
+                            // until the next fetch, which returns the saved record whole; the server keeps them.
                             CloudKitRecordJSON.write(
                                 record, userRecordName: options.userRecordName, now: now, to: &writer)
                         case .deleted(let name):
