@@ -161,6 +161,31 @@ extension LocalStore {
     }
 }
 
+extension LocalStore {
+    /// The saves among `changes` that wait for a record they belong to (a `deleteSelf` reference): one this
+    /// device has yet to save and the server has not confirmed (no change tag). Sent before it, such a
+    /// record would be on the server without it, and another device, finding it without the record it
+    /// belongs to, takes it for the leftover of a deleted one and deletes it, on every device
+    /// (``deleteOrphans(in:)``). Held back, it goes once the record it belongs to is on the server; if that
+    /// record's change is parked, it waits with it.
+    package func savesWaitingForTheirOwners(_ changes: [RecordChange]) -> Set<RecordID> {
+        var waiting = Set<RecordID>()
+        for change in changes where !change.isDelete && isHostRecord(change.recordID) {
+            let references = change.carriedRecord.references
+            guard !references.isEmpty else { continue }
+            for reference in references where reference.action == .deleteSelf {
+                let owner = reference.target(from: change.recordID.zone)
+                guard zones.changeTag(for: owner) == nil, let ownerChange = pending.latestChange(for: owner),
+                    !ownerChange.isDelete
+                else { continue }
+                waiting.insert(change.recordID)
+                break
+            }
+        }
+        return waiting
+    }
+}
+
 extension RecordOrder {
     /// A mutation's changes with every save after the saves of the records it refers to.
     static func changesInOrder(_ changes: [RecordChange]) -> [RecordChange] {

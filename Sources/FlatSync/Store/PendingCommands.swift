@@ -11,7 +11,7 @@
 /// becomes a new command and is sent in the next round. ``acknowledge(_:in:)`` removes records the
 /// server confirmed; a command leaves the queue when its last record is acknowledged.
 /// ``unseal(_:)`` ends a round that could not finish: what is left goes back to pending, and a record
-/// changed again meanwhile keeps only its newer change.
+/// changed again meanwhile keeps one change, the two coalesced.
 ///
 /// The command queue logs every transition, so replaying the log through the same transitions
 /// rebuilds the same queue after a restart.

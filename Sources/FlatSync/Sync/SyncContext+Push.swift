@@ -173,8 +173,19 @@ extension SyncContext {
                     changes.append(change)
                 }
             }
+            // A record that belongs to one not yet on the server goes after it, in a later round. Unless the
+            // waits go round in a circle (each waits for one that goes in this round too, and waits itself):
+            // then they go together, as before, in order.
+            let waiting = await localStore.savesWaitingForTheirOwners(changes)
+            if !waiting.isEmpty {
+                let allWait = changes.allSatisfy { waiting.contains($0.recordID) }
+                if !allWait || !Self.waitInACircle(waiting, changes) {
+                    changes.removeAll { waiting.contains($0.recordID) }
+                }
+            }
             if changes.isEmpty {
-                // Only parked changes are left: nothing to send until someone asks to retry them.
+                // Only parked changes are left, and changes waiting for them: nothing to send until someone
+                // asks to retry them.
                 do {
                     try await localStore.unsealPendingCommands(in: zone)
                 } catch {
@@ -279,6 +290,16 @@ extension SyncContext {
             }
         }
         return outcome
+    }
+
+    /// True when a change of `changes`, all of which wait for their owners (`waiting`), waits for another of
+    /// them: they wait for each other, in a circle, and none would ever go.
+    private static func waitInACircle(_ waiting: Set<RecordID>, _ changes: [RecordChange]) -> Bool {
+        changes.contains { change in
+            change.carriedRecord.references.contains {
+                $0.action == .deleteSelf && waiting.contains($0.target(from: change.recordID.zone))
+            }
+        }
     }
 
     /// What sending one batch did.

@@ -116,6 +116,40 @@ import Testing
         }
     }
 
+    /// Notes whose article has not reached the server wait for it. Sent with it, they were saved while the
+    /// article's save was refused for a while (or parked), and another device, finding notes without their
+    /// article, took them for the leftovers of an unsaved one and deleted them, on every device. Found by
+    /// a newcomer's test of a host with recipes and their steps.
+    @Test(arguments: Self.routes)
+    func notesWaitForTheirArticleToReachTheServer(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            let b = try await harness.device("B", start: false) { $0.recordTypes = testRecordTypes }
+            try await a.readingList.add("a1")
+            try await a.records(TestNote.self).save([
+                TestNote(id: "n1", articleID: "a1", text: "one"), TestNote(id: "n2", articleID: "a1", text: "two"),
+            ])
+            // The article's save is refused for now (the first record of the request): the notes must not
+            // go without it.
+            await cloud.setFaultPlan(
+                FaultPlan(scripted: [
+                    ScriptedFault(
+                        kind: .modifyRecords, count: 1, effect: .recordError(.zoneBusy, retryAfter: .seconds(30)))
+                ]))
+            #expect(try await !a.syncNow().isComplete)
+            #expect(await cloud.records(in: .readingList).isEmpty, "nothing of it on the server yet")
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await cloud.records(in: .readingList).map(\.id.name).sorted() == ["n1", "n2", "rl-a1"])
+            #expect(await b.records(TestNote.self).count() == 2)
+            #expect(await a.records(TestNote.self).count() == 2)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func aNoteAddedWhileItsArticleWasUnsavedElsewhereLeavesNoOrphan(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
