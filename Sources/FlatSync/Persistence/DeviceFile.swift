@@ -144,7 +144,11 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     }
 
     /// Notes that `zone` is about to be wiped by the mutation numbered `sequence`, for a deletion by the
-    /// user (``zonesWipedSinceToken``, ``zoneWipeSequences``).
+    /// user (``zonesWipedSinceToken``, ``zoneWipeSequences``), and forgets what the sync engine knew of the
+    /// zone on the server: not prepared (it is created again before it is used), not subscribed, no
+    /// refusal waits. In the same write as the note, so that a wipe the log holds never leaves the zone
+    /// counted as prepared: a later fetch finding it missing would take that for a second deletion and wipe
+    /// what was changed since.
     package mutating func noteWipe(of zone: ZoneID, sequence: UInt64) {
         var wiped = zonesWipedSinceToken ?? []
         if !wiped.contains(zone.name) { wiped.append(zone.name) }
@@ -152,6 +156,10 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         var sequences = zoneWipeSequences ?? [:]
         sequences[zone.name] = sequence
         zoneWipeSequences = sequences
+        preparedZones.removeAll { $0 == zone.name }
+        subscribedZones?.removeAll { $0 == zone.name }
+        refusalWaits?[zone.name] = nil
+        requestRefusalWaits?[zone.name] = nil
     }
 
     /// Forgets the wipes noted for `zones`: a saved database token is past their deletions.

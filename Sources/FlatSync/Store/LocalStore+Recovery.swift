@@ -67,7 +67,7 @@ extension LocalStore {
                 )
             }
             try replay(recovery.payloads, logURL: logURL, now: now, fileSystem: fileSystem)
-            try finishInterruptedWipes(of: snapshotZones, in: directory, fileSystem: fileSystem)
+            try finishInterruptedWipes(of: snapshotZones)
             // A round that was being sent when the last process stopped is over: nothing is in flight now.
             var unsealed: [Data] = []
             for zone in pending.zones where pending.isSending(zone) {
@@ -182,31 +182,17 @@ extension LocalStore {
         /// Wipes the zones `device.plist` notes as wiped (``DeviceFile/zoneWipeSequences``) whose wipe the log
         /// and snapshots do not hold: the process ended after the note and before the wipe's log entry. The
         /// zone's data and pending changes predate the user's deletion, so they go now, before anything can
-        /// send them (to the zone another device may have created again since), along with the bookkeeping
-        /// `SyncContext.wipeZone` would have saved: the zone is no longer prepared, subscribed or waiting.
+        /// send them (to the zone another device may have created again since). The note's write already
+        /// forgot the zone's sync bookkeeping (``DeviceFile/noteWipe(of:sequence:)``).
         ///
         /// The wipe's entry needs no flush of its own: a mutation acknowledged later is flushed with it, and
-        /// a process that ends before that finds the note unmet again. `device.plist` is written first, so
-        /// that a wipe the log holds always has its bookkeeping.
-        private mutating func finishInterruptedWipes(
-            of registered: [ZoneID], in directory: URL, fileSystem: FileSystem
-        ) throws {
+        /// a process that ends before that finds the note unmet again.
+        private mutating func finishInterruptedWipes(of registered: [ZoneID]) throws {
             let interrupted = (deviceFile.zoneWipeSequences ?? [:]).compactMap { name, sequence in
                 let zone = ZoneID(name)
                 let held = max(coveredSequence(zone), lastWipeSequence[zone] ?? 0)
                 return registered.contains(zone) && held < sequence ? (zone, sequence) : nil
             }.sorted { $0.0 < $1.0 }
-            guard !interrupted.isEmpty else { return }
-            var file = deviceFile
-            for (zone, _) in interrupted {
-                file.preparedZones.removeAll { $0 == zone.name }
-                file.subscribedZones?.removeAll { $0 == zone.name }
-                file.refusalWaits?[zone.name] = nil
-                file.requestRefusalWaits?[zone.name] = nil
-            }
-            try DurableFileWriter(fileSystem: fileSystem).write(
-                try file.encoded(), to: directory.appendingPathComponent(Self.deviceFileName))
-            deviceFile = file
             for (zone, sequence) in interrupted {
                 pending.clear(zone: zone)
                 wipeIfOlder(zone, than: sequence)

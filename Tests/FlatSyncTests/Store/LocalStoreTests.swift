@@ -42,6 +42,33 @@ struct StoreContents: Equatable {
 }
 
 @Suite struct LocalStoreTests {
+    /// A wipe forgets the zone's sync bookkeeping in the same write as its note, before its log entry: a
+    /// process killed after the wipe, before the sync engine saved its own bookkeeping, used to leave the
+    /// wiped zone counted as prepared, and a later fetch finding it missing took that for a second deletion
+    /// and wiped what was changed since (found by a review).
+    @Test func aWipeForgetsTheZonesSyncBookkeepingWithItsNote() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            try await store.readingList.add("old")
+            try await store.updateDeviceFile { file in
+                file.preparedZones = ["ReadingList", "ReadingHistory"]
+                file.subscribedZones = ["ReadingList", "ReadingHistory"]
+                file.refusalWaits = ["ReadingList": ["rl-old": 1]]
+            }
+            let failure = try await store.wipe(.readingList)
+            #expect(failure == nil)
+            await store.abandon()  // before the sync engine saves what it knows
+
+            let reopened = try LocalStore(directory: directory, options: testOptions())
+            let file = await reopened.deviceFile
+            #expect(file.preparedZones == ["ReadingHistory"])
+            #expect(file.subscribedZones == ["ReadingHistory"])
+            #expect(file.refusalWaits?["ReadingList"] == nil)
+            #expect(await reopened.readingList.entries().isEmpty)
+            try await reopened.close()
+        }
+    }
+
     /// A wipe noted in `device.plist` whose log entry never landed (the process ended between the two) is
     /// finished when the store opens: the zone's data and pending changes, all from before the wipe, go,
     /// with its sync bookkeeping. A change made after that survives the next open: the wipe is not done
