@@ -196,13 +196,19 @@ extension LocalStore {
     ///
     /// A save of the record made while the delete was out, waiting behind it, is laid over the server's
     /// version as a fetch lays a pending save (merged, and sent whole): taking the server's version alone
-    /// lost it, here and on the server, since a save sends the store's values of its keys.
+    /// lost it, here and on the server, since a save sends the store's values of its keys. A delete waiting
+    /// behind it was made without seeing that version either: the version is skipped, as a fetch skips it
+    /// for a pending delete, and the tag kept, so that the waiting delete meets it and loses in turn (sent
+    /// with the version's tag, it deleted the edit that beat the first).
     package func adoptServerRecord(_ server: Record) {
+        let waiting = pending.waitingChange(for: server.id)
+        if waiting?.isDelete == true {
+            setSkippedVersion(server.changeTag, for: server.id)
+            return
+        }
         if skippedVersion(for: server.id) != server.changeTag { noteCreated(server.id) }
         setSkippedVersion(nil, for: server.id)
-        if let waiting = pending.latestChange(for: server.id), !waiting.isDelete,
-            let local = zones.record(for: server.id), let merged = merge(local, server)
-        {
+        if waiting != nil, let local = zones.record(for: server.id), let merged = merge(local, server) {
             adopt(merged.withChangeTag(server.changeTag))
             keepUnknownFields(of: server)
             setSendWhole(true, server.id)

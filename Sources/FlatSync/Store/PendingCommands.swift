@@ -98,6 +98,11 @@ package struct PendingCommands: Sendable {
         return nil
     }
 
+    /// The change of a record waiting to be sent, not the one being sent, if there is one.
+    package func waitingChange(for id: RecordID) -> RecordChange? {
+        location[id].flatMap { change(at: $0) }
+    }
+
     /// The change of a record in one command, if the command holds one (a lookup, where
     /// ``Command/changes`` builds a dictionary of all of them).
     package func change(of recordID: RecordID, in commandID: CommandID) -> RecordChange? {

@@ -116,6 +116,42 @@ import Testing
         }
     }
 
+    /// The same, when the record is deleted again while the first delete is out: the second delete was not
+    /// made in view of the version that beat the first either, and loses to it too. It used to go out with
+    /// that version's tag and delete it (found by a review).
+    @Test(arguments: Self.routes)
+    func aDeleteMadeWhileAnEarlierDeleteIsOutLosesToTheSameEdit(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let editAt = Mutex<Int?>(nil)
+            let device = Mutex<SyncContext?>(nil)
+            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+                guard kind == .modifyRecords, number == editAt.withLock({ $0 }), let a = device.withLock({ $0 })
+                else { return }
+                _ = try? await a.history.visit("h", version: 5)
+                _ = try? await a.history.remove("h")
+            }
+            let a = try await harness.device("A", transport: transport, start: false)
+            device.withLock { $0 = a }
+            let b = try await harness.device("B", start: false)
+            _ = try await a.history.visit("h", version: 1)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await b.history.setLiking("h", .liked)
+            #expect(try await b.syncNow().isComplete, "a version A has not seen")
+
+            #expect(try await a.history.remove("h"))
+            editAt.withLock { $0 = transport.count(.modifyRecords) + 1 }
+            _ = try await a.syncNow()
+            #expect(try await a.syncNow().isComplete)
+            let server = try #require(await serverRecord(harness.cloud, "h"), "B's edit beat both deletes")
+            #expect(try ReadingHistoryItem(record: server).isLiked)
+            #expect(await a.history.item("h")?.isLiked == true)
+            device.withLock { $0 = nil }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func fieldsAnotherClientWroteAreKeptHereAndOnTheServer(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
