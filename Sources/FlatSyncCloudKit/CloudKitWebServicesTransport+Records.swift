@@ -63,7 +63,10 @@ extension CloudKitWebServicesTransport {
     public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
         try Self.requireNames(ids)
         var found: [RecordID: Record] = [:]
-        for (zone, names) in Self.groupedByZone(ids.map { ($0, $0.name) }) {
+        // A name CloudKit does not take (`RecordID.cloudKitNameProblem`) is not asked for: this transport
+        // never saves one, and the server's answer to it (an error, it may be) must not fail the others.
+        let asked = ids.filter { RecordID.cloudKitNameProblem($0.name) == nil }
+        for (zone, names) in Self.groupedByZone(asked.map { ($0, $0.name) }) {
             // CKWS takes at most 200 records a request.
             for start in stride(from: 0, to: names.count, by: maximumOperationsPerRequest) {
                 let chunk = Array(names[start..<min(start + maximumOperationsPerRequest, names.count)])
@@ -115,23 +118,27 @@ extension CloudKitWebServicesTransport {
     {
         try validate(saves, deletes)
         var result = ModifyRecordsResult()
-        // A name CloudKit documents it does not take (not printable ASCII, longer than 255, a leading `_`) is
-        // never sent: a save of one is refused here, record by record (what the server would answer is not
-        // documented), and a delete of one is done, since no record of that name can be on the server.
+        // A save under a name CloudKit documents it does not take (not printable ASCII, longer than 255, a
+        // leading `_`) is refused here, record by record, and not sent: what the server would answer is not
+        // documented. A delete goes as any other: an earlier FlatSync sent such saves, and whether CloudKit
+        // Web Services took them is not known.
         var resolved = Set<RecordID>()
         for save in saves {
             if let problem = RecordID.cloudKitNameProblem(save.record.id.name) {
                 result.failed[save.record.id] = CloudError(.invalidArguments, "\(problem) Nothing was sent.")
             }
         }
-        for deletion in deletes where RecordID.cloudKitNameProblem(deletion.id.name) != nil {
-            resolved.insert(deletion.id)
-            result.deleted.insert(deletion.id)
-        }
 
         // A tagless delete-if-unchanged has no CKWS form: find out first what it would meet.
-        let untagged = deletes.filter {
-            $0.policy == .ifServerRecordUnchanged && $0.changeTag == nil && !resolved.contains($0.id)
+        // One under a name CloudKit does not take was never saved by this transport: it is done.
+        var untagged: [RecordDeletion] = []
+        for deletion in deletes where deletion.policy == .ifServerRecordUnchanged && deletion.changeTag == nil {
+            if RecordID.cloudKitNameProblem(deletion.id.name) != nil {
+                resolved.insert(deletion.id)
+                result.deleted.insert(deletion.id)
+            } else {
+                untagged.append(deletion)
+            }
         }
         for (zone, names) in Self.groupedByZone(untagged.map { ($0.id, $0.id.name) }) {
             let (found, zoneError) = try await lookup(names, in: zone)

@@ -15,13 +15,13 @@ extension SyncContext {
         var wipedForListing: Set<String> = []
     }
 
-    /// The error for a page that says more is coming but holds nothing and gives back the token it was asked
-    /// with: asking again at once would ask the same forever. Not an answer CloudKit is known to give; the
-    /// fetch is tried again later, from the same token (nothing of it was applied).
+    /// The error for a page that says more is coming but gives back the token it was asked with: asking again
+    /// at once would ask the same for ever. Not an answer CloudKit is known to give; the fetch is tried again
+    /// later, from the same token (nothing of the page was applied).
     static func noProgress(_ what: String) -> CloudError {
         CloudError(
             .unexpectedServerResponse,
-            "CloudKit said more of \(what) was coming, but sent an empty page and the same token; asking again later.")
+            "CloudKit said more of \(what) was coming, but gave back the token it was asked with; asking again later.")
     }
 
     /// Fetches changes: with `full`, first the database's changed zones (and zones deleted by the user,
@@ -83,9 +83,7 @@ extension SyncContext {
                     }
                     outcome.resets.append(SyncSummary.ZoneReset(zone: deletion.zone, reason: .deletedByUser))
                 }
-                if changes.moreComing, changes.changedZones.isEmpty, changes.deletedZones.isEmpty,
-                    changes.token == token
-                {
+                if changes.moreComing, changes.token == token {
                     outcome.stop = .from(Self.noProgress("the database's changes"))
                     return outcome
                 }
@@ -214,7 +212,7 @@ extension SyncContext {
                 return .from(error)
             }
             createdSinceToken.remove(zone)  // seen existing: a later "changed" listing is no longer ours
-            if page.moreComing, page.changedRecords.isEmpty, page.deletedRecordIDs.isEmpty, page.token == token {
+            if page.moreComing, page.token == token {
                 return .from(Self.noProgress("the changes of \(zone)"))
             }
             for record in page.changedRecords {

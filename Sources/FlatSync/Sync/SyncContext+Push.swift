@@ -592,7 +592,7 @@ extension SyncContext {
                 return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
             }
             if !changes.moreComing { return nil }
-            if changes.changedZones.isEmpty, changes.deletedZones.isEmpty, changes.token == token {
+            if changes.token == token {
                 return .from(Self.noProgress("the database's changes"))
             }
             token = changes.token

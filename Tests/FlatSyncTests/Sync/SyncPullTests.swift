@@ -58,7 +58,8 @@ import Testing
             stalls.withLock { $0 = 20 }
             let stalled = try await a.syncNow()
             #expect(!stalled.isComplete)
-            #expect(stalled.problems.contains { $0.message.contains("empty page") }, "\(stalled.problems)")
+            #expect(
+                stalled.problems.contains { $0.message.contains("the token it was asked with") }, "\(stalled.problems)")
             #expect(transport.count(kind) == before + 1, "not asked again at once")
             stalls.withLock { $0 = 0 }
             #expect(try await a.syncNow().isComplete)

@@ -89,6 +89,11 @@ import Testing
             #expect(removed.refused.map(\.recordID.name) == ["rl-\(long)"], "the removal was not refused")
             #expect(await a.localStore.refusedChanges().map(\.recordID.name) == ["rl-\(long)"])
             #expect(await a.localStore.pendingRecordCount() == 1)
+
+            // Discarding it asks the server for its version without asking for the name it does not take.
+            _ = try await a.discardRefusedChanges()
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await a.readingList.entries().map(\.articleID) == ["plain"], "the server has none of it")
             try await a.close()
         }
     }
