@@ -19,7 +19,9 @@ func saveReadAndSync(deviceDirectory: URL, cloud: any CloudTransport) async thro
     try await context.readingList.add("tides-of-change", title: "Tides of change")  // durable; sent at once
     try await context.history.visit("tides-of-change")  // durable; sent after a 5 s debounce
     let summary = try await context.syncNow()  // pull to refresh: send everything, then fetch
-    if !summary.isComplete { print("left for the next sync:", summary.problems) }
+    // Refused changes stay here, parked, until the host retries or discards them (see refusedChanges()).
+    if !summary.refused.isEmpty { print("refused by the server:", summary.refused) }
+    if !summary.problems.isEmpty { print("left for the next sync:", summary.problems) }
 
     let entries = await context.readingList.entries()  // newest first
     try await context.close()  // also ends the event stream
