@@ -353,6 +353,32 @@ import Testing
         }
     }
 
+    /// Device A, not started, whose synced reading list ("before") the user deleted, after a sync whose wipe
+    /// of it failed on A's disk (the log's write); `beforeTheSync` runs just before that sync.
+    private func readingListWipeThatFailedOnDisk(
+        _ harness: SyncHarness, beforeTheSync: (SyncContext) async throws -> Void = { _ in }
+    ) async throws -> SyncContext {
+        let faulty = FaultyFileSystem()
+        let armAt = Mutex<Int?>(nil)
+        let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+            // The log's next write after this fetch of the database's changes is the wipe's.
+            if kind == .fetchDatabaseChanges, number == armAt.withLock({ $0 }) {
+                faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+            }
+        }
+        let a = try await harness.device("A", transport: transport, start: false) {
+            $0.fileSystem = FileSystem(faulty)
+        }
+        try await a.readingList.add("before")
+        #expect(try await a.syncNow().isComplete)
+        try await harness.cloud.deleteZoneAsUser(.readingList)
+        try await beforeTheSync(a)
+        armAt.withLock { $0 = transport.count(.fetchDatabaseChanges) + 1 }
+        let failed = try await a.syncNow()
+        #expect(failed.problems.contains { $0.kind == .deviceError(.ioFailed) }, "\(failed.problems)")
+        return a
+    }
+
     /// A wipe whose log write fails on the device's disk stands in memory (the log is rewritten from memory
     /// before its next entry) and is reported; the fetch stops before it saves its database token. The
     /// next fetch meets the deletion again and must neither upload what the user deleted nor wipe a change
@@ -360,23 +386,7 @@ import Testing
     @Test func aWipeThatFailsOnDiskStandsAndAChangeMadeSinceIsKept() async throws {
         try await SyncHarness.run(via: .http) { harness in
             let cloud = harness.cloud
-            let faulty = FaultyFileSystem()
-            let armAt = Mutex<Int?>(nil)
-            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
-                // The log's next write after this fetch of the database's changes is the wipe's.
-                if kind == .fetchDatabaseChanges, number == armAt.withLock({ $0 }) {
-                    faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
-                }
-            }
-            let a = try await harness.device("A", transport: transport, start: false) {
-                $0.fileSystem = FileSystem(faulty)
-            }
-            try await a.readingList.add("before")
-            #expect(try await a.syncNow().isComplete)
-            try await cloud.deleteZoneAsUser(.readingList)
-            armAt.withLock { $0 = transport.count(.fetchDatabaseChanges) + 1 }
-            let failed = try await a.syncNow()
-            #expect(failed.problems.contains { $0.kind == .deviceError(.ioFailed) }, "\(failed.problems)")
+            let a = try await readingListWipeThatFailedOnDisk(harness)
             try await a.readingList.add("after")
             let retried = try await a.syncNow()
             #expect(retried.isComplete, "\(retried.problems)")
@@ -395,26 +405,11 @@ import Testing
     func aWipeCutShortByTheProcessEndingIsFinishedWhenTheStoreOpens(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            let faulty = FaultyFileSystem()
-            let armAt = Mutex<Int?>(nil)
-            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
-                // The log's next write after this fetch of the database's changes is the wipe's.
-                if kind == .fetchDatabaseChanges, number == armAt.withLock({ $0 }) {
-                    faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
-                }
+            let a = try await readingListWipeThatFailedOnDisk(harness) { a in
+                try await a.readingList.add("old")
+                // The send of "old" fails, so the fetch that follows is the first to meet the deletion.
+                await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
             }
-            let a = try await harness.device("A", transport: transport, start: false) {
-                $0.fileSystem = FileSystem(faulty)
-            }
-            try await a.readingList.add("before")
-            #expect(try await a.syncNow().isComplete)
-            try await cloud.deleteZoneAsUser(.readingList)
-            try await a.readingList.add("old")
-            // The send of "old" fails, so the fetch that follows is the first to meet the deletion.
-            await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkUnavailable))
-            armAt.withLock { $0 = transport.count(.fetchDatabaseChanges) + 1 }
-            let failed = try await a.syncNow()
-            #expect(failed.problems.contains { $0.kind == .deviceError(.ioFailed) }, "\(failed.problems)")
             #expect(await a.localStore.deviceFile.zonesWipedSinceToken == ["ReadingList"])
             await a.abandon()
 

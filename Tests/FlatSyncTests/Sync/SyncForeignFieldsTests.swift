@@ -76,6 +76,37 @@ import Testing
         }
     }
 
+    /// Devices A and B sharing the history item "h", which B has liked since A last fetched; then A removes
+    /// it and syncs, and `meanwhile` runs on A while that delete is on the wire. Returns both devices and the
+    /// events A emitted from the removal on.
+    private func aDeleteOutWhileAChanges(
+        _ harness: SyncHarness, meanwhile: @escaping @Sendable (SyncContext) async -> Void
+    ) async throws -> (a: SyncContext, b: SyncContext, events: AsyncStream<SyncEvent>) {
+        let editAt = Mutex<Int?>(nil)
+        let device = Mutex<SyncContext?>(nil)
+        let transport = InterceptingTransport(harness.transport("A")) { kind, number in
+            guard kind == .modifyRecords, number == editAt.withLock({ $0 }),
+                let a = device.withLock({ $0.take() })
+            else { return }
+            await meanwhile(a)
+        }
+        let a = try await harness.device("A", transport: transport, start: false)
+        device.withLock { $0 = a }
+        let b = try await harness.device("B", start: false)
+        _ = try await a.history.visit("h", version: 1)
+        #expect(try await a.syncNow().isComplete)
+        #expect(try await b.syncNow().isComplete)
+        try await b.history.setLiking("h", .liked)
+        #expect(try await b.syncNow().isComplete, "a version A has not seen")
+
+        #expect(try await a.history.remove("h"))
+        editAt.withLock { $0 = transport.count(.modifyRecords) + 1 }
+        let events = a.events()
+        _ = try await a.syncNow()
+        #expect(try await a.syncNow().isComplete)
+        return (a, b, events)
+    }
+
     /// A record changed again while its delete is out, when the delete then loses to another device's newer
     /// version: the change made meanwhile is merged with that version and sent. The record used to take the
     /// server's version alone, and the change (a visit here) was lost on this device and on the server.
@@ -83,33 +114,14 @@ import Testing
     @Test(arguments: Self.routes)
     func aChangeMadeWhileADeleteIsOutSurvivesTheDeleteLosing(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
-            let editAt = Mutex<Int?>(nil)
-            let device = Mutex<SyncContext?>(nil)
-            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
-                guard kind == .modifyRecords, number == editAt.withLock({ $0 }), let a = device.withLock({ $0 })
-                else { return }
+            let (a, b, events) = try await aDeleteOutWhileAChanges(harness) { a in
                 _ = try? await a.history.visit("h", version: 5)
             }
-            let a = try await harness.device("A", transport: transport, start: false)
-            device.withLock { $0 = a }
-            let b = try await harness.device("B", start: false)
-            _ = try await a.history.visit("h", version: 1)
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
-            try await b.history.setLiking("h", .liked)
-            #expect(try await b.syncNow().isComplete, "a version A has not seen")
-
-            #expect(try await a.history.remove("h"))
-            editAt.withLock { $0 = transport.count(.modifyRecords) + 1 }
-            let events = a.events()
-            _ = try await a.syncNow()
-            #expect(try await a.syncNow().isComplete)
             let server = try ReadingHistoryItem(record: try #require(await serverRecord(harness.cloud, "h")))
             #expect(server.maxVersionSeen == 5, "the visit made while the delete was out")
             #expect(server.isLiked, "B's edit, which beat the delete")
             let here = try #require(await a.history.item("h"))
             #expect(here.maxVersionSeen == 5 && here.isLiked)
-            device.withLock { $0 = nil }
             try await a.close()
             try await b.close()
             #expect(await collect(events).contains(.conflictResolved(ReadingHistoryItem.recordID(for: "h"))))
@@ -122,31 +134,13 @@ import Testing
     @Test(arguments: Self.routes)
     func aDeleteMadeWhileAnEarlierDeleteIsOutLosesToTheSameEdit(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
-            let editAt = Mutex<Int?>(nil)
-            let device = Mutex<SyncContext?>(nil)
-            let transport = InterceptingTransport(harness.transport("A")) { kind, number in
-                guard kind == .modifyRecords, number == editAt.withLock({ $0 }), let a = device.withLock({ $0 })
-                else { return }
+            let (a, b, _) = try await aDeleteOutWhileAChanges(harness) { a in
                 _ = try? await a.history.visit("h", version: 5)
                 _ = try? await a.history.remove("h")
             }
-            let a = try await harness.device("A", transport: transport, start: false)
-            device.withLock { $0 = a }
-            let b = try await harness.device("B", start: false)
-            _ = try await a.history.visit("h", version: 1)
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
-            try await b.history.setLiking("h", .liked)
-            #expect(try await b.syncNow().isComplete, "a version A has not seen")
-
-            #expect(try await a.history.remove("h"))
-            editAt.withLock { $0 = transport.count(.modifyRecords) + 1 }
-            _ = try await a.syncNow()
-            #expect(try await a.syncNow().isComplete)
             let server = try #require(await serverRecord(harness.cloud, "h"), "B's edit beat both deletes")
             #expect(try ReadingHistoryItem(record: server).isLiked)
             #expect(await a.history.item("h")?.isLiked == true)
-            device.withLock { $0 = nil }
             try await a.close()
             try await b.close()
         }
