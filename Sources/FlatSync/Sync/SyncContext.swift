@@ -384,7 +384,8 @@ public actor SyncContext: LocalChangeObserver {
 
     /// Drops parked changes the server refused (see ``RefusedChange``) and puts the server's version of each
     /// record back on this device (or removes the record, where the server has none): the only way a
-    /// refused change leaves without being sent.
+    /// refused change leaves without being sent. A record removed so takes the records it owns (a
+    /// `deleteSelf` reference) with it, as a delete would.
     ///
     /// - Parameter ids: the records whose refused changes to drop; `nil` drops every refused change. IDs
     ///   without a refused change are ignored.
@@ -407,7 +408,13 @@ public actor SyncContext: LocalChangeObserver {
         let servers = try await transport.lookupRecords(targets)
         guard epoch == accountEpoch else { throw CancellationError() }
         for id in targets { unconfirmedSaves[id] = nil }
-        return try await localStore.discardRefusedChanges(targets, serverVersions: servers)
+        let dropped = try await localStore.discardRefusedChanges(targets, serverVersions: servers)
+        // A record that goes with its change (new, the server has none) takes the records it owns with it,
+        // as a delete would: they waited for it, unsent, and would otherwise stay until a fetch's clean-up.
+        for zone in Set(dropped.map(\.zone)).sorted() where try await localStore.deleteOrphans(in: zone) > 0 {
+            requestPush(zone)
+        }
+        return dropped
     }
 
     /// Returns once no sync work is queued or running and no timer (debounce, retry) is due. A timer still

@@ -150,6 +150,35 @@ import Testing
         }
     }
 
+    /// Discarding the refused save of a new recipe takes its steps with it, on this device at once: they
+    /// waited for the recipe, unsent, and used to stay until a fetch's orphan clean-up (found by the
+    /// newcomer's recipes host).
+    @Test(arguments: Self.routes)
+    func discardingARefusedOwnerTakesWhatItOwns(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            var schema = CloudSchema.flatSync(adding: testRecordTypes)
+            schema.recordTypes[TestRecipe.recordType]!["servings"] = nil
+            await cloud.setProductionSchema(schema)
+            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            try await a.records(TestStep.self).save([
+                TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Boil"),
+            ])
+            let refused = try await a.syncNow()
+            #expect(refused.refused.map(\.recordID.name) == ["r1"])
+            #expect(await cloud.records(in: TestRecipe.zone).isEmpty, "the steps waited for their recipe")
+
+            #expect(try await a.discardRefusedChanges().map(\.name) == ["r1"])
+            #expect(await a.records(TestRecipe.self).count() == 0)
+            #expect(await a.records(TestStep.self).count() == 0, "gone with their recipe")
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            #expect(await cloud.records(in: TestRecipe.zone).isEmpty)
+            try await a.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func aNoteAddedWhileItsArticleWasUnsavedElsewhereLeavesNoOrphan(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
