@@ -126,7 +126,9 @@ extension SyncableRecord {
         RecordID(zone: zone, name: id)
     }
 
-    /// A reference to the record of the value named `id`, for a field of another record of the zone.
+    /// A reference to the record of the value named `id`, for a field of another record of the zone. The
+    /// record's name is the value's ID, so a reference read back gives the ID as its
+    /// ``RecordReference/recordName``.
     public static func reference(to id: String, action: RecordReference.Action = .none) -> RecordReference {
         RecordReference(recordName: id, action: action)
     }
