@@ -71,6 +71,7 @@ public final class CloudKitWebServicesServer: Sendable {
     public let baseURL: URL
 
     private let http: LoopbackHTTPServer
+    private let emulator: CloudKitEmulator
 
     /// Starts serving `backing` on 127.0.0.1 (the port of `options`, or a free one): the devices that use
     /// the cloud directly and those that reach it over HTTP share it.
@@ -101,7 +102,14 @@ public final class CloudKitWebServicesServer: Sendable {
         self.options = options
         self.baseURL = URL(string: "http://127.0.0.1:\(http.port)")!
         let emulator = CloudKitEmulator(backing: backing, options: options, baseURL: baseURL)
+        self.emulator = emulator
         http.start { request in await emulator.handle(request) }
+    }
+
+    /// A web auth token for a new session, as the sign-in page (`/_auth/signin`) hands out: for a test that
+    /// signs a device in without the page.
+    package func signIn() -> String {
+        emulator.auth.signIn()
     }
 
     /// Starts serving a fresh, empty ``InMemoryCloud`` (reach it through ``backing``).

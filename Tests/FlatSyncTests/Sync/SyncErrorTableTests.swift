@@ -1,3 +1,4 @@
+import FlatSyncCloudKit
 import FlatSyncTesting
 import Foundation
 import Synchronization
@@ -699,6 +700,12 @@ import Testing
             harness.clock.advance(by: .seconds(600))
             await a.waitUntilIdle()
             #expect(await harness.cloud.counters().modifyRequests == 1, "paused: nothing more is sent")
+            // The user signs in again: over CKWS, that is a new web auth token (the refusal spent the old one).
+            if let token = harness.signInToken(),
+                let transport = harness.transport("A") as? CloudKitWebServicesTransport
+            {
+                try await transport.signIn(withWebAuthToken: token)
+            }
             try await a.accountDidChange(to: CloudAccount(id: "user", transport: harness.transport("A")))
             await a.waitUntilIdle()
             #expect(await serverNames(harness.cloud) == ["rl-x", "rl-y"])

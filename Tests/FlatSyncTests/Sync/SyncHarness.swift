@@ -46,10 +46,13 @@ final class SyncHarness: Sendable {
         case .direct:
             server = nil
         case .http, .httpGuessedCodes:
-            // A short courier hold, so a test that follows pushes gets its keepalives soon.
+            // A short courier hold, so a test that follows pushes gets its keepalives soon. A web auth token
+            // is required, as the private database requires one (ckws.md §2): each device signs in first.
             server = try CloudKitWebServicesServer(
                 backing: cloud,
-                options: .init(guessedErrorCodes: route == .httpGuessedCodes, courierHoldTime: .seconds(2)))
+                options: .init(
+                    requireWebAuthToken: true, guessedErrorCodes: route == .httpGuessedCodes,
+                    courierHoldTime: .seconds(2)))
         }
     }
 
@@ -72,6 +75,10 @@ final class SyncHarness: Sendable {
     /// The emulator's address over HTTP routes; nil for ``Route/direct``.
     var serverURL: URL? { server?.baseURL }
 
+    /// A web auth token of a new session, as the emulator's sign-in page hands out (the server requires
+    /// one): for a device that signs in again. Nil for ``Route/direct``.
+    func signInToken() -> String? { server?.signIn() }
+
     /// The transport device `name` reaches the cloud with: the cloud itself, or (over HTTP) a
     /// CloudKitWebServicesTransport of its own, the same one every time the device opens.
     func transport(_ name: String) -> any CloudTransport {
@@ -81,7 +88,7 @@ final class SyncHarness: Sendable {
             let transport = CloudKitWebServicesTransport(
                 configuration: .init(
                     containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "engine-tests",
-                    tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL,
+                    tokenStore: InMemoryWebAuthTokenStore(token: server.signIn()), baseURL: server.baseURL,
                     // The host types the host-store tests register: declaring them changes nothing for the rest.
                     schema: .flatSync(adding: testRecordTypes)))
             transports[name] = transport

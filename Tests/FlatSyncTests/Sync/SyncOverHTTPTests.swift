@@ -111,7 +111,8 @@ import Testing
                 let viaProxy = CloudKitWebServicesTransport(
                     configuration: .init(
                         containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "t",
-                        tokenStore: InMemoryWebAuthTokenStore(), baseURL: proxy.baseURL, requestTimeout: .seconds(3)))
+                        tokenStore: InMemoryWebAuthTokenStore(token: harness.signInToken()),
+                        baseURL: proxy.baseURL, requestTimeout: .seconds(3)))
                 let a = try await harness.device("A", transport: viaProxy)
                 let b = try await harness.device("B")
                 proxy.sabotageNext("records/modify", with: misbehaviour)
