@@ -60,10 +60,11 @@ extension LocalStore {
     /// Wipes a zone's data, token, tags and commands, durably: the user deleted the zone.
     ///
     /// Notes the zone in `device.plist` (``DeviceFile/noteWipe(of:sequence:)``) first, with the wipe's
-    /// sequence number and without the zone's sync bookkeeping, so that a change made after the wipe is not wiped again by a fetch that meets the
-    /// same deletion. A note without its wipe (the process ended between the two) is wiped when the store
-    /// next opens: waiting for a fetch to find the zone missing again fails once another device has
-    /// created it again, and unsent changes from before the deletion would then be uploaded to it.
+    /// sequence number and without the zone's sync bookkeeping, so that a change made after the wipe is not
+    /// wiped again by a fetch that meets the same deletion. A note without its wipe (the process ended
+    /// between the two) is wiped when the store next opens: waiting for a fetch to find the zone missing
+    /// again fails once another device has created it again, and unsent changes from before the deletion
+    /// would then be uploaded to it.
     ///
     /// - Returns: nil when the wipe is durable; the error of the write that failed after the zone was
     ///   wiped in memory, which stands (the log is rewritten from memory before its next entry).
