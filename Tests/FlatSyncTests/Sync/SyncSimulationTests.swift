@@ -89,7 +89,15 @@ import Testing
         var orphans = 0
     }
 
-    /// The production schema of the refusing spells: FlatSync's own, less the field a like writes.
+    /// The production schema of the refusing spells that refuse saved articles: FlatSync's own, less the
+    /// field every reading-list entry writes. The notes saved on an article refused so wait for it.
+    static let schemaWithoutOrigin: CloudSchema = {
+        var schema = CloudSchema.flatSync(adding: testRecordTypes)
+        schema.recordTypes[ReadingListEntry.recordType]!["origin"] = nil
+        return schema
+    }()
+
+    /// The production schema of the other refusing spells: FlatSync's own, less the field a like writes.
     static let schemaWithoutLiking: CloudSchema = {
         var schema = CloudSchema.flatSync
         schema.recordTypes[ReadingHistoryItem.recordType]!["likingChangedAt"] = nil
@@ -142,7 +150,8 @@ import Testing
                 let device = devices[index]
                 if Int.random(in: 0..<100, using: &random) < 3 {
                     refusing.toggle()
-                    await harness.cloud.setProductionSchema(refusing ? Self.schemaWithoutLiking : nil)
+                    let schema = Bool.random(using: &random) ? Self.schemaWithoutLiking : Self.schemaWithoutOrigin
+                    await harness.cloud.setProductionSchema(refusing ? schema : nil)
                 }
                 if Int.random(in: 0..<100, using: &random) < 8 {
                     let article = "a\(Int.random(in: 0..<Self.articles, using: &random))"
