@@ -28,7 +28,8 @@ import Foundation
 /// | `CHANGE_TOKEN_EXPIRED` | 400 | `changeTokenExpired` | **guessed**: see below |
 /// | `USER_DELETED_ZONE` | 404 | `userDeletedZone` | **guessed**: see below |
 /// | any other code | by status: 429 → `requestRateLimited`; 502–504 → `serviceUnavailable`; other 5xx → `internalError`; 401/421 → `notAuthenticated`; other 4xx → `invalidArguments` | the raw code is kept in `CloudError.serverErrorCode` |
-/// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401 → `notAuthenticated`; 421 → `networkFailure` (HTTP's Misdirected Request, RFC 9110 §15.5.20; the token is kept); else `unexpectedServerResponse` | a proxy's page, a server restarting, a reused HTTP/2 connection |
+/// | no CKWS body (HTML, empty, truncated JSON) | 429 → `requestRateLimited`; 5xx → `serviceUnavailable`; 401 → `notAuthenticated`; 421 → `networkFailure` (HTTP's Misdirected Request, RFC 9110 §15.5.20; the token is kept); 413 → `limitExceeded` (**assumed**: HTTP's Content Too Large from a front end; CloudKit's own 413 carries `QUOTA_EXCEEDED`); else `unexpectedServerResponse` | a proxy's page, a server restarting, a reused HTTP/2 connection |
+/// | none: a save under a record name CloudKit does not take (not printable ASCII, over 255 characters, a leading `_`: `CKRecord.ID` documents the rule for the native API) | `invalidArguments` for that record, before anything is sent | what CKWS answers such a name is **not known**; the emulator's per-record `BAD_REQUEST` is a guess |
 /// | a 200 whose body lacks the keys the operation needs | `unexpectedServerResponse` | |
 ///
 /// `retryAfter` comes from the body's `retryAfter` (seconds; the unit is not documented), else from an
