@@ -55,6 +55,11 @@ extension Record {
         guard case .fields(let fields) = content else { return [] }
         return RecordReference.all(in: fields.values)
     }
+
+    /// The records this one belongs to: the targets of its `deleteSelf` references.
+    package var owners: [RecordID] {
+        references.filter { $0.action == .deleteSelf }.map { $0.target(from: id.zone) }
+    }
 }
 
 extension RecordReference {

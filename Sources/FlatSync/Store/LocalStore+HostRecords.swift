@@ -171,16 +171,10 @@ extension LocalStore {
     package func savesWaitingForTheirOwners(_ changes: [RecordChange]) -> Set<RecordID> {
         var waiting = Set<RecordID>()
         for change in changes where !change.isDelete && isHostRecord(change.recordID) {
-            let references = change.carriedRecord.references
-            guard !references.isEmpty else { continue }
-            for reference in references where reference.action == .deleteSelf {
-                let owner = reference.target(from: change.recordID.zone)
-                guard zones.changeTag(for: owner) == nil, let ownerChange = pending.latestChange(for: owner),
-                    !ownerChange.isDelete
-                else { continue }
-                waiting.insert(change.recordID)
-                break
+            let waits = change.carriedRecord.owners.contains { owner in
+                zones.changeTag(for: owner) == nil && pending.latestChange(for: owner).map { !$0.isDelete } == true
             }
+            if waits { waiting.insert(change.recordID) }
         }
         return waiting
     }

@@ -295,11 +295,7 @@ extension SyncContext {
     /// True when a change of `changes`, all of which wait for their owners (`waiting`), waits for another of
     /// them: they wait for each other, in a circle, and none would ever go.
     private static func waitInACircle(_ waiting: Set<RecordID>, _ changes: [RecordChange]) -> Bool {
-        changes.contains { change in
-            change.carriedRecord.references.contains {
-                $0.action == .deleteSelf && waiting.contains($0.target(from: change.recordID.zone))
-            }
-        }
+        changes.contains { $0.carriedRecord.owners.contains(where: waiting.contains) }
     }
 
     /// What sending one batch did.

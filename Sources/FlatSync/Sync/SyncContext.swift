@@ -411,8 +411,8 @@ public actor SyncContext: LocalChangeObserver {
         let dropped = try await localStore.discardRefusedChanges(targets, serverVersions: servers)
         // A record that goes with its change (new, the server has none) takes the records it owns with it,
         // as a delete would: they waited for it, unsent, and would otherwise stay until a fetch's clean-up.
-        for zone in Set(dropped.map(\.zone)).sorted() where try await localStore.deleteOrphans(in: zone) > 0 {
-            requestPush(zone)
+        for zone in Set(dropped.map(\.zone)).sorted() {
+            if try await localStore.deleteOrphans(in: zone) > 0 { requestPush(zone) }
         }
         return dropped
     }
