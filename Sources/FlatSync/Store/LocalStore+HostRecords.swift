@@ -7,34 +7,40 @@
 /// Writing host-defined records (see ``RecordStore``), and the deletes a `deleteSelf` reference ties to
 /// a deleted record.
 extension LocalStore {
-    /// Applies saves and deletes of one host record type in `zone` as one mutation and logs it; returns how
-    /// many records changed and what to wait on before the mutation counts as done (nil when nothing
-    /// changed).
+    /// Applies saves and deletes of host records of `zone`, of any registered types, as one mutation and
+    /// logs it; returns how many records changed and what to wait on before the mutation counts as done
+    /// (nil when nothing changed). `deletes` maps the name of each record to delete to its record type: a
+    /// record stored as another type is left alone.
     ///
     /// A save changes the fields that differ from the stored record (keeping fields the type does not
     /// declare, which another client wrote); its change names those keys, so it coalesces with the
     /// record's pending change field by field. A delete also deletes every record a chain of `deleteSelf`
-    /// references ties to it. Everything is checked before anything changes: a save of another type's
-    /// record, or with a `deleteSelf` reference to a record that neither exists nor is saved in the same
-    /// mutation, throws ``FlatSyncError/Code-swift.struct/invalidArgument``.
+    /// references ties to it. Everything is checked before anything changes: a type not registered in the
+    /// zone, a save of a record stored as another type, or a save with a `deleteSelf` reference to a record
+    /// that neither exists nor is saved in the same mutation, throws
+    /// ``FlatSyncError/Code-swift.struct/invalidArgument``.
     package func applyHostMutation(
-        in zone: ZoneID, recordType: String, saves: [Record], deletes: [String]
+        in zone: ZoneID, saves: [Record], deletes: [String: String]
     ) throws -> Applied {
-        guard let entry = registry.entry(zone: zone, recordType: recordType) else {
-            throw FlatSyncError(
-                .invalidArgument,
-                "The record type \(recordType) of zone \(zone) was not registered when the store was opened "
-                    + "(LocalStore.Options.recordTypes).")
+        var entries: [String: RecordTypeRegistry.Entry] = [:]
+        for recordType in Set(saves.map(\.type)).union(deletes.values) {
+            guard let entry = registry.entry(zone: zone, recordType: recordType) else {
+                throw FlatSyncError(
+                    .invalidArgument,
+                    "The record type \(recordType) of zone \(zone) was not registered when the store was opened "
+                        + "(LocalStore.Options.recordTypes).")
+            }
+            entries[recordType] = entry
         }
         try checkWritable()
         // The later save of a record named twice wins, as it would as a mutation of its own.
         var newRecords: [String: Record] = [:]
         for record in saves { newRecords[record.id.name] = record }
-        let deleted = Set(deletes)
+        let deleted = Set(deletes.keys)
         for record in saves {
-            if let stored = zones.record(for: record.id), stored.type != recordType {
+            if let stored = zones.record(for: record.id), stored.type != record.type {
                 throw FlatSyncError(
-                    .invalidArgument, "The record \(record.id) is a \(stored.type), not a \(recordType).")
+                    .invalidArgument, "The record \(record.id) is a \(stored.type), not a \(record.type).")
             }
             for reference in record.references where reference.action == .deleteSelf {
                 let target = RecordID(zone: zone, name: reference.recordName)
@@ -59,7 +65,7 @@ extension LocalStore {
                 let new = newRecords[name]!
                 let old = table[name]
                 var fields = new.fields
-                if let old {
+                if let old, let entry = entries[new.type] {
                     // Fields of the stored record the type does not declare were written by another client.
                     for (key, value) in old.fields where entry.fieldTypes[key] == nil && fields[key] == nil {
                         fields[key] = value
@@ -70,12 +76,12 @@ extension LocalStore {
                 for (key, value) in fields where oldFields[key] != value { keys.insert(key) }
                 for key in oldFields.keys where fields[key] == nil { keys.insert(key) }
                 guard !keys.isEmpty || old == nil else { continue }
-                let record = Record(id: new.id, type: recordType, fields: fields)
+                let record = Record(id: new.id, type: new.type, fields: fields)
                 table[name] = record
                 changes.append(.save(record, changedKeys: keys, sequence: sequence))
-                changedNames.append((recordType, name))
+                changedNames.append((new.type, name))
             }
-            let present = deletes.filter { table[$0]?.type == recordType }
+            let present = deletes.filter { table[$0.key]?.type == $0.value }.keys.sorted()
             for name in table.cascade(from: present) {
                 guard let record = table[name] else { continue }
                 table[name] = nil

@@ -33,7 +33,8 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     }
 
     /// Saves many values as one durable mutation: all of them or, on an error, none. A value named twice
-    /// keeps the later one. Returns how many records changed.
+    /// keeps the later one. Returns how many records changed. To save values of several types together (a
+    /// record and the records that belong to it), use a ``RecordBatch``.
     @discardableResult
     public func save(_ values: [Value]) async throws -> Int {
         let records = try values.map { (value) throws(FlatSyncError) in try Self.record(of: value) }
@@ -48,7 +49,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     }
 
     /// Deletes many values (and what their `deleteSelf` references tie to them) as one durable mutation.
-    /// Returns how many of `ids` were there.
+    /// Returns how many records it deleted, those the references took along included.
     @discardableResult
     public func delete(_ ids: [String]) async throws -> Int {
         for id in ids { try Self.validate(recordName: id) }
@@ -108,7 +109,8 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
     private func apply(saves: [Record], deletes: [String]) async throws -> Int {
         let zone = Value.zone
         let changed = try await store.applyDurably { store in
-            try store.applyHostMutation(in: zone, recordType: Value.recordType, saves: saves, deletes: deletes)
+            try store.applyHostMutation(
+                in: zone, saves: saves, deletes: Dictionary(deletes.map { ($0, Value.recordType) }) { $1 })
         }
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: zone, debounce: Value.sendDebounce) }
         return changed

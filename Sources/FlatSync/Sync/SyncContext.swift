@@ -39,6 +39,13 @@ public actor SyncContext: LocalChangeObserver {
     public nonisolated func records<Value: SyncableRecord>(_ type: Value.Type) -> RecordStore<Value> {
         RecordStore(store: localStore, observer: self)
     }
+    /// Applies a ``RecordBatch`` of host records of several types as one durable mutation (all of it or, on
+    /// an error, none: see ``LocalStore/apply(_:)``) and sends it after the shortest
+    /// ``SyncableRecord/sendDebounce`` of its types. Returns how many records changed.
+    @discardableResult
+    public nonisolated func apply(_ batch: RecordBatch) async throws -> Int {
+        try await localStore.applyDurably(batch, observer: self)
+    }
     /// Every zone this context syncs: the built-in ones, then the host zones.
     nonisolated var zoneIDs: [ZoneID] { localStore.zoneIDs }
 
