@@ -48,10 +48,14 @@ extension LocalStore {
             current.lastModifiedBy = deviceID
             var policy = SavePolicy.ifServerRecordUnchanged
             // Merged with a server version since its last save: every field, as an update (what a replace
-            // would remove, the merge kept: the delete it stood for lost to that version). Kept in the
-            // snapshot with the tag, so it holds after a restart too.
+            // would remove, the merge kept: the delete it stood for lost to that version), unless the merged
+            // record still lacks a field the change removed: only a replace removes it from the server's
+            // version, which the update would leave holding it. Kept in the snapshot with the tag, so it
+            // holds after a restart too.
             let whole = tag != nil && sendsWhole(change.recordID)
-            if tag != nil, change.replacesRecord, !whole {
+            if whole, change.changedKeys.contains(where: { current.content.field($0) == nil }) {
+                policy = .replaceIfServerRecordUnchanged
+            } else if tag != nil, change.replacesRecord, !whole {
                 policy = .replaceIfServerRecordUnchanged
             } else if tag != nil, !whole {
                 let keys = change.changedKeys

@@ -226,6 +226,38 @@ import Testing
         }
     }
 
+    /// A field this device cleared while another device changed another field of the record: the merge
+    /// keeps the field cleared, and the merged record must clear it on the server too. Sent whole as an
+    /// update, it did not (an update leaves a field not sent as it is; only a replace removes one), and the
+    /// next fetch brought the field back on both devices: an acknowledged change lost (the newcomer).
+    @Test(arguments: Self.routes)
+    func aFieldClearedHereStaysClearedWhenItsSaveMeetsAnotherEdit(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            let b = try await device(harness, "B")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            try await a.records(TestStep.self).save([
+                TestStep(id: "s1", recipeID: "r1", text: "Chop"),
+                TestStep(id: "s2", recipeID: "r1", text: "Boil", after: "s1"),
+            ])
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await a.records(TestStep.self).save(TestStep(id: "s2", recipeID: "r1", text: "Boil", after: nil))
+            try await b.records(TestStep.self).save(TestStep(id: "s2", recipeID: "r1", text: "Simmer", after: "s1"))
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete, "A's save meets B's version: merged, sent again")
+            #expect(try await b.syncNow().isComplete)
+            let expected = TestStep(id: "s2", recipeID: "r1", text: "Simmer", after: nil)
+            #expect(await a.records(TestStep.self).value("s2") == expected)
+            #expect(await b.records(TestStep.self).value("s2") == expected)
+            let server = try #require(await harness.cloud.records(in: TestStep.zone).first { $0.id.name == "s2" })
+            #expect(server["text"] == .string("Simmer"))
+            #expect(server["after"] == nil)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// A field a later version of the app added (declared in the container's schema by that version, not in
     /// this one's) is kept with the record, and this device's edit that meets it in a conflict still goes
     /// out, sent whole after the merge. It used to be refused by the transport, as a field outside its
