@@ -153,15 +153,18 @@ extension LocalStore {
 
 extension LocalStore {
     /// The host records of `zone` whose `deleteSelf` reference points at a record the zone does not have
-    /// and no pending change saves.
+    /// and no pending change touches. A pending save brings the record; a pending delete may yet lose to
+    /// another device's edit, which brings it back with the records that belong to it (and if it wins,
+    /// CloudKit deletes them with it, and a fetch brings their deletes).
     private func orphanedRecords(in zone: ZoneID) -> [String] {
         // Read through a copy, which shares the table's storage: nothing changes while it is held.
         let table = zones.hostRecords(in: zone)
         var orphans = Set<String>()
         for target in table.ownerNames {
             let id = RecordID(zone: zone, name: target)
-            let saved = pending.latestChange(for: id).map { !$0.isDelete } ?? false
-            if !saved, zones.record(for: id) == nil { orphans.formUnion(table.dependents(of: target)) }
+            if pending.latestChange(for: id) == nil, zones.record(for: id) == nil {
+                orphans.formUnion(table.dependents(of: target))
+            }
         }
         return orphans.sorted()
     }

@@ -226,6 +226,45 @@ import Testing
         }
     }
 
+    /// A step another device adds to a recipe this device is deleting, fetched while the delete waits to be
+    /// sent: it is no orphan yet. The delete may lose to an edit of the recipe (it did here), and then the
+    /// step belongs to a recipe that stays. The orphan pass took the recipe's absence here for its delete
+    /// on the server and deleted the step on every device (the pull audit).
+    @Test(arguments: Self.routes)
+    func aStepAddedWhileItsRecipesDeleteWaitsIsKeptWhenTheDeleteLoses(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            let b = try await device(harness, "B")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+
+            await harness.cloud.setFaultPlan(
+                .failNext(1, .modifyRecords, with: .requestRateLimited, retryAfter: .seconds(60)))
+            try await a.records(TestRecipe.self).delete("r1")  // its push waits a minute
+            await a.waitUntilIdle()
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            try await b.records(TestStep.self).save(TestStep(id: "s2", recipeID: "r1", text: "Simmer"))
+            #expect(try await b.syncNow().isComplete)
+            await a.handleRemoteNotification(zones: [TestRecipe.zone])
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(60))
+            await a.waitUntilIdle()
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+
+            let server = await harness.cloud.records(in: TestRecipe.zone)
+            #expect(Set(server.map(\.id.name)) == ["r1", "s2"], "the edit beat the delete; s1 went with it")
+            for device in [a, b] {
+                #expect(await device.records(TestRecipe.self).value("r1")?.title == "Leek soup")
+                #expect(await device.records(TestStep.self).values().map(\.id) == ["s2"])
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// A field this device cleared while another device changed another field of the record: the merge
     /// keeps the field cleared, and the merged record must clear it on the server too. Sent whole as an
     /// update, it did not (an update leaves a field not sent as it is; only a replace removes one), and the
