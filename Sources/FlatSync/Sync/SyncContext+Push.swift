@@ -566,15 +566,24 @@ extension SyncContext {
     /// takes it as deleted). No full fetch would wipe such a zone, and creating it would upload what the
     /// user deleted. Not for a zone this run created since the token (``createdSinceToken``), which is
     /// listed as changed for that reason and may not be visible yet: it is created again, as before.
+    ///
+    /// When the stored token has expired (over CKWS: any error but signing in, throttling and a missing
+    /// zone, as no code for an expired token is documented), the changes are listed again from nil, once
+    /// (ckws.md §4). Such a listing names every zone the database has, so a zone it does not name is gone
+    /// and, as above, taken as deleted by the user; unless this run created it since the token, when it may
+    /// not be visible yet.
     func stopIfTheUserDeleted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop? {
         guard let stored = await localStore.deviceFile.databaseChangeToken else { return nil }
-        var token = ChangeToken(data: stored)
+        var token: ChangeToken? = ChangeToken(data: stored)
+        var fromStart = false
         while true {
             let changes: DatabaseChanges
             do {
                 changes = try await transport.fetchDatabaseChanges(since: token)
-            } catch let error as CloudError where error.code == .changeTokenExpired {
-                return nil  // Nothing to tell by: the zone is created again, as before this check.
+            } catch let error as CloudError where error.code == .changeTokenExpired && !fromStart {
+                token = nil
+                fromStart = true
+                continue
             } catch {
                 return .from(error)
             }
@@ -587,7 +596,10 @@ extension SyncContext {
             if changes.changedZones.contains(zone), !createdSinceToken.contains(zone) {
                 return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
             }
-            if !changes.moreComing { return nil }
+            if !changes.moreComing {
+                guard fromStart, !createdSinceToken.contains(zone) else { return nil }
+                return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
+            }
             if changes.token == token {
                 return .from(Self.noProgress("the database's changes"))
             }

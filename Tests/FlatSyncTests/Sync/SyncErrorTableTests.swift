@@ -354,6 +354,38 @@ import Testing
         }
     }
 
+    /// A listing of the database's changes that fails while a push or fetch checks whether the user deleted
+    /// a missing zone. Over CKWS an error there without `retryAfter` (here INTERNAL_ERROR) is taken as an
+    /// expired token (no code for one is documented); the check took that as "nothing to tell by" and
+    /// created the zone again, uploading what the user deleted (the pull audit). ckws.md §4: refetch from
+    /// nil once. A listing from nil names every zone the database has: a missing one it does not name is
+    /// gone, taken as deleted by the user as any missing zone is.
+    @Test(arguments: MeetsTheDeletion.allCases, SyncHarness.Route.allCases)
+    func aFailedListingWhileCheckingAMissingZoneUploadsNothingTheUserDeleted(
+        first: MeetsTheDeletion, route: SyncHarness.Route
+    ) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let a = try await harness.device("A")
+            try await a.readingList.add("before")
+            await a.waitUntilIdle()
+            _ = try await a.syncNow()  // so that the device has a database change token from before
+            try await cloud.deleteZoneAsUser(.readingList)
+            await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .internalError))
+            switch first {
+            case .push: try await a.readingList.add("after")
+            case .fetch: await a.handleRemoteNotification(zones: [.readingList])
+            }
+            await a.waitUntilIdle()
+            harness.clock.advance(by: .seconds(60))
+            await a.waitUntilIdle()
+            _ = try? await a.syncNow()
+            #expect(await serverNames(cloud).isEmpty, "nothing the user deleted is uploaded again")
+            #expect(await a.readingList.entries().isEmpty)
+            try await a.close()
+        }
+    }
+
     /// Device A, not started, whose synced reading list ("before") the user deleted, after a sync whose wipe
     /// of it failed on A's disk (the log's write); `beforeTheSync` runs just before that sync.
     private func readingListWipeThatFailedOnDisk(
