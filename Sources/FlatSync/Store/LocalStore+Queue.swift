@@ -105,6 +105,7 @@ extension LocalStore {
         try await record([.clearedAll(sequence: sequence)])
         for (zone, records) in removed { recordChangeHub.emit(zone: zone, changed: records) }
         try forgetRefusals(in: nil)
+        try removeSnapshotsOfZonesNotOpen(keeping: Set(allZones))
         try updateDeviceFile { [deviceID] file in
             file = DeviceFile(deviceID: deviceID)
             file.account = newAccount
@@ -113,5 +114,21 @@ extension LocalStore {
             stateVersion[zone, default: 0] += 1
             try await persistSnapshot(of: zone)
         }
+    }
+
+    /// Removes the snapshot of every host zone the store did not open (a type this version of the app does
+    /// not register, and whose zone the log does not name): a wipe of the account's data must not leave it
+    /// for a later version that registers the type again, which would show it (and send it) in the new
+    /// account. Before the device file names the new account, so a kill before it is done redoes the wipe.
+    private func removeSnapshotsOfZonesNotOpen(keeping open: Set<ZoneID>) throws(FlatSyncError) {
+        let fileSystem = options.fileSystem
+        let names = try fileSystem.contentsOfDirectory(directory.path)
+        let kept = Set(open.map(Self.snapshotFileName))
+        var removed = false
+        for name in names where name.hasPrefix("zone-") && name.hasSuffix(".plist") && !kept.contains(name) {
+            try fileSystem.unlink(directory.appendingPathComponent(name).path)
+            removed = true
+        }
+        if removed { try fileSystem.syncDirectory(directory.path) }
     }
 }

@@ -623,6 +623,40 @@ import Testing
         }
     }
 
+    /// An account change while a version of the app does not register a host type wipes that type's zone
+    /// too. Its snapshot stayed on disk, and once a compaction dropped the log's wipe, the next version that
+    /// registered the type again showed (and, for a zone it then created, uploaded) the old account's records
+    /// in the new account (the pull audit).
+    @Test func anAccountChangeWhileATypeIsNotRegisteredWipesItsRecordsToo() async throws {
+        try await SyncHarness.run { harness in
+            var a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            #expect(try await a.syncNow().isComplete)
+            try await a.close()
+            #expect(
+                FileManager.default.fileExists(
+                    atPath: harness.directory.appendingPathComponent("A/zone-Recipes.plist").path))
+            // The log keeps nothing of the recipes: the snapshot holds them.
+            a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            try await a.localStore.compact()
+            try await a.close()
+
+            a = try await harness.device("A", account: "someone-else", start: false) { $0.recordTypes = [] }
+            try await a.localStore.compact()
+            try await a.close()
+            let files = try FileManager.default.contentsOfDirectory(
+                atPath: harness.directory.appendingPathComponent("A").path)
+            #expect(!files.contains("zone-Recipes.plist"))
+
+            a = try await harness.device("A", account: "someone-else", start: false) {
+                $0.recordTypes = testRecordTypes
+            }
+            #expect(await a.records(TestRecipe.self).values().isEmpty, "the first account's recipes")
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+        }
+    }
+
     @Test func aZoneOnlyHostsUseIsPreparedOnTheServerLikeTheBuiltInOnes() async throws {
         try await SyncHarness.run { harness in
             let a = try await device(harness, "A")
