@@ -128,8 +128,12 @@ extension LocalStore {
     /// or saved while the parent was being deleted elsewhere. CloudKit deletes such children only when
     /// they exist as their target goes; a later one stays on the server, orphaned, unless a client deletes
     /// it. Run once a zone's fetch is complete (a parent may come in a later page). Returns how many.
-    package func deleteOrphans(in zone: ZoneID) async throws -> Int {
-        let orphans = orphanedRecords(in: zone)
+    ///
+    /// - Parameter owners: the targets to look at, by record name: nil for every one (after a complete
+    ///   fetch), or those this device just dropped (a discarded new record), when the zone may be part
+    ///   fetched and a target not here yet may simply be still to come.
+    package func deleteOrphans(in zone: ZoneID, owners: [String]? = nil) async throws -> Int {
+        let orphans = orphanedRecords(in: zone, owners: owners)
         guard !orphans.isEmpty else { return 0 }
         try checkWritable()
         let sequence = takeSequence()
@@ -153,14 +157,14 @@ extension LocalStore {
 
 extension LocalStore {
     /// The host records of `zone` whose `deleteSelf` reference points at a record the zone does not have
-    /// and no pending change touches. A pending save brings the record; a pending delete may yet lose to
-    /// another device's edit, which brings it back with the records that belong to it (and if it wins,
-    /// CloudKit deletes them with it, and a fetch brings their deletes).
-    private func orphanedRecords(in zone: ZoneID) -> [String] {
+    /// and no pending change touches (of `owners` only, when given). A pending save brings the record; a
+    /// pending delete may yet lose to another device's edit, which brings it back with the records that
+    /// belong to it (and if it wins, CloudKit deletes them with it, and a fetch brings their deletes).
+    private func orphanedRecords(in zone: ZoneID, owners: [String]?) -> [String] {
         // Read through a copy, which shares the table's storage: nothing changes while it is held.
         let table = zones.hostRecords(in: zone)
         var orphans = Set<String>()
-        for target in table.ownerNames {
+        for target in owners ?? Array(table.ownerNames) {
             let id = RecordID(zone: zone, name: target)
             if pending.latestChange(for: id) == nil, zones.record(for: id) == nil {
                 orphans.formUnion(table.dependents(of: target))

@@ -418,8 +418,9 @@ public actor SyncContext: LocalChangeObserver {
         let dropped = try await localStore.discardRefusedChanges(targets, serverVersions: servers)
         // A record that goes with its change (new, the server has none) takes the records it owns with it,
         // as a delete would: they waited for it, unsent, and would otherwise stay until a fetch's clean-up.
-        for zone in Set(dropped.map(\.zone)).sorted() {
-            if try await localStore.deleteOrphans(in: zone) > 0 { requestPush(zone) }
+        // Only theirs: the zone may be part fetched, and a record whose owner is still to come is no orphan.
+        for (zone, ids) in Dictionary(grouping: dropped, by: \.zone).sorted(by: { $0.key < $1.key }) {
+            if try await localStore.deleteOrphans(in: zone, owners: ids.map(\.name)) > 0 { requestPush(zone) }
         }
         return dropped
     }

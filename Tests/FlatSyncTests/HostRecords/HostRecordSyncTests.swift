@@ -179,6 +179,35 @@ import Testing
         }
     }
 
+    /// Discarding a refused owner deletes what it owned, and nothing else: a step fetched in the first part
+    /// of a fetch that stopped before its recipe's part (a reset, a long fetch cut short) is not an orphan.
+    /// The discard ran the whole zone's orphan pass, which deleted such a step here and on the server (the
+    /// pull audit).
+    @Test func discardingARefusedOwnerLeavesAStepWhoseRecipeIsStillToBeFetched() async throws {
+        try await SyncHarness.run { harness in
+            let cloud = harness.cloud
+            var schema = CloudSchema.flatSync(adding: testRecordTypes)
+            schema.recordTypes[TestRecipe.recordType]!["servings"] = nil
+            await cloud.setProductionSchema(schema)
+            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
+            #expect(try await a.syncNow().refused.map(\.recordID.name) == ["r1"])
+            // The first part of a fetch: another device's step, whose recipe comes in a later part.
+            let step = Record(
+                id: TestStep.recordID("t1"), type: TestStep.recordType,
+                fields: TestStep(id: "t1", recipeID: "tea", text: "Steep").fields, changeTag: ChangeTag("tag-t1"))
+            _ = try await a.localStore.applyFetchedChanges(
+                in: TestRecipe.zone, changed: [step], deleted: [], token: ChangeToken(data: Data("part-1".utf8)),
+                isFinal: false)
+
+            #expect(try await a.discardRefusedChanges().map(\.name) == ["r1"])
+            #expect(await a.records(TestStep.self).values().map(\.id) == ["t1"], "s1 went with r1; t1 stays")
+            #expect(await a.localStore.pending.latestChange(for: TestStep.recordID("t1")) == nil)
+            try await a.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func aNoteAddedWhileItsArticleWasUnsavedElsewhereLeavesNoOrphan(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
