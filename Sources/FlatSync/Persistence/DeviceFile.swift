@@ -47,6 +47,12 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     /// the two) is wiped when the store opens (see `LocalStore.Recovery`). Absent while empty, as in files
     /// written before it; a note without a sequence is not redone.
     package var zoneWipeSequences: [String: UInt64]?
+    /// Zones a listing of the database's changes named while this version of the app did not register
+    /// them (a host type it dropped), by name: `deleted` for a deletion listed from a token, `changed`
+    /// otherwise. The database token moves past such a listing, so a later version that registers the type
+    /// again would miss it: its first full fetch wipes a zone listed deleted (as a deletion listed from its
+    /// own token) and fetches one listed changed. Absent while empty, as in files written before it.
+    package var zonesListedWhileNotOpen: [String: ZoneListing]?
     /// The CRC-32 of the fields above; absent in version 1.
     package var checksum: UInt32?
 
@@ -103,7 +109,35 @@ package struct DeviceFile: Codable, Sendable, Equatable {
                 writer.write(varint: sequence)
             }
         }
+        if let zonesListedWhileNotOpen, !zonesListedWhileNotOpen.isEmpty {
+            writer.write(varint: UInt64(zonesListedWhileNotOpen.count))
+            for (zone, listing) in zonesListedWhileNotOpen.sorted(by: { $0.key < $1.key }) {
+                writer.write(zone)
+                writer.write(listing.rawValue)
+            }
+        }
         return CRC32.checksum(writer.data)
+    }
+
+    /// How a listing of the database's changes named a zone (``zonesListedWhileNotOpen``).
+    package enum ZoneListing: String, Codable, Sendable, Equatable {
+        case changed
+        case deleted
+    }
+
+    /// Notes a listing of `zone`, which this version does not register: a deletion stands until the zone
+    /// is wiped, whatever is listed after it (a zone created again is fetched from the start once wiped).
+    package mutating func noteListingWhileNotOpen(_ zone: ZoneID, _ listing: ZoneListing) {
+        var listings = zonesListedWhileNotOpen ?? [:]
+        if listings[zone.name] != .deleted { listings[zone.name] = listing }
+        zonesListedWhileNotOpen = listings
+    }
+
+    /// Forgets the listings of `zones` (the first full fetch that registers them dealt with them).
+    package mutating func forgetListingsWhileNotOpen(of zones: [ZoneID]) {
+        guard var listings = zonesListedWhileNotOpen else { return }
+        for zone in zones { listings[zone.name] = nil }
+        zonesListedWhileNotOpen = listings.isEmpty ? nil : listings
     }
 
     /// Decodes and checks a device file, failing with ``FlatSyncError/Code-swift.struct/damagedFile`` or
@@ -160,6 +194,7 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         subscribedZones?.removeAll { $0 == zone.name }
         refusalWaits?[zone.name] = nil
         requestRefusalWaits?[zone.name] = nil
+        forgetListingsWhileNotOpen(of: [zone])
     }
 
     /// Forgets the wipes noted for `zones`: a saved database token is past their deletions.

@@ -39,6 +39,8 @@ extension SyncContext {
         var listedDeletedNotWiped: [ZoneID: ZoneDeletion.Reason] = [:]
         var notedWhenListed = Set<String>()
         var createdWhenListed = Set<ZoneID>()
+        // Zones the listing names that this version does not register, in the order listed.
+        var listedNotOpen: [(ZoneID, DeviceFile.ZoneListing)] = []
         if full {
             let device = await localStore.deviceFile
             var token = device.databaseChangeToken.map(ChangeToken.init(data:))
@@ -48,6 +50,22 @@ extension SyncContext {
             // True while the pages come from a nil token: a first fetch, or a reset after the stored token
             // expired.
             var fromStart = token == nil
+            // What listings said of zones while a version that did not register them ran.
+            for zone in zoneIDs {
+                switch device.zonesListedWhileNotOpen?[zone.name] {
+                case .changed?:
+                    targets.insert(zone)
+                case .deleted? where !wipedSinceToken.contains(zone):
+                    if let stop = await wipeZone(zone, epoch: epoch) {
+                        outcome.stop = stop
+                        return outcome
+                    }
+                    outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
+                    targets.insert(zone)
+                default:
+                    break
+                }
+            }
             while true {
                 let changes: DatabaseChanges
                 do {
@@ -70,6 +88,12 @@ extension SyncContext {
                 // deletion dealt with, or a later one of the zone this device created again since. Only the
                 // zone's own fetch can tell, so it runs whether or not the zone is listed as changed: missing
                 // again, it is wiped again.
+                for deletion in changes.deletedZones where !zoneIDs.contains(deletion.zone) {
+                    listedNotOpen.append((deletion.zone, fromStart ? .changed : .deleted))
+                }
+                for zone in changes.changedZones where !zoneIDs.contains(zone) {
+                    listedNotOpen.append((zone, .changed))
+                }
                 for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
                     if fromStart || wipedSinceToken.contains(deletion.zone) {
                         listedDeletedNotWiped[deletion.zone] = deletion.reason
@@ -111,9 +135,12 @@ extension SyncContext {
         if full, let databaseToken, epoch == accountEpoch {
             do {
                 let covered = notedWhenListed.union(outcome.wipedForListing)
+                let (open, listed) = (zoneIDs, listedNotOpen)
                 try await localStore.updateDeviceFile { file in
                     file.databaseChangeToken = databaseToken.data
                     file.forgetWipes(of: covered)
+                    file.forgetListingsWhileNotOpen(of: open)
+                    for (zone, listing) in listed { file.noteListingWhileNotOpen(zone, listing) }
                 }
                 createdSinceToken.subtract(createdWhenListed)
             } catch {

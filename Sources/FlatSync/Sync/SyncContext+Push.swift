@@ -573,7 +573,13 @@ extension SyncContext {
     /// and, as above, taken as deleted by the user; unless this run created it since the token, when it may
     /// not be visible yet.
     func stopIfTheUserDeleted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop? {
-        guard let stored = await localStore.deviceFile.databaseChangeToken else { return nil }
+        let device = await localStore.deviceFile
+        if device.zonesListedWhileNotOpen?[zone.name] == .deleted {
+            // Listed deleted while a version that did not register it ran: the full fetch wipes it.
+            requestFetch(full: true)
+            return .deletedOnServer
+        }
+        guard let stored = device.databaseChangeToken else { return nil }
         var token: ChangeToken? = ChangeToken(data: stored)
         var fromStart = false
         while true {
@@ -656,14 +662,21 @@ extension SyncContext {
 
     /// Saves which zones are prepared and subscribed in `device.plist`, with the counts of waits on refusals
     /// (which a wiped zone changes).
+    ///
+    /// A zone this version does not register keeps its marks: a later version that registers it again
+    /// finds it prepared, rather than create it and upload its data to a zone the user may have deleted
+    /// meanwhile (``DeviceFile/zonesListedWhileNotOpen`` says so, and a push that meets it missing asks).
     func savePreparedZones() async throws {
+        let names = Set(zoneIDs.map(\.name))
         let prepared = zoneIDs.filter { preparedZones.contains($0) }.map(\.name)
         let subscribed = zoneIDs.filter { subscribedZones.contains($0) }.map(\.name)
         let counts = RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits)
         try await localStore.updateDeviceFile { file in
-            file.preparedZones = prepared
+            file.preparedZones = prepared + file.preparedZones.filter { !names.contains($0) }
+            let otherSubscribed = (file.subscribedZones ?? []).filter { !names.contains($0) }
+            let allSubscribed = subscribed + otherSubscribed
             // Left out while empty, as in files written before subscriptions were kept.
-            file.subscribedZones = subscribed.isEmpty && file.subscribedZones == nil ? nil : subscribed
+            file.subscribedZones = allSubscribed.isEmpty && file.subscribedZones == nil ? nil : allSubscribed
             counts.write(to: &file)
         }
         savedRefusalWaits = counts

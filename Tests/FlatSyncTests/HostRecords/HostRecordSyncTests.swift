@@ -652,6 +652,46 @@ import Testing
         }
     }
 
+    /// Another device's change, and the user's deletion of the zone, listed while a version of the app that
+    /// does not register the zone's type runs: the database token moved past both, so the next version
+    /// that registers the type again never fetched the change, and uploaded what the user deleted (the pull
+    /// audit). Noted in the device file, each is dealt with by that version's first sync.
+    @Test(arguments: [false, true])
+    func whatIsListedWhileATypeIsNotRegisteredIsDealtWithWhenItIsAgain(userDeletesTheZone: Bool) async throws {
+        try await SyncHarness.run { harness in
+            let cloud = harness.cloud
+            var a = try await device(harness, "A")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            #expect(try await a.syncNow().isComplete)
+            try await a.close()
+            let b = try await device(harness, "B")
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r2", title: "Bread"))
+            #expect(try await b.syncNow().isComplete)
+            try await b.close()
+            if userDeletesTheZone { try await cloud.deleteZoneAsUser(TestRecipe.zone) }
+
+            a = try await harness.device("A") { $0.recordTypes = [] }
+            _ = try await a.syncNow()
+            try await a.close()
+
+            a = try await device(harness, "A")
+            #expect(try await a.syncNow().isComplete)
+            let here = Set(await a.records(TestRecipe.self).values().map(\.id))
+            let server = Set(await cloud.records(in: TestRecipe.zone).map(\.id.name))
+            if userDeletesTheZone {
+                #expect(here.isEmpty && server.isEmpty, "here \(here), on the server \(server)")
+            } else {
+                #expect(here == ["r1", "r2"])
+            }
+            #expect(await a.localStore.deviceFile.zonesListedWhileNotOpen == nil, "dealt with")
+            // Later changes go out as usual: to a zone created afresh when the user deleted it.
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r3", title: "Cake"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(await cloud.records(in: TestRecipe.zone).contains { $0.id.name == "r3" })
+            try await a.close()
+        }
+    }
+
     /// An account change while a version of the app does not register a host type wipes that type's zone
     /// too. Its snapshot stayed on disk, and once a compaction dropped the log's wipe, the next version that
     /// registered the type again showed (and, for a zone it then created, uploaded) the old account's records

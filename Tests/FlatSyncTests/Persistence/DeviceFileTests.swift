@@ -163,6 +163,33 @@ import Testing
         #expect(forgotten.zonesWipedSinceToken == nil)
     }
 
+    /// Listings of zones the app did not register: a deletion stands over a later change, the checksum
+    /// covers them, a wipe of the zone forgets its listing, and a file without them has no key.
+    @Test func listingsOfZonesNotOpenAreKeptUnderTheChecksum() throws {
+        var file = Self.sampleFile()
+        let recipes = ZoneID("Recipes")
+        file.noteListingWhileNotOpen(recipes, .deleted)
+        file.noteListingWhileNotOpen(recipes, .changed)
+        file.noteListingWhileNotOpen(ZoneID("Tags"), .changed)
+        #expect(file.zonesListedWhileNotOpen == ["Recipes": .deleted, "Tags": .changed])
+        let decoded = try DeviceFile.decode(try file.encoded(), path: "device.plist")
+        #expect(decoded.zonesListedWhileNotOpen == file.zonesListedWhileNotOpen)
+
+        var tampered = try PropertyListDecoder().decode(DeviceFile.self, from: try file.encoded())
+        tampered.zonesListedWhileNotOpen = ["Recipes": .changed, "Tags": .changed]
+        #expect(throws: FlatSyncError.self) {
+            try DeviceFile.decode(try BinaryPropertyList.encode(tampered, what: "test"), path: "device.plist")
+        }
+
+        var wiped = decoded
+        wiped.noteWipe(of: recipes, sequence: 9)
+        #expect(wiped.zonesListedWhileNotOpen == ["Tags": .changed])
+        wiped.forgetListingsWhileNotOpen(of: [ZoneID("Tags")])
+        #expect(wiped.zonesListedWhileNotOpen == nil, "absent while empty")
+        let plain = try Self.sampleFile().encoded()
+        #expect(String(decoding: plain, as: UTF8.self).contains("zonesListedWhileNotOpen") == false)
+    }
+
     @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {
         struct VersionOne: Encodable {
             var formatVersion = 1
