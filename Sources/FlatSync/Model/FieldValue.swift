@@ -204,3 +204,16 @@ extension Date {
         return Date(timeIntervalSince1970: milliseconds / 1_000)
     }
 }
+
+extension FieldValue {
+    /// False when the value is, or a list holds, a double or date that is not finite: JSON, and so CloudKit
+    /// Web Services, cannot carry one.
+    package var holdsOnlyFiniteNumbers: Bool {
+        switch self {
+        case .double(let value): value.isFinite
+        case .date(let date): date.timeIntervalSinceReferenceDate.isFinite
+        case .list(let values): values.allSatisfy(\.holdsOnlyFiniteNumbers)
+        default: true
+        }
+    }
+}

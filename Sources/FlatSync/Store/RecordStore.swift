@@ -132,6 +132,12 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
                 throw FlatSyncError(
                     .invalidArgument, "\(Value.self)'s field \(key) holds \(field), not the declared \(type.wireName).")
             }
+            guard field.holdsOnlyFiniteNumbers else {
+                throw FlatSyncError(
+                    .invalidArgument,
+                    "\(Value.self)'s field \(key) holds \(field): CloudKit Web Services carries numbers as JSON, which "
+                        + "has no NaN or infinity, so the record could never be sent.")
+            }
         }
         let record = Record(id: Value.recordID(name), type: Value.recordType, fields: fields)
         for reference in record.references {

@@ -165,6 +165,27 @@ struct RecordStoreTests {
         }
     }
 
+    /// A number JSON cannot carry is refused before anything is written: the CKWS transport could never
+    /// send the record, and it would wait on the device, refused, for good (the newcomer's finding: the
+    /// in-memory cloud took it, so a host's tests passed).
+    @Test func aNumberJSONCannotCarryIsRefusedAtTheSave() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(
+                directory: directory, options: .init(durability: .buffered, recordTypes: [Measurement.self]))
+            let measurements = store.records(Measurement.self)
+            for bad in [
+                Measurement(id: "m", value: .nan), Measurement(id: "m", value: .infinity),
+                Measurement(id: "m", value: 1, samples: [2, -.infinity]),
+                Measurement(id: "m", value: 1, taken: Date(timeIntervalSinceReferenceDate: .nan)),
+            ] {
+                await #expect(throws: FlatSyncError.self) { try await measurements.save(bad) }
+            }
+            #expect(await store.pendingRecordCount() == 0)
+            #expect(try await measurements.save(Measurement(id: "m", value: 1.5, samples: [0, -2.25])))
+            try await store.close()
+        }
+    }
+
     @Test func aLooseReferenceNeedsNoTargetAndTheTypesCheckIsPerRecordType() async throws {
         try await withTemporaryDirectory { directory in
             let store = try LocalStore(
@@ -212,7 +233,7 @@ struct RecordStoreTests {
 
     @Test func registrationIsChecked() throws {
         try withTemporaryDirectory { directory in
-            for types in [[TestRecipe.self, TestRecipe.self], [BadZone.self], [ReservedZone.self]]
+            for types in [[TestRecipe.self, TestRecipe.self], [BadZone.self], [ReservedZone.self], [Grid.self]]
                 as [[any SyncableRecord.Type]]
             {
                 #expect(throws: FlatSyncError.self) {
@@ -310,4 +331,25 @@ private struct Loose: SyncableRecord {
         self.id = id
         reference = try fields.reference("ref")
     }
+}
+
+/// A measurement, whose numbers JSON (and so CloudKit Web Services) must be able to carry.
+private struct Measurement: SyncableRecord, Codable {
+    static let zone = ZoneID("Measurements")
+    static let recordType = "Measurement"
+    static let fieldTypes: [String: CloudSchema.FieldType] = [
+        "value": .double, "samples": .list(.double), "taken": .timestamp,
+    ]
+    var id: String
+    var value: Double
+    var samples: [Double] = []
+    var taken = Date(timeIntervalSinceReferenceDate: 0)
+}
+
+/// A type that declares a list of lists, which CloudKit has no type for.
+private struct Grid: SyncableRecord, Codable {
+    static let zone = ZoneID("Grids")
+    static let recordType = "Grid"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["rows": .list(.list(.int64))]
+    var id: String
 }
