@@ -46,6 +46,17 @@ public struct FaultPlan: Sendable, Codable, Hashable {
         FaultPlan(scripted: [ScriptedFault(kind: kind, count: count, effect: .error(code, retryAfter: retryAfter))])
     }
 
+    /// The next `count` modify requests each fail one record (or zone) with `code` inside an answer that
+    /// saves the rest, as CloudKit answers a record it refuses (``FaultEffect/recordError(_:retryAfter:)``):
+    /// `.failRecords(1, with: .invalidArguments)` makes a client park a change.
+    public static func failRecords(_ count: Int = 1, with code: CloudError.Code, retryAfter: Duration? = nil)
+        -> FaultPlan
+    {
+        FaultPlan(scripted: [
+            ScriptedFault(kind: .modifyRecords, count: count, effect: .recordError(code, retryAfter: retryAfter))
+        ])
+    }
+
     /// The server applies the next `count` requests of `kind` but their responses are lost: the caller
     /// gets `CloudError.Code.networkFailure`.
     public static func loseResponses(_ count: Int = 1, _ kind: RequestKind? = .modifyRecords) -> FaultPlan {

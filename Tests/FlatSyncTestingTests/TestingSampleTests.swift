@@ -25,7 +25,37 @@ private func testingSample(directory: URL) async throws {
     try await context.close()
 }
 
+/// The refusal sample of "Testing a host with FlatSyncTesting": a change the server refuses is parked, kept
+/// on the device and reported, then dropped by the host.
+private func refusalSample(directory: URL) async throws {
+    let cloud = InMemoryCloud()
+    let context = try await SyncContext.open(
+        directory: directory, account: CloudAccount(id: "user", transport: cloud))
+    // Refusal sample begins
+    await cloud.setFaultPlan(.failRecords(1, with: .invalidArguments))  // the next request's first record
+    try await context.readingList.add("x")
+    let summary = try await context.syncNow()
+    #expect(summary.refused.map(\.recordID.name) == ["rl-x"])  // parked: kept here, sent again by each sync
+    #expect(await context.readingList.contains("x"))
+    #expect(try await context.discardRefusedChanges().count == 1)  // the host gives up on it
+    #expect(await !context.readingList.contains("x"))  // the server has no version to put back
+
+    // A production container takes only the schema deployed to it.
+    await cloud.setProductionSchema(.flatSync)
+    // Refusal sample ends
+    try await context.close()
+}
+
 @Suite struct TestingSampleTests {
+    @Test func theRefusalSampleParksAndDiscards() async throws {
+        try await withTemporaryDirectory { try await refusalSample(directory: $0) }
+    }
+
+    @Test func theRefusalSampleIsShownVerbatim() throws {
+        let sample = try DocumentationSample("Refusal sample", in: #filePath, indent: 4)
+        #expect(try sample.isShown(in: "Sources/FlatSync/FlatSync.docc/TestingAHost.md"))
+    }
+
     @Test func theSampleRetriesOnTheTestsClock() async throws {
         try await withTemporaryDirectory { try await testingSample(directory: $0) }
     }
