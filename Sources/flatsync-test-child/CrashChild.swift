@@ -15,7 +15,7 @@ func runCrashChild(_ arguments: [String]) async -> Int32 {
     }
     var options = LocalStore.Options(
         durability: durability, deviceID: "crash-child", snapshotDelay: .milliseconds(2),
-        recordTypes: [TestNote.self, TestRecipe.self])
+        recordTypes: [TestNote.self, TestRecipe.self, TestStep.self])
     options.compactionMinimumBytes = 16 << 10
     options.compactionGrowthFactor = 2
     let store: LocalStore
@@ -63,6 +63,10 @@ enum CrashOperation {
     case unnote(String, Int)
     /// A host record in a zone of its own.
     case recipe(Int, Int64)
+    /// Dish `k` with `n` steps, owned (deleteSelf) by it, saved as one batch: a kill leaves all or none.
+    case dish(Int, Int)
+    /// Deletes dish `k`, and its steps with it.
+    case dropDish(Int)
     case sendRound
 
     static func random(using random: inout SeededRandomNumberGenerator) -> CrashOperation {
@@ -71,7 +75,9 @@ enum CrashOperation {
         case 0..<25: return .add([id("r")])
         case 25..<30: return .add((0..<Int.random(in: 2...6, using: &random)).map { _ in id("r") })
         case 30..<45: return .remove(id("r"))
-        case 45..<65: return .visit(id("h"), version: Int64.random(in: 0..<5, using: &random))
+        case 45..<62: return .visit(id("h"), version: Int64.random(in: 0..<5, using: &random))
+        case 62..<64: return .dish(Int.random(in: 0..<4, using: &random), Int.random(in: 1...5, using: &random))
+        case 64..<65: return .dropDish(Int.random(in: 0..<4, using: &random))
         case 65..<75: return .liking(id("h"), ReadingHistoryItem.Liking.allCases.randomElement(using: &random)!)
         case 75..<82: return .markRead(id("h"))
         case 82..<88: return .forget(id("h"))
@@ -96,6 +102,8 @@ enum CrashOperation {
         case .note(let id, let k, let version): return "note \(id) \(k) \(version)"
         case .unnote(let id, let k): return "unnote \(id) \(k)"
         case .recipe(let k, let servings): return "recipe \(k) \(servings)"
+        case .dish(let k, let steps): return "dish \(k) \(steps)"
+        case .dropDish(let k): return "dropdish \(k)"
         case .sendRound: return "send"
         }
     }
@@ -117,6 +125,14 @@ enum CrashOperation {
         case .recipe(let k, let servings):
             try await store.records(TestRecipe.self).save(
                 TestRecipe(id: "recipe-\(k)", title: "R\(k)", servings: servings))
+        case .dish(let k, let steps):
+            var batch = RecordBatch()
+            try batch.save(TestRecipe(id: "dish-\(k)", title: "D\(k)", servings: Int64(steps)))
+            try batch.save(
+                (0..<steps).map { TestStep(id: "dish-\(k)-step-\($0)", recipeID: "dish-\(k)", text: "s\($0)") })
+            try await store.apply(batch)
+        case .dropDish(let k):
+            try await store.records(TestRecipe.self).delete("dish-\(k)")
         case .sendRound:
             // What a push does to the queue: seal each zone, acknowledge what the server took, park what it
             // refused (records whose names end in 7: kept pending, their refusal written durably), unseal.

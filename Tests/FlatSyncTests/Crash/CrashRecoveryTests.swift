@@ -47,7 +47,8 @@ import Testing
 
                 let store = try LocalStore(
                     directory: directory,
-                    options: LocalStore.Options(durability: durability, recordTypes: [TestNote.self, TestRecipe.self]))
+                    options: LocalStore.Options(
+                        durability: durability, recordTypes: [TestNote.self, TestRecipe.self, TestStep.self]))
                 let repaired = store.eventHub.keptEvents
                 #expect(repaired.isEmpty, "round \(round): a kill must never damage a file: \(repaired)")
                 let names = try fileNames(in: directory)
@@ -70,11 +71,13 @@ import Testing
             }
             #expect(lost == 0)
             #expect(acknowledged > Self.kills, "the child must get work done between kills")
-            #expect(!model.notes.isEmpty && !model.recipes.isEmpty, "the child must write host records")
+            #expect(
+                !model.notes.isEmpty && !model.recipes.isEmpty && !model.steps.isEmpty,
+                "the child must write host records, in batches too")
             print(
                 "crash test (\(durability)): \(Self.kills) kills, \(acknowledged) acknowledged mutations checked, "
                     + "\(killedMidOperation) durable before their ack, host records at the end "
-                    + "\(model.notes.count + model.recipes.count), lost = \(lost)"
+                    + "\(model.notes.count + model.recipes.count + model.steps.count), lost = \(lost)"
             )
         }
     }
@@ -145,6 +148,8 @@ struct CrashModel: Equatable, CustomStringConvertible {
     /// Host records: notes (name → article and text) and recipes (name → servings).
     var notes: [String: [String]] = [:]
     var recipes: [String: Int64] = [:]
+    /// Steps (name → the recipe that owns them), saved in one batch with their dish.
+    var steps: [String: String] = [:]
 
     init() {}
 
@@ -153,16 +158,18 @@ struct CrashModel: Equatable, CustomStringConvertible {
         for item in await store.history.items() { history[item.articleID] = item }
         for note in await store.records(TestNote.self).values() { notes[note.id] = [note.articleID, note.text] }
         for recipe in await store.records(TestRecipe.self).values() { recipes[recipe.id] = recipe.servings }
+        for step in await store.records(TestStep.self).values() { steps[step.id] = step.recipeID }
     }
 
     static func == (lhs: CrashModel, rhs: CrashModel) -> Bool {
         lhs.readingList == rhs.readingList && lhs.history.mapValues(\.facts) == rhs.history.mapValues(\.facts)
-            && lhs.notes == rhs.notes && lhs.recipes == rhs.recipes
+            && lhs.notes == rhs.notes && lhs.recipes == rhs.recipes && lhs.steps == rhs.steps
     }
 
     var description: String {
         "list \(readingList.sorted()), history \(history.keys.sorted().map { "\($0): \(history[$0]!.facts)" }), "
-            + "notes \(notes.sorted { $0.key < $1.key }), recipes \(recipes.sorted { $0.key < $1.key })"
+            + "notes \(notes.sorted { $0.key < $1.key }), recipes \(recipes.sorted { $0.key < $1.key }), "
+            + "steps \(steps.sorted { $0.key < $1.key })"
     }
 
     /// Applies one operation line (`add r1,r2`, `visit h3 2`, …) as the child performed it.
@@ -182,6 +189,14 @@ struct CrashModel: Equatable, CustomStringConvertible {
             }
         case "unnote": notes["n-\(operation[1])-\(operation[2])"] = nil
         case "recipe": recipes["recipe-\(operation[1])"] = Int64(operation[2])!
+        case "dish":
+            let dish = "dish-\(operation[1])"
+            recipes[dish] = Int64(operation[2])!
+            for step in 0..<Int(operation[2])! { steps["\(dish)-step-\(step)"] = dish }
+        case "dropdish":
+            let dish = "dish-\(operation[1])"
+            recipes[dish] = nil
+            steps = steps.filter { $0.value != dish }  // deleteSelf: the dish's steps go with it
         case "visit": change(.visit(articleID: operation[1], version: Int64(operation[2])!))
         case "liking": change(.setLiking(articleID: operation[1], .init(rawValue: Int64(operation[2])!)!))
         case "read": change(.markRead(articleID: operation[1]))
