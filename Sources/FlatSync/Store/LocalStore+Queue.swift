@@ -105,7 +105,7 @@ extension LocalStore {
         try await record([.clearedAll(sequence: sequence)])
         for (zone, records) in removed { recordChangeHub.emit(zone: zone, changed: records) }
         try forgetRefusals(in: nil)
-        try removeSnapshotsOfZonesNotOpen(keeping: Set(allZones))
+        try removeSnapshotsOfZonesNotOpen()
         try updateDeviceFile { [deviceID] file in
             file = DeviceFile(deviceID: deviceID)
             file.account = newAccount
@@ -116,11 +116,13 @@ extension LocalStore {
         }
     }
 
-    /// Removes the snapshot of every host zone the store did not open (a type this version of the app does
-    /// not register, and whose zone the log does not name): a wipe of the account's data must not leave it
-    /// for a later version that registers the type again, which would show it (and send it) in the new
-    /// account. Before the device file names the new account, so a kill before it is done redoes the wipe.
-    private func removeSnapshotsOfZonesNotOpen(keeping open: Set<ZoneID>) throws(FlatSyncError) {
+    /// Removes the snapshot of every host zone no type this version registers lives in: a wipe of the
+    /// account's data must not leave it for a later version that registers the type again, which would show
+    /// it (and send it) in the new account. Even for a zone the log names: the log's wipe covers it only
+    /// until a compaction in a run that does not register it drops that wipe. Before the device file names
+    /// the new account, so a kill before it is done redoes the wipe.
+    private func removeSnapshotsOfZonesNotOpen() throws(FlatSyncError) {
+        let open = Set(zoneIDs)
         let fileSystem = options.fileSystem
         let names = try fileSystem.contentsOfDirectory(directory.path)
         let kept = Set(open.map(Self.snapshotFileName))

@@ -696,20 +696,30 @@ import Testing
     /// too. Its snapshot stayed on disk, and once a compaction dropped the log's wipe, the next version that
     /// registered the type again showed (and, for a zone it then created, uploaded) the old account's records
     /// in the new account (the pull audit).
-    @Test func anAccountChangeWhileATypeIsNotRegisteredWipesItsRecordsToo() async throws {
+    ///
+    /// Whether or not the log still names the zone (an unsent change): replayed by a run that does not
+    /// register the type, the log's wipe did not cover the zone, and that run's compaction dropped it (the
+    /// review of the first fix, which kept such a zone's snapshot).
+    @Test(arguments: [false, true])
+    func anAccountChangeWhileATypeIsNotRegisteredWipesItsRecordsToo(logNamesTheZone: Bool) async throws {
         try await SyncHarness.run { harness in
             var a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
             #expect(try await a.syncNow().isComplete)
+            if logNamesTheZone { try await a.records(TestRecipe.self).save(TestRecipe(id: "r2", title: "Bread")) }
             try await a.close()
             #expect(
                 FileManager.default.fileExists(
                     atPath: harness.directory.appendingPathComponent("A/zone-Recipes.plist").path))
-            // The log keeps nothing of the recipes: the snapshot holds them.
-            a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
-            try await a.localStore.compact()
-            try await a.close()
+            if !logNamesTheZone {
+                // The log keeps nothing of the recipes: the snapshot holds them.
+                a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+                try await a.localStore.compact()
+                try await a.close()
+            }
 
+            a = try await harness.device("A", account: "someone-else", start: false) { $0.recordTypes = [] }
+            await a.abandon()  // killed: no compaction at the close
             a = try await harness.device("A", account: "someone-else", start: false) { $0.recordTypes = [] }
             try await a.localStore.compact()
             try await a.close()
