@@ -48,10 +48,12 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     /// written before it; a note without a sequence is not redone.
     package var zoneWipeSequences: [String: UInt64]?
     /// Zones a listing of the database's changes named while this version of the app did not register
-    /// them (a host type it dropped), by name: `deleted` for a deletion listed from a token, `changed`
+    /// them (a host type it dropped), by name: `deleted` for a deletion listed from a token, or a zone this
+    /// device prepared that a listing from nil (which names every zone there is) did not name; `changed`
     /// otherwise. The database token moves past such a listing, so a later version that registers the type
-    /// again would miss it: its first full fetch wipes a zone listed deleted (as a deletion listed from its
-    /// own token) and fetches one listed changed. Absent while empty, as in files written before it.
+    /// again would miss it: a `SyncContext` that opens with the type registered wipes a zone listed deleted
+    /// (as a deletion listed from its own token) before anything is sent to it, and its first full fetch
+    /// fetches one listed changed. Absent while empty, as in files written before it.
     package var zonesListedWhileNotOpen: [String: ZoneListing]?
     /// The CRC-32 of the fields above; absent in version 1.
     package var checksum: UInt32?

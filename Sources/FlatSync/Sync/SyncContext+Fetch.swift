@@ -39,8 +39,10 @@ extension SyncContext {
         var listedDeletedNotWiped: [ZoneID: ZoneDeletion.Reason] = [:]
         var notedWhenListed = Set<String>()
         var createdWhenListed = Set<ZoneID>()
-        // Zones the listing names that this version does not register, in the order listed.
+        // Zones the listing names that this version does not register, in the order listed, and those it
+        // named as there when listing from nil.
         var listedNotOpen: [(ZoneID, DeviceFile.ZoneListing)] = []
+        var namedFromStart = Set<ZoneID>()
         if full {
             let device = await localStore.deviceFile
             var token = device.databaseChangeToken.map(ChangeToken.init(data:))
@@ -88,11 +90,17 @@ extension SyncContext {
                 // deletion dealt with, or a later one of the zone this device created again since. Only the
                 // zone's own fetch can tell, so it runs whether or not the zone is listed as changed: missing
                 // again, it is wiped again.
-                for deletion in changes.deletedZones where !zoneIDs.contains(deletion.zone) {
-                    listedNotOpen.append((deletion.zone, fromStart ? .changed : .deleted))
+                // Zones no registered type lives in: noted for a version that registers one again. From a
+                // token, a deletion is one, unless a wipe since the token dealt with it (a later change
+                // would be wiped again); from nil, the listing names every zone there is, and one this
+                // device prepared that it does not name is gone (see below).
+                for deletion in changes.deletedZones where !fromStart && !zoneIDs.contains(deletion.zone) {
+                    let dealtWith = wipedSinceToken.contains(deletion.zone)
+                    listedNotOpen.append((deletion.zone, dealtWith ? .changed : .deleted))
                 }
                 for zone in changes.changedZones where !zoneIDs.contains(zone) {
                     listedNotOpen.append((zone, .changed))
+                    if fromStart { namedFromStart.insert(zone) }
                 }
                 for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
                     if fromStart || wipedSinceToken.contains(deletion.zone) {
@@ -116,6 +124,11 @@ extension SyncContext {
                 if !changes.moreComing { break }
             }
             databaseToken = token
+            if fromStart {
+                for name in device.preparedZones where !zoneIDs.contains(ZoneID(name)) {
+                    if !namedFromStart.contains(ZoneID(name)) { listedNotOpen.append((ZoneID(name), .deleted)) }
+                }
+            }
             // The zones wiped so far are for deletions the new token is past; a zone wiped from here on (a
             // zone fetch that finds it deleted) may be for a later one, and keeps its note.
             notedWhenListed = Set(await localStore.deviceFile.zonesWipedSinceToken ?? [])

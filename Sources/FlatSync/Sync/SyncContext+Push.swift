@@ -140,6 +140,12 @@ extension SyncContext {
                 requestRefusalWaits[zone] = nil
             }
         }
+        if await localStore.deviceFile.zonesListedWhileNotOpen?[zone.name] == .deleted {
+            // Its wipe at open failed: nothing goes to it before the full fetch wipes it.
+            requestFetch(full: true)
+            outcome.stop = .deletedOnServer
+            return outcome
+        }
         rounds: while true {
             guard epoch == accountEpoch, !Task.isCancelled, let transport = account?.transport else {
                 outcome.stop = .cancelled

@@ -205,6 +205,14 @@ public actor SyncContext: LocalChangeObserver {
         for (id, count) in savedRefusalWaits.records where await localStore.pendingChange(for: id) != nil {
             if await !localStore.isRefused(id) { refusalWaits[id] = count }
         }
+        // A zone listed deleted while a version that did not register it ran is wiped before anything is
+        // sent to it: the zone may have been created again since, and would take changes made before the
+        // deletion. A wipe that fails is reported and tried again by the first full fetch; no push goes to
+        // the zone meanwhile (see `pushRounds`).
+        let listed = await localStore.deviceFile.zonesListedWhileNotOpen ?? [:]
+        for zone in zoneIDs where listed[zone.name] == .deleted {
+            await wipeZone(zone, epoch: accountEpoch)
+        }
     }
 
     /// The engine's events, in order: fetches, sends, conflicts, resets, quarantined files, errors.

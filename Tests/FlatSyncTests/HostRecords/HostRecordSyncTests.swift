@@ -652,36 +652,63 @@ import Testing
         }
     }
 
-    /// Another device's change, and the user's deletion of the zone, listed while a version of the app that
-    /// does not register the zone's type runs: the database token moved past both, so the next version
-    /// that registers the type again never fetched the change, and uploaded what the user deleted (the pull
-    /// audit). Noted in the device file, each is dealt with by that version's first sync.
-    @Test(arguments: [false, true])
-    func whatIsListedWhileATypeIsNotRegisteredIsDealtWithWhenItIsAgain(userDeletesTheZone: Bool) async throws {
+    /// What happens to a zone while a version of the app that does not register its type runs.
+    enum WhileNotRegistered: String, CaseIterable, Sendable {
+        /// Another device changes a record.
+        case changedElsewhere
+        /// The user deletes the zone.
+        case deletedByTheUser
+        /// The user deletes the zone, and the database's token expires: the listing is from nil.
+        case deletedWhileTheTokenExpires
+        /// The user deletes the zone, another device creates it again, and this device has a change waiting.
+        case deletedAndCreatedAgainWithAChangeWaiting
+    }
+
+    /// What a listing of the database's changes says while a version of the app that does not register the
+    /// zone's type runs: the database token moved past it, so the next version that registered the type
+    /// again never fetched another device's change, and uploaded what the user deleted (the pull audit).
+    /// Noted in the device file, each is dealt with before that version sends anything to the zone: a
+    /// listing from nil that does not name the zone says it is gone, and a zone listed deleted is wiped
+    /// when the directory opens, before a push could send a change made before the deletion into a zone
+    /// created again since (the review of the first fix).
+    @Test(arguments: WhileNotRegistered.allCases)
+    func whatIsListedWhileATypeIsNotRegisteredIsDealtWithWhenItIsAgain(_ meanwhile: WhileNotRegistered) async throws {
         try await SyncHarness.run { harness in
             let cloud = harness.cloud
-            var a = try await device(harness, "A")
+            var a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
             #expect(try await a.syncNow().isComplete)
+            if meanwhile == .deletedAndCreatedAgainWithAChangeWaiting {
+                try await a.records(TestRecipe.self).save(TestRecipe(id: "r9", title: "Made before the deletion"))
+            }
             try await a.close()
             let b = try await device(harness, "B")
             try await b.records(TestRecipe.self).save(TestRecipe(id: "r2", title: "Bread"))
             #expect(try await b.syncNow().isComplete)
             try await b.close()
-            if userDeletesTheZone { try await cloud.deleteZoneAsUser(TestRecipe.zone) }
+            if meanwhile != .changedElsewhere { try await cloud.deleteZoneAsUser(TestRecipe.zone) }
+            if meanwhile == .deletedAndCreatedAgainWithAChangeWaiting {
+                let b = try await device(harness, "B")  // wiped, and the zone created again
+                #expect(try await b.syncNow().isComplete)
+                try await b.close()
+            }
+            if meanwhile == .deletedWhileTheTokenExpires {
+                await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .changeTokenExpired))
+            }
 
-            a = try await harness.device("A") { $0.recordTypes = [] }
+            a = try await harness.device("A", start: false) { $0.recordTypes = [] }
             _ = try await a.syncNow()
             try await a.close()
 
             a = try await device(harness, "A")
+            _ = try await a.syncNow()
             #expect(try await a.syncNow().isComplete)
             let here = Set(await a.records(TestRecipe.self).values().map(\.id))
             let server = Set(await cloud.records(in: TestRecipe.zone).map(\.id.name))
-            if userDeletesTheZone {
-                #expect(here.isEmpty && server.isEmpty, "here \(here), on the server \(server)")
-            } else {
+            if meanwhile == .changedElsewhere {
                 #expect(here == ["r1", "r2"])
+            } else {
+                #expect(here.isEmpty && server.isEmpty, "here \(here), on the server \(server)")
             }
             #expect(await a.localStore.deviceFile.zonesListedWhileNotOpen == nil, "dealt with")
             // Later changes go out as usual: to a zone created afresh when the user deleted it.
