@@ -206,13 +206,15 @@ extension Date {
 }
 
 extension FieldValue {
-    /// False when the value is, or a list holds, a double or date that is not finite: JSON, and so CloudKit
-    /// Web Services, cannot carry one.
-    package var holdsOnlyFiniteNumbers: Bool {
+    /// False when the value is, or a list holds, a double that is not finite, or a date that is not or is
+    /// beyond ±2^63 milliseconds from 1970 (±292 million years): JSON cannot carry the one, and CloudKit Web
+    /// Services' TIMESTAMP (milliseconds as an integer) the other.
+    package var fitsCloudKitWebServices: Bool {
         switch self {
         case .double(let value): value.isFinite
-        case .date(let date): date.timeIntervalSinceReferenceDate.isFinite
-        case .list(let values): values.allSatisfy(\.holdsOnlyFiniteNumbers)
+        case .date(let date):
+            abs(date.timeIntervalSince1970 * 1_000) < 9.2e18  // false for NaN too
+        case .list(let values): values.allSatisfy(\.fitsCloudKitWebServices)
         default: true
         }
     }

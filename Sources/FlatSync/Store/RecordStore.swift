@@ -132,11 +132,12 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
                 throw FlatSyncError(
                     .invalidArgument, "\(Value.self)'s field \(key) holds \(field), not the declared \(type.wireName).")
             }
-            guard field.holdsOnlyFiniteNumbers else {
+            guard field.fitsCloudKitWebServices else {
                 throw FlatSyncError(
                     .invalidArgument,
                     "\(Value.self)'s field \(key) holds \(field): CloudKit Web Services carries numbers as JSON, which "
-                        + "has no NaN or infinity, so the record could never be sent.")
+                        + "has no NaN or infinity, and dates as milliseconds in 64 bits, so the record could never be "
+                        + "sent.")
             }
         }
         let record = Record(id: Value.recordID(name), type: Value.recordType, fields: fields)

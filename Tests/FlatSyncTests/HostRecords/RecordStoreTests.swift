@@ -177,6 +177,7 @@ struct RecordStoreTests {
                 Measurement(id: "m", value: .nan), Measurement(id: "m", value: .infinity),
                 Measurement(id: "m", value: 1, samples: [2, -.infinity]),
                 Measurement(id: "m", value: 1, taken: Date(timeIntervalSinceReferenceDate: .nan)),
+                Measurement(id: "m", value: 1, taken: Date(timeIntervalSince1970: 1e16)),  // beyond a TIMESTAMP
             ] {
                 await #expect(throws: FlatSyncError.self) { try await measurements.save(bad) }
             }
