@@ -19,11 +19,14 @@ extension LocalStore {
     /// zone, a save of a record stored as another type, or a save with a `deleteSelf` reference to a record
     /// that neither exists nor is saved in the same mutation, throws
     /// ``FlatSyncError/Code-swift.struct/invalidArgument``.
+    ///
+    /// - Parameter types: record types to check are registered even when no save or delete names them (a
+    ///   store's empty save).
     package func applyHostMutation(
-        in zone: ZoneID, saves: [Record], deletes: [String: String]
+        in zone: ZoneID, saves: [Record], deletes: [String: String], types: Set<String> = []
     ) throws -> Applied {
         var entries: [String: RecordTypeRegistry.Entry] = [:]
-        for recordType in Set(saves.map(\.type)).union(deletes.values) {
+        for recordType in Set(saves.map(\.type)).union(deletes.values).union(types).sorted() {
             guard let entry = registry.entry(zone: zone, recordType: recordType) else {
                 throw FlatSyncError(
                     .invalidArgument,
@@ -37,15 +40,30 @@ extension LocalStore {
         var newRecords: [String: Record] = [:]
         for record in saves { newRecords[record.id.name] = record }
         let deleted = Set(deletes.keys)
+        // What the deletes take with them, the saves in place (a batch's): a save among it would be deleted
+        // at once. A delete of a record stored as another type takes nothing.
+        var cascaded = Set<String>()
+        let present = deletes.filter { zones.record(for: RecordID(zone: zone, name: $0.key))?.type == $0.value }
+        if !present.isEmpty {
+            var trial = zones.hostRecords(in: zone)
+            for (name, record) in newRecords where !deleted.contains(name) { trial[name] = record }
+            cascaded = Set(trial.cascade(from: present.keys.sorted()))
+        }
         for record in saves {
             if let stored = zones.record(for: record.id), stored.type != record.type {
                 throw FlatSyncError(
                     .invalidArgument, "The record \(record.id) is a \(stored.type), not a \(record.type).")
             }
+            guard !cascaded.contains(record.id.name) else {
+                throw FlatSyncError(
+                    .invalidArgument,
+                    "The record \(record.id) is saved, and deleted by a delete of the same mutation through its "
+                        + "deleteSelf references.")
+            }
             for reference in record.references where reference.action == .deleteSelf {
                 let target = RecordID(zone: zone, name: reference.recordName)
                 let exists = newRecords[target.name] != nil || zones.record(for: target) != nil
-                guard exists, !deleted.contains(target.name) else {
+                guard exists, !cascaded.contains(target.name) else {
                     throw FlatSyncError(
                         .invalidArgument,
                         "The record \(record.id) refers (deleteSelf) to \(target), which does not exist: it would be "
@@ -53,7 +71,7 @@ extension LocalStore {
                 }
             }
         }
-        try checkDeleteSelfLimit(in: zone, saving: newRecords, deleting: deleted)
+        try checkDeleteSelfLimit(in: zone, saving: newRecords, deleting: cascaded)
 
         let sequence = nextMutationSequence
         var changes: [RecordChange] = []

@@ -110,7 +110,8 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
         let zone = Value.zone
         let changed = try await store.applyDurably { store in
             try store.applyHostMutation(
-                in: zone, saves: saves, deletes: Dictionary(deletes.map { ($0, Value.recordType) }) { $1 })
+                in: zone, saves: saves, deletes: Dictionary(deletes.map { ($0, Value.recordType) }) { $1 },
+                types: [Value.recordType])
         }
         if changed > 0 { await observer?.localChangeDidBecomeDurable(in: zone, debounce: Value.sendDebounce) }
         return changed

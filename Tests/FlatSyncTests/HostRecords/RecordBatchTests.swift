@@ -94,6 +94,46 @@ struct RecordBatchTests {
         }
     }
 
+    /// A save that a delete of the same batch would take with it (its owner's owner goes) is refused, not
+    /// saved and deleted in one mutation; a delete that names a record of another type takes nothing, and
+    /// so keeps nothing from being saved (the review).
+    @Test func aSaveTheBatchsOwnDeleteWouldTakeIsRefused() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: options)
+            try await store.records(TestRecipe.self).save(TestRecipe(id: "k", title: "Kitchen"))
+            // A step may own another step: a reference names a record of the zone, whatever its type.
+            try await store.records(TestStep.self).save(TestStep(id: "r", recipeID: "k", text: "Stock"))
+            var batch = RecordBatch()
+            try batch.save(TestStep(id: "s", recipeID: "r", text: "Skim"))
+            try batch.delete(TestRecipe.self, id: "k")
+            let before = await store.nextMutationSequence
+            do {
+                try await store.apply(batch)
+                Issue.record("s would be saved and deleted at once")
+            } catch let error as FlatSyncError {
+                #expect(error.code == .invalidArgument, "\(error)")
+            }
+            #expect(await store.nextMutationSequence == before)
+            #expect(await store.records(TestStep.self).count() == 1)
+
+            var wrongType = RecordBatch()
+            try wrongType.delete(TestStep.self, id: "k")  // k is a recipe: nothing to delete
+            try wrongType.save(TestStep(id: "s", recipeID: "k", text: "Skim"))
+            #expect(try await store.apply(wrongType) == 1)
+            #expect(await store.records(TestRecipe.self).value("k") != nil)
+            try await store.close()
+        }
+    }
+
+    @Test func aStoreOfATypeNotRegisteredRefusesEvenAnEmptySave() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(
+                directory: directory, options: .init(durability: .buffered, recordTypes: [TestRecipe.self]))
+            await #expect(throws: FlatSyncError.self) { try await store.records(TestStep.self).save([]) }
+            try await store.close()
+        }
+    }
+
     /// Through a context: the batch is sent once, recipe before steps, and another device gets all of it.
     @Test func aContextSendsTheBatchAndAnotherDeviceGetsAllOfIt() async throws {
         try await withTemporaryDirectory { directory in
