@@ -259,8 +259,13 @@ import Testing
     /// sent: it is no orphan yet. The delete may lose to an edit of the recipe (it did here), and then the
     /// step belongs to a recipe that stays. The orphan pass took the recipe's absence here for its delete
     /// on the server and deleted the step on every device (the pull audit).
-    @Test(arguments: Self.routes)
-    func aStepAddedWhileItsRecipesDeleteWaitsIsKeptWhenTheDeleteLoses(route: SyncHarness.Route) async throws {
+    ///
+    /// When the other device only adds the step, the delete wins: CloudKit deletes the step with the recipe,
+    /// and the step's deletion reaches every device.
+    @Test(arguments: Self.routes, [true, false])
+    func aStepAddedWhileItsRecipesDeleteWaitsIsKeptWhenTheDeleteLoses(
+        route: SyncHarness.Route, editsTheRecipe: Bool
+    ) async throws {
         try await SyncHarness.run(via: route) { harness in
             let a = try await device(harness, "A")
             let b = try await device(harness, "B")
@@ -273,7 +278,7 @@ import Testing
                 .failNext(1, .modifyRecords, with: .requestRateLimited, retryAfter: .seconds(60)))
             try await a.records(TestRecipe.self).delete("r1")  // its push waits a minute
             await a.waitUntilIdle()
-            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            if editsTheRecipe { try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup")) }
             try await b.records(TestStep.self).save(TestStep(id: "s2", recipeID: "r1", text: "Simmer"))
             #expect(try await b.syncNow().isComplete)
             await a.handleRemoteNotification(zones: [TestRecipe.zone])
@@ -284,10 +289,18 @@ import Testing
             #expect(try await b.syncNow().isComplete)
 
             let server = await harness.cloud.records(in: TestRecipe.zone)
-            #expect(Set(server.map(\.id.name)) == ["r1", "s2"], "the edit beat the delete; s1 went with it")
-            for device in [a, b] {
-                #expect(await device.records(TestRecipe.self).value("r1")?.title == "Leek soup")
-                #expect(await device.records(TestStep.self).values().map(\.id) == ["s2"])
+            if editsTheRecipe {
+                #expect(Set(server.map(\.id.name)) == ["r1", "s2"], "the edit beat the delete; s1 went with it")
+                for device in [a, b] {
+                    #expect(await device.records(TestRecipe.self).value("r1")?.title == "Leek soup")
+                    #expect(await device.records(TestStep.self).values().map(\.id) == ["s2"])
+                }
+            } else {
+                #expect(server.isEmpty, "the delete won: CloudKit took s2 with r1")
+                for device in [a, b] {
+                    #expect(await device.records(TestRecipe.self).count() == 0)
+                    #expect(await device.records(TestStep.self).count() == 0)
+                }
             }
             try await a.close()
             try await b.close()

@@ -360,9 +360,21 @@ import Testing
     /// created the zone again, uploading what the user deleted (the pull audit). ckws.md §4: refetch from
     /// nil once. A listing from nil names every zone the database has: a missing one it does not name is
     /// gone, taken as deleted by the user as any missing zone is.
+    ///
+    /// Also when the listing from nil names the missing zone as changed, as CloudKit was seen to list a
+    /// deleted zone (see above): such a zone is taken as deleted too.
     @Test(arguments: MeetsTheDeletion.allCases, SyncHarness.Route.allCases)
     func aFailedListingWhileCheckingAMissingZoneUploadsNothingTheUserDeleted(
         first: MeetsTheDeletion, route: SyncHarness.Route
+    ) async throws {
+        for listsTheDeletedZoneAsChanged in [false, true] {
+            try await failedListingWhileCheckingAMissingZone(
+                first: first, route: route, listsTheDeletedZoneAsChanged: listsTheDeletedZoneAsChanged)
+        }
+    }
+
+    private func failedListingWhileCheckingAMissingZone(
+        first: MeetsTheDeletion, route: SyncHarness.Route, listsTheDeletedZoneAsChanged: Bool
     ) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
@@ -370,6 +382,7 @@ import Testing
             try await a.readingList.add("before")
             await a.waitUntilIdle()
             _ = try await a.syncNow()  // so that the device has a database change token from before
+            await cloud.setReportsDeletedZonesAsChanged(listsTheDeletedZoneAsChanged)
             try await cloud.deleteZoneAsUser(.readingList)
             await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .internalError))
             switch first {
