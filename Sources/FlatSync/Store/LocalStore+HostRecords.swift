@@ -141,16 +141,13 @@ extension LocalStore {
         return deletes
     }
 
-    /// Deletes, as one mutation, the host records of `zone` whose `deleteSelf` reference points at a record
-    /// the zone no longer has: a child another device saved after this one's fetch of its parent's delete,
-    /// or saved while the parent was being deleted elsewhere. CloudKit deletes such children only when
-    /// they exist as their target goes; a later one stays on the server, orphaned, unless a client deletes
-    /// it. Run once a zone's fetch is complete (a parent may come in a later page). Returns how many.
-    ///
-    /// - Parameter owners: the targets to look at, by record name: nil for every one (after a complete
-    ///   fetch), or those this device just dropped (a discarded new record), when the zone may be part
-    ///   fetched and a target not here yet may simply be still to come.
-    package func deleteOrphans(in zone: ZoneID, owners: [String]? = nil) async throws -> Int {
+    /// Deletes, as one mutation, the host records of `zone` that a chain of `deleteSelf` references ties to
+    /// one of `owners` that the zone does not have and no pending change touches (checked again here: the
+    /// caller may have asked the server meanwhile): the records of an owner that is gone, which CloudKit
+    /// did not delete with it because they were saved after it went (see
+    /// `SyncContext.deleteOrphans(in:via:epoch:)`), or of a new record dropped with its refused change.
+    /// Returns how many.
+    package func deleteOrphans(in zone: ZoneID, owners: [String]) async throws -> Int {
         let orphans = orphanedRecords(in: zone, owners: owners)
         guard !orphans.isEmpty else { return 0 }
         try checkWritable()
@@ -174,19 +171,29 @@ extension LocalStore {
 }
 
 extension LocalStore {
-    /// The host records of `zone` whose `deleteSelf` reference points at a record the zone does not have
-    /// and no pending change touches (of `owners` only, when given). A pending save brings the record; a
-    /// pending delete may yet lose to another device's edit, which brings it back with the records that
-    /// belong to it (and if it wins, CloudKit deletes them with it, and a fetch brings their deletes).
-    private func orphanedRecords(in zone: ZoneID, owners: [String]?) -> [String] {
+    /// The records `deleteSelf` references of `zone` point at that the zone does not have and no pending
+    /// change touches: the owners whose records ``deleteOrphans(in:owners:)`` would delete.
+    package func missingOwners(in zone: ZoneID) -> [String] {
+        zones.hostRecords(in: zone).ownerNames.filter { isMissingOwner($0, in: zone) }.sorted()
+    }
+
+    /// True when the zone does not have the record and no pending change touches it. A pending save brings
+    /// the record; a pending delete may yet lose to another device's edit, which brings it back with the
+    /// records that belong to it (and if it wins, CloudKit deletes them with it, and a fetch brings their
+    /// deletes).
+    private func isMissingOwner(_ name: String, in zone: ZoneID) -> Bool {
+        let id = RecordID(zone: zone, name: name)
+        return pending.latestChange(for: id) == nil && zones.record(for: id) == nil
+    }
+
+    /// The host records of `zone` that a `deleteSelf` reference ties to one of `owners` that is missing
+    /// (``isMissingOwner(_:in:)``).
+    private func orphanedRecords(in zone: ZoneID, owners: [String]) -> [String] {
         // Read through a copy, which shares the table's storage: nothing changes while it is held.
         let table = zones.hostRecords(in: zone)
         var orphans = Set<String>()
-        for target in owners ?? Array(table.ownerNames) {
-            let id = RecordID(zone: zone, name: target)
-            if pending.latestChange(for: id) == nil, zones.record(for: id) == nil {
-                orphans.formUnion(table.dependents(of: target))
-            }
+        for target in owners where isMissingOwner(target, in: zone) {
+            orphans.formUnion(table.dependents(of: target))
         }
         return orphans.sorted()
     }
@@ -197,7 +204,7 @@ extension LocalStore {
     /// device has yet to save and the server has not confirmed (no change tag). Sent before it, such a
     /// record would be on the server without it, and another device, finding it without the record it
     /// belongs to, takes it for the leftover of a deleted one and deletes it, on every device
-    /// (``deleteOrphans(in:)``). Held back, it goes once the record it belongs to is on the server; if that
+    /// (``deleteOrphans(in:owners:)``). Held back, it goes once the record it belongs to is on the server; if that
     /// record's change is parked, it waits with it.
     package func savesWaitingForTheirOwners(_ changes: [RecordChange]) -> Set<RecordID> {
         var waiting = Set<RecordID>()

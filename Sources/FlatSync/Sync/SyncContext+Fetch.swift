@@ -287,18 +287,44 @@ extension SyncContext {
             outcome.changed += applied.changed
             outcome.deleted += applied.deleted
             emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
-            // Children whose parent is gone (saved by a device that had not yet heard of its delete):
-            // deleted here, and on the server by the push this asks for.
-            if try await localStore.deleteOrphans(in: zone) > 0 {
+        } catch {
+            return .from(error)
+        }
+        if let stop = await deleteOrphans(in: zone, via: transport, epoch: epoch) { return stop }
+        if isReset {
+            outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .tokenExpired))
+            emit(.zoneReset(zone: zone, reason: .tokenExpired))
+        }
+        return nil
+    }
+
+    /// Deletes the host records of `zone` whose `deleteSelf` owner is gone (saved by a device that had not
+    /// yet heard of the owner's delete, which CloudKit cascades only to the records there when it goes):
+    /// here, and on the server by the push this asks for. Run once a zone's fetch is complete.
+    ///
+    /// Gone means absent here, with no change pending, and absent on the server too: a record can be absent
+    /// here only (one this device could not read, history it pruned), and the records it owns must stay.
+    /// The server is asked only when some owner is absent here, which is rare. When it cannot be asked,
+    /// returns the stop: the fetch then saves no database token, so the next one lists the zone again and
+    /// checks it again.
+    func deleteOrphans(in zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop? {
+        let missing = await localStore.missingOwners(in: zone)
+        guard !missing.isEmpty else { return nil }
+        let onServer: [RecordID: Record]
+        do {
+            onServer = try await transport.lookupRecords(missing.map { RecordID(zone: zone, name: $0) })
+        } catch {
+            return .from(error)
+        }
+        guard epoch == accountEpoch else { return .cancelled }
+        let gone = missing.filter { onServer[RecordID(zone: zone, name: $0)] == nil }
+        do {
+            if try await localStore.deleteOrphans(in: zone, owners: gone) > 0 {
                 zonesWithOrphansDeleted.insert(zone)
                 requestPush(zone)
             }
         } catch {
             return .from(error)
-        }
-        if isReset {
-            outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .tokenExpired))
-            emit(.zoneReset(zone: zone, reason: .tokenExpired))
         }
         return nil
     }

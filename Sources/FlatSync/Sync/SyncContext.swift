@@ -86,7 +86,7 @@ public actor SyncContext: LocalChangeObserver {
     var requestRefusalWaits: [ZoneID: Int] = [:]
     /// The two counts as `device.plist` holds them, so that a push writes the file only when they changed.
     var savedRefusalWaits = RefusalWaitCounts()
-    /// Zones whose fetch deleted orphaned host records (see ``LocalStore/deleteOrphans(in:)``): a full sync
+    /// Zones whose fetch deleted orphaned host records (see ``deleteOrphans(in:via:epoch:)``): a full sync
     /// sends those deletes before it returns.
     var zonesWithOrphansDeleted: Set<ZoneID> = []
     var isStarted = false

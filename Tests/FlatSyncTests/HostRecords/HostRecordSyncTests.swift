@@ -232,6 +232,34 @@ import Testing
         }
     }
 
+    /// The check for orphans asks the server whether an owner absent here is gone; when it cannot ask, the
+    /// next sync asks again, though the zone has no new changes (the failed fetch saved no database token).
+    @Test(arguments: Self.routes)
+    func anOrphanCheckThatCouldNotAskTheServerIsDoneByTheNextSync(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            try await a.readingList.add("a1")
+            #expect(try await a.syncNow().isComplete)
+            let b = try await device(harness, "B")
+            try await a.readingList.remove("a1")
+            #expect(try await a.syncNow().isComplete)
+            // B's note reaches the server, and B hears nothing more for now.
+            await harness.cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable))
+            try await b.records(TestNote.self).save(TestNote(id: "late", articleID: "a1", text: "too late"))
+            #expect(try await !b.syncNow().isComplete)
+            #expect(await harness.cloud.records(in: .readingList).map(\.id.name) == ["late"])
+
+            await harness.cloud.setFaultPlan(.failNext(1, .lookupRecords, with: .networkUnavailable))
+            #expect(try await !a.syncNow().isComplete, "A could not ask whether a1 is gone")
+            #expect(await a.records(TestNote.self).count() == 1)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.records(TestNote.self).count() == 0)
+            #expect(await harness.cloud.records(in: .readingList).isEmpty)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func concurrentEditsOfDifferentFieldsMergeThreeWay(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
@@ -304,6 +332,36 @@ import Testing
             }
             try await a.close()
             try await b.close()
+        }
+    }
+
+    /// A note whose article this device cannot read (another client wrote the entry's `origin` as a
+    /// string): the article is absent here, not on the server, so the note is no orphan. The orphan pass
+    /// took absence here for absence on the server and deleted the note on every device (the pull audit);
+    /// it now asks the server about an owner absent here before it deletes what it owns.
+    @Test(arguments: Self.routes)
+    func aNoteOnAnArticleThisDeviceCannotReadIsNoOrphan(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let a = try await device(harness, "A")
+            try await a.readingList.add("x")
+            try await a.records(TestNote.self).save(TestNote(id: "n1", articleID: "x", text: "Keep me"))
+            #expect(try await a.syncNow().isComplete)
+            var entry = try #require(await cloud.records(in: .readingList).first { $0.id.name == "rl-x" })
+            entry.fields["origin"] = .string("web")  // a FlatSync store reads an INT64
+            entry.lastModifiedBy = "another-client"
+            let written = try await cloud.modifyRecords(
+                saving: [RecordSave(entry, policy: .changedKeys)], deleting: [], atomically: true)
+            #expect(written.failed.isEmpty)
+
+            let c = try await device(harness, "C")
+            _ = try await c.syncNow()
+            #expect(await !c.readingList.contains("x"), "the entry does not read here")
+            #expect(await c.records(TestNote.self).value("n1")?.text == "Keep me")
+            _ = try await c.syncNow()
+            #expect(await cloud.records(in: .readingList).contains { $0.id.name == "n1" })
+            try await a.close()
+            try await c.close()
         }
     }
 
