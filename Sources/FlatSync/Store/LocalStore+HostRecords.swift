@@ -200,19 +200,20 @@ extension LocalStore {
 }
 
 extension LocalStore {
-    /// The saves among `changes` that wait for a record they belong to (a `deleteSelf` reference): one this
-    /// device has yet to save and the server has not confirmed (no change tag). Sent before it, such a
-    /// record would be on the server without it, and another device, finding it without the record it
-    /// belongs to, takes it for the leftover of a deleted one and deletes it, on every device
-    /// (``deleteOrphans(in:owners:)``). Held back, it goes once the record it belongs to is on the server; if that
-    /// record's change is parked, it waits with it.
-    package func savesWaitingForTheirOwners(_ changes: [RecordChange]) -> Set<RecordID> {
-        var waiting = Set<RecordID>()
+    /// The saves among `changes` that wait for a record they belong to (a `deleteSelf` reference), each with
+    /// the owners it waits for: records this device has yet to save and the server has not confirmed (no
+    /// change tag). Sent before its owner, such a record would be on the server without it, and another
+    /// device, finding it without the record it belongs to, takes it for the leftover of a deleted one and
+    /// deletes it, on every device (``deleteOrphans(in:owners:)``). Held back, it goes once the record it
+    /// belongs to is on the server; if that record's change is parked, it waits with it (see
+    /// `SyncContext.holdBack(_:waitingFor:)`).
+    package func ownersAwaited(by changes: [RecordChange]) -> [RecordID: Set<RecordID>] {
+        var waiting: [RecordID: Set<RecordID>] = [:]
         for change in changes where !change.isDelete && isHostRecord(change.recordID) {
-            let waits = change.carriedRecord.owners.contains { owner in
+            let owners = change.carriedRecord.owners.filter { owner in
                 zones.changeTag(for: owner) == nil && pending.latestChange(for: owner).map { !$0.isDelete } == true
             }
-            if waits { waiting.insert(change.recordID) }
+            if !owners.isEmpty { waiting[change.recordID] = Set(owners) }
         }
         return waiting
     }

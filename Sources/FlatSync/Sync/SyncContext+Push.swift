@@ -179,16 +179,8 @@ extension SyncContext {
                     changes.append(change)
                 }
             }
-            // A record that belongs to one not yet on the server goes after it, in a later round. Unless the
-            // waits go round in a circle (each waits for one that goes in this round too, and waits itself):
-            // then they go together, as before, in order.
-            let waiting = await localStore.savesWaitingForTheirOwners(changes)
-            if !waiting.isEmpty {
-                let allWait = changes.allSatisfy { waiting.contains($0.recordID) }
-                if !allWait || !Self.waitInACircle(waiting, changes) {
-                    changes.removeAll { waiting.contains($0.recordID) }
-                }
-            }
+            // A record that belongs to one not yet on the server goes after it, in a later round.
+            Self.holdBack(&changes, waitingFor: await localStore.ownersAwaited(by: changes))
             if changes.isEmpty {
                 // Only parked changes are left, and changes waiting for them: nothing to send until someone
                 // asks to retry them.
@@ -298,10 +290,30 @@ extension SyncContext {
         return outcome
     }
 
-    /// True when a change of `changes`, all of which wait for their owners (`waiting`), waits for another of
-    /// them: they wait for each other, in a circle, and none would ever go.
-    private static func waitInACircle(_ waiting: Set<RecordID>, _ changes: [RecordChange]) -> Bool {
-        changes.contains { $0.carriedRecord.owners.contains(where: waiting.contains) }
+    /// Takes out of a round's `changes` the saves that wait for their owners (`waits`: each waiting record's
+    /// owners not yet on the server), so that they go in a later round, once their owners are there.
+    ///
+    /// A record whose owner is not in the round (its change parked) waits, and so does every record that
+    /// waits for it, however long the chain: they go once the owner's change does. When every change left
+    /// waits, and only for others left, the waits go round in a circle and none would ever go: those go
+    /// together, in order. (Chains ending at a parked owner were once taken for such a circle, and a parked
+    /// album's photos went without it; another device then deleted them as orphans.)
+    static func holdBack(_ changes: inout [RecordChange], waitingFor waits: [RecordID: Set<RecordID>]) {
+        guard !waits.isEmpty else { return }
+        let inRound = Set(changes.map(\.recordID))
+        var held = Set(waits.filter { !$0.value.isSubset(of: inRound) }.keys)
+        var grew = !held.isEmpty
+        while grew {
+            grew = false
+            for (id, owners) in waits where !held.contains(id) && !owners.isDisjoint(with: held) {
+                held.insert(id)
+                grew = true
+            }
+        }
+        changes.removeAll { held.contains($0.recordID) }
+        if changes.contains(where: { waits[$0.recordID] == nil }) {
+            changes.removeAll { waits[$0.recordID] != nil }
+        }
     }
 
     /// What sending one batch did.

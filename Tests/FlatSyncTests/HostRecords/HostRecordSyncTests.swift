@@ -150,6 +150,42 @@ import Testing
         }
     }
 
+    /// A new recipe refused by the server (parked) holds back its steps and the steps' own steps: a chain
+    /// of waits that ends at a parked owner is no circle. It was taken for one, the steps went without their
+    /// recipe, and another device deleted them as orphans, on every device (the second newcomer's albums).
+    @Test(arguments: Self.routes)
+    func aParkedOwnerHoldsBackEveryRecordThatWaitsForIt(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            var withoutRecipes = CloudSchema.flatSync(adding: testRecordTypes)
+            withoutRecipes.recordTypes[TestRecipe.recordType] = nil
+            await cloud.setProductionSchema(withoutRecipes)
+            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            let b = try await harness.device("B", start: false) { $0.recordTypes = testRecordTypes }
+            var batch = RecordBatch()
+            try batch.save(TestRecipe(id: "r1", title: "Soup"))
+            try batch.save([
+                TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Boil"),
+                TestStep(id: "s1-tip", recipeID: "s1", text: "A sharp knife"),  // owned by a step
+            ])
+            try await a.apply(batch)
+            #expect(try await a.syncNow().refused.map(\.recordID.name) == ["r1"])
+            #expect(await cloud.records(in: TestRecipe.zone).isEmpty, "the steps wait for their recipe")
+            _ = try await b.syncNow()
+            _ = try await a.syncNow()
+            #expect(await a.records(TestStep.self).count() == 3)
+
+            await cloud.setProductionSchema(nil)
+            _ = try await a.syncNow()  // a sync retries parked changes
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(Set(await cloud.records(in: TestRecipe.zone).map(\.id.name)) == ["r1", "s1", "s2", "s1-tip"])
+            #expect(await b.records(TestStep.self).count() == 3)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// Discarding the refused save of a new recipe takes its steps with it, on this device at once: they
     /// waited for the recipe, unsent, and used to stay until a fetch's orphan clean-up (found by the
     /// newcomer's recipes host).

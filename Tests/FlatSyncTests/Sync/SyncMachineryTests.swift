@@ -199,3 +199,39 @@ import Testing
         #expect(clock.sleeperCount == 0)
     }
 }
+
+/// Which saves a push round holds back for owners not yet on the server: no disk, no clock.
+@Suite struct HoldBackTests {
+    private let zone = ZoneID("Z")
+
+    private func save(_ name: String) -> RecordChange {
+        .save(Record(id: RecordID(zone: zone, name: name), type: "T", fields: [:]), changedKeys: [], sequence: 1)
+    }
+
+    private func id(_ name: String) -> RecordID { RecordID(zone: zone, name: name) }
+
+    private func round(_ names: [String], waits: [String: [String]]) -> [String] {
+        var changes = names.map(save)
+        let waits = Dictionary(uniqueKeysWithValues: waits.map { (id($0.key), Set($0.value.map(id))) })
+        SyncContext.holdBack(&changes, waitingFor: waits)
+        return changes.map(\.recordID.name)
+    }
+
+    @Test func ownersGoFirstAndWhatWaitsForThemNextRound() {
+        #expect(round(["album", "photo", "comment"], waits: ["photo": ["album"], "comment": ["photo"]]) == ["album"])
+    }
+
+    /// The album parked (not in the round): its photos and their comments wait, the chain is no circle.
+    @Test func aChainEndingAtAParkedOwnerWaitsWhole() {
+        #expect(round(["photo", "comment", "other"], waits: ["photo": ["album"], "comment": ["photo"]]) == ["other"])
+        #expect(round(["photo", "comment"], waits: ["photo": ["album"], "comment": ["photo"]]).isEmpty)
+    }
+
+    /// Records that wait only for each other would never go: they go together.
+    @Test func aCircleGoesTogether() {
+        #expect(round(["a", "b"], waits: ["a": ["b"], "b": ["a"]]) == ["a", "b"])
+        #expect(round(["a", "b", "c"], waits: ["a": ["b"], "b": ["a"], "c": ["a"]]) == ["a", "b", "c"])
+        // A circle waiting on a parked record waits with it.
+        #expect(round(["a", "b"], waits: ["a": ["b"], "b": ["a", "parked"]]).isEmpty)
+    }
+}
