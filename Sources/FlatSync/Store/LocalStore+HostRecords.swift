@@ -202,7 +202,8 @@ extension LocalStore {
 extension LocalStore {
     /// The saves among `changes` that wait for a record they belong to (a `deleteSelf` reference), each with
     /// the owners it waits for: records this device has yet to save and the server has not confirmed (no
-    /// change tag). Sent before its owner, such a record would be on the server without it, and another
+    /// change tag, or a save that stands for a delete and a new record, whose tag may be of a record the
+    /// server deleted). Sent before its owner, such a record would be on the server without it, and another
     /// device, finding it without the record it belongs to, takes it for the leftover of a deleted one and
     /// deletes it, on every device (``deleteOrphans(in:owners:)``). Held back, it goes once the record it
     /// belongs to is on the server; if that record's change is parked, it waits with it (see
@@ -211,7 +212,10 @@ extension LocalStore {
         var waiting: [RecordID: Set<RecordID>] = [:]
         for change in changes where !change.isDelete && isHostRecord(change.recordID) {
             let owners = change.carriedRecord.owners.filter { owner in
-                zones.changeTag(for: owner) == nil && pending.latestChange(for: owner).map { !$0.isDelete } == true
+                guard let ownerChange = pending.latestChange(for: owner), !ownerChange.isDelete else { return false }
+                // A save that stands for a delete and a new record may follow a delete the server took (its
+                // answer lost): the change tag is then of a record that is gone.
+                return zones.changeTag(for: owner) == nil || ownerChange.replacesRecord
             }
             if !owners.isEmpty { waiting[change.recordID] = Set(owners) }
         }

@@ -186,6 +186,40 @@ import Testing
         }
     }
 
+    /// A recipe deleted (the server took the delete, its answer lost) and saved again: the save stands for a
+    /// delete and a new record, and the change tag it keeps is of the record the server deleted. A step
+    /// saved meanwhile waited for no recipe with a tag; with the recipe's save refused (parked), it went
+    /// alone, and another device deleted it as an orphan everywhere (found by the simulation, seed 74).
+    @Test(arguments: Self.routes)
+    func aStepWaitsForARecipeSavedAgainAfterADeleteTheServerTook(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let cloud = harness.cloud
+            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            #expect(try await a.syncNow().isComplete)
+            try await a.records(TestRecipe.self).delete("r1")
+            await cloud.setFaultPlan(
+                FaultPlan.loseResponses(1).then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
+            #expect(try await !a.syncNow().isComplete)
+            #expect(await cloud.records(in: TestRecipe.zone).isEmpty, "the server took the delete")
+            #expect(await a.localStore.changeTag(for: TestRecipe.recordID("r1")) != nil, "nothing told A so")
+
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup again"))
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
+            var withoutRecipes = CloudSchema.flatSync(adding: testRecordTypes)
+            withoutRecipes.recordTypes[TestRecipe.recordType] = nil
+            await cloud.setProductionSchema(withoutRecipes)
+            #expect(try await a.syncNow().refused.map(\.recordID.name) == ["r1"])
+            #expect(await cloud.records(in: TestRecipe.zone).isEmpty, "the step waits for its recipe")
+
+            await cloud.setProductionSchema(nil)
+            _ = try await a.syncNow()
+            #expect(try await a.syncNow().isComplete)
+            #expect(Set(await cloud.records(in: TestRecipe.zone).map(\.id.name)) == ["r1", "s1"])
+            try await a.close()
+        }
+    }
+
     /// Discarding the refused save of a new recipe takes its steps with it, on this device at once: they
     /// waited for the recipe, unsent, and used to stay until a fetch's orphan clean-up (found by the
     /// newcomer's recipes host).
