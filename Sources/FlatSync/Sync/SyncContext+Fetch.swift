@@ -81,15 +81,6 @@ extension SyncContext {
                     outcome.stop = .from(error)
                     return outcome
                 }
-                // Deletions listed from a nil token may predate this device's zones, so they do not wipe them
-                // on their own: that would drop unsent changes. Whether CloudKit lists zone deletions from nil is
-                // not known (native CloudKit was seen to list some record deletions from nil: ckws-client.md).
-                // A listed zone that then turns out missing is wiped by its own fetch (see `fetchZone`).
-                //
-                // A zone already wiped since the stored token is treated the same way: the listing may be the
-                // deletion dealt with, or a later one of the zone this device created again since. Only the
-                // zone's own fetch can tell, so it runs whether or not the zone is listed as changed: missing
-                // again, it is wiped again.
                 // Zones no registered type lives in: noted for a version that registers one again. From a
                 // token, a deletion is one, unless a wipe since the token dealt with it (a later change
                 // would be wiped again); from nil, the listing names every zone there is, and one this
@@ -102,6 +93,15 @@ extension SyncContext {
                     listedNotOpen.append((zone, .changed))
                     if fromStart { namedFromStart.insert(zone) }
                 }
+                // Deletions listed from a nil token may predate this device's zones, so they do not wipe them
+                // on their own: that would drop unsent changes. Whether CloudKit lists zone deletions from nil is
+                // not known (native CloudKit was seen to list some record deletions from nil: ckws-client.md).
+                // A listed zone that then turns out missing is wiped by its own fetch (see `fetchZone`).
+                //
+                // A zone already wiped since the stored token is treated the same way: the listing may be the
+                // deletion dealt with, or a later one of the zone this device created again since. Only the
+                // zone's own fetch can tell, so it runs whether or not the zone is listed as changed: missing
+                // again, it is wiped again.
                 for deletion in changes.deletedZones where zoneIDs.contains(deletion.zone) {
                     if fromStart || wipedSinceToken.contains(deletion.zone) {
                         listedDeletedNotWiped[deletion.zone] = deletion.reason
