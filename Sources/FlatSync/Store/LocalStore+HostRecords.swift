@@ -44,10 +44,11 @@ extension LocalStore {
         // at once. A delete of a record stored as another type takes nothing.
         var cascaded = Set<String>()
         let present = deletes.filter { zones.record(for: RecordID(zone: zone, name: $0.key))?.type == $0.value }
+            .keys.sorted()
         if !present.isEmpty {
             var trial = zones.hostRecords(in: zone)
             for (name, record) in newRecords where !deleted.contains(name) { trial[name] = record }
-            cascaded = Set(trial.cascade(from: present.keys.sorted()))
+            cascaded = Set(trial.cascade(from: present))
         }
         for record in saves {
             if let stored = zones.record(for: record.id), stored.type != record.type {
@@ -99,7 +100,6 @@ extension LocalStore {
                 changes.append(.save(record, changedKeys: keys, sequence: sequence))
                 changedNames.append((new.type, name))
             }
-            let present = deletes.filter { table[$0.key]?.type == $0.value }.keys.sorted()
             for name in table.cascade(from: present) {
                 guard let record = table[name] else { continue }
                 table[name] = nil

@@ -52,22 +52,16 @@ extension SyncContext {
             // True while the pages come from a nil token: a first fetch, or a reset after the stored token
             // expired.
             var fromStart = token == nil
-            // What listings said of zones while a version that did not register them ran.
-            for zone in zoneIDs {
-                switch device.zonesListedWhileNotOpen?[zone.name] {
-                case .changed?:
-                    targets.insert(zone)
-                case .deleted? where !wipedSinceToken.contains(zone):
-                    if let stop = await wipeZone(zone, epoch: epoch) {
-                        outcome.stop = stop
-                        return outcome
-                    }
-                    outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))
-                    targets.insert(zone)
-                default:
-                    break
-                }
+            // What listings said of zones while a version that did not register them ran: one listed changed
+            // is fetched; one listed deleted was wiped when the context opened, unless that failed.
+            let (wiped, stop) = await wipeZonesListedDeletedWhileNotOpen(epoch: epoch)
+            outcome.resets += wiped.map { SyncSummary.ZoneReset(zone: $0, reason: .deletedByUser) }
+            if let stop {
+                outcome.stop = stop
+                return outcome
             }
+            targets.formUnion(wiped)
+            targets.formUnion(zoneIDs.filter { device.zonesListedWhileNotOpen?[$0.name] == .changed })
             while true {
                 let changes: DatabaseChanges
                 do {

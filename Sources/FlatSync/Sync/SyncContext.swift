@@ -205,14 +205,26 @@ public actor SyncContext: LocalChangeObserver {
         for (id, count) in savedRefusalWaits.records where await localStore.pendingChange(for: id) != nil {
             if await !localStore.isRefused(id) { refusalWaits[id] = count }
         }
-        // A zone listed deleted while a version that did not register it ran is wiped before anything is
-        // sent to it: the zone may have been created again since, and would take changes made before the
-        // deletion. A wipe that fails is reported and tried again by the first full fetch; no push goes to
-        // the zone meanwhile (see `pushRounds`).
-        let listed = await localStore.deviceFile.zonesListedWhileNotOpen ?? [:]
-        for zone in zoneIDs where listed[zone.name] == .deleted {
-            await wipeZone(zone, epoch: accountEpoch)
+        // Before anything is sent to it (see `wipeZonesListedDeletedWhileNotOpen`); a wipe that fails is
+        // reported and tried again by the first full fetch, and no push goes to the zone meanwhile.
+        _ = await wipeZonesListedDeletedWhileNotOpen(epoch: accountEpoch)
+    }
+
+    /// Wipes each zone a listing of the database's changes named deleted while a version of the app that did
+    /// not register it ran (``DeviceFile/zonesListedWhileNotOpen``), as a deletion listed from this device's
+    /// own token: the zone may have been created again since, and would take changes made before the
+    /// deletion. A zone wiped since the database token is not wiped again. Returns the zones wiped, and the
+    /// stop of a wipe that failed (reported as an error event; its note stays).
+    func wipeZonesListedDeletedWhileNotOpen(epoch: Int) async -> (wiped: [ZoneID], stop: Stop?) {
+        let device = await localStore.deviceFile
+        let wipedSinceToken = Set(device.zonesWipedSinceToken ?? [])
+        var wiped: [ZoneID] = []
+        for zone in zoneIDs where device.zonesListedWhileNotOpen?[zone.name] == .deleted {
+            guard !wipedSinceToken.contains(zone.name) else { continue }
+            if let stop = await wipeZone(zone, epoch: epoch) { return (wiped, stop) }
+            wiped.append(zone)
         }
+        return (wiped, nil)
     }
 
     /// The engine's events, in order: fetches, sends, conflicts, resets, quarantined files, errors.
