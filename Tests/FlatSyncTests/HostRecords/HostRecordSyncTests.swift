@@ -9,8 +9,22 @@ import Testing
 @Suite struct HostRecordSyncTests {
     static let routes: [SyncHarness.Route] = [.direct, .http]
 
-    private func device(_ harness: SyncHarness, _ name: String) async throws -> SyncContext {
-        try await harness.device(name) { $0.recordTypes = testRecordTypes }
+    private func device(_ harness: SyncHarness, _ name: String, start: Bool = true) async throws -> SyncContext {
+        try await harness.device(name, start: start) { $0.recordTypes = testRecordTypes }
+    }
+
+    /// A production schema without the recipe type: the server refuses (and the device parks) every save of
+    /// a recipe, and takes steps.
+    private static let schemaWithoutRecipes = productionSchema { $0.recordTypes[TestRecipe.recordType] = nil }
+    /// One without the recipes' `servings` field: a recipe's save is refused, its steps' taken.
+    private static let schemaWithoutServings = productionSchema {
+        $0.recordTypes[TestRecipe.recordType]!["servings"] = nil
+    }
+
+    private static func productionSchema(_ change: (inout CloudSchema) -> Void) -> CloudSchema {
+        var schema = CloudSchema.flatSync(adding: testRecordTypes)
+        change(&schema)
+        return schema
     }
 
     @Test(arguments: Self.routes)
@@ -124,8 +138,8 @@ import Testing
     func notesWaitForTheirArticleToReachTheServer(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
-            let b = try await harness.device("B", start: false) { $0.recordTypes = testRecordTypes }
+            let a = try await device(harness, "A", start: false)
+            let b = try await device(harness, "B", start: false)
             try await a.readingList.add("a1")
             try await a.records(TestNote.self).save([
                 TestNote(id: "n1", articleID: "a1", text: "one"), TestNote(id: "n2", articleID: "a1", text: "two"),
@@ -157,11 +171,9 @@ import Testing
     func aParkedOwnerHoldsBackEveryRecordThatWaitsForIt(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            var withoutRecipes = CloudSchema.flatSync(adding: testRecordTypes)
-            withoutRecipes.recordTypes[TestRecipe.recordType] = nil
-            await cloud.setProductionSchema(withoutRecipes)
-            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
-            let b = try await harness.device("B", start: false) { $0.recordTypes = testRecordTypes }
+            await cloud.setProductionSchema(Self.schemaWithoutRecipes)
+            let a = try await device(harness, "A", start: false)
+            let b = try await device(harness, "B", start: false)
             var batch = RecordBatch()
             try batch.save(TestRecipe(id: "r1", title: "Soup"))
             try batch.save([
@@ -194,7 +206,7 @@ import Testing
     func aStepWaitsForARecipeSavedAgainAfterADeleteTheServerTook(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            let a = try await device(harness, "A", start: false)
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
             #expect(try await a.syncNow().isComplete)
             try await a.records(TestRecipe.self).delete("r1")
@@ -206,9 +218,7 @@ import Testing
 
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup again"))
             try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
-            var withoutRecipes = CloudSchema.flatSync(adding: testRecordTypes)
-            withoutRecipes.recordTypes[TestRecipe.recordType] = nil
-            await cloud.setProductionSchema(withoutRecipes)
+            await cloud.setProductionSchema(Self.schemaWithoutRecipes)
             #expect(try await a.syncNow().refused.map(\.recordID.name) == ["r1"])
             #expect(await cloud.records(in: TestRecipe.zone).isEmpty, "the step waits for its recipe")
 
@@ -227,10 +237,8 @@ import Testing
     func discardingARefusedOwnerTakesWhatItOwns(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            var schema = CloudSchema.flatSync(adding: testRecordTypes)
-            schema.recordTypes[TestRecipe.recordType]!["servings"] = nil
-            await cloud.setProductionSchema(schema)
-            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            await cloud.setProductionSchema(Self.schemaWithoutServings)
+            let a = try await device(harness, "A", start: false)
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
             try await a.records(TestStep.self).save([
                 TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Boil"),
@@ -256,10 +264,8 @@ import Testing
     @Test func discardingARefusedOwnerLeavesAStepWhoseRecipeIsStillToBeFetched() async throws {
         try await SyncHarness.run { harness in
             let cloud = harness.cloud
-            var schema = CloudSchema.flatSync(adding: testRecordTypes)
-            schema.recordTypes[TestRecipe.recordType]!["servings"] = nil
-            await cloud.setProductionSchema(schema)
-            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            await cloud.setProductionSchema(Self.schemaWithoutServings)
+            let a = try await device(harness, "A", start: false)
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
             try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop"))
             #expect(try await a.syncNow().refused.map(\.recordID.name) == ["r1"])
@@ -759,7 +765,7 @@ import Testing
         try await SyncHarness.run { harness in
             // Not started: a started device sends r3 at once, and the push could reach the server before the
             // close below.
-            var a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            var a = try await device(harness, "A", start: false)
             try await a.records(TestRecipe.self).save([
                 TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Bread"),
             ])
@@ -816,7 +822,7 @@ import Testing
     func whatIsListedWhileATypeIsNotRegisteredIsDealtWithWhenItIsAgain(_ meanwhile: WhileNotRegistered) async throws {
         try await SyncHarness.run { harness in
             let cloud = harness.cloud
-            var a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            var a = try await device(harness, "A", start: false)
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
             #expect(try await a.syncNow().isComplete)
             if meanwhile == .deletedAndCreatedAgainWithAChangeWaiting {
@@ -871,7 +877,7 @@ import Testing
     @Test(arguments: [false, true])
     func anAccountChangeWhileATypeIsNotRegisteredWipesItsRecordsToo(logNamesTheZone: Bool) async throws {
         try await SyncHarness.run { harness in
-            var a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            var a = try await device(harness, "A", start: false)
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
             #expect(try await a.syncNow().isComplete)
             if logNamesTheZone { try await a.records(TestRecipe.self).save(TestRecipe(id: "r2", title: "Bread")) }
@@ -881,7 +887,7 @@ import Testing
                     atPath: harness.directory.appendingPathComponent("A/zone-Recipes.plist").path))
             if !logNamesTheZone {
                 // The log keeps nothing of the recipes: the snapshot holds them.
-                a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+                a = try await device(harness, "A", start: false)
                 try await a.localStore.compact()
                 try await a.close()
             }

@@ -323,6 +323,21 @@ import Testing
         }
     }
 
+    /// Device A, started, with "before" synced (so it holds a database change token from before), and its
+    /// reading list then deleted by the user; `listedAsChanged`: the server lists the deleted zone as
+    /// changed, as CloudKit was seen to (below).
+    private func deviceWhoseReadingListTheUserDeleted(
+        _ harness: SyncHarness, listedAsChanged: Bool
+    ) async throws -> SyncContext {
+        let a = try await harness.device("A")
+        try await a.readingList.add("before")
+        await a.waitUntilIdle()
+        _ = try await a.syncNow()
+        await harness.cloud.setReportsDeletedZonesAsChanged(listedAsChanged)
+        try await harness.cloud.deleteZoneAsUser(.readingList)
+        return a
+    }
+
     /// CloudKit was seen to list a deleted zone as changed, on every fetch, while fetching it failed as not
     /// found (mentrena/SyncKit PR #99, #103). No listing says it was deleted, so nothing would wipe it, and a
     /// device that created it again would upload what the user deleted: a zone both changed and missing is
@@ -331,12 +346,7 @@ import Testing
     func aMissingZoneTheDatabaseListsAsChangedIsTakenAsDeleted(first: MeetsTheDeletion) async throws {
         try await SyncHarness.run(via: .http) { harness in
             let cloud = harness.cloud
-            let a = try await harness.device("A")
-            try await a.readingList.add("before")
-            await a.waitUntilIdle()
-            _ = try await a.syncNow()  // so that the device has a database change token from before
-            await cloud.setReportsDeletedZonesAsChanged(true)
-            try await cloud.deleteZoneAsUser(.readingList)
+            let a = try await deviceWhoseReadingListTheUserDeleted(harness, listedAsChanged: true)
             let events = a.events()
             switch first {
             case .push: try await a.readingList.add("after")
@@ -378,12 +388,8 @@ import Testing
     ) async throws {
         try await SyncHarness.run(via: route) { harness in
             let cloud = harness.cloud
-            let a = try await harness.device("A")
-            try await a.readingList.add("before")
-            await a.waitUntilIdle()
-            _ = try await a.syncNow()  // so that the device has a database change token from before
-            await cloud.setReportsDeletedZonesAsChanged(listsTheDeletedZoneAsChanged)
-            try await cloud.deleteZoneAsUser(.readingList)
+            let a = try await deviceWhoseReadingListTheUserDeleted(
+                harness, listedAsChanged: listsTheDeletedZoneAsChanged)
             await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .internalError))
             switch first {
             case .push: try await a.readingList.add("after")
