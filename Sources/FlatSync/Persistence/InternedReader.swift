@@ -65,6 +65,9 @@ package struct InternedReader {
             return change
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
+        case 6:
+            let id = try readRecordID(&reader)
+            return .cascadedDelete(id, owner: try readString(&reader), sequence: sequence)
         case let other:
             // A store's own form (see ``StoredRecordContent/logOperations``).
             guard let content = StoredRecordContentTypes.readingLogOperation(other) else {

@@ -93,8 +93,11 @@ package struct InternedWriter {
             return
         }
         if change.pointee.isDelete {
-            writer.write(UInt8(2))
+            // A delete a cascade made is operation 6, followed by its owner (older versions read no 6).
+            let owner = change.pointee.cascadeOwner
+            writer.write(UInt8(owner == nil ? 2 : 6))
             write(change.pointee.recordID)
+            if let owner { write(owner) }
             return
         }
         // The record read in place: binding the operation's payload copied it. A save that replaces its

@@ -385,12 +385,20 @@
     /// them, each once, targets first: what deleting the targets deletes.
     package func cascade(from targets: [String]) -> [String] {
         guard !dependentsByTarget.isEmpty else { return targets }
+        return cascadeWithOwners(from: targets).map(\.name)
+    }
+
+    /// ``cascade(from:)`` with, for each record past the targets, the record whose delete takes it: one it
+    /// refers to (`deleteSelf`) that the cascade reached first. Nil for the targets.
+    package func cascadeWithOwners(from targets: [String]) -> [(name: String, owner: String?)] {
+        var order: [(name: String, owner: String?)] = targets.map { ($0, nil) }
+        guard !dependentsByTarget.isEmpty else { return order }
         var seen = Set(targets)
-        var order = targets
         var next = 0
         while next < order.count {
-            for dependent in dependents(of: order[next]) where seen.insert(dependent).inserted {
-                order.append(dependent)
+            let owner = order[next].name
+            for dependent in dependents(of: owner) where seen.insert(dependent).inserted {
+                order.append((dependent, owner))
             }
             next += 1
         }

@@ -100,10 +100,10 @@ extension LocalStore {
                 changes.append(.save(record, changedKeys: keys, sequence: sequence))
                 changedNames.append((new.type, name))
             }
-            for name in table.cascade(from: present) {
+            for (name, owner) in table.cascadeWithOwners(from: present) {
                 guard let record = table[name] else { continue }
                 table[name] = nil
-                changes.append(.delete(RecordID(zone: zone, name: name), sequence: sequence))
+                changes.append(Self.delete(RecordID(zone: zone, name: name), owner: owner, sequence: sequence))
                 changedNames.append((record.type, name))
             }
         }
@@ -128,17 +128,24 @@ extension LocalStore {
         let targets = changes.lazy.filter(\.isDelete).map(\.recordID.name)
         guard !targets.isEmpty else { return [] }
         let targetList = Array(targets)
-        let cascade = table.cascade(from: targetList).dropFirst(targetList.count)
+        let cascade = table.cascadeWithOwners(from: targetList).dropFirst(targetList.count)
         var deletes: [RecordChange] = []
         var names: [(recordType: String, name: String)] = []
-        for name in cascade {
+        for (name, owner) in cascade {
             guard let record = table[name] else { continue }
             table[name] = nil
-            deletes.append(.delete(RecordID(zone: zone, name: name), sequence: sequence))
+            deletes.append(Self.delete(RecordID(zone: zone, name: name), owner: owner, sequence: sequence))
             names.append((record.type, name))
         }
         hub.emit(zone: zone, changed: names)
         return deletes
+    }
+
+    /// A delete of `id`: one the user asked for when `owner` is nil, else one a cascade from the record named
+    /// `owner` made (``RecordChange/cascadeOwner``), which waits for the owner's delete and is never sent.
+    private static func delete(_ id: RecordID, owner: String?, sequence: UInt64) -> RecordChange {
+        guard let owner else { return .delete(id, sequence: sequence) }
+        return .cascadedDelete(id, owner: owner, sequence: sequence)
     }
 
     /// Deletes, as one mutation, the host records of `zone` that a chain of `deleteSelf` references ties to
@@ -155,10 +162,10 @@ extension LocalStore {
         var changes: [RecordChange] = []
         var names: [(recordType: String, name: String)] = []
         zones.withHostRecords(in: zone) { table in
-            for name in table.cascade(from: orphans) {
+            for (name, owner) in table.cascadeWithOwners(from: orphans) {
                 guard let record = table[name] else { continue }
                 table[name] = nil
-                changes.append(.delete(RecordID(zone: zone, name: name), sequence: sequence))
+                changes.append(Self.delete(RecordID(zone: zone, name: name), owner: owner, sequence: sequence))
                 names.append((record.type, name))
             }
         }
@@ -285,5 +292,51 @@ extension LocalStore {
                         + "takes at most \(Self.maximumDeleteSelfReferences).")
             }
         }
+    }
+}
+
+extension LocalStore {
+    /// The deletes among `changes` that a cascade made (``RecordChange/cascadeOwner``) and that are ready to
+    /// settle: their owner has no delete pending any more. The owner's delete went through (CloudKit then
+    /// deleted the record with it), lost to an edit this device had not seen, or was discarded; only the
+    /// server can tell which, so ``settleCascadedDeletes(_:commandOf:serverVersions:)`` asks it.
+    package func cascadedDeletesToSettle(_ changes: [RecordChange]) -> [RecordChange] {
+        changes.filter { change in
+            guard let owner = change.cascadeOwner else { return false }
+            return !pending.hasPendingDelete(of: RecordID(zone: change.recordID.zone, name: owner))
+        }
+    }
+
+    /// Settles deletes a cascade made, by the server's versions of their records (`serverVersions`, from a
+    /// lookup): a record the server still has comes back as the server has it (its owner's delete lost, or
+    /// it no longer belongs to that owner there); one it lacks stays deleted. Each delete then leaves its
+    /// command (`commandOf`). Returns the records settled.
+    ///
+    /// A change made to one of the records since is the user's latest word: that record is left alone. As
+    /// when refused changes are discarded, the snapshot with the server's versions is written before the log
+    /// lets the deletes go, so a crash in between leaves the delete pending, to settle again.
+    package func settleCascadedDeletes(
+        _ changes: [RecordChange], commandOf: [RecordID: CommandID], serverVersions: [RecordID: Record]
+    ) async throws -> [RecordID] {
+        try checkWritable()
+        let current = changes.filter { isStillPending($0, in: commandOf[$0.recordID]) }
+        guard !current.isEmpty else { return [] }
+        for change in current { restoreServerVersion(of: change.recordID, server: serverVersions[change.recordID]) }
+        for zone in Set(current.map(\.recordID.zone)).sorted() { try await persistSnapshot(of: zone) }
+        var settled: [RecordID] = []
+        for change in current {
+            // Checked again after every wait: a mutation may have changed the record meanwhile.
+            let id = change.recordID
+            guard let command = commandOf[id], isStillPending(change, in: command) else { continue }
+            try await acknowledge([id], in: command)
+            settled.append(id)
+        }
+        return settled
+    }
+
+    /// True when `command` holds `change` and no newer change of its record waits.
+    private func isStillPending(_ change: RecordChange, in command: CommandID?) -> Bool {
+        guard let command, pending.change(of: change.recordID, in: command) == change else { return false }
+        return pending.latestChange(for: change.recordID) == change
     }
 }

@@ -27,6 +27,9 @@ package struct PendingCommands: Sendable {
     private var sealed: [ZoneID: Set<CommandID>] = [:]
     /// The ID the next new command gets.
     package private(set) var nextCommandID: UInt64 = 1
+    /// The records whose deletes a cascade from each owner made (``RecordChange/cascadeOwner``), by owner,
+    /// while they may still be pending: an entry can outlive its change, so each is checked where it is used.
+    private var cascadedDeletes: [RecordID: [RecordID]] = [:]
 
     /// A record's change: its command, and its position in the command's ``Command/slots``.
     private struct Location: Hashable {
@@ -123,6 +126,14 @@ package struct PendingCommands: Sendable {
         }
     }
 
+    /// True when a delete of the record is waiting or being sent.
+    package func hasPendingDelete(of id: RecordID) -> Bool {
+        for found in [location[id], sealedLocation[id]] {
+            if let found, let change = change(at: found), change.isDelete { return true }
+        }
+        return false
+    }
+
     /// The command holding the newest change of a record that is waiting or being sent.
     package func commandID(of recordID: RecordID) -> CommandID? {
         (location[recordID] ?? sealedLocation[recordID])?.command
@@ -210,9 +221,14 @@ package struct PendingCommands: Sendable {
         // the next change of the same kind goes there too.
         var held: Command?
         var reservationBudget = count > 16 ? count : 0
+        // Records saved over their own pending delete: the deletes their cascades made are released.
+        var savedOverDeletes: [RecordID] = []
         while var incoming = incomingChanges.popLast() {
             let recordID = incoming.recordID
             precondition(recordID.zone == zone, "a mutation's changes must be in its zone")
+            if let owner = incoming.cascadeOwner {
+                cascadedDeletes[RecordID(zone: zone, name: owner), default: []].append(recordID)
+            }
             if let heldID = held?.id, held!.kind == incoming.commandKind {
                 // The common case, a record with nothing pending joining the held command: one lookup both
                 // checks the index and claims the record's place in it, the next slot of the command.
@@ -227,6 +243,9 @@ package struct PendingCommands: Sendable {
                 let isHeld = held?.id == existing.command
                 if let pendingChange = isHeld ? held!.slots[existing.slot] : change(at: existing) {
                     result.coalescedChanges += 1
+                    if pendingChange.isDelete, !incoming.isDelete, !cascadedDeletes.isEmpty {
+                        savedOverDeletes.append(recordID)
+                    }
                     incoming = pendingChange.coalesced(with: incoming)
                     if isHeld, held!.kind == incoming.commandKind {
                         held!.replace(at: existing.slot, with: consume incoming)
@@ -273,7 +292,31 @@ package struct PendingCommands: Sendable {
             held!.append(consume incoming)
         }
         if let command = held.take() { commands[command.id] = command }
+        for owner in savedOverDeletes { releaseCascade(of: owner) }
         return result
+    }
+
+    /// Makes the pending deletes a cascade from `owner` made plain deletes, sent like any other: the owner's
+    /// delete became a save that replaces it (a delete followed by a new record), so no delete of the owner
+    /// will reach the server and have it delete them, but the user deleted them all the same.
+    private mutating func releaseCascade(of owner: RecordID) {
+        guard let children = cascadedDeletes.removeValue(forKey: owner) else { return }
+        for child in children {
+            for found in [location[child], sealedLocation[child]] {
+                guard let found, let change = change(at: found), change.isDelete, change.cascadeOwner == owner.name
+                else { continue }
+                commands[found.command]!.replace(at: found.slot, with: change.withoutCascadeOwner)
+                // Its own cascade's deletes wait for it now, as for any delete the user made.
+            }
+        }
+    }
+
+    /// Forgets that `change`, leaving the queue, was a cascade's delete.
+    private mutating func forgetCascade(of change: RecordChange) {
+        guard !cascadedDeletes.isEmpty, let owner = change.cascadeOwner else { return }
+        let ownerID = RecordID(zone: change.recordID.zone, name: owner)
+        cascadedDeletes[ownerID]?.removeAll { $0 == change.recordID }
+        if cascadedDeletes[ownerID]?.isEmpty == true { cascadedDeletes[ownerID] = nil }
     }
 
     /// The zone's last command if it is waiting and of `kind`, else a new command at the end.
@@ -365,9 +408,11 @@ package struct PendingCommands: Sendable {
         for recordID in recordIDs {
             if let found = sealedLocation[recordID], found.command == commandID {
                 sealedLocation[recordID] = nil
+                if let change = change(at: found) { forgetCascade(of: change) }
                 removeChange(at: found)
             } else if let found = location[recordID], found.command == commandID {
                 location[recordID] = nil
+                if let change = change(at: found) { forgetCascade(of: change) }
                 removeChange(at: found)
             }
         }
@@ -383,6 +428,8 @@ package struct PendingCommands: Sendable {
     package mutating func unseal(_ zone: ZoneID) {
         guard let ids = sealed[zone] else { return }
         sealed[zone] = nil
+        var savedOverDeletes: [RecordID] = []
+        defer { for owner in savedOverDeletes { releaseCascade(of: owner) } }
         for id in ids.sorted() {
             guard let command = commands[id] else { continue }
             for (slot, change) in command.slots.enumerated() {
@@ -392,6 +439,7 @@ package struct PendingCommands: Sendable {
                 if let newer = location[recordID] {
                     if let newerChange = self.change(at: newer) {
                         commands[newer.command]!.replace(at: newer.slot, with: change!.coalesced(with: newerChange))
+                        if change!.isDelete, !newerChange.isDelete { savedOverDeletes.append(recordID) }
                     }
                     // Not compacted while its slots are walked here: that would move the ones still to come.
                     removeChange(at: here, compacting: false)
@@ -416,6 +464,7 @@ package struct PendingCommands: Sendable {
         }
         order[zone] = nil
         sealed[zone] = nil
+        if !cascadedDeletes.isEmpty { cascadedDeletes = cascadedDeletes.filter { $0.key.zone != zone } }
     }
 
     /// Drops every command.
@@ -438,6 +487,9 @@ package struct PendingCommands: Sendable {
         location.reserveCapacity(location.count + command.slots.count)
         for slot in command.slots.indices {
             guard let recordID = command.slots[slot]?.recordID else { continue }
+            if let owner = command.slots[slot]!.cascadeOwner {
+                cascadedDeletes[RecordID(zone: command.zone, name: owner), default: []].append(recordID)
+            }
             let here = Location(command: command.id, slot: slot)
             guard let earlier = location.updateValue(here, forKey: recordID) else { continue }
             if earlier.command == command.id {

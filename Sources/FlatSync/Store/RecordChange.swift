@@ -18,8 +18,12 @@ package struct RecordChange: Hashable, Sendable {
     package var operation: Operation {
         get { isSave ? .save(carriedRecord) : .delete }
         set {
-            // A mask is read over the keys of the record it came with.
-            if case .mask = keys { keys = .set(changedKeys) }
+            // A mask is read over the keys of the record it came with; a cascade's owner is a delete's.
+            switch keys {
+            case .mask: keys = .set(changedKeys)
+            case .owner: keys = .set([])
+            case .set: break
+            }
             switch newValue {
             case .save(let record):
                 carriedRecord = record
@@ -56,9 +60,21 @@ package struct RecordChange: Hashable, Sendable {
             switch keys {
             case .set(let keys): keys
             case .mask(let mask): carriedRecord.content.box!.keySets![mask]
+            case .owner: []
             }
         }
         set { keys = .set(newValue) }
+    }
+    /// For a delete that a `deleteSelf` reference made (the record went because the record it refers to was
+    /// deleted in the same mutation), the name of that record: its owner. Nil for any other change.
+    ///
+    /// Such a delete is never sent. CloudKit deletes the record itself when the owner's delete goes through,
+    /// and the owner's delete may not go through: it can lose to an edit this device had not seen, or be
+    /// refused. So the delete waits while the owner's delete is pending, and then the server's answer settles
+    /// it (see `SyncContext.settleCascadedDeletes`).
+    package var cascadeOwner: String? {
+        if case .owner(let name) = keys { return name }
+        return nil
     }
     /// ``changedKeys`` as a mask over the keys of the store's value the record holds
     /// (``StoredRecordContent/recordKeySets``), when the store made the change so: the store's own log form
@@ -74,6 +90,8 @@ package struct RecordChange: Hashable, Sendable {
     private enum ChangedKeys: Sendable {
         case set(Set<String>)
         case mask(Int)
+        /// A delete's: the record whose delete it follows (``cascadeOwner``); it changes no keys.
+        case owner(String)
     }
 
     /// A delete of the record with `recordID`.
@@ -129,6 +147,21 @@ package struct RecordChange: Hashable, Sendable {
         RecordChange(deleting: id, sequence: sequence)
     }
 
+    /// A delete of the record with `id` that a `deleteSelf` reference to the record named `owner`, deleted in
+    /// the same mutation, made (see ``cascadeOwner``).
+    package static func cascadedDelete(_ id: RecordID, owner: String, sequence: UInt64 = 0) -> RecordChange {
+        var change = RecordChange(deleting: id, sequence: sequence)
+        change.keys = .owner(owner)
+        return change
+    }
+
+    /// This delete as one the user made: sent, whatever became of its owner's (see ``cascadeOwner``).
+    package var withoutCascadeOwner: RecordChange {
+        var change = self
+        if case .owner = keys { change.keys = .set([]) }
+        return change
+    }
+
     /// The record to save, or `nil` for a delete.
     package var record: Record? {
         savedRecord
@@ -175,7 +208,8 @@ package struct RecordChange: Hashable, Sendable {
     package static func == (lhs: RecordChange, rhs: RecordChange) -> Bool {
         // The records compared in place (through `savedRecord`, both were copied).
         lhs.recordID == rhs.recordID && lhs.sequence == rhs.sequence && lhs.isSave == rhs.isSave
-            && lhs.replacesRecord == rhs.replacesRecord && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
+            && lhs.replacesRecord == rhs.replacesRecord && lhs.cascadeOwner == rhs.cascadeOwner
+            && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
             && (lhs.keyMask != nil && lhs.keyMask == rhs.keyMask
                 || lhs.changedKeys == rhs.changedKeys)
     }

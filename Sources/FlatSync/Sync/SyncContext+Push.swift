@@ -166,9 +166,16 @@ extension SyncContext {
             let parked = await localStore.refusedRecordIDs(in: zone)
             var commandOf: [RecordID: CommandID] = [:]
             var changes: [RecordChange] = []
+            var cascaded: [RecordChange] = []
             for command in commands {
                 for change in command.orderedChanges {
                     let id = change.recordID
+                    if change.cascadeOwner != nil {
+                        // Never sent: settled once its owner's delete is over (below).
+                        commandOf[id] = command.id
+                        cascaded.append(change)
+                        continue
+                    }
                     // A newer change of a parked record is the user's latest word: it goes out as any change.
                     if !parked.isEmpty, let refused = parked[id], change.sequence <= refused,
                         !retryingRefused || refusedInThisPush.contains(id)
@@ -179,8 +186,27 @@ extension SyncContext {
                     changes.append(change)
                 }
             }
+            var settled = 0
+            if !cascaded.isEmpty {
+                (settled, outcome.stop) = await settleCascadedDeletes(
+                    cascaded, commandOf: commandOf, in: zone, via: transport, epoch: epoch)
+                if outcome.stop != nil {
+                    try? await localStore.unsealPendingCommands(in: zone)
+                    break
+                }
+            }
             // A record that belongs to one not yet on the server goes after it, in a later round.
             Self.holdBack(&changes, waitingFor: await localStore.ownersAwaited(by: changes))
+            if changes.isEmpty, settled > 0 {
+                // Records settled may own others whose deletes can settle now.
+                do {
+                    try await localStore.unsealPendingCommands(in: zone)
+                } catch {
+                    outcome.stop = .from(error)
+                    break
+                }
+                continue
+            }
             if changes.isEmpty {
                 // Only parked changes are left, and changes waiting for them: nothing to send until someone
                 // asks to retry them.
@@ -288,6 +314,34 @@ extension SyncContext {
             }
         }
         return outcome
+    }
+
+    /// Settles the deletes of a round that a cascade made (`cascaded`; see ``RecordChange/cascadeOwner``)
+    /// whose owner's delete is over, by looking their records up on the server: a record CloudKit deleted
+    /// with its owner stays deleted, and one it still has comes back as it is there, since the owner's delete
+    /// did not take it (it lost to an edit this device had not seen, was refused and discarded, or the record
+    /// had moved to another owner). The others wait for their owner's delete. Returns how many settled, or
+    /// the stop when the server could not be asked (they wait for the next push).
+    ///
+    /// Sent with their owner's delete, as they once were, these deletes went through where the owner's lost,
+    /// and a photo that came back had lost its comments everywhere. Whether CloudKit has finished deleting an
+    /// owner's records when it answers the owner's delete is not documented: a record looked up before it has
+    /// comes back here, and its delete arrives with the next fetch.
+    private func settleCascadedDeletes(
+        _ cascaded: [RecordChange], commandOf: [RecordID: CommandID], in zone: ZoneID,
+        via transport: any CloudTransport, epoch: Int
+    ) async -> (settled: Int, stop: Stop?) {
+        let ready = await localStore.cascadedDeletesToSettle(cascaded)
+        guard !ready.isEmpty else { return (0, nil) }
+        do {
+            let servers = try await transport.lookupRecords(ready.map(\.recordID))
+            guard epoch == accountEpoch else { return (0, .cancelled) }
+            let settled = try await localStore.settleCascadedDeletes(
+                ready, commandOf: commandOf, serverVersions: servers)
+            return (settled.count, nil)
+        } catch {
+            return (0, .from(error))
+        }
     }
 
     /// Takes out of a round's `changes` the saves that wait for their owners (`waits`: each waiting record's

@@ -28,6 +28,15 @@ import Testing
                 ]
             )
         ),
+        // A delete a cascade made, with its owner; in a mutation and in a compacted command.
+        .mutation(
+            Mutation(
+                sequence: 8, zone: .readingList,
+                changes: [.delete(F.id("a ✓")), .cascadedDelete(F.id("note-1"), owner: "a ✓")])),
+        .restored(
+            Command(
+                id: CommandID(2), zone: .readingList, kind: .removeRecords,
+                slots: [.cascadedDelete(F.id("note-2"), owner: "b", sequence: 3)])),
         // Reading-list records hold their entries (`Record.Content`): written field by field, read back as
         // fields, equal.
         .mutation(

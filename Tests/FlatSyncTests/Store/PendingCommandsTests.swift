@@ -400,6 +400,48 @@ import Testing
         #expect(queue.isEmpty && queue.inconsistencies() == [])
     }
 
+    // MARK: - Deletes a cascade made
+
+    /// The owner deleted and saved again before anything was sent: its save replaces the record on the
+    /// server, which then deletes nothing, so the deletes its cascade made are sent as the user's own.
+    @Test func aSaveOverItsOwnersDeleteMakesACascadesDeletesPlain() throws {
+        var queue = queue([
+            [F.delete("p"), .cascadedDelete(F.id("c"), owner: "p"), .cascadedDelete(F.id("d"), owner: "x")]
+        ])
+        #expect(queue.latestChange(for: F.id("c"))?.cascadeOwner == "p")
+        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.save("p", [:])]))
+        #expect(try #require(queue.latestChange(for: F.id("c"))).cascadeOwner == nil)
+        #expect(queue.latestChange(for: F.id("d"))?.cascadeOwner == "x", "another owner's cascade waits still")
+        #expect(queue.latestChange(for: F.id("c"))?.isDelete == true)
+        #expect(queue.inconsistencies() == [])
+    }
+
+    /// The save arrives while the owner's delete is out: it waits in a command of its own, and the two
+    /// become one save when the round ends without the delete (as the log replays it, so a restart agrees).
+    @Test func aSaveThatOutlivesItsOwnersDeleteOfTheSameRoundMakesTheCascadePlain() throws {
+        var queue = queue([[F.delete("p"), .cascadedDelete(F.id("c"), owner: "p")]])
+        _ = queue.seal(.readingList)
+        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.save("p", [:])]))
+        #expect(queue.latestChange(for: F.id("c"))?.cascadeOwner == "p", "the delete may yet go through")
+        #expect(queue.hasPendingDelete(of: F.id("p")))
+        queue.unseal(.readingList)
+        #expect(!queue.hasPendingDelete(of: F.id("p")))
+        #expect(try #require(queue.latestChange(for: F.id("c"))).cascadeOwner == nil)
+        #expect(queue.inconsistencies() == [])
+    }
+
+    /// A compacted log restores the cascade's deletes with their owners, and they are released as before.
+    @Test func aRestoredCascadeIsReleasedByASaveOverItsOwnersDelete() throws {
+        var queue = PendingCommands()
+        queue.restore(
+            Command(
+                id: CommandID(1), zone: .readingList, kind: .removeRecords,
+                slots: [F.delete("p").withSequence(1), .cascadedDelete(F.id("c"), owner: "p", sequence: 1)]))
+        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.save("p", [:])]))
+        #expect(try #require(queue.latestChange(for: F.id("c"))).cascadeOwner == nil)
+        #expect(queue.inconsistencies() == [])
+    }
+
     /// A compacted log written by this code never holds a record twice in a command; a damaged one might.
     /// The command is restored with the record's later change, as reading it into a dictionary did.
     @Test func aRestoredCommandHoldingARecordTwiceKeepsItsLaterChange() throws {

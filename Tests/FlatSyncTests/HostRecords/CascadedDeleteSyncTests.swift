@@ -1,0 +1,262 @@
+import FlatSyncTesting
+import Foundation
+import Testing
+
+@testable import FlatSync
+
+/// The deletes a `deleteSelf` cascade makes on a device: never sent, they wait for their owner's delete and
+/// then take the server's word, so records go with their owner only where the owner went (CloudKit deletes
+/// them itself when it does). Sent with the owner's delete, as they once were, they went through where the
+/// owner's delete lost or was refused: the owner came back without them (the second newcomer's albums).
+@Suite struct CascadedDeleteSyncTests {
+    static let routes: [SyncHarness.Route] = [.direct, .http]
+
+    private func device(
+        _ harness: SyncHarness, _ name: String, types: [any SyncableRecord.Type] = testRecordTypes
+    ) async throws -> SyncContext {
+        try await harness.device(name) { $0.recordTypes = types }
+    }
+
+    /// A (with B) holding recipe r1 with steps s1 and s2, and recipe r2, all on the server.
+    private func twoDevicesWithARecipe(
+        _ harness: SyncHarness, types: [any SyncableRecord.Type] = testRecordTypes
+    ) async throws -> (SyncContext, SyncContext) {
+        let a = try await device(harness, "A", types: types)
+        let b = try await device(harness, "B", types: types)
+        var batch = RecordBatch()
+        try batch.save([TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Stew")])
+        try batch.save([
+            TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Simmer"),
+        ])
+        try await a.apply(batch)
+        #expect(try await a.syncNow().isComplete)
+        #expect(try await b.syncNow().isComplete)
+        #expect(await b.records(TestStep.self).count() == 2)
+        return (a, b)
+    }
+
+    private func serverNames(_ harness: SyncHarness) async -> [String] {
+        await harness.cloud.records(in: TestRecipe.zone).map(\.id.name).sorted()
+    }
+
+    private func steps(_ device: SyncContext) async -> [String] {
+        await device.records(TestStep.self).values().map(\.id).sorted()
+    }
+
+    @Test(arguments: Self.routes)
+    func aRecipeWhoseDeleteLosesToAnEditKeepsItsSteps(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            #expect(try await a.syncNow().isComplete)
+
+            try await b.records(TestRecipe.self).delete("r1")  // B has not seen A's edit
+            #expect(await steps(b).isEmpty, "the steps go with the recipe at once here")
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+
+            #expect(await serverNames(harness) == ["r1", "r2", "s1", "s2"], "the edit beat the delete, steps too")
+            for device in [a, b] {
+                #expect(await device.records(TestRecipe.self).value("r1")?.title == "Leek soup")
+                #expect(await steps(device) == ["s1", "s2"])
+                #expect(await device.localStore.pendingRecordCount() == 0)
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    @Test(arguments: Self.routes)
+    func aRecipeWhoseDeleteGoesTakesItsStepsEverywhereWithoutSendingTheirDeletes(route: SyncHarness.Route)
+        async throws
+    {
+        try await SyncHarness.run(via: route) { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            let events = b.events()
+            try await b.records(TestRecipe.self).delete("r1")
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["r2"], "CloudKit deleted the steps with the recipe")
+            for device in [a, b] {
+                #expect(await device.records(TestRecipe.self).values().map(\.id) == ["r2"])
+                #expect(await steps(device).isEmpty)
+                #expect(await device.localStore.pendingRecordCount() == 0)
+            }
+            try await b.close()
+            var sentDeletes = 0
+            for await event in events {
+                if case .willSend(_, _, let deletes) = event { sentDeletes += deletes }
+            }
+            #expect(sentDeletes == 1, "only the recipe's delete was sent")
+            try await a.close()
+        }
+    }
+
+    /// The server refuses the recipe's delete: the steps' deletes wait with it, and discarding it brings the
+    /// recipe back with its steps; the server never lost them.
+    @Test(arguments: Self.routes)
+    func aRefusedDeleteHoldsItsStepsAndDiscardingItBringsThemBack(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            await harness.cloud.setFaultPlan(.failRecords(1, with: .invalidArguments))
+            try await a.records(TestRecipe.self).delete("r1")
+            _ = try await a.syncNow()
+            #expect(await a.refusedChanges().map(\.recordID.name) == ["r1"])
+            #expect(await serverNames(harness) == ["r1", "r2", "s1", "s2"], "the steps' deletes were not sent")
+            #expect(await a.localStore.pendingRecordCount() == 3, "the steps' deletes wait for the recipe's")
+
+            #expect(try await a.discardRefusedChanges().map(\.name) == ["r1"])
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            for device in [a, b] {
+                #expect(await device.records(TestRecipe.self).value("r1")?.title == "Soup")
+                #expect(await steps(device) == ["s1", "s2"])
+                #expect(await device.localStore.pendingRecordCount() == 0)
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// A moves s1 to r2; B, which still has s1 in r1, deletes r1. CloudKit does not take s1 with r1, and
+    /// neither does B in the end.
+    @Test(arguments: Self.routes)
+    func aStepMovedToAnotherRecipeSurvivesItsOldRecipesDelete(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r2", text: "Chop"))
+            #expect(try await a.syncNow().isComplete)
+
+            try await b.records(TestRecipe.self).delete("r1")
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["r2", "s1"])
+            for device in [a, b] {
+                #expect(await device.records(TestStep.self).value("s1")?.recipeID == "r2")
+                #expect(await steps(device) == ["s1"])
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// Deleted and saved again before it was sent: the new recipe replaces the old one on the server, which
+    /// deletes nothing, so the steps' deletes are sent as the user's own.
+    @Test(arguments: Self.routes)
+    func aRecipeDeletedAndSavedAgainLeavesItsOldStepsDeleted(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            try await a.records(TestRecipe.self).delete("r1")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "New soup"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["r1", "r2"])
+            for device in [a, b] {
+                #expect(await device.records(TestRecipe.self).value("r1")?.title == "New soup")
+                #expect(await steps(device).isEmpty)
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// The lookup that settles the steps fails: they stay pending (deleted here) and settle on the next sync.
+    @Test func aFailedLookupLeavesTheStepsToSettleOnTheNextSync() async throws {
+        try await SyncHarness.run { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            #expect(try await b.syncNow().isComplete)
+            await harness.cloud.setFaultPlan(.failNext(1, .lookupRecords, with: .networkFailure))
+            try await a.records(TestRecipe.self).delete("r1")
+            await a.waitUntilIdle()  // the delete's own push: the recipe's delete lost, the lookup failed
+            #expect(await harness.cloud.counters().faultsInjected == ["networkFailure": 1])
+            #expect(await a.localStore.pendingRecordCount() == 2, "the steps wait to settle")
+            #expect(await steps(a).isEmpty)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await steps(a) == ["s1", "s2"])
+            #expect(await a.records(TestRecipe.self).value("r1")?.title == "Leek soup")
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// The cascade's deletes are in the command log as such: a restart (here with the log compacted, so
+    /// read back from its commands) still holds them back, and a delete that loses after it brings them back.
+    @Test(arguments: [false, true])
+    func aRestartKeepsTheStepsWaitingForTheirRecipe(compacted: Bool) async throws {
+        try await SyncHarness.run { harness in
+            var (a, b) = try await twoDevicesWithARecipe(harness)
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            #expect(try await b.syncNow().isComplete)
+            await harness.cloud.setFaultPlan(.failNext(10, .modifyRecords, with: .networkFailure))
+            try await a.records(TestRecipe.self).delete("r1")
+            _ = try await a.syncNow()
+            if compacted { try await a.localStore.compact() }
+            try await a.close()
+            await harness.cloud.setFaultPlan(.none)
+            a = try await device(harness, "A")
+            #expect(try await a.syncNow().isComplete)
+            #expect(await steps(a) == ["s1", "s2"])
+            #expect(await serverNames(harness) == ["r1", "r2", "s1", "s2"])
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// A step owns its photos: deleting the recipe takes three levels here. When the delete loses, each level
+    /// comes back once the one above it has; when it goes, none is left anywhere.
+    @Test(arguments: [false, true])
+    func aChainOfOwnersSettlesLevelByLevel(deleteLoses: Bool) async throws {
+        try await SyncHarness.run { harness in
+            let types = testRecordTypes + [StepPhoto.self]
+            let (a, b) = try await twoDevicesWithARecipe(harness, types: types)
+            try await a.records(StepPhoto.self).save([
+                StepPhoto(id: "p1", stepID: "s1"), StepPhoto(id: "p2", stepID: "s2"),
+            ])
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            if deleteLoses {
+                try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+                #expect(try await a.syncNow().isComplete)
+            }
+            try await b.records(TestRecipe.self).delete("r1")
+            #expect(await b.records(StepPhoto.self).count() == 0)
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            let expected = deleteLoses ? ["p1", "p2", "r1", "r2", "s1", "s2"] : ["r2"]
+            #expect(await serverNames(harness) == expected)
+            for device in [a, b] {
+                #expect(
+                    await device.records(StepPhoto.self).values().map(\.id).sorted()
+                        == (deleteLoses ? ["p1", "p2"] : []))
+                #expect(await steps(device) == (deleteLoses ? ["s1", "s2"] : []))
+                #expect(await device.localStore.pendingRecordCount() == 0)
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+}
+
+/// A photo of a recipe's step, owned by the step: a third level of `deleteSelf` references.
+private struct StepPhoto: SyncableRecord {
+    static let zone = TestRecipe.zone
+    static let recordType = "StepPhoto"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["step": .reference]
+
+    var id: String
+    var stepID: String
+
+    init(id: String, stepID: String) {
+        self.id = id
+        self.stepID = stepID
+    }
+
+    var fields: [String: FieldValue] { ["step": .reference(TestStep.reference(to: stepID, action: .deleteSelf))] }
+
+    init(id: String, fields: RecordFields) throws(FlatSyncError) {
+        self.id = id
+        stepID = try fields.reference("step").recordName
+    }
+}
