@@ -356,6 +356,10 @@ public actor SyncContext: LocalChangeObserver {
     /// Call when the account changes (`nil`: signed out). The old account's stores, commands and tokens
     /// are wiped before anything else runs, so nothing of one account ever reaches another.
     ///
+    /// Signing in from signed out keeps what was made while signed out, which belongs to no account, and
+    /// sends it to the new one, as opening the directory with that account does (and as Apple's
+    /// CKSyncEngine sample uploads everything on sign-in). Signing out wipes, as switching does.
+    ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument`` when the new account's transport
     ///   cannot write the context's records (nothing changes then), as ``open(directory:account:configuration:)``.
     public func accountDidChange(to newAccount: CloudAccount?) async throws {
@@ -380,7 +384,12 @@ public actor SyncContext: LocalChangeObserver {
         fetchTrigger.reset()
         queue.cancelAll()
         await queue.waitUntilEmpty()
-        try await localStore.wipeAll(newAccount: newAccount?.id)
+        if old == nil, let id = newAccount?.id, await localStore.deviceFile.account == nil {
+            // Signed out until now: the data is no account's. What a sign-out wiped is not here.
+            try await localStore.updateDeviceFile { $0.account = id }
+        } else {
+            try await localStore.wipeAll(newAccount: newAccount?.id)
+        }
         preparedZones = []
         seededZones = []
         createdSinceToken = []

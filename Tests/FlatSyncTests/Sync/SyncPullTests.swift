@@ -393,6 +393,36 @@ import Testing
         }
     }
 
+    /// What is made signed out belongs to no account: signing in sends it to the account, as opening the
+    /// directory with that account does. What the sign-out wiped stays wiped.
+    @Test(arguments: [false, true])
+    func signingInFromSignedOutSendsWhatWasMadeSignedOut(wasSignedIn: Bool) async throws {
+        try await SyncHarness.run { harness in
+            let bobsCloud = InMemoryCloud()
+            let a: SyncContext
+            if wasSignedIn {
+                a = try await harness.device("A", account: "alice")
+                try await a.readingList.add("alice-1")
+                await a.waitUntilIdle()
+                try await a.accountDidChange(to: nil)
+                #expect(await a.readingList.entries().isEmpty, "signing out wipes Alice's data")
+            } else {
+                a = try await SyncContext.open(
+                    directory: harness.directory.appendingPathComponent("A"), account: nil,
+                    configuration: harness.configuration())
+            }
+            try await a.readingList.add("signed-out")
+            let events = a.events()
+            try await a.accountDidChange(to: CloudAccount(id: "bob", transport: bobsCloud))
+            #expect(await a.readingList.entries().map(\.articleID) == ["signed-out"])
+            #expect(try await a.syncNow().isComplete)
+            #expect(Set(await bobsCloud.records(in: .readingList).map(\.id.name)) == ["rl-signed-out"])
+            #expect(try SyncContext.accountID(storedIn: harness.directory.appendingPathComponent("A")) == "bob")
+            try await a.close()
+            #expect(await collect(events).contains(.accountChanged(from: nil, to: "bob")))
+        }
+    }
+
     @Test func aNotificationStormDuringAFetchCausesOneMoreFetch() async throws {
         try await SyncHarness.run { harness in
             let fetchStarted = Gate()
