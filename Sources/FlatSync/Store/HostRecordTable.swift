@@ -385,24 +385,33 @@
     /// them, each once, targets first: what deleting the targets deletes.
     package func cascade(from targets: [String]) -> [String] {
         guard !dependentsByTarget.isEmpty else { return targets }
-        return cascadeWithOwners(from: targets).map(\.name)
+        return targets + dependentsWithOwners(of: targets).map(\.name)
     }
 
-    /// ``cascade(from:)`` with, for each record past the targets, the record whose delete takes it: one it
-    /// refers to (`deleteSelf`) that the cascade reached first. Nil for the targets.
+    /// ``cascade(from:)`` with, for each record past the targets, its owner (see
+    /// ``dependentsWithOwners(of:)``); nil for the targets.
     package func cascadeWithOwners(from targets: [String]) -> [(name: String, owner: String?)] {
-        var order: [(name: String, owner: String?)] = targets.map { ($0, nil) }
-        guard !dependentsByTarget.isEmpty else { return order }
+        targets.map { ($0, nil) } + dependentsWithOwners(of: targets).map { ($0.name, $0.owner) }
+    }
+
+    /// The records past `targets` in ``cascade(from:)``, each with the record whose delete takes it: one it
+    /// refers to (`deleteSelf`) that the cascade reached first.
+    package func dependentsWithOwners(of targets: [String]) -> [(name: String, owner: String)] {
+        guard !dependentsByTarget.isEmpty else { return [] }
         var seen = Set(targets)
-        var next = 0
-        while next < order.count {
-            let owner = order[next].name
+        var found: [(name: String, owner: String)] = []
+        func visit(_ owner: String) {
             for dependent in dependents(of: owner) where seen.insert(dependent).inserted {
-                order.append((dependent, owner))
+                found.append((dependent, owner))
             }
+        }
+        for target in targets { visit(target) }
+        var next = 0
+        while next < found.count {
+            visit(found[next].name)
             next += 1
         }
-        return order
+        return found
     }
 }
 

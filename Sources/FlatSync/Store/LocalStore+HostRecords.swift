@@ -127,14 +127,12 @@ extension LocalStore {
         guard table.hasDependents else { return [] }
         let targets = changes.lazy.filter(\.isDelete).map(\.recordID.name)
         guard !targets.isEmpty else { return [] }
-        let targetList = Array(targets)
-        let cascade = table.cascadeWithOwners(from: targetList).dropFirst(targetList.count)
         var deletes: [RecordChange] = []
         var names: [(recordType: String, name: String)] = []
-        for (name, owner) in cascade {
+        for (name, owner) in table.dependentsWithOwners(of: Array(targets)) {
             guard let record = table[name] else { continue }
             table[name] = nil
-            deletes.append(Self.delete(RecordID(zone: zone, name: name), owner: owner, sequence: sequence))
+            deletes.append(.cascadedDelete(RecordID(zone: zone, name: name), owner: owner, sequence: sequence))
             names.append((record.type, name))
         }
         hub.emit(zone: zone, changed: names)
@@ -297,13 +295,14 @@ extension LocalStore {
 
 extension LocalStore {
     /// The deletes among `changes` that a cascade made (``RecordChange/cascadeOwner``) and that are ready to
-    /// settle: their owner has no delete pending any more. The owner's delete went through (CloudKit then
-    /// deleted the record with it), lost to an edit this device had not seen, or was discarded; only the
-    /// server can tell which, so ``settleCascadedDeletes(_:commandOf:serverVersions:)`` asks it.
+    /// settle: their owner has no delete pending any more (nor a save that replaces it). The owner's delete
+    /// went through (CloudKit then deleted the record with it), lost to an edit this device had not seen, or
+    /// was discarded; only the server can tell which, so ``settleCascadedDeletes(_:commandOf:serverVersions:)``
+    /// asks it.
     package func cascadedDeletesToSettle(_ changes: [RecordChange]) -> [RecordChange] {
         changes.filter { change in
             guard let owner = change.cascadeOwner else { return false }
-            return !pending.hasPendingDelete(of: RecordID(zone: change.recordID.zone, name: owner))
+            return !pending.hasPendingDeleteOrReplace(of: RecordID(zone: change.recordID.zone, name: owner))
         }
     }
 
@@ -312,31 +311,58 @@ extension LocalStore {
     /// it no longer belongs to that owner there); one it lacks stays deleted. Each delete then leaves its
     /// command (`commandOf`). Returns the records settled.
     ///
-    /// A change made to one of the records since is the user's latest word: that record is left alone. As
-    /// when refused changes are discarded, the snapshot with the server's versions is written before the log
-    /// lets the deletes go, so a crash in between leaves the delete pending, to settle again.
+    /// A change made since to one of the records, or a new delete of its owner, is the user's latest word:
+    /// that record is left alone. As when refused changes are discarded, the snapshot with the server's
+    /// versions is written before the log lets the deletes go, so a crash in between leaves the delete
+    /// pending, to settle again.
     package func settleCascadedDeletes(
         _ changes: [RecordChange], commandOf: [RecordID: CommandID], serverVersions: [RecordID: Record]
     ) async throws -> [RecordID] {
         try checkWritable()
-        let current = changes.filter { isStillPending($0, in: commandOf[$0.recordID]) }
+        let current = changes.filter { isReadyToSettle($0, in: commandOf[$0.recordID]) }
         guard !current.isEmpty else { return [] }
         for change in current { restoreServerVersion(of: change.recordID, server: serverVersions[change.recordID]) }
         for zone in Set(current.map(\.recordID.zone)).sorted() { try await persistSnapshot(of: zone) }
-        var settled: [RecordID] = []
-        for change in current {
-            // Checked again after every wait: a mutation may have changed the record meanwhile.
-            let id = change.recordID
-            guard let command = commandOf[id], isStillPending(change, in: command) else { continue }
-            try await acknowledge([id], in: command)
-            settled.append(id)
+        // Checked again after the waits: a mutation may have changed a record meanwhile.
+        let settled = current.filter { isReadyToSettle($0, in: commandOf[$0.recordID]) }
+        for (command, changes) in Dictionary(grouping: settled, by: { commandOf[$0.recordID]! })
+            .sorted(by: { $0.key < $1.key })
+        {
+            try await acknowledge(changes.map(\.recordID), in: command)
         }
-        return settled
+        return settled.map(\.recordID)
     }
 
-    /// True when `command` holds `change` and no newer change of its record waits.
-    private func isStillPending(_ change: RecordChange, in command: CommandID?) -> Bool {
-        guard let command, pending.change(of: change.recordID, in: command) == change else { return false }
-        return pending.latestChange(for: change.recordID) == change
+    /// True when `command` holds `change`, no newer change of its record waits, and its owner is not being
+    /// deleted again.
+    private func isReadyToSettle(_ change: RecordChange, in command: CommandID?) -> Bool {
+        guard let command, pending.change(of: change.recordID, in: command) == change,
+            pending.latestChange(for: change.recordID) == change
+        else { return false }
+        return cascadedDeletesToSettle([change]).count == 1
+    }
+
+    /// Makes the pending deletes that cascades from `owners` made plain deletes, sent like any other, as one
+    /// mutation: the save of each owner that stood for its delete (``RecordChange/replacesRecord``) replaced
+    /// the server's record, which deletes nothing there, but the user deleted them all the same. Called
+    /// before the owners' saves are acknowledged, so a restart that finds those saves acknowledged finds
+    /// this too. Returns how many.
+    package func releaseCascadedDeletes(of owners: [RecordID]) throws -> Int {
+        var byZone: [ZoneID: [RecordChange]] = [:]
+        for owner in owners {
+            for change in pending.cascadedDeletes(of: owner) {
+                byZone[owner.zone, default: []].append(.delete(change.recordID))
+            }
+        }
+        guard !byZone.isEmpty else { return 0 }
+        try checkWritable()
+        var released = 0
+        for (zone, deletes) in byZone.sorted(by: { $0.key < $1.key }) {
+            let sequence = takeSequence()
+            zones.setAppliedThroughSequence(sequence, of: zone)
+            released += deletes.count
+            _ = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: deletes))
+        }
+        return released
     }
 }

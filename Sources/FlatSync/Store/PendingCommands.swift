@@ -28,7 +28,8 @@ package struct PendingCommands: Sendable {
     /// The ID the next new command gets.
     package private(set) var nextCommandID: UInt64 = 1
     /// The records whose deletes a cascade from each owner made (``RecordChange/cascadeOwner``), by owner,
-    /// while they may still be pending: an entry can outlive its change, so each is checked where it is used.
+    /// while they may still be pending (``cascadedDeletes(of:)``): an entry can outlive its change (coalesced
+    /// with a newer one), so each is checked where it is used.
     private var cascadedDeletes: [RecordID: [RecordID]] = [:]
 
     /// A record's change: its command, and its position in the command's ``Command/slots``.
@@ -126,12 +127,28 @@ package struct PendingCommands: Sendable {
         }
     }
 
-    /// True when a delete of the record is waiting or being sent.
-    package func hasPendingDelete(of id: RecordID) -> Bool {
+    /// True when a change of the record waiting or being sent deletes it: a delete, or a save that
+    /// replaces it (a delete followed by a new record, ``RecordChange/replacesRecord``). Until the server
+    /// has answered it, the deletes a cascade from the record made wait (``RecordChange/cascadeOwner``).
+    package func hasPendingDeleteOrReplace(of id: RecordID) -> Bool {
         for found in [location[id], sealedLocation[id]] {
-            if let found, let change = change(at: found), change.isDelete { return true }
+            if let found, let change = change(at: found), change.isDelete || change.replacesRecord { return true }
         }
         return false
+    }
+
+    /// The pending deletes a cascade from `owner` made (``RecordChange/cascadeOwner``), waiting or being sent.
+    package func cascadedDeletes(of owner: RecordID) -> [RecordChange] {
+        guard let children = cascadedDeletes[owner] else { return [] }
+        var changes: [RecordChange] = []
+        for child in Set(children).sorted() {
+            for found in [location[child], sealedLocation[child]] {
+                if let found, let change = change(at: found), change.cascadeOwner == owner.name {
+                    changes.append(change)
+                }
+            }
+        }
+        return changes
     }
 
     /// The command holding the newest change of a record that is waiting or being sent.
@@ -221,8 +238,6 @@ package struct PendingCommands: Sendable {
         // the next change of the same kind goes there too.
         var held: Command?
         var reservationBudget = count > 16 ? count : 0
-        // Records saved over their own pending delete: the deletes their cascades made are released.
-        var savedOverDeletes: [RecordID] = []
         while var incoming = incomingChanges.popLast() {
             let recordID = incoming.recordID
             precondition(recordID.zone == zone, "a mutation's changes must be in its zone")
@@ -243,9 +258,6 @@ package struct PendingCommands: Sendable {
                 let isHeld = held?.id == existing.command
                 if let pendingChange = isHeld ? held!.slots[existing.slot] : change(at: existing) {
                     result.coalescedChanges += 1
-                    if pendingChange.isDelete, !incoming.isDelete, !cascadedDeletes.isEmpty {
-                        savedOverDeletes.append(recordID)
-                    }
                     incoming = pendingChange.coalesced(with: incoming)
                     if isHeld, held!.kind == incoming.commandKind {
                         held!.replace(at: existing.slot, with: consume incoming)
@@ -292,23 +304,7 @@ package struct PendingCommands: Sendable {
             held!.append(consume incoming)
         }
         if let command = held.take() { commands[command.id] = command }
-        for owner in savedOverDeletes { releaseCascade(of: owner) }
         return result
-    }
-
-    /// Makes the pending deletes a cascade from `owner` made plain deletes, sent like any other: the owner's
-    /// delete became a save that replaces it (a delete followed by a new record), so no delete of the owner
-    /// will reach the server and have it delete them, but the user deleted them all the same.
-    private mutating func releaseCascade(of owner: RecordID) {
-        guard let children = cascadedDeletes.removeValue(forKey: owner) else { return }
-        for child in children {
-            for found in [location[child], sealedLocation[child]] {
-                guard let found, let change = change(at: found), change.isDelete, change.cascadeOwner == owner.name
-                else { continue }
-                commands[found.command]!.replace(at: found.slot, with: change.withoutCascadeOwner)
-                // Its own cascade's deletes wait for it now, as for any delete the user made.
-            }
-        }
     }
 
     /// Forgets that `change`, leaving the queue, was a cascade's delete.
@@ -408,11 +404,11 @@ package struct PendingCommands: Sendable {
         for recordID in recordIDs {
             if let found = sealedLocation[recordID], found.command == commandID {
                 sealedLocation[recordID] = nil
-                if let change = change(at: found) { forgetCascade(of: change) }
+                if !cascadedDeletes.isEmpty, let change = change(at: found) { forgetCascade(of: change) }
                 removeChange(at: found)
             } else if let found = location[recordID], found.command == commandID {
                 location[recordID] = nil
-                if let change = change(at: found) { forgetCascade(of: change) }
+                if !cascadedDeletes.isEmpty, let change = change(at: found) { forgetCascade(of: change) }
                 removeChange(at: found)
             }
         }
@@ -428,8 +424,6 @@ package struct PendingCommands: Sendable {
     package mutating func unseal(_ zone: ZoneID) {
         guard let ids = sealed[zone] else { return }
         sealed[zone] = nil
-        var savedOverDeletes: [RecordID] = []
-        defer { for owner in savedOverDeletes { releaseCascade(of: owner) } }
         for id in ids.sorted() {
             guard let command = commands[id] else { continue }
             for (slot, change) in command.slots.enumerated() {
@@ -439,7 +433,6 @@ package struct PendingCommands: Sendable {
                 if let newer = location[recordID] {
                     if let newerChange = self.change(at: newer) {
                         commands[newer.command]!.replace(at: newer.slot, with: change!.coalesced(with: newerChange))
-                        if change!.isDelete, !newerChange.isDelete { savedOverDeletes.append(recordID) }
                     }
                     // Not compacted while its slots are walked here: that would move the ones still to come.
                     removeChange(at: here, compacting: false)

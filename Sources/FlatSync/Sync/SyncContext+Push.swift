@@ -187,10 +187,13 @@ extension SyncContext {
                 }
             }
             var settled = 0
+            // A failed lookup stops the push once the round's other changes are sent: they need no lookup.
+            var settleStop: Stop?
             if !cascaded.isEmpty {
-                (settled, outcome.stop) = await settleCascadedDeletes(
+                (settled, settleStop) = await settleCascadedDeletes(
                     cascaded, commandOf: commandOf, in: zone, via: transport, epoch: epoch)
-                if outcome.stop != nil {
+                if case .cancelled = settleStop {
+                    outcome.stop = settleStop
                     try? await localStore.unsealPendingCommands(in: zone)
                     break
                 }
@@ -215,6 +218,7 @@ extension SyncContext {
                 } catch {
                     outcome.stop = .from(error)
                 }
+                outcome.stop = outcome.stop ?? settleStop
                 break
             }
             let batchSize = max(1, min(configuration.batchSize, transport.maximumOperationsPerRequest))
@@ -306,6 +310,7 @@ extension SyncContext {
             } catch {
                 outcome.stop = outcome.stop ?? .from(error)
             }
+            outcome.stop = outcome.stop ?? settleStop
             if outcome.stop != nil { break }
             if !progressed {
                 // Records came back neither confirmed nor failed; do not spin on them.
@@ -421,10 +426,15 @@ extension SyncContext {
         var result = BatchResult()
         let request = await localStore.request(for: batch)
         var sentTags: [RecordID: ChangeTag?] = [:]
+        var sentAsReplace = Set<RecordID>()
         for save in request.saves {
             sentTags[save.record.id] = save.record.changeTag
             unconfirmedSaves[save.record.id] = save.record
+            if save.policy == .replaceIfServerRecordUnchanged { sentAsReplace.insert(save.record.id) }
         }
+        // Owners whose save stood for their delete and replaced the server's record: the deletes their
+        // cascades made are sent now, as CloudKit deletes nothing with a replaced record.
+        var replacedOwners: [RecordID] = []
         emit(.willSend(zone: zone, saves: request.saves.count, deletes: request.deletes.count))
         let response: ModifyRecordsResult
         do {
@@ -467,6 +477,7 @@ extension SyncContext {
             let id = change.recordID
             if let saved = response.saved[id] {
                 unconfirmedSaves[id] = nil
+                if change.replacesRecord, sentAsReplace.contains(id) { replacedOwners.append(id) }
                 await localStore.serverSaved(saved, created: sentTags[id] == .some(nil))
                 result.acknowledged.append(id)
                 result.saved += 1
@@ -518,6 +529,7 @@ extension SyncContext {
                     server, sentWithoutTag: sentTags[id] == .some(nil))
                 if serverHasAll && ownWrite {
                     // Not a conflict: the server has what this device sent.
+                    if change.replacesRecord, sentAsReplace.contains(id) { replacedOwners.append(id) }
                     unconfirmedSaves[id] = nil
                     result.acknowledged.append(id)
                     result.saved += 1
@@ -566,6 +578,16 @@ extension SyncContext {
                 result.escalate(to: .stop(.paused(reason)))
             case .split, .refuse, .resetZone:
                 result.refused.append(refusal(of: change, because: error))
+            }
+        }
+        if !replacedOwners.isEmpty {
+            do {
+                // Logged before the owners' saves are acknowledged, which a restart must not find without it.
+                _ = try await localStore.releaseCascadedDeletes(of: replacedOwners)
+            } catch {
+                let owners = Set(replacedOwners)
+                result.acknowledged.removeAll { owners.contains($0) }
+                result.next = .stop(.from(error))
             }
         }
         if case .createZone = result.next {

@@ -449,7 +449,9 @@ public actor SyncContext: LocalChangeObserver {
         // as a delete would: they waited for it, unsent, and would otherwise stay until a fetch's clean-up.
         // Only theirs: the zone may be part fetched, and a record whose owner is still to come is no orphan.
         for (zone, ids) in Dictionary(grouping: dropped, by: \.zone).sorted(by: { $0.key < $1.key }) {
-            if try await localStore.deleteOrphans(in: zone, owners: ids.map(\.name)) > 0 { requestPush(zone) }
+            _ = try await localStore.deleteOrphans(in: zone, owners: ids.map(\.name))
+            // Also for the records a dropped delete took with it: they wait to be settled by the next push.
+            requestPush(zone)
         }
         return dropped
     }

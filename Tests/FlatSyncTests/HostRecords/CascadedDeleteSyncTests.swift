@@ -160,6 +160,76 @@ import Testing
         }
     }
 
+    /// Discarding the refused delete brings the steps back by itself: the discard asks for the push that
+    /// settles them (a review found them left deleted until something else pushed the zone).
+    @Test func discardingARefusedDeleteBringsTheStepsBackWithoutAnotherSync() async throws {
+        try await SyncHarness.run { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            await harness.cloud.setFaultPlan(.failRecords(1, with: .invalidArguments))
+            try await a.records(TestRecipe.self).delete("r1")
+            await a.waitUntilIdle()
+            #expect(await a.refusedChanges().map(\.recordID.name) == ["r1"])
+            #expect(try await a.discardRefusedChanges().map(\.name) == ["r1"])
+            await a.waitUntilIdle()
+            #expect(await a.records(TestRecipe.self).value("r1")?.title == "Soup")
+            #expect(await steps(a) == ["s1", "s2"])
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// Deleted, then saved again while the delete was out, and the round failed: the save that now stands
+    /// for the delete meets an edit this device had not seen, and goes out merged, as an update. The delete
+    /// lost, so the steps stay, as they do when the delete alone meets that edit. (Released as soon as the
+    /// save was made, their deletes once went through.)
+    @Test(arguments: Self.routes)
+    func aSaveStandingForTheDeleteThatLosesToAnEditKeepsTheSteps(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            #expect(try await a.syncNow().isComplete)
+            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .networkFailure))
+            try await b.records(TestRecipe.self).delete("r1")
+            await b.waitUntilIdle()
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "New soup"))
+            await harness.cloud.setFaultPlan(.none)
+            let events = b.events()
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["r1", "r2", "s1", "s2"])
+            for device in [a, b] { #expect(await steps(device) == ["s1", "s2"]) }
+            try await b.close()
+            var conflicts: [String] = []
+            for await event in events {
+                if case .conflictResolved(let id) = event { conflicts.append(id.name) }
+            }
+            #expect(conflicts == ["r1"], "the save met A's edit")
+            try await a.close()
+        }
+    }
+
+    /// A lookup that keeps failing holds back only the deletes it would settle: the zone's other changes
+    /// still go (a review found every push of the zone stopped before sending).
+    @Test func aLookupThatKeepsFailingDoesNotHoldBackTheZonesOtherChanges() async throws {
+        try await SyncHarness.run { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            await harness.cloud.setFaultPlan(.failNext(1_000, .lookupRecords, with: .internalError))
+            try await a.records(TestRecipe.self).delete("r1")
+            #expect(try await a.syncNow().isComplete == false)
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r2", title: "Irish stew"))
+            _ = try await a.syncNow()
+            #expect(try await b.syncNow().isComplete)
+            #expect(await b.records(TestRecipe.self).value("r2")?.title == "Irish stew")
+            #expect(await a.localStore.pendingRecordCount() == 2, "only the steps wait")
+            await harness.cloud.setFaultPlan(.none)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// The lookup that settles the steps fails: they stay pending (deleted here) and settle on the next sync.
     @Test func aFailedLookupLeavesTheStepsToSettleOnTheNextSync() async throws {
         try await SyncHarness.run { harness in

@@ -402,44 +402,37 @@ import Testing
 
     // MARK: - Deletes a cascade made
 
-    /// The owner deleted and saved again before anything was sent: its save replaces the record on the
-    /// server, which then deletes nothing, so the deletes its cascade made are sent as the user's own.
-    @Test func aSaveOverItsOwnersDeleteMakesACascadesDeletesPlain() throws {
+    /// A cascade's deletes are found by their owner, and the owner counts as being deleted while its delete,
+    /// or a save that stands for it, is pending, waiting or being sent.
+    @Test func aCascadesDeletesAreFoundByTheirOwnerWhileItsDeleteIsPending() throws {
         var queue = queue([
             [F.delete("p"), .cascadedDelete(F.id("c"), owner: "p"), .cascadedDelete(F.id("d"), owner: "x")]
         ])
-        #expect(queue.latestChange(for: F.id("c"))?.cascadeOwner == "p")
-        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.save("p", [:])]))
-        #expect(try #require(queue.latestChange(for: F.id("c"))).cascadeOwner == nil)
-        #expect(queue.latestChange(for: F.id("d"))?.cascadeOwner == "x", "another owner's cascade waits still")
-        #expect(queue.latestChange(for: F.id("c"))?.isDelete == true)
-        #expect(queue.inconsistencies() == [])
-    }
-
-    /// The save arrives while the owner's delete is out: it waits in a command of its own, and the two
-    /// become one save when the round ends without the delete (as the log replays it, so a restart agrees).
-    @Test func aSaveThatOutlivesItsOwnersDeleteOfTheSameRoundMakesTheCascadePlain() throws {
-        var queue = queue([[F.delete("p"), .cascadedDelete(F.id("c"), owner: "p")]])
+        #expect(queue.cascadedDeletes(of: F.id("p")).map(\.recordID) == [F.id("c")])
+        #expect(queue.hasPendingDeleteOrReplace(of: F.id("p")))
         _ = queue.seal(.readingList)
         queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.save("p", [:])]))
-        #expect(queue.latestChange(for: F.id("c"))?.cascadeOwner == "p", "the delete may yet go through")
-        #expect(queue.hasPendingDelete(of: F.id("p")))
+        #expect(queue.hasPendingDeleteOrReplace(of: F.id("p")), "the delete is out, and may yet go through")
         queue.unseal(.readingList)
-        #expect(!queue.hasPendingDelete(of: F.id("p")))
-        #expect(try #require(queue.latestChange(for: F.id("c"))).cascadeOwner == nil)
+        #expect(queue.latestChange(for: F.id("p"))?.replacesRecord == true)
+        #expect(queue.hasPendingDeleteOrReplace(of: F.id("p")), "the save that replaces the record stands for it")
+        #expect(queue.cascadedDeletes(of: F.id("p")).map(\.recordID) == [F.id("c")])
+        queue.enqueue(Mutation(sequence: 3, zone: .readingList, changes: [F.delete("c")]))
+        #expect(queue.cascadedDeletes(of: F.id("p")).isEmpty, "the user's own delete of c took its place")
+        #expect(queue.latestChange(for: F.id("c"))?.cascadeOwner == nil)
         #expect(queue.inconsistencies() == [])
     }
 
-    /// A compacted log restores the cascade's deletes with their owners, and they are released as before.
-    @Test func aRestoredCascadeIsReleasedByASaveOverItsOwnersDelete() throws {
+    /// A compacted log restores the cascade's deletes with their owners.
+    @Test func aRestoredCascadeIsFoundByItsOwner() throws {
         var queue = PendingCommands()
         queue.restore(
             Command(
                 id: CommandID(1), zone: .readingList, kind: .removeRecords,
                 slots: [F.delete("p").withSequence(1), .cascadedDelete(F.id("c"), owner: "p", sequence: 1)]))
-        queue.enqueue(Mutation(sequence: 2, zone: .readingList, changes: [F.save("p", [:])]))
-        #expect(try #require(queue.latestChange(for: F.id("c"))).cascadeOwner == nil)
-        #expect(queue.inconsistencies() == [])
+        #expect(queue.cascadedDeletes(of: F.id("p")).map(\.cascadeOwner) == ["p"])
+        for command in queue.seal(.readingList) { queue.acknowledge([F.id("p"), F.id("c")], in: command.id) }
+        #expect(queue.cascadedDeletes(of: F.id("p")).isEmpty && queue.isEmpty)
     }
 
     /// A compacted log written by this code never holds a record twice in a command; a damaged one might.
