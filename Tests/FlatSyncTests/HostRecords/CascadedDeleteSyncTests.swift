@@ -251,6 +251,42 @@ import Testing
         }
     }
 
+    /// The log refuses the entry that lets the settled deletes go, after the snapshot with the steps the
+    /// server still has was written, and the process dies: the deletes are pending again when the directory
+    /// opens, over that snapshot, and settle again to the same end.
+    @Test func aSettleTheLogCannotAcknowledgeSettlesAgainAfterARestart() async throws {
+        try await SyncHarness.run { harness in
+            let (a, b) = try await twoDevicesWithARecipe(harness)
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            #expect(try await b.syncNow().isComplete)
+            try await a.close()
+            let faulty = FaultyFileSystem()
+            let transport = InterceptingTransport(harness.cloud) { kind, _ in
+                // The next log write after the lookup is the settle's acknowledgement (its snapshot goes to
+                // a file of its own).
+                guard kind == .lookupRecords else { return }
+                faulty.failNext(.write, with: .ioError, pathSuffix: "commands.log")
+            }
+            let failing = try await harness.device("A", transport: transport, start: false) {
+                $0.recordTypes = testRecordTypes
+                $0.fileSystem = FileSystem(faulty)
+            }
+            try await failing.records(TestRecipe.self).delete("r1")
+            let summary = try await failing.syncNow()
+            #expect(summary.problems.contains { $0.kind == .deviceError(.ioFailed) }, "\(summary.problems)")
+            await failing.abandon()
+
+            let reopened = try await device(harness, "A")
+            #expect(try await reopened.syncNow().isComplete)
+            #expect(await reopened.records(TestRecipe.self).value("r1")?.title == "Leek soup")
+            #expect(await steps(reopened) == ["s1", "s2"])
+            #expect(await reopened.localStore.pendingRecordCount() == 0)
+            #expect(await serverNames(harness) == ["r1", "r2", "s1", "s2"])
+            try await reopened.close()
+            try await b.close()
+        }
+    }
+
     /// The cascade's deletes are in the command log as such: a restart (here with the log compacted, so
     /// read back from its commands) still holds them back, and a delete that loses after it brings them back.
     @Test(arguments: [false, true])
