@@ -329,9 +329,10 @@ extension SyncContext {
     /// the stop when the server could not be asked (they wait for the next push).
     ///
     /// Sent with their owner's delete, as they once were, these deletes went through where the owner's lost,
-    /// and a photo that came back had lost its comments everywhere. Whether CloudKit has finished deleting an
-    /// owner's records when it answers the owner's delete is not documented: a record looked up before it has
-    /// comes back here, and its delete arrives with the next fetch.
+    /// and a photo that came back had lost its comments everywhere. CloudKit documents the cascade as
+    /// immediate in a custom zone (asynchronous only in the default zone, which FlatSync does not use;
+    /// `CKRecord.ReferenceAction.deleteSelf`), so the lookup after the owner's delete finds them gone. Were
+    /// one still there, it would come back here, and its deletion would arrive with the next fetch.
     private func settleCascadedDeletes(
         _ cascaded: [RecordChange], commandOf: [RecordID: CommandID], in zone: ZoneID,
         via transport: any CloudTransport, epoch: Int
