@@ -366,3 +366,35 @@ extension LocalStore {
         return released
     }
 }
+
+extension LocalStore {
+    /// Saves again, as one mutation, the host records of `zone` that a chain of `deleteSelf` references ties
+    /// to `owners`, which the server deleted while this device edited them: the edit beats the delete (it is
+    /// sent as a new record), and the records the owner holds come back with it, as CloudKit deleted them
+    /// with it. A record with a change pending is left to that change. Returns how many.
+    package func resaveOwned(by owners: [RecordID]) throws -> Int {
+        var saved = 0
+        for (zone, ids) in Dictionary(grouping: owners, by: \.zone).sorted(by: { $0.key < $1.key }) {
+            let table = zones.hostRecords(in: zone)
+            guard table.hasDependents else { continue }
+            let names = table.dependentsWithOwners(of: ids.map(\.name)).map(\.name)
+                .filter { pending.latestChange(for: RecordID(zone: zone, name: $0)) == nil }
+            saved += try resave(names, in: zone)
+        }
+        return saved
+    }
+
+    /// Saves the host records `names` of `zone` again, whole, as one mutation: each is sent as it is here
+    /// (as a new record where the server has no version of it). Returns how many.
+    @discardableResult
+    func resave(_ names: [String], in zone: ZoneID) throws -> Int {
+        let records = names.compactMap { zones.record(for: RecordID(zone: zone, name: $0)) }
+        guard !records.isEmpty else { return 0 }
+        try checkWritable()
+        let sequence = takeSequence()
+        zones.setAppliedThroughSequence(sequence, of: zone)
+        let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys), sequence: sequence) }
+        _ = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: RecordOrder.changesInOrder(changes)))
+        return records.count
+    }
+}

@@ -289,23 +289,27 @@ extension LocalStore {
         var result: FetchApplication
         var malformed: [SyncEvent] = []
         var merged: [RecordID] = []
+        var kept: [String] = []
         // What changed, for observers (``RecordStore/changes()``, ``ReadingList/changes()``).
         var observed: [(recordType: String, name: String)]? = recordChangeHub.isObserved ? [] : nil
         switch zone {
         case .readingList:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.readingList, pending: pending,
-                registry: registry, merged: &merged, observed: &observed, events: &malformed)
+                registry: registry, merged: &merged, kept: &kept, observed: &observed, events: &malformed)
         case .readingHistory:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.history, pending: pending,
-                registry: registry, merged: &merged, observed: &observed, events: &malformed)
+                registry: registry, merged: &merged, kept: &kept, observed: &observed, events: &malformed)
         default:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone,
                 to: &zones.hostZones[zone, default: ZoneState()],
-                pending: pending, registry: registry, merged: &merged, observed: &observed, events: &malformed)
+                pending: pending, registry: registry, merged: &merged, kept: &kept, observed: &observed,
+                events: &malformed)
         }
+        // The records of owners whose pending edit beat their delete: saved again, as their owner is.
+        if !kept.isEmpty { try resave(kept, in: zone) }
         // A pending save that stood for a delete met a version the delete never saw: as on a conflict, that
         // edit wins, and the save goes out as an update (see ``mergeServerRecord(_:sentWithoutTag:)``).
         for id in merged { pending.stopReplacing(id) }
@@ -321,7 +325,8 @@ extension LocalStore {
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
         to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
-        merged: inout [RecordID], observed: inout [(recordType: String, name: String)]?, events: inout [SyncEvent]
+        merged: inout [RecordID], kept: inout [String], observed: inout [(recordType: String, name: String)]?,
+        events: inout [SyncEvent]
     ) -> FetchApplication {
         var result = FetchApplication()
         var returned = Set<String>()
@@ -384,7 +389,26 @@ extension LocalStore {
                 state.unconfirmedByReset = unconfirmed
             }
         }
+        // An owner the server deleted whose pending edit keeps it here (an edit beats a delete it did not see):
+        // CloudKit deleted the records it owns with it, and they come back with it, as that edit is sent as a
+        // new record. Its deletes may be in this fetch or a later one (which then meets their pending saves).
+        var keptOwned = Set<String>()
+        if state.hostRecords.hasDependents {
+            let survivors = gone.filter {
+                pending.latestChange(for: RecordID(zone: zone, name: $0)).map { !$0.isDelete } ?? false
+            }
+            for (name, _) in state.hostRecords.dependentsWithOwners(of: survivors)
+            where pending.latestChange(for: RecordID(zone: zone, name: name)) == nil {
+                keptOwned.insert(name)
+            }
+            kept += keptOwned.sorted()
+        }
         for name in gone {
+            guard !keptOwned.contains(name) else {
+                // Saved again (as new: the server has no version of it to update).
+                state.setChangeTag(nil, of: name)
+                continue
+            }
             let owned = state.owns(name)
             guard !owned || Item.articleID(fromRecordName: name) != nil else { continue }
             state.setChangeTag(nil, of: name)
@@ -406,7 +430,8 @@ extension LocalStore {
         return result
     }
 
-    /// Applies one fetched host record (see ``apply(_:_:_:_:zone:to:pending:registry:merged:observed:events:)``),
+    /// Applies one fetched host record (see
+    /// ``apply(_:_:_:_:zone:to:pending:registry:merged:kept:observed:events:)``),
     /// kept as it came, as the server holds it. A record of a registered type that does not read as its
     /// value is reported too: ``RecordStore/values()`` leaves it out, and a later version of the type that
     /// reads it (a field made optional) finds it here, where a record dropped now would not be fetched again.

@@ -310,6 +310,76 @@ import Testing
         }
     }
 
+    /// B edits a step that A deletes: the edit beats the delete, and the step comes back with the photo it
+    /// owns, which CloudKit deleted with it (a newcomer found the step back without it). B hears of the
+    /// delete either when its save meets it or from a fetch before that.
+    @Test(arguments: [false, true])
+    func anEditThatBeatsADeleteBringsBackWhatTheRecordOwns(fetchesFirst: Bool) async throws {
+        try await SyncHarness.run { harness in
+            let types = testRecordTypes + [StepPhoto.self]
+            let (a, b) = try await twoDevicesWithARecipe(harness, types: types)
+            try await a.records(StepPhoto.self).save(StepPhoto(id: "p1", stepID: "s1"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+
+            try await a.records(TestStep.self).delete("s1")
+            #expect(try await a.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["r1", "r2", "s2"], "CloudKit took the photo with the step")
+            if fetchesFirst {
+                await harness.cloud.setFaultPlan(.failNext(1_000, .modifyRecords, with: .networkUnavailable))
+            }
+            try await b.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r1", text: "Chop finely"))
+            if fetchesFirst {
+                await b.waitUntilIdle()
+                await b.handleRemoteNotification(zones: [TestRecipe.zone])
+                await b.waitUntilIdle()
+                #expect(await b.records(StepPhoto.self).value("p1") != nil, "kept with the step it belongs to")
+                await harness.cloud.setFaultPlan(.none)
+            }
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["p1", "r1", "r2", "s1", "s2"])
+            for device in [a, b] {
+                #expect(await device.records(TestStep.self).value("s1")?.text == "Chop finely")
+                #expect(await device.records(StepPhoto.self).value("p1")?.stepID == "s1")
+                #expect(await device.localStore.pendingRecordCount() == 0)
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// A moves a step (with its photo) to r2; B, which has not seen the move, deletes r1 and syncs first:
+    /// CloudKit takes the step and its photo with r1. A's move then brings the step back, in r2, and the
+    /// photo with it.
+    @Test func aStepMovedAwayFromARecipeDeletedFirstComesBackWithItsPhoto() async throws {
+        try await SyncHarness.run { harness in
+            let types = testRecordTypes + [StepPhoto.self]
+            let (a, b) = try await twoDevicesWithARecipe(harness, types: types)
+            try await a.records(StepPhoto.self).save(StepPhoto(id: "p1", stepID: "s1"))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            await harness.cloud.setFaultPlan(.failNext(1_000, .modifyRecords, with: .networkUnavailable))
+            try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r2", text: "Chop"))
+            await a.waitUntilIdle()
+            await harness.cloud.setFaultPlan(.none)
+
+            try await b.records(TestRecipe.self).delete("r1")
+            #expect(try await b.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["r2"])
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["p1", "r2", "s1"])
+            for device in [a, b] {
+                #expect(await device.records(TestStep.self).value("s1")?.recipeID == "r2")
+                #expect(await device.records(StepPhoto.self).value("p1") != nil)
+                #expect(await device.records(TestRecipe.self).value("r1") == nil)
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// A step owns its photos: deleting the recipe takes three levels here. When the delete loses, each level
     /// comes back once the one above it has; when it goes, none is left anywhere.
     @Test(arguments: [false, true])
