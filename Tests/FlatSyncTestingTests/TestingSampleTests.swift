@@ -1,4 +1,5 @@
 import FlatSync
+import FlatSyncCloudKit
 import FlatSyncTestSupport
 import FlatSyncTesting
 import Foundation
@@ -46,7 +47,42 @@ private func refusalSample(directory: URL) async throws {
     try await context.close()
 }
 
+/// The over-HTTP sample of "Testing a host with FlatSyncTesting": a device that reaches the cloud through
+/// CloudKit Web Services, on the emulator, and one that uses it directly, sharing it.
+private func httpSample(directory: URL) async throws {
+    // HTTP sample begins
+    let cloud = InMemoryCloud()
+    let server = try CloudKitWebServicesServer(backing: cloud)  // on 127.0.0.1, a free port; no sign-in needed
+    let transport = CloudKitWebServicesTransport(
+        configuration: .init(
+            containerID: "iCloud.com.example.app", environment: .development, apiToken: "any",
+            tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL,
+            schema: .flatSync))  // the schema your configuration's stores write: `.flatSync(adding: [Note.self])`
+    let overHTTP = try await SyncContext.open(
+        directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: transport))
+    let direct = try await SyncContext.open(
+        directory: directory.appendingPathComponent("B"), account: CloudAccount(id: "user", transport: cloud))
+    try await overHTTP.readingList.add("x")
+    #expect(try await overHTTP.syncNow().isComplete)
+    #expect(try await direct.syncNow().isComplete)
+    #expect(await direct.readingList.contains("x"))
+    await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .serviceUnavailable))  // a 503 on the wire
+    try await overHTTP.close()
+    try await direct.close()
+    await server.stop()  // every test that starts a server stops it
+    // HTTP sample ends
+}
+
 @Suite struct TestingSampleTests {
+    @Test func theHTTPSampleSyncsThroughTheEmulator() async throws {
+        try await withTemporaryDirectory { try await httpSample(directory: $0) }
+    }
+
+    @Test func theHTTPSampleIsShownVerbatim() throws {
+        let sample = try DocumentationSample("HTTP sample", in: #filePath, indent: 4)
+        #expect(try sample.isShown(in: "Sources/FlatSync/FlatSync.docc/TestingAHost.md"))
+    }
+
     @Test func theRefusalSampleParksAndDiscards() async throws {
         try await withTemporaryDirectory { try await refusalSample(directory: $0) }
     }
