@@ -306,6 +306,15 @@ extension LocalStore {
         }
     }
 
+    /// The pending deletes that cascades from `owners` made, each with the command holding it.
+    package func pendingCascadedDeletes(of owners: [RecordID]) -> [(change: RecordChange, command: CommandID)] {
+        owners.flatMap { owner in
+            pending.cascadedDeletes(of: owner).compactMap { change in
+                pending.commandID(of: change.recordID).map { (change, $0) }
+            }
+        }
+    }
+
     /// Settles deletes a cascade made, by the server's versions of their records (`serverVersions`, from a
     /// lookup): a record the server still has comes back as the server has it (its owner's delete lost, or
     /// it no longer belongs to that owner there); one it lacks stays deleted. Each delete then leaves its

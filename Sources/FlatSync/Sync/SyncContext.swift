@@ -450,8 +450,20 @@ public actor SyncContext: LocalChangeObserver {
         // Only theirs: the zone may be part fetched, and a record whose owner is still to come is no orphan.
         for (zone, ids) in Dictionary(grouping: dropped, by: \.zone).sorted(by: { $0.key < $1.key }) {
             _ = try await localStore.deleteOrphans(in: zone, owners: ids.map(\.name))
-            // Also for the records a dropped delete took with it: they wait to be settled by the next push.
             requestPush(zone)
+        }
+        // The records a dropped delete took with it come back as the server has them, level by level. If the
+        // server cannot be asked now, the push just asked for settles them.
+        var owners = dropped
+        while !owners.isEmpty, epoch == accountEpoch {
+            let cascaded = await localStore.pendingCascadedDeletes(of: owners)
+            let ready = await localStore.cascadedDeletesToSettle(cascaded.map(\.change))
+            guard !ready.isEmpty, let servers = try? await transport.lookupRecords(ready.map(\.recordID)),
+                epoch == accountEpoch
+            else { break }
+            owners = try await localStore.settleCascadedDeletes(
+                ready, commandOf: Dictionary(cascaded.map { ($0.change.recordID, $0.command) }) { $1 },
+                serverVersions: servers)
         }
         return dropped
     }

@@ -160,8 +160,8 @@ import Testing
         }
     }
 
-    /// Discarding the refused delete brings the steps back by itself: the discard asks for the push that
-    /// settles them (a review found them left deleted until something else pushed the zone).
+    /// Discarding the refused delete brings the steps back with the recipe, as the server has them (a review
+    /// found them left deleted until something else pushed the zone).
     @Test func discardingARefusedDeleteBringsTheStepsBackWithoutAnotherSync() async throws {
         try await SyncHarness.run { harness in
             let (a, b) = try await twoDevicesWithARecipe(harness)
@@ -170,10 +170,12 @@ import Testing
             await a.waitUntilIdle()
             #expect(await a.refusedChanges().map(\.recordID.name) == ["r1"])
             #expect(try await a.discardRefusedChanges().map(\.name) == ["r1"])
-            await a.waitUntilIdle()
+            // Back when the discard returns, as the recipe is (a newcomer found them back only after a push).
             #expect(await a.records(TestRecipe.self).value("r1")?.title == "Soup")
             #expect(await steps(a) == ["s1", "s2"])
             #expect(await a.localStore.pendingRecordCount() == 0)
+            await a.waitUntilIdle()
+            #expect(await steps(a) == ["s1", "s2"])
             try await a.close()
             try await b.close()
         }
