@@ -55,6 +55,12 @@ package struct DeviceFile: Codable, Sendable, Equatable {
     /// (as a deletion listed from its own token) before anything is sent to it, and its first full fetch
     /// fetches one listed changed. Absent while empty, as in files written before it.
     package var zonesListedWhileNotOpen: [String: ZoneListing]?
+    /// Zones the user deleted that this device wiped and has not created again: one is created only for a
+    /// change to send in it, so that another device's change made before the deletion meets it missing and
+    /// is wiped, as the user asked, rather than sent into a zone this device created empty. A zone found
+    /// existing again (another device created it for a later change) leaves the list. Absent while empty,
+    /// as in files written before it.
+    package var zonesLeftDeleted: [String]?
     /// The CRC-32 of the fields above; absent in version 1.
     package var checksum: UInt32?
 
@@ -117,6 +123,10 @@ package struct DeviceFile: Codable, Sendable, Equatable {
                 writer.write(zone)
                 writer.write(listing.rawValue)
             }
+        }
+        if let zonesLeftDeleted, !zonesLeftDeleted.isEmpty {
+            writer.write(varint: UInt64(zonesLeftDeleted.count))
+            for zone in zonesLeftDeleted { writer.write(zone) }
         }
         return CRC32.checksum(writer.data)
     }

@@ -236,6 +236,11 @@ public actor LocalStore {
         pending.recordCount()
     }
 
+    /// The number of record changes of `zone` waiting to be sent.
+    package func pendingRecordCount(in zone: ZoneID) -> Int {
+        pending.recordCount(in: zone)
+    }
+
     /// Saves every zone's snapshot, flushes the log and gives up the directory. Later calls throw
     /// ``FlatSyncError/Code-swift.struct/storeClosed``.
     ///

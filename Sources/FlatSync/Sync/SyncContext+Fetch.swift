@@ -178,6 +178,8 @@ extension SyncContext {
         into outcome: inout FetchOutcome
     ) async -> Stop? {
         if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
+        // Deleted by the user, and nothing to send in it: nothing to fetch either.
+        guard preparedZones.contains(zone) else { return nil }
         emit(.willFetch(zone: zone))
         var token = await localStore.changeToken(for: zone)
         var isReset = await localStore.isResetting(zone)
@@ -231,6 +233,7 @@ extension SyncContext {
                     }
                     preparedZones.remove(zone)
                     if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
+                    guard preparedZones.contains(zone) else { return nil }
                 case .wipeZone:
                     if let stop = await wipeZone(zone, epoch: epoch) { return stop }
                     outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))

@@ -731,13 +731,27 @@ extension SyncContext {
     /// created anew may have lost it. Once the context is started, that happens at once; before, `start()`
     /// does it.
     func ensurePrepared(_ zones: [ZoneID], epoch: Int) async -> Stop? {
-        let needed = zones.filter { !preparedZones.contains($0) }
+        var needed = zones.filter { !preparedZones.contains($0) }
         guard !needed.isEmpty else { return nil }
         guard epoch == accountEpoch, let transport = account?.transport else { return .cancelled }
         do {
             let existing = Set(try await transport.listZones())
-            let missing = needed.filter { !existing.contains($0) }
+            var missing = needed.filter { !existing.contains($0) }
             guard epoch == accountEpoch else { return .cancelled }
+            if !zonesLeftDeleted.isEmpty {
+                // A zone the user deleted stays deleted until there is a change to send in it (it is then
+                // created for it); one that exists again was created by another device for a later change.
+                var leftDeleted = Set<ZoneID>()
+                for zone in missing where zonesLeftDeleted.contains(zone) {
+                    if await localStore.pendingRecordCount(in: zone) == 0 { leftDeleted.insert(zone) }
+                }
+                let before = zonesLeftDeleted
+                zonesLeftDeleted.subtract(needed.filter { !leftDeleted.contains($0) })
+                missing.removeAll { leftDeleted.contains($0) }
+                needed.removeAll { leftDeleted.contains($0) }
+                if zonesLeftDeleted != before { try await savePreparedZones() }
+                guard !needed.isEmpty else { return nil }
+            }
             if !missing.isEmpty {
                 for zone in missing where !seededZones.contains(zone) {
                     _ = try await localStore.seed(zone)
@@ -776,8 +790,12 @@ extension SyncContext {
         let prepared = zoneIDs.filter { preparedZones.contains($0) }.map(\.name)
         let subscribed = zoneIDs.filter { subscribedZones.contains($0) }.map(\.name)
         let counts = RefusalWaitCounts(records: refusalWaits, requests: requestRefusalWaits)
+        let leftDeleted = zoneIDs.filter { zonesLeftDeleted.contains($0) }.map(\.name)
         try await localStore.updateDeviceFile { file in
             file.preparedZones = prepared + file.preparedZones.filter { !names.contains($0) }
+            let otherLeftDeleted = (file.zonesLeftDeleted ?? []).filter { !names.contains($0) }
+            let allLeftDeleted = leftDeleted + otherLeftDeleted
+            file.zonesLeftDeleted = allLeftDeleted.isEmpty ? nil : allLeftDeleted
             let otherSubscribed = (file.subscribedZones ?? []).filter { !names.contains($0) }
             let allSubscribed = subscribed + otherSubscribed
             // Left out while empty, as in files written before subscriptions were kept.
@@ -814,6 +832,7 @@ extension SyncContext {
         seededZones.remove(zone)
         createdSinceToken.remove(zone)
         subscribedZones.remove(zone)
+        zonesLeftDeleted.insert(zone)
         emit(.zoneReset(zone: zone, reason: .deletedByUser))
         do {
             try await savePreparedZones()

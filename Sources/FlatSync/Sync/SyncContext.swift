@@ -60,6 +60,9 @@ public actor SyncContext: LocalChangeObserver {
     /// ``ensurePrepared(_:epoch:)``): a second try in the same run does not queue it again. After a restart
     /// it is queued once more, which coalesces with what waits.
     var seededZones: Set<ZoneID> = []
+    /// Zones the user deleted that stay deleted until this device has a change to send in them
+    /// (``DeviceFile/zonesLeftDeleted``; see ``ensurePrepared(_:epoch:)``).
+    var zonesLeftDeleted: Set<ZoneID> = []
     /// Zones this run created since the database token was last saved and has not yet seen exist: the
     /// database lists them as changed, so one of them found missing is not taken as deleted on that word
     /// (see ``stopIfTheUserDeleted(_:via:epoch:)``). A zone leaves it when a fetch of it succeeds, or when
@@ -197,6 +200,7 @@ public actor SyncContext: LocalChangeObserver {
             try await localStore.updateDeviceFile { $0.account = id }
         }
         preparedZones = Set(await localStore.deviceFile.preparedZones.map(ZoneID.init))
+        zonesLeftDeleted = Set((await localStore.deviceFile.zonesLeftDeleted ?? []).map(ZoneID.init))
         subscribedZones = Set((await localStore.deviceFile.subscribedZones ?? []).map(ZoneID.init))
         savedRefusalWaits = RefusalWaitCounts(await localStore.deviceFile)
         requestRefusalWaits = savedRefusalWaits.requests
@@ -392,6 +396,7 @@ public actor SyncContext: LocalChangeObserver {
         }
         preparedZones = []
         seededZones = []
+        zonesLeftDeleted = []
         createdSinceToken = []
         subscribedZones = []
         unconfirmedSaves = [:]

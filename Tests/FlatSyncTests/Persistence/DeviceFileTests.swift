@@ -190,6 +190,21 @@ import Testing
         #expect(String(decoding: plain, as: UTF8.self).contains("zonesListedWhileNotOpen") == false)
     }
 
+    /// Zones left deleted: kept, covered by the checksum, and no key while there are none.
+    @Test func zonesLeftDeletedAreKeptUnderTheChecksum() throws {
+        var file = Self.sampleFile()
+        file.zonesLeftDeleted = ["Recipes", "ReadingList"]
+        let decoded = try DeviceFile.decode(try file.encoded(), path: "device.plist")
+        #expect(decoded.zonesLeftDeleted == ["Recipes", "ReadingList"])
+        var tampered = try PropertyListDecoder().decode(DeviceFile.self, from: try file.encoded())
+        tampered.zonesLeftDeleted = ["Recipes"]
+        #expect(throws: FlatSyncError.self) {
+            try DeviceFile.decode(try BinaryPropertyList.encode(tampered, what: "test"), path: "device.plist")
+        }
+        let plain = try Self.sampleFile().encoded()
+        #expect(String(decoding: plain, as: UTF8.self).contains("zonesLeftDeleted") == false)
+    }
+
     @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {
         struct VersionOne: Encodable {
             var formatVersion = 1

@@ -484,8 +484,8 @@ import Testing
     }
 
     /// Device A, not started, whose synced history the user deleted, after a fetch that wiped it and then
-    /// stopped (a zone's fetch throttled) before it saved its database token; with its events from before
-    /// that fetch.
+    /// stopped (the reading list's fetch throttled) before it saved its database token; with its events
+    /// from before that fetch. The history stays deleted: nothing waits to be sent in it.
     private func historyWipedByAFetchThatStopped(
         _ harness: SyncHarness
     ) async throws -> (SyncContext, AsyncStream<SyncEvent>) {
@@ -493,6 +493,7 @@ import Testing
         _ = try await a.history.visit("before")
         #expect(try await a.syncNow().isComplete)
         try await harness.cloud.deleteZoneAsUser(.readingHistory)
+        try await a.readingList.add("x")  // so that the reading list is fetched, and throttled
         await harness.cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
         let events = a.events()
         #expect(try await !a.syncNow().isComplete)
@@ -576,8 +577,14 @@ import Testing
             try await a.readingList.add("before")
             #expect(try await a.syncNow().isComplete)
             try await cloud.deleteZoneAsUser(.readingList)
-            // The reading list is wiped, created again and fetched; the history's fetch (listed as changed by
-            // this visit) fails, so the database token is not saved.
+            // The reading list is wiped; the history's fetch (listed as changed by this visit) fails, so the
+            // database token is not saved. The reading list stays deleted: nothing waits to be sent in it.
+            _ = try await a.history.visit("h0")
+            await cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
+            #expect(try await !a.syncNow().isComplete)
+            #expect(await a.localStore.deviceFile.zonesWipedSinceToken == ["ReadingList"])
+            // A change made since creates it again, and it is fetched; the history's fetch fails again.
+            try await a.readingList.add("between")
             _ = try await a.history.visit("h")
             failZoneFetch.withLock { $0 = transport.count(.fetchZoneChanges) + 2 }
             #expect(try await !a.syncNow().isComplete)
@@ -585,7 +592,7 @@ import Testing
             try await a.readingList.add("after")
             await cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .zoneBusy))
             #expect(try await !a.syncNow().isComplete, "sent; the fetch failed")
-            #expect(await serverNames(cloud) == ["rl-after"])
+            #expect(await serverNames(cloud) == ["rl-after", "rl-between"])
             try await cloud.deleteZoneAsUser(.readingList)
             let summary = try await a.syncNow()
             #expect(summary.isComplete, "\(summary.problems)")
@@ -734,6 +741,41 @@ import Testing
             #expect(await serverNames(harness.cloud) == ["rl-new"])
             try await a.close()
             #expect(await collect(events).contains(.zoneReset(zone: .readingList, reason: .deletedByUser)))
+        }
+    }
+
+    /// B changed the zone before the user deleted it and has not synced since; A, with nothing to send,
+    /// syncs first. A leaves the zone deleted, so B's push meets it missing, learns of the deletion and
+    /// wipes its change, as when B syncs first. (A created the zone again, with nothing in it, and B's
+    /// change went into it and to every device: the third newcomer.)
+    @Test(arguments: Self.routes)
+    func aChangeMadeBeforeTheUserDeletedTheZoneIsWipedWhoeverSyncsFirst(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let b = try await harness.device("B", start: false)
+            try await a.readingList.add("old")
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await b.readingList.add("made-before-the-deletion")
+            try await harness.cloud.deleteZoneAsUser(.readingList)
+
+            _ = try await a.syncNow()
+            #expect(await a.readingList.entries().isEmpty)
+            #expect(try await harness.cloud.listZones().contains(.readingList) == false, "nothing to put in it")
+            let summary = try await b.syncNow()
+            #expect(summary.resets.map(\.reason) == [.deletedByUser])
+            #expect(await b.readingList.entries().isEmpty)
+            #expect(await b.localStore.pendingRecordCount() == 0)
+            #expect(await serverNames(harness.cloud).isEmpty)
+
+            // A later change starts the zone afresh, and reaches the other device.
+            try await b.readingList.add("new")
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.readingList.entries().map(\.articleID) == ["new"])
+            #expect(await serverNames(harness.cloud) == ["rl-new"])
+            try await a.close()
+            try await b.close()
         }
     }
 
