@@ -207,6 +207,11 @@ package struct DeviceFile: Codable, Sendable, Equatable {
         refusalWaits?[zone.name] = nil
         requestRefusalWaits?[zone.name] = nil
         forgetListingsWhileNotOpen(of: [zone])
+        // In the same write as the wipe's note: a process that ends before anything else is written must
+        // not find the zone neither prepared nor left deleted, and create it empty.
+        var leftDeleted = zonesLeftDeleted ?? []
+        if !leftDeleted.contains(zone.name) { leftDeleted.append(zone.name) }
+        zonesLeftDeleted = leftDeleted
     }
 
     /// Forgets the wipes noted for `zones`: a saved database token is past their deletions.

@@ -377,10 +377,24 @@ extension LocalStore {
 }
 
 extension LocalStore {
+    /// The server no longer has `id`, which another device deleted while this one edited it: the edit beats
+    /// the delete, so its save goes out as a new record (its change tag forgotten), and the records it owns
+    /// here are saved again with it (``resaveOwned(by:)``). One step, so that no snapshot is written between
+    /// the two: a restart that found the tag forgotten but no resave logged would create the record alone,
+    /// and nothing would bring back what it owns. Returns how many owned records were saved again.
+    package func recreate(_ id: RecordID) throws -> Int {
+        let resaved = try resaveOwned(by: [id])
+        forgetChangeTag(id)
+        return resaved
+    }
+
     /// Saves again, as one mutation, the host records of `zone` that a chain of `deleteSelf` references ties
     /// to `owners`, which the server deleted while this device edited them: the edit beats the delete (it is
     /// sent as a new record), and the records the owner holds come back with it, as CloudKit deleted them
     /// with it. A record with a change pending is left to that change. Returns how many.
+    ///
+    /// CloudKit does not say which deletes a cascade made: a record of the owner that another device
+    /// deleted on its own, since this device last fetched, comes back too.
     package func resaveOwned(by owners: [RecordID]) throws -> Int {
         var saved = 0
         for (zone, ids) in Dictionary(grouping: owners, by: \.zone).sorted(by: { $0.key < $1.key }) {

@@ -233,7 +233,6 @@ extension SyncContext {
                     }
                     preparedZones.remove(zone)
                     if let stop = await ensurePrepared([zone], epoch: epoch) { return stop }
-                    guard preparedZones.contains(zone) else { return nil }
                 case .wipeZone:
                     if let stop = await wipeZone(zone, epoch: epoch) { return stop }
                     outcome.resets.append(SyncSummary.ZoneReset(zone: zone, reason: .deletedByUser))

@@ -436,8 +436,6 @@ extension SyncContext {
         // Owners whose save stood for their delete and replaced the server's record: the deletes their
         // cascades made are sent now, as CloudKit deletes nothing with a replaced record.
         var replacedOwners: [RecordID] = []
-        // Owners another device deleted that this device's edit brings back: the records they own come too.
-        var recreatedOwners: [RecordID] = []
         emit(.willSend(zone: zone, saves: request.saves.count, deletes: request.deletes.count))
         let response: ModifyRecordsResult
         do {
@@ -558,8 +556,11 @@ extension SyncContext {
                 } else {
                     // Deleted by another device since this one saw it: this edit beats that delete.
                     conflicts[id, default: 0] += 1
-                    await localStore.forgetChangeTag(id)
-                    recreatedOwners.append(id)
+                    do {
+                        _ = try await localStore.recreate(id)
+                    } catch {
+                        result.next = .stop(.from(error))
+                    }
                     if conflicts[id]! <= Self.conflictLimit { result.resend.append(change) }
                 }
             case .createZone:
@@ -582,13 +583,6 @@ extension SyncContext {
                 result.escalate(to: .stop(.paused(reason)))
             case .split, .refuse, .resetZone:
                 result.refused.append(refusal(of: change, because: error))
-            }
-        }
-        if !recreatedOwners.isEmpty {
-            do {
-                _ = try await localStore.resaveOwned(by: recreatedOwners)
-            } catch {
-                result.next = .stop(.from(error))
             }
         }
         if !replacedOwners.isEmpty {

@@ -466,9 +466,13 @@ public actor SyncContext: LocalChangeObserver {
             guard !ready.isEmpty, let servers = try? await transport.lookupRecords(ready.map(\.recordID)),
                 epoch == accountEpoch
             else { break }
-            owners = try await localStore.settleCascadedDeletes(
-                ready, commandOf: Dictionary(cascaded.map { ($0.change.recordID, $0.command) }) { $1 },
-                serverVersions: servers)
+            // The changes are dropped already: a failure here is the push's to meet again, not the caller's.
+            guard
+                let settled = try? await localStore.settleCascadedDeletes(
+                    ready, commandOf: Dictionary(cascaded.map { ($0.change.recordID, $0.command) }) { $1 },
+                    serverVersions: servers)
+            else { break }
+            owners = settled
         }
         return dropped
     }

@@ -203,6 +203,11 @@ import Testing
         }
         let plain = try Self.sampleFile().encoded()
         #expect(String(decoding: plain, as: UTF8.self).contains("zonesLeftDeleted") == false)
+        // A wipe's note says so in the same write (a review found it in a second one, which a process that
+        // ended between the two never made: the zone was then created empty).
+        var wiped = Self.sampleFile()
+        wiped.noteWipe(of: ZoneID("Recipes"), sequence: 4)
+        #expect(wiped.zonesLeftDeleted == ["Recipes"])
     }
 
     @Test func aVersionOneFileWithoutChecksumIsStillRead() throws {

@@ -779,6 +779,36 @@ import Testing
         }
     }
 
+    /// The process ends after a wipe (here: a fetch wiped the reading list, then stopped): the reopened
+    /// device does not create the zone empty, and B's change from before the deletion still meets it
+    /// missing. (The note is written with the wipe's own: `DeviceFileTests`.)
+    @Test(arguments: Self.routes)
+    func aZoneWipedJustBeforeTheProcessEndedStaysDeleted(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A", start: false)
+            let b = try await harness.device("B", start: false)
+            try await a.readingList.add("old")
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await b.readingList.add("made-before-the-deletion")
+            try await harness.cloud.deleteZoneAsUser(.readingList)
+            _ = try await a.history.visit("h0")
+            await harness.cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
+            #expect(try await !a.syncNow().isComplete)
+            #expect(await a.readingList.entries().isEmpty, "wiped")
+            #expect(await a.localStore.deviceFile.zonesLeftDeleted == ["ReadingList"])
+            await a.abandon()
+            let reopened = try await harness.device("A", start: false)
+            _ = try await reopened.syncNow()
+            #expect(try await harness.cloud.listZones().contains(.readingList) == false)
+            _ = try await b.syncNow()
+            #expect(await b.readingList.entries().isEmpty)
+            #expect(await serverNames(harness.cloud).isEmpty)
+            try await reopened.close()
+            try await b.close()
+        }
+    }
+
     // MARK: Not authenticated, quota exceeded
 
     @Test(arguments: Self.routes)
