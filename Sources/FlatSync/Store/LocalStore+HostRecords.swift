@@ -300,10 +300,14 @@ extension LocalStore {
     /// was discarded; only the server can tell which, so ``settleCascadedDeletes(_:commandOf:serverVersions:)``
     /// asks it.
     package func cascadedDeletesToSettle(_ changes: [RecordChange]) -> [RecordChange] {
-        changes.filter { change in
-            guard let owner = change.cascadeOwner else { return false }
-            return !pending.hasPendingDeleteOrReplace(of: RecordID(zone: change.recordID.zone, name: owner))
-        }
+        changes.filter(isOwnersDeleteOver)
+    }
+
+    /// True when `change` is a cascade's delete whose owner has no delete, nor a save that replaces it,
+    /// pending.
+    private func isOwnersDeleteOver(_ change: RecordChange) -> Bool {
+        guard let owner = change.cascadeOwner else { return false }
+        return !pending.hasPendingDeleteOrReplace(of: RecordID(zone: change.recordID.zone, name: owner))
     }
 
     /// The pending deletes that cascades from `owners` made, each with the command holding it.
@@ -345,10 +349,8 @@ extension LocalStore {
     /// True when `command` holds `change`, no newer change of its record waits, and its owner is not being
     /// deleted again.
     private func isReadyToSettle(_ change: RecordChange, in command: CommandID?) -> Bool {
-        guard let command, pending.change(of: change.recordID, in: command) == change,
-            pending.latestChange(for: change.recordID) == change
-        else { return false }
-        return cascadedDeletesToSettle([change]).count == 1
+        guard let command, pending.change(of: change.recordID, in: command) == change else { return false }
+        return pending.latestChange(for: change.recordID) == change && isOwnersDeleteOver(change)
     }
 
     /// Makes the pending deletes that cascades from `owners` made plain deletes, sent like any other, as one
@@ -365,14 +367,16 @@ extension LocalStore {
         }
         guard !byZone.isEmpty else { return 0 }
         try checkWritable()
-        var released = 0
-        for (zone, deletes) in byZone.sorted(by: { $0.key < $1.key }) {
-            let sequence = takeSequence()
-            zones.setAppliedThroughSequence(sequence, of: zone)
-            released += deletes.count
-            _ = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: deletes))
-        }
-        return released
+        for (zone, deletes) in byZone.sorted(by: { $0.key < $1.key }) { try logOwnMutation(deletes, in: zone) }
+        return byZone.values.reduce(0) { $0 + $1.count }
+    }
+
+    /// Logs and queues, as one mutation, changes the engine makes of records memory already holds as they
+    /// say (a release, a resave): the record data does not change, only what waits to be sent.
+    private func logOwnMutation(_ changes: [RecordChange], in zone: ZoneID) throws {
+        let sequence = takeSequence()
+        zones.setAppliedThroughSequence(sequence, of: zone)
+        _ = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: changes))
     }
 }
 
@@ -414,10 +418,8 @@ extension LocalStore {
         let records = names.compactMap { zones.record(for: RecordID(zone: zone, name: $0)) }
         guard !records.isEmpty else { return 0 }
         try checkWritable()
-        let sequence = takeSequence()
-        zones.setAppliedThroughSequence(sequence, of: zone)
-        let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys), sequence: sequence) }
-        _ = try logAndQueue(Mutation(sequence: sequence, zone: zone, changes: RecordOrder.changesInOrder(changes)))
+        let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys)) }
+        try logOwnMutation(RecordOrder.changesInOrder(changes), in: zone)
         return records.count
     }
 }

@@ -155,13 +155,6 @@ package struct RecordChange: Hashable, Sendable {
         return change
     }
 
-    /// This delete as one the user made: sent, whatever became of its owner's (see ``cascadeOwner``).
-    package var withoutCascadeOwner: RecordChange {
-        var change = self
-        if case .owner = keys { change.keys = .set([]) }
-        return change
-    }
-
     /// The record to save, or `nil` for a delete.
     package var record: Record? {
         savedRecord

@@ -190,8 +190,9 @@ extension SyncContext {
             // A failed lookup stops the push once the round's other changes are sent: they need no lookup.
             var settleStop: Stop?
             if !cascaded.isEmpty {
-                (settled, settleStop) = await settleCascadedDeletes(
-                    cascaded, commandOf: commandOf, in: zone, via: transport, epoch: epoch)
+                let settling = await settleCascadedDeletes(
+                    cascaded, commandOf: commandOf, via: transport, epoch: epoch)
+                (settled, settleStop) = (settling.settled.count, settling.stop)
                 if case .cancelled = settleStop {
                     outcome.stop = settleStop
                     try? await localStore.unsealPendingCommands(in: zone)
@@ -325,28 +326,27 @@ extension SyncContext {
     /// whose owner's delete is over, by looking their records up on the server: a record CloudKit deleted
     /// with its owner stays deleted, and one it still has comes back as it is there, since the owner's delete
     /// did not take it (it lost to an edit this device had not seen, was refused and discarded, or the record
-    /// had moved to another owner). The others wait for their owner's delete. Returns how many settled, or
-    /// the stop when the server could not be asked (they wait for the next push).
+    /// had moved to another owner). The others wait for their owner's delete. Returns the records settled,
+    /// or the stop when the server could not be asked (they wait for the next push).
     ///
     /// Sent with their owner's delete, as they once were, these deletes went through where the owner's lost,
     /// and a photo that came back had lost its comments everywhere. CloudKit documents the cascade as
     /// immediate in a custom zone (asynchronous only in the default zone, which FlatSync does not use;
     /// `CKRecord.ReferenceAction.deleteSelf`), so the lookup after the owner's delete finds them gone. Were
     /// one still there, it would come back here, and its deletion would arrive with the next fetch.
-    private func settleCascadedDeletes(
-        _ cascaded: [RecordChange], commandOf: [RecordID: CommandID], in zone: ZoneID,
-        via transport: any CloudTransport, epoch: Int
-    ) async -> (settled: Int, stop: Stop?) {
+    func settleCascadedDeletes(
+        _ cascaded: [RecordChange], commandOf: [RecordID: CommandID], via transport: any CloudTransport, epoch: Int
+    ) async -> (settled: [RecordID], stop: Stop?) {
         let ready = await localStore.cascadedDeletesToSettle(cascaded)
-        guard !ready.isEmpty else { return (0, nil) }
+        guard !ready.isEmpty else { return ([], nil) }
         do {
             let servers = try await transport.lookupRecords(ready.map(\.recordID))
-            guard epoch == accountEpoch else { return (0, .cancelled) }
+            guard epoch == accountEpoch else { return ([], .cancelled) }
             let settled = try await localStore.settleCascadedDeletes(
                 ready, commandOf: commandOf, serverVersions: servers)
-            return (settled.count, nil)
+            return (settled, nil)
         } catch {
-            return (0, .from(error))
+            return ([], .from(error))
         }
     }
 

@@ -459,19 +459,14 @@ public actor SyncContext: LocalChangeObserver {
         }
         // The records a dropped delete took with it come back as the server has them, level by level. If the
         // server cannot be asked now, the push just asked for settles them.
+        // The changes are dropped already: a failure here is the push's to meet again, not the caller's.
         var owners = dropped
-        while !owners.isEmpty, epoch == accountEpoch {
+        while !owners.isEmpty {
             let cascaded = await localStore.pendingCascadedDeletes(of: owners)
-            let ready = await localStore.cascadedDeletesToSettle(cascaded.map(\.change))
-            guard !ready.isEmpty, let servers = try? await transport.lookupRecords(ready.map(\.recordID)),
-                epoch == accountEpoch
-            else { break }
-            // The changes are dropped already: a failure here is the push's to meet again, not the caller's.
-            guard
-                let settled = try? await localStore.settleCascadedDeletes(
-                    ready, commandOf: Dictionary(cascaded.map { ($0.change.recordID, $0.command) }) { $1 },
-                    serverVersions: servers)
-            else { break }
+            let (settled, stop) = await settleCascadedDeletes(
+                cascaded.map(\.change), commandOf: Dictionary(cascaded.map { ($0.change.recordID, $0.command) }) { $1 },
+                via: transport, epoch: epoch)
+            guard stop == nil else { break }
             owners = settled
         }
         return dropped

@@ -35,6 +35,19 @@ import Testing
         return (a, b)
     }
 
+    /// ``twoDevicesWithARecipe(_:types:)`` with `StepPhoto` registered and `photos` (photo ID → step ID)
+    /// saved on A and on the server, and fetched by B: a third level of `deleteSelf` owners.
+    private func twoDevicesWithPhotos(
+        _ harness: SyncHarness, _ photos: [String: String]
+    ) async throws -> (SyncContext, SyncContext) {
+        let (a, b) = try await twoDevicesWithARecipe(harness, types: testRecordTypes + [StepPhoto.self])
+        try await a.records(StepPhoto.self).save(
+            photos.sorted { $0.key < $1.key }.map { StepPhoto(id: $0, stepID: $1) })
+        #expect(try await a.syncNow().isComplete)
+        #expect(try await b.syncNow().isComplete)
+        return (a, b)
+    }
+
     private func serverNames(_ harness: SyncHarness) async -> [String] {
         await harness.cloud.records(in: TestRecipe.zone).map(\.id.name).sorted()
     }
@@ -318,11 +331,7 @@ import Testing
     @Test(arguments: [false, true])
     func anEditThatBeatsADeleteBringsBackWhatTheRecordOwns(fetchesFirst: Bool) async throws {
         try await SyncHarness.run { harness in
-            let types = testRecordTypes + [StepPhoto.self]
-            let (a, b) = try await twoDevicesWithARecipe(harness, types: types)
-            try await a.records(StepPhoto.self).save(StepPhoto(id: "p1", stepID: "s1"))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            let (a, b) = try await twoDevicesWithPhotos(harness, ["p1": "s1"])
 
             try await a.records(TestStep.self).delete("s1")
             #expect(try await a.syncNow().isComplete)
@@ -356,11 +365,7 @@ import Testing
     /// photo with it.
     @Test func aStepMovedAwayFromARecipeDeletedFirstComesBackWithItsPhoto() async throws {
         try await SyncHarness.run { harness in
-            let types = testRecordTypes + [StepPhoto.self]
-            let (a, b) = try await twoDevicesWithARecipe(harness, types: types)
-            try await a.records(StepPhoto.self).save(StepPhoto(id: "p1", stepID: "s1"))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            let (a, b) = try await twoDevicesWithPhotos(harness, ["p1": "s1"])
             await harness.cloud.setFaultPlan(.failNext(1_000, .modifyRecords, with: .networkUnavailable))
             try await a.records(TestStep.self).save(TestStep(id: "s1", recipeID: "r2", text: "Chop"))
             await a.waitUntilIdle()
@@ -387,13 +392,7 @@ import Testing
     @Test(arguments: [false, true])
     func aChainOfOwnersSettlesLevelByLevel(deleteLoses: Bool) async throws {
         try await SyncHarness.run { harness in
-            let types = testRecordTypes + [StepPhoto.self]
-            let (a, b) = try await twoDevicesWithARecipe(harness, types: types)
-            try await a.records(StepPhoto.self).save([
-                StepPhoto(id: "p1", stepID: "s1"), StepPhoto(id: "p2", stepID: "s2"),
-            ])
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            let (a, b) = try await twoDevicesWithPhotos(harness, ["p1": "s1", "p2": "s2"])
             if deleteLoses {
                 try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
                 #expect(try await a.syncNow().isComplete)

@@ -744,6 +744,21 @@ import Testing
         }
     }
 
+    /// Devices A and B (B not started) with a synced reading list that the user then deleted, after B added
+    /// an entry it has not sent.
+    private func readingListDeletedAfterAChangeOnB(
+        _ harness: SyncHarness, startingA: Bool
+    ) async throws -> (SyncContext, SyncContext) {
+        let a = try await harness.device("A", start: startingA)
+        let b = try await harness.device("B", start: false)
+        try await a.readingList.add("old")
+        #expect(try await a.syncNow().isComplete)
+        #expect(try await b.syncNow().isComplete)
+        try await b.readingList.add("made-before-the-deletion")
+        try await harness.cloud.deleteZoneAsUser(.readingList)
+        return (a, b)
+    }
+
     /// B changed the zone before the user deleted it and has not synced since; A, with nothing to send,
     /// syncs first. A leaves the zone deleted, so B's push meets it missing, learns of the deletion and
     /// wipes its change, as when B syncs first. (A created the zone again, with nothing in it, and B's
@@ -751,14 +766,7 @@ import Testing
     @Test(arguments: Self.routes)
     func aChangeMadeBeforeTheUserDeletedTheZoneIsWipedWhoeverSyncsFirst(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
-            let a = try await harness.device("A")
-            let b = try await harness.device("B", start: false)
-            try await a.readingList.add("old")
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
-            try await b.readingList.add("made-before-the-deletion")
-            try await harness.cloud.deleteZoneAsUser(.readingList)
-
+            let (a, b) = try await readingListDeletedAfterAChangeOnB(harness, startingA: true)
             _ = try await a.syncNow()
             #expect(await a.readingList.entries().isEmpty)
             #expect(try await harness.cloud.listZones().contains(.readingList) == false, "nothing to put in it")
@@ -785,13 +793,7 @@ import Testing
     @Test(arguments: Self.routes)
     func aZoneWipedJustBeforeTheProcessEndedStaysDeleted(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
-            let a = try await harness.device("A", start: false)
-            let b = try await harness.device("B", start: false)
-            try await a.readingList.add("old")
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
-            try await b.readingList.add("made-before-the-deletion")
-            try await harness.cloud.deleteZoneAsUser(.readingList)
+            let (a, b) = try await readingListDeletedAfterAChangeOnB(harness, startingA: false)
             _ = try await a.history.visit("h0")
             await harness.cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .zoneBusy))
             #expect(try await !a.syncNow().isComplete)
