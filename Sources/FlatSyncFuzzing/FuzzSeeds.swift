@@ -90,6 +90,8 @@ package enum FuzzSeeds {
         try await context.localStore.compact()
         try await context.history.visit("fourth-article")
         _ = try await context.syncNow()
+        // An edit of a synced host record, left pending: a save with its keys' earlier values (operation 7).
+        try await context.records(TestRecipe.self).save(TestRecipe(id: "recipe-1", title: "Soup", servings: 6))
         try await context.close()
         try collect()
 

@@ -61,7 +61,8 @@
 ///
 /// **Merging.** When this device's change meets a newer version on the server, ``merge(_:_:changedFields:)``
 /// decides. The default is three-way and field by field: the fields this device changed since the version
-/// it last knew keep this device's values, every other field takes the server's.
+/// it last knew keep this device's values, every other field takes the server's. A rule that needs that
+/// version itself (a counter, a set) overrides ``merge(_:_:ancestor:changedFields:)``.
 public protocol SyncableRecord: Sendable, Equatable {
     /// The zone the records live in: a built-in zone, or one named with 1–64 ASCII letters, digits, `_`
     /// or `-`, not starting with `_` (CloudKit reserves those). A record may refer only to records of its
@@ -100,6 +101,18 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// fields it has no rule for. It may be called more than once for one change, so it must give the same
     /// value for the same arguments.
     static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self
+
+    /// ``merge(_:_:changedFields:)`` with the common ancestor of the two versions: `ancestor` is the
+    /// server's version that this device's unsent changes were made over (or, once they were merged with a
+    /// newer one, that one), which `server` came from too. Override this one when a field's rule needs it:
+    /// a counter adds both sides' increments (`server.count + mine.count - ancestor.count`), a set keeps
+    /// what either side added and drops what either removed.
+    ///
+    /// `ancestor` is nil when this device does not know that version: it made the record (or deleted it
+    /// and made it again) and the server has another of the name, or the change was logged by a FlatSync
+    /// that did not keep ancestors. FlatSync calls this requirement; the default calls
+    /// ``merge(_:_:changedFields:)``, so a type overrides one of the two.
+    static func merge(_ mine: Self, _ server: Self, ancestor: Self?, changedFields: Set<String>) -> Self
 }
 
 extension SyncableRecord {
@@ -110,6 +123,11 @@ extension SyncableRecord {
     /// field takes the server's.
     public static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self {
         fieldwiseMerge(mine, server, changedFields: changedFields)
+    }
+
+    /// ``merge(_:_:changedFields:)``, without the ancestor.
+    public static func merge(_ mine: Self, _ server: Self, ancestor: Self?, changedFields: Set<String>) -> Self {
+        merge(mine, server, changedFields: changedFields)
     }
 
     /// Three-way and field by field: `mine`'s value of each field in `changedFields` (what this device

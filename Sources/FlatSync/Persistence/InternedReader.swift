@@ -55,14 +55,27 @@ package struct InternedReader {
         let sequence: UInt64
         if let given { sequence = given } else { sequence = try reader.readVarint() }
         switch try reader.readByte() {
-        case let operation where operation == 1 || operation == 5:
+        case let operation where operation == 1 || operation == 5 || operation == 7:
             let record = try readRecord(&reader)
             let count = try reader.readCount()
             var keys = Set<String>(minimumCapacity: count)
             for _ in 0..<count { keys.insert(try readString(&reader)) }
-            var change = RecordChange.save(record, changedKeys: keys, sequence: sequence)
-            change.replacesRecord = operation == 5
-            return change
+            guard operation == 7 else {
+                var change = RecordChange.save(record, changedKeys: keys, sequence: sequence)
+                change.replacesRecord = operation == 5
+                return change
+            }
+            let baseCount = try reader.readCount()
+            var base = [String: FieldValue](minimumCapacity: baseCount)
+            for _ in 0..<baseCount {
+                let key = try readString(&reader)
+                guard keys.contains(key) else {
+                    throw FlatSyncError(
+                        .damagedFile, "A record change has a value before it for a key it did not change.")
+                }
+                base[key] = try reader.readFieldValue(tags: .commandLog)
+            }
+            return .save(record, changedKeys: keys, baseValues: base, sequence: sequence)
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
         case 6:

@@ -101,11 +101,20 @@ package struct InternedWriter {
             return
         }
         // The record read in place: binding the operation's payload copied it. A save that replaces its
-        // record is operation 5, the same layout (older versions wrote 1 only, and read no 5).
-        writer.write(UInt8(change.pointee.replacesRecord ? 5 : 1))
+        // record is operation 5, the same layout (older versions wrote 1 only, and read no 5). A save with
+        // the values its keys had before it is operation 7: 1's layout, then those values (older versions
+        // read no 7).
+        let base = change.pointee.replacesRecord ? nil : change.pointee.baseValues
+        writer.write(UInt8(change.pointee.replacesRecord ? 5 : base == nil ? 1 : 7))
         write(change.pointee.carriedRecord)
         writer.write(varint: UInt64(change.pointee.changedKeys.count))
         for key in change.pointee.changedKeys { write(key) }
+        guard let base else { return }
+        writer.write(varint: UInt64(base.count))
+        for (key, value) in base.sorted(by: { $0.key < $1.key }) {
+            write(key)
+            writer.write(value, tags: .commandLog)
+        }
     }
 }
 

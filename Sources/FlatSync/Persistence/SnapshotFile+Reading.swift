@@ -79,6 +79,7 @@ extension SnapshotFile {
         let skipped = try range("skippedVersions", required: false)
         let unknown = try range("unknownFields", required: false)
         let whole = try range("sendWhole", required: false)
+        let bases = try range("mergeBases", required: false)
         let firstVersionHost = try range("hostRecords", required: false)
         let host = try range("hostRecordTable", required: false)
         let hostOffsets = try range("hostRecordOffsets", required: false)
@@ -147,6 +148,12 @@ extension SnapshotFile {
                 var cursor = ColumnCursor(source: source, range: whole, name: "sendWhole")
                 while !cursor.isAtEnd { state.sendWhole.insert(try cursor.readString()) }
                 crc = CRC32.combine(crc, cursor.checksum, length: whole.count)
+            }
+            if let bases {
+                // Rare and small, as the unknown fields, and laid out as they are.
+                let bytes = Data(try source.bytes(at: bases.lowerBound, count: bases.count))
+                crc = CRC32.checksum(bytes, continuing: crc)
+                state.mergeBases = try decode(unknownFields: bytes)
             }
             if let firstVersionHost {
                 let bytes = Data(try source.bytes(at: firstVersionHost.lowerBound, count: firstVersionHost.count))

@@ -43,6 +43,10 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     package var unknownFields: Data?
     /// Names of records whose next save sends every field (see ``ZoneState/sendWhole``); absent when none.
     package var sendWhole: Data?
+    /// The server versions host records with pending changes were merged with, as ``unknownFields`` is
+    /// laid out (see ``ZoneState/mergeBases``); absent when none (and in files written before FlatSync kept
+    /// them).
+    package var mergeBases: Data?
     /// The zone's host records and their tags as the first version wrote them (see
     /// ``HostRecordTable/decodeFirstVersion(_:zone:)``): read, no longer written.
     package var hostRecords: Data?
@@ -99,6 +103,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
             for name in state.sendWhole.sorted() { names.write(name) }
             sendWhole = names.data
         }
+        if !state.mergeBases.isEmpty {
+            mergeBases = Self.encode(unknownFields: state.mergeBases)
+        }
         if !state.hostRecords.isEmpty {
             (hostRecordTable, hostRecordOffsets) = state.hostRecords.encodedSection()
         }
@@ -131,6 +138,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let skippedVersions { crc = CRC32.checksum(skippedVersions, continuing: crc) }
         if let unknownFields { crc = CRC32.checksum(unknownFields, continuing: crc) }
         if let sendWhole { crc = CRC32.checksum(sendWhole, continuing: crc) }
+        if let mergeBases { crc = CRC32.checksum(mergeBases, continuing: crc) }
         if let hostRecords { crc = CRC32.checksum(hostRecords, continuing: crc) }
         if let hostRecordTable { crc = CRC32.checksum(hostRecordTable, continuing: crc) }
         if let hostRecordOffsets { crc = CRC32.checksum(hostRecordOffsets, continuing: crc) }

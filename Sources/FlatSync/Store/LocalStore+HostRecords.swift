@@ -97,7 +97,15 @@ extension LocalStore {
                 guard !keys.isEmpty || old == nil else { continue }
                 let record = Record(id: new.id, type: new.type, fields: fields)
                 table[name] = record
-                changes.append(.save(record, changedKeys: keys, sequence: sequence))
+                // With the changed keys' values before it, for a host's merge (a new record has none).
+                if old == nil {
+                    changes.append(.save(record, changedKeys: keys, sequence: sequence))
+                } else {
+                    changes.append(
+                        .save(
+                            record, changedKeys: keys, baseValues: oldFields.filter { keys.contains($0.key) },
+                            sequence: sequence))
+                }
                 changedNames.append((new.type, name))
             }
             for (name, owner) in table.cascadeWithOwners(from: present) {

@@ -91,8 +91,10 @@ extension LocalStore {
         zones.sendsWhole(id)
     }
 
-    private func setSendWhole(_ sends: Bool, _ id: RecordID) {
-        zones.setSendWhole(sends, id)
+    /// Sets whether the record's next save sends every field; `base` is the server version a host record
+    /// was merged with (see ``ZoneState/mergeBases``).
+    private func setSendWhole(_ sends: Bool, _ id: RecordID, base: Record? = nil) {
+        zones.setSendWhole(sends, id, base: base.flatMap { isHostRecord($0.id) ? $0 : nil })
     }
 
     /// The change tag last seen for a record.
@@ -158,7 +160,7 @@ extension LocalStore {
         let merged = local.flatMap { merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
         keepUnknownFields(of: server)
-        setSendWhole(true, server.id)
+        setSendWhole(true, server.id, base: server)
         // A save that stood for a delete met a version the delete never saw: that edit beats the delete, so
         // the merge goes out as an update, keeping whatever else the server's version holds.
         pending.stopReplacing(server.id)
@@ -178,7 +180,8 @@ extension LocalStore {
     /// can read, and sent that back.
     private func merge(_ local: Record, _ server: Record) -> Record? {
         guard let store = registry.store(of: server), local.type == server.type else { return nil }
-        if let merged = store.merge(local, server, pending.changedKeys(of: local.id)) { return merged }
+        let ancestor = Self.ancestor(of: local, mergeBase: zones.mergeBase(of: local.id), pending: pending)
+        if let merged = store.merge(local, server, ancestor, pending.changedKeys(of: local.id)) { return merged }
         guard (try? store.check(local)) != nil, (try? store.check(server)) == nil else { return nil }
         var merged = server
         var fields = server.fields.filter { store.fieldTypes[$0.key] == nil }
@@ -215,11 +218,27 @@ extension LocalStore {
         if waiting != nil, let local = zones.record(for: server.id), let merged = merge(local, server) {
             adopt(merged.withChangeTag(server.changeTag))
             keepUnknownFields(of: server)
-            setSendWhole(true, server.id)
+            setSendWhole(true, server.id, base: server)
             return
         }
         adopt(server)
         keepUnknownFields(of: server)
+        zones.forgetMergeBase(of: server.id)
+    }
+
+    /// The version of a host record that this device's pending changes stand on, `local` with each changed
+    /// key as it was there: the server version the record was last merged with (`mergeBase`), or else the
+    /// one the changes were made over (``RecordChange/baseValues``). Nil when that is not known (see
+    /// `SyncableRecord.merge(_:_:ancestor:changedFields:)`).
+    static func ancestor(of local: Record, mergeBase: [String: FieldValue]?, pending: PendingCommands) -> Record? {
+        var ancestor = local
+        if let mergeBase {
+            ancestor.fields = mergeBase
+            return ancestor
+        }
+        guard let fields = pending.baseFields(of: local.id, over: local.fields) else { return nil }
+        ancestor.fields = fields
+        return ancestor
     }
 
     /// Puts the server's version of a record back in place of the local one (`nil`: the server has none, so
@@ -229,6 +248,8 @@ extension LocalStore {
         if let server {
             adopt(server)
             keepUnknownFields(of: server)
+            // What a change of the record still pending now stands on.
+            if isHostRecord(id) { zones.setMergeBase(server.fields, of: id) }
             return
         }
         serverDeleted(id)
@@ -415,6 +436,7 @@ extension LocalStore {
             state.skippedVersions[name] = nil
             state.unknownFields[name] = nil
             if !state.sendWhole.isEmpty { state.sendWhole.remove(name) }
+            if !state.mergeBases.isEmpty { state.mergeBases[name] = nil }
             guard pending.latestChange(for: RecordID(zone: zone, name: name)) == nil else { continue }
             // Before the record goes, while its type can be read; only for observers.
             var key: (recordType: String, name: String)?
@@ -459,13 +481,17 @@ extension LocalStore {
             return false
         case .take:
             state.hostRecords[name] = record
+            if !state.mergeBases.isEmpty { state.mergeBases[name] = nil }
         case .merge:
             let local = state.hostRecords[name]
-            let mine = local.flatMap { local in
-                local.type == record.type ? entry?.merge(local, record, pending.changedKeys(of: record.id)) : nil
+            var mine: Record?
+            if let local, local.type == record.type, let entry {
+                let common = ancestor(of: local, mergeBase: state.mergeBases[name], pending: pending)
+                mine = entry.merge(local, record, common, pending.changedKeys(of: record.id))
             }
             state.hostRecords[name] = mine ?? local ?? record
             state.sendWhole.insert(name)
+            state.mergeBases[name] = record.fields
             merged.append(record.id)
         case .skipForPendingDelete:
             state.skippedVersions[name] = record.changeTag

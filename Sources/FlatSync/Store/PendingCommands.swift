@@ -69,6 +69,20 @@ package struct PendingCommands: Sendable {
         return keys
     }
 
+    /// `fields` (a record's, holding every pending change of it) with each key those changes changed as it
+    /// was before the first of them (``RecordChange/baseValues``): the version they were made over. Nil when
+    /// a change does not know its keys' earlier values.
+    package func baseFields(of id: RecordID, over fields: [String: FieldValue]) -> [String: FieldValue]? {
+        var fields = fields
+        // The waiting change first, then the one being sent, which came before it: earlier values win.
+        for found in [location[id], sealedLocation[id]] {
+            guard let found, let change = change(at: found) else { continue }
+            guard let base = change.baseValues else { return nil }
+            for key in change.changedKeys { fields[key] = base[key] }
+        }
+        return fields
+    }
+
     /// The number of record changes waiting or being sent, in one zone or in all.
     package func recordCount(in zone: ZoneID? = nil) -> Int {
         guard let zone else { return location.count + sealedLocation.count }

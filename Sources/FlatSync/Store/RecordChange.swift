@@ -18,9 +18,10 @@ package struct RecordChange: Hashable, Sendable {
     package var operation: Operation {
         get { isSave ? .save(carriedRecord) : .delete }
         set {
-            // A mask is read over the keys of the record it came with; a cascade's owner is a delete's.
+            // A mask is read over the keys of the record it came with; a cascade's owner is a delete's; the
+            // values a save's keys had before it are not another record's.
             switch keys {
-            case .mask: keys = .set(changedKeys)
+            case .mask, .based: keys = .set(changedKeys)
             case .owner: keys = .set([])
             case .set: break
             }
@@ -61,9 +62,21 @@ package struct RecordChange: Hashable, Sendable {
             case .set(let keys): keys
             case .mask(let mask): carriedRecord.content.box!.keySets![mask]
             case .owner: []
+            case .based(let keys, _): keys
             }
         }
         set { keys = .set(newValue) }
+    }
+    /// For a save of a host record, the values its ``changedKeys`` had in the version it was made over, by
+    /// key (a key missing here was not in that version): with the record's other fields, that version.
+    /// Nil when not known: a built-in store's change, a new record, a save that replaces the record, or one
+    /// logged without them.
+    ///
+    /// A host's merge gets that version as the common ancestor of its two versions (see
+    /// `SyncableRecord.merge(_:_:ancestor:changedFields:)`); coalesced saves keep the earlier values.
+    package var baseValues: [String: FieldValue]? {
+        if case .based(_, let values) = keys { return values }
+        return nil
     }
     /// For a delete that a `deleteSelf` reference made (the record went because the record it refers to was
     /// deleted in the same mutation), the name of that record: its owner. Nil for any other change.
@@ -92,6 +105,8 @@ package struct RecordChange: Hashable, Sendable {
         case mask(Int)
         /// A delete's: the record whose delete it follows (``cascadeOwner``); it changes no keys.
         case owner(String)
+        /// A host save's keys, with the values they had before it (``baseValues``).
+        case based(Set<String>, [String: FieldValue])
     }
 
     /// A delete of the record with `recordID`.
@@ -127,6 +142,15 @@ package struct RecordChange: Hashable, Sendable {
     ) -> RecordChange {
         let id = record.id
         return RecordChange(recordID: id, saving: record, keys: .set(changedKeys), sequence: sequence)
+    }
+
+    /// A save of a host record, `changedKeys` of which had `baseValues` before it (see ``baseValues``).
+    package static func save(
+        _ record: consuming Record, changedKeys: Set<String>, baseValues: [String: FieldValue], sequence: UInt64 = 0
+    ) -> RecordChange {
+        let id = record.id
+        return RecordChange(
+            recordID: id, saving: record, keys: .based(changedKeys, baseValues), sequence: sequence)
     }
 
     /// A save of a record, with ID `id` and type `type`, holding a store's value, whose changed keys are
@@ -169,9 +193,9 @@ package struct RecordChange: Hashable, Sendable {
     ///
     /// | pending | new | result |
     /// |---|---|---|
-    /// | save | save | one save: the later record (which already holds the earlier change), keys united |
+    /// | save | save | one save: the later record (which already holds the earlier change), keys united, each key's ``baseValues`` the earlier change's |
     /// | save | delete | the delete |
-    /// | delete | save | the save, with the whole record, replacing the server's (``replacesRecord``) |
+    /// | delete | save | the save, with the whole record, replacing the server's (``replacesRecord``), with no ``baseValues`` |
     /// | delete | delete | one delete |
     package func coalesced(with later: RecordChange) -> RecordChange {
         precondition(recordID == later.recordID, "coalescing changes of different records")
@@ -184,6 +208,14 @@ package struct RecordChange: Hashable, Sendable {
                 carriedRecord.content.box!.holdsSameType(as: later.carriedRecord.content.box!)
             {
                 result.keys = .mask(mine | theirs)
+            } else if !replacesRecord, !later.replacesRecord, let earlier = baseValues, var values = later.baseValues {
+                // Each key's value before the first change of it: the version both were made over.
+                var keys = later.changedKeys
+                for key in changedKeys {
+                    keys.insert(key)
+                    values[key] = earlier[key]
+                }
+                result.keys = .based(keys, values)
             } else {
                 result.changedKeys.formUnion(changedKeys)
             }
@@ -191,6 +223,8 @@ package struct RecordChange: Hashable, Sendable {
             return result
         case (false, true):
             var result = later
+            // The version the record was made over is gone from the server, or will be.
+            if result.baseValues != nil { result.changedKeys = later.changedKeys }
             result.replacesRecord = true
             return result
         case (_, false):
@@ -205,6 +239,7 @@ package struct RecordChange: Hashable, Sendable {
             && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
             && (lhs.keyMask != nil && lhs.keyMask == rhs.keyMask
                 || lhs.changedKeys == rhs.changedKeys)
+            && lhs.baseValues == rhs.baseValues
     }
 
     package func hash(into hasher: inout Hasher) {

@@ -9,9 +9,10 @@ package struct RecordTypeRegistry: Sendable {
         package let fieldTypes: [String: CloudSchema.FieldType]
         /// Throws ``FlatSyncError/Code-swift.struct/malformedRecord`` when the record does not read as a value.
         package let check: @Sendable (Record) throws(FlatSyncError) -> Void
-        /// The merge of this device's version (`mine`, changed in `changedFields`) with the server's, by the
-        /// store's rule; nil when either does not read as a value.
-        package let merge: @Sendable (_ mine: Record, _ server: Record, _ changedFields: Set<String>) -> Record?
+        /// The merge of this device's version (`mine`, changed in `changedFields` since `ancestor`, when that
+        /// is known) with the server's, by the store's rule; nil when either does not read as a value.
+        package let merge:
+            @Sendable (_ mine: Record, _ server: Record, _ ancestor: Record?, _ changedFields: Set<String>) -> Record?
         /// The record with only the fields the store's values use, or nil when the store keeps every field of
         /// its records (a host's) or the record does not read.
         package let known: @Sendable (Record) -> Record?
@@ -42,7 +43,7 @@ package struct RecordTypeRegistry: Sendable {
             zone: Item.zone, recordType: Item.recordType,
             fieldTypes: CloudSchema.flatSync.recordTypes[Item.recordType] ?? [:],
             check: { (record) throws(FlatSyncError) in _ = try Item(record: record) },
-            merge: { mine, server, _ in
+            merge: { mine, server, _, _ in
                 guard let mine = try? Item(record: mine), let theirs = try? Item(record: server) else { return nil }
                 return mine.merged(with: theirs).record
             },
@@ -140,12 +141,14 @@ package struct RecordTypeRegistry: Sendable {
         return Entry(
             zone: zone, recordType: recordType, fieldTypes: Value.fieldTypes,
             check: { (record) throws(FlatSyncError) in _ = try Value(record: record) },
-            merge: { mine, server, changed in
+            merge: { mine, server, ancestor, changed in
                 guard let mine = try? Value(record: mine), let theirs = try? Value(record: server) else { return nil }
+                // An ancestor that does not read (a field the type requires was not there yet) is not known.
+                let common = ancestor.flatMap { try? Value(record: $0) }
                 var merged = server
                 guard
                     let fields = try? RecordStore<Value>.fields(
-                        of: Value.merge(mine, theirs, changedFields: changed), over: server)
+                        of: Value.merge(mine, theirs, ancestor: common, changedFields: changed), over: server)
                 else { return nil }
                 merged.fields = fields
                 return merged

@@ -30,6 +30,11 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// (a record deleted and created again by another device holds none of this one's older fields). Kept
     /// in the snapshot beside the merged data and the tag.
     package var sendWhole: Set<String> = []
+    /// For the host records among ``sendWhole``, the fields of the server version they were merged with:
+    /// the version this device's pending changes now stand on, which a host's merge gets as the common
+    /// ancestor (see `SyncableRecord.merge(_:_:ancestor:changedFields:)`) in place of the one the changes
+    /// were made over. Kept, and forgotten, with ``sendWhole``.
+    package var mergeBases: [String: [String: FieldValue]] = [:]
     /// The zone's records that belong to host-defined stores (see ``SyncableRecord``) rather than to the
     /// built-in items: every record whose name the item type does not claim (``owns(_:)``).
     package var hostRecords = HostRecordTable()
@@ -291,16 +296,43 @@ package struct ZoneStates: Sendable {
         return !names.isEmpty && names.contains(id.name)
     }
 
-    /// Sets whether the record's next save sends every field.
-    package mutating func setSendWhole(_ sends: Bool, _ id: RecordID) {
+    /// Sets whether the record's next save sends every field; `base`, for a host record sending it, is the
+    /// server version it was merged with (see ``ZoneState/mergeBases``).
+    package mutating func setSendWhole(_ sends: Bool, _ id: RecordID, base: Record? = nil) {
         func set<Item>(_ state: inout ZoneState<Item>) {
             if sends {
                 state.sendWhole.insert(id.name)
+                if let base { state.mergeBases[id.name] = base.fields }
             } else if !state.sendWhole.isEmpty {
                 state.sendWhole.remove(id.name)
+                if !state.mergeBases.isEmpty { state.mergeBases[id.name] = nil }
             }
         }
         update(id.zone, { set(&$0) }, { set(&$0) }, { set(&$0) })
+    }
+
+    /// Sets (nil: forgets) the server version a host record's pending changes stand on (see
+    /// ``ZoneState/mergeBases``).
+    package mutating func setMergeBase(_ fields: [String: FieldValue]?, of id: RecordID) {
+        func set<Item>(_ state: inout ZoneState<Item>) {
+            if fields != nil || !state.mergeBases.isEmpty { state.mergeBases[id.name] = fields }
+        }
+        update(id.zone, { set(&$0) }, { set(&$0) }, { set(&$0) })
+    }
+
+    /// Forgets the server version a host record was merged with: the record now is a server version.
+    package mutating func forgetMergeBase(of id: RecordID) {
+        setMergeBase(nil, of: id)
+    }
+
+    /// The server version a host record with pending changes was merged with, if it was (see
+    /// ``ZoneState/mergeBases``).
+    package func mergeBase(of id: RecordID) -> [String: FieldValue]? {
+        switch id.zone {
+        case .readingList: readingList.mergeBases[id.name]
+        case .readingHistory: history.mergeBases[id.name]
+        default: hostZones[id.zone]?.mergeBases[id.name]
+        }
     }
 
     /// Begins a reset of the zone: its token is forgotten, and every record it knows now stays only if a

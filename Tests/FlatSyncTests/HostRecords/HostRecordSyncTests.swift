@@ -568,6 +568,63 @@ import Testing
         }
     }
 
+    /// A tally merged three ways counts every device's increments, as its merge adds them up from the
+    /// ancestor: first over the version this device's change was made over (a fetch brings B's version while
+    /// A's change waits), then over the version that fetch merged with (A's push meets B's next version),
+    /// also when A restarts between the two. Merging the second time over the first ancestor counts B's first
+    /// increment twice (12); an ancestor lost to the restart leaves the larger count (9).
+    @Test(arguments: [false, true])
+    func aThreeWayMergeGetsTheVersionBothSidesCameFrom(restartBetweenMerges: Bool) async throws {
+        try await SyncHarness.run { harness in
+            let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Tally.self] }
+            var a = try await harness.device("A", configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+
+            try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2, held by the debounce
+            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
+            #expect(try await b.syncNow().isComplete)
+            await a.handleRemoteNotification(zones: [Tally.zone])
+            await a.waitUntilIdle()
+            #expect(await a.records(Tally.self).value("t")?.count == 8, "5 + 2 + 1, merged by the fetch")
+            #expect(await harness.cloud.records(in: Tally.zone).first?["count"] == .int(6), "A's change still waits")
+            if restartBetweenMerges {
+                try await a.close()
+                // Not started, or it would send its change at once, before B's next version.
+                a = try await harness.device("A", start: false, configure: configure)
+            }
+
+            try await b.records(Tally.self).save(Tally(id: "t", count: 9))  // +3
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            for device in [a, b] {
+                #expect(await device.records(Tally.self).value("t")?.count == 11, "5 + 2 + 1 + 3")
+                try await device.close()
+            }
+        }
+    }
+
+    /// Without the version both sides came from (A made the record, so did B), the merge is told so.
+    @Test func aRecordMadeOnTwoDevicesHasNoAncestor() async throws {
+        try await SyncHarness.run { harness in
+            let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Tally.self] }
+            let a = try await harness.device("A", start: false, configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 2))
+            try await b.records(Tally.self).save(Tally(id: "t", count: 3))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            for device in [a, b] {
+                #expect(await device.records(Tally.self).value("t")?.count == 3, "the larger, for no ancestor")
+                try await device.close()
+            }
+        }
+    }
+
     @Test func aRecordThatDoesNotReadIsReportedAndAnUnknownTypeIsKept() async throws {
         try await SyncHarness.run { harness in
             let a = try await device(harness, "A")
@@ -942,6 +999,21 @@ private struct Counter: SyncableRecord {
     }
     static func merge(_ mine: Counter, _ server: Counter, changedFields: Set<String>) -> Counter {
         Counter(id: mine.id, count: max(mine.count, server.count))
+    }
+}
+
+/// A tally whose merge adds up both sides' increments since their common ancestor (the larger count when
+/// there is none); its changes wait an hour, so that a test decides when they go.
+private struct Tally: SyncableRecord, Codable {
+    static let zone = ZoneID("Tallies")
+    static let recordType = "Tally"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["count": .int64]
+    static let sendDebounce = Duration.seconds(3_600)
+    var id: String
+    var count: Int64
+    static func merge(_ mine: Tally, _ server: Tally, ancestor: Tally?, changedFields: Set<String>) -> Tally {
+        guard let ancestor else { return Tally(id: mine.id, count: max(mine.count, server.count)) }
+        return Tally(id: mine.id, count: server.count + mine.count - ancestor.count)
     }
 }
 

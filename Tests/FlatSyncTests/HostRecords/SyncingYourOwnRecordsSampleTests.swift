@@ -91,10 +91,15 @@ struct Bookmark: SyncableRecord, Codable {
 
 // Merge sample begins
 extension Bookmark {
-    static func merge(_ mine: Bookmark, _ server: Bookmark, changedFields: Set<String>) -> Bookmark {
+    static func merge(
+        _ mine: Bookmark, _ server: Bookmark, ancestor: Bookmark?, changedFields: Set<String>
+    ) -> Bookmark {
         var merged = fieldwiseMerge(mine, server, changedFields: changedFields)
         if changedFields.contains("tags") {
-            merged.tags = Array(Set(mine.tags).union(server.tags)).sorted()
+            let before = Set(ancestor?.tags ?? [])
+            let added = Set(mine.tags).subtracting(before)
+            let removed = before.subtracting(mine.tags)
+            merged.tags = Set(server.tags).union(added).subtracting(removed).sorted()
         }
         return merged
     }
@@ -133,6 +138,34 @@ extension Bookmark {
 
     /// Both devices tag the same bookmark offline: both tags are kept, and the field only one device
     /// changed takes that device's value, as the default merge would.
+    /// A removes a tag while B adds one: the removed tag stays removed (a union brought it back), the added
+    /// one is kept, on both devices.
+    @Test func theMergeSampleKeepsATagRemovedOnOneDeviceRemoved() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Bookmark.self] }
+            let a = try await harness.device("A", start: false, configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            let added = Date(timeIntervalSince1970: 1_000)
+            let bookmark = Bookmark(id: "b", url: "https://example.com", added: added, tags: ["old", "swift"])
+            try await a.records(Bookmark.self).save(bookmark)
+            _ = try await a.syncNow()
+            _ = try await b.syncNow()
+            var renamed = bookmark
+            renamed.tags = ["swift"]
+            try await a.records(Bookmark.self).save(renamed)
+            var tagged = bookmark
+            tagged.tags = ["old", "swift", "sync"]
+            try await b.records(Bookmark.self).save(tagged)
+            _ = try await b.syncNow()
+            _ = try await a.syncNow()
+            _ = try await b.syncNow()
+            for device in [a, b] {
+                #expect(try #require(await device.records(Bookmark.self).value("b")).tags == ["swift", "sync"])
+                try await device.close()
+            }
+        }
+    }
+
     @Test func theMergeSampleKeepsTagsFromBothDevices() async throws {
         try await SyncHarness.run(via: .direct) { harness in
             let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Bookmark.self] }

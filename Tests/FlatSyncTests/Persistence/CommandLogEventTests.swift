@@ -37,6 +37,17 @@ import Testing
             Command(
                 id: CommandID(2), zone: .readingList, kind: .removeRecords,
                 slots: [.cascadedDelete(F.id("note-2"), owner: "b", sequence: 3)])),
+        // A host save with the values its keys had before it (operation 7): one was absent, one an integer.
+        .mutation(
+            Mutation(
+                sequence: 10, zone: ZoneID("Tasks"),
+                changes: [
+                    .save(
+                        Record(
+                            id: RecordID(zone: ZoneID("Tasks"), name: "t1"), type: "Task",
+                            fields: ["title": .string("new"), "done": .int(1), "count": .int(3)]),
+                        changedKeys: ["title", "done"], baseValues: ["title": .string("old")], sequence: 10)
+                ])),
         // Reading-list records hold their entries (`Record.Content`): written field by field, read back as
         // fields, equal.
         .mutation(
@@ -331,6 +342,22 @@ import Testing
         var recent = LogStrings()
         #expect(try CommandLogEvent.decode(first.encoded(), reusing: &recent) == first)
         #expect(try CommandLogEvent.decode(second.encoded(), reusing: &recent) == second)
+    }
+
+    /// A value before a host save for a key the save did not change is damage, not a key quietly added.
+    @Test func aValueBeforeASaveForAKeyItDidNotChangeIsDamage() throws {
+        let record = Record(id: RecordID(zone: ZoneID("Tasks"), name: "t1"), type: "Task", fields: ["a": .int(1)])
+        let good = CommandLogEvent.mutation(
+            Mutation(
+                sequence: 1, zone: ZoneID("Tasks"),
+                changes: [.save(record, changedKeys: ["a"], baseValues: ["a": .int(0)], sequence: 1)]))
+        var entry = good.encoded()
+        #expect(try CommandLogEvent.decode(entry) == good)
+        // The base value's key is the table's string 3 ("a" is 2: zone, type, then the field's key); its
+        // index is the byte before the value's tag and payload, the entry's last three bytes.
+        #expect(entry[entry.count - 3] == 2)
+        entry[entry.count - 3] = 1  // the record type, "Task", which the save did not change
+        expectError(.damagedFile) { try CommandLogEvent.decode(entry) }
     }
 
     @Test func anUnknownKindIsReportedAsNewerFormat() {

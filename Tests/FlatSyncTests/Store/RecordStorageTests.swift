@@ -70,4 +70,33 @@ import Testing
         #expect(RecordChange.save(record, changedKeys: ["n"], sequence: 1).coalesced(with: delete).isDelete)
         #expect(delete.coalesced(with: saved).record == record)
     }
+
+    /// A host save keeps the values its keys had before it (the version it was made over); coalesced with a
+    /// later save, each key keeps the value before its first change, and a save over a delete keeps none.
+    @Test func coalescedSavesKeepEachKeysValueBeforeItsFirstChange() {
+        let id = RecordID(zone: ZoneID("Tasks"), name: "t1")
+        let first = RecordChange.save(
+            Record(id: id, type: "Task", fields: ["title": .string("b"), "count": .int(1)]),
+            changedKeys: ["title", "note"], baseValues: ["title": .string("a")], sequence: 1)
+        let second = RecordChange.save(
+            Record(id: id, type: "Task", fields: ["title": .string("c"), "count": .int(2), "note": .string("n")]),
+            changedKeys: ["title", "count", "note"],
+            baseValues: ["title": .string("b"), "count": .int(1)], sequence: 2)
+        let both = first.coalesced(with: second)
+        #expect(both.changedKeys == ["title", "count", "note"])
+        // "note" was absent before the first save, which added it: absent still.
+        #expect(both.baseValues == ["title": .string("a"), "count": .int(1)])
+        #expect(both.record == second.record && both.sequence == 2)
+        // A save with no earlier values (a new record) makes them unknown for the pair.
+        let created = RecordChange.save(first.record!, changedKeys: ["title", "count"], sequence: 1)
+        #expect(created.coalesced(with: second).baseValues == nil)
+        #expect(created.coalesced(with: second).changedKeys == ["title", "count", "note"])
+        // Over a delete the record is made anew: what it had before is not the server's any more.
+        let replace = RecordChange.delete(id, sequence: 1).coalesced(with: second)
+        #expect(replace.replacesRecord && replace.baseValues == nil && replace.changedKeys == second.changedKeys)
+        // A save turned into a delete forgets them.
+        var deleted = second
+        deleted.operation = .delete
+        #expect(deleted.baseValues == nil && deleted.isDelete)
+    }
 }

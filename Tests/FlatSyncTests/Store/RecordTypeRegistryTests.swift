@@ -16,15 +16,15 @@ import Testing
         #expect(store.zone == .readingList && store.recordType == ReadingListEntry.recordType)
         #expect(store.fieldTypes == CloudSchema.flatSync.recordTypes[ReadingListEntry.recordType])
         // The later save wins, whichever side holds it: the reading list's rule, not field by field.
-        #expect(store.merge(older.record, newer.record, ["title"]) == newer.merged(with: older).record)
-        #expect(store.merge(newer.record, older.record, []) == newer.merged(with: older).record)
+        #expect(store.merge(older.record, newer.record, nil, ["title"]) == newer.merged(with: older).record)
+        #expect(store.merge(newer.record, older.record, nil, []) == newer.merged(with: older).record)
         // The fields other clients wrote are not the store's.
         var widened = newer.record
         widened.fields["color"] = .string("red")
         #expect(store.known(widened) == newer.record)
         var broken = newer.record
         broken.fields["dateAdded"] = .string("yesterday")
-        #expect(store.known(broken) == nil && store.merge(older.record, broken, []) == nil)
+        #expect(store.known(broken) == nil && store.merge(older.record, broken, nil, []) == nil)
         #expect(throws: FlatSyncError.self) { try store.check(broken) }
 
         let item = ReadingHistoryItem(articleID: "h", lastVisited: Self.date, readCount: 1)
@@ -44,7 +44,7 @@ import Testing
         theirs.pinned = true
         let merged = store.merge(
             Record(id: record.id, type: "Note", fields: mine.fields),
-            Record(id: record.id, type: "Note", fields: theirs.fields), ["text"])
+            Record(id: record.id, type: "Note", fields: theirs.fields), nil, ["text"])
         #expect(merged?.fields["text"] == .string("mine") && merged?.fields["pinned"] == .int(1))
         // A built-in type in another zone, or a type nobody registered, has no store.
         #expect(
