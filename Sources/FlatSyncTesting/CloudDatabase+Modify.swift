@@ -37,10 +37,15 @@ extension CloudDatabase {
         // state before the request (and, for its references, on which records the request saves and
         // deletes): check them all first, then apply the ones that succeed.
         var failed: [RecordID: CloudError] = [:]
-        if let first = saves.first?.record.id ?? deletes.first?.id,
-            let error = takeItemFault(for: "the record \(first.name)")
-        {
-            failed[first] = error
+        // A record fault fails the record its scripted fault names, or else the first.
+        let faulted: RecordID? =
+            if let target = recordFaultTarget {
+                saves.contains { $0.record.id == target } || deletes.contains { $0.id == target } ? target : nil
+            } else {
+                saves.first?.record.id ?? deletes.first?.id
+            }
+        if let faulted, let error = takeItemFault(for: "the record \(faulted.name)") {
+            failed[faulted] = error
         }
         let holdsReferences = saves.contains { !$0.record.references.isEmpty }
         // A record that failed is neither saved nor deleted: what refers to it is checked against the server.

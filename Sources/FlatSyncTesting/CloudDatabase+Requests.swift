@@ -9,22 +9,29 @@ extension CloudDatabase {
     ///   `CloudError.Code.networkFailure` whatever `body` returned or threw: the caller
     ///   cannot tell whether its change was committed.
     /// - A ``FaultEffect/recordError(_:retryAfter:)`` fault runs `body`, and the modify request it makes
-    ///   (``modifyRecords(saving:deleting:atomically:)``) fails its first record.
+    ///   (``modifyRecords(saving:deleting:atomically:)``) fails its first record, or the fault's target.
+    ///
+    /// `records` are the records the request saves or deletes: a scripted fault with a
+    /// ``ScriptedFault/target`` matches only a request among whose records it is.
     ///
     /// ``InMemoryCloud`` and ``DirectoryCloud`` serve every request through this method, so faults
     /// and counters work the same in both.
-    package mutating func perform<T>(_ kind: RequestKind, _ body: (inout CloudDatabase) throws(CloudError) -> T)
-        throws(CloudError) -> T
-    {
+    package mutating func perform<T>(
+        _ kind: RequestKind, records: [RecordID] = [], _ body: (inout CloudDatabase) throws(CloudError) -> T
+    ) throws(CloudError) -> T {
         counters.requestsByKind[kind, default: 0] += 1
-        guard let fault = nextFault(for: kind) else {
+        guard let (fault, target) = nextFault(for: kind, records: records) else {
             return try body(&self)
         }
         switch fault {
         case .recordError:
             // Counted by the modify request that uses it; any other request is served untouched.
             recordFault = fault
-            defer { recordFault = nil }
+            recordFaultTarget = target
+            defer {
+                recordFault = nil
+                recordFaultTarget = nil
+            }
             return try body(&self)
         case .error(let code, let retryAfter):
             counters.faultsInjected[fault.counterKey, default: 0] += 1
@@ -45,18 +52,28 @@ extension CloudDatabase {
         guard let fault = recordFault, case .recordError(let code, let retryAfter) = fault else { return nil }
         counters.faultsInjected[fault.counterKey, default: 0] += 1
         recordFault = nil
+        recordFaultTarget = nil
         return CloudError(code, "Injected fault: \(code) for \(item).", retryAfter: retryAfter)
     }
 
-    /// The fault for the next request of `kind`, if any, using up a scripted fault or a random draw.
-    private mutating func nextFault(for kind: RequestKind) -> FaultEffect? {
-        if let index = faultPlan.scripted.firstIndex(where: { $0.count > 0 && ($0.kind == nil || $0.kind == kind) }) {
+    /// The fault for the next request of `kind`, carrying `records`, if any, using up a scripted fault or a
+    /// random draw; with the record a targeted scripted fault names.
+    private mutating func nextFault(for kind: RequestKind, records: [RecordID]) -> (FaultEffect, RecordID?)? {
+        var targeted: RecordID?
+        let index = faultPlan.scripted.firstIndex { fault in
+            guard fault.count > 0, fault.kind == nil || fault.kind == kind else { return false }
+            guard let target = fault.target else { return true }
+            // A request without the record passes by the fault, leaving its count.
+            targeted = records.first(where: target.matches)
+            return targeted != nil
+        }
+        if let index {
             let effect = faultPlan.scripted[index].effect
             faultPlan.scripted[index].count -= 1
             if faultPlan.scripted[index].count <= 0 {
                 faultPlan.scripted.remove(at: index)
             }
-            return effect
+            return (effect, targeted)
         }
         guard let random = faultPlan.random, !random.effects.isEmpty, random.kinds?.contains(kind) ?? true else {
             return nil
@@ -64,6 +81,6 @@ extension CloudDatabase {
         var generator = faultGenerator ?? SeededRandomNumberGenerator(seed: random.seed)
         defer { faultGenerator = generator }
         guard generator.nextUnitInterval() < random.rate else { return nil }
-        return random.effects[generator.nextIndex(below: random.effects.count)]
+        return (random.effects[generator.nextIndex(below: random.effects.count)], nil)
     }
 }

@@ -71,6 +71,9 @@ package struct CloudDatabase: Sendable, Codable, Equatable {
     /// The ``FaultEffect/recordError(_:retryAfter:)`` fault of the request being served, which its modify
     /// request uses up; nil between requests, so it is never stored.
     var recordFault: FaultEffect?
+    /// The record ``recordFault`` fails, when its scripted fault names one (the first record otherwise);
+    /// nil between requests, like it.
+    var recordFaultTarget: RecordID?
     /// Whether a zone fetch from no token reports deletions too (see ``reportsDeletionsFromNoToken``).
     /// Optional for state files written before it was kept.
     var storedReportsDeletionsFromNoToken: Bool?

@@ -15,8 +15,21 @@ package protocol CloudDatabaseServing: CloudAdministration {
     /// - Throws: the `CloudError` of an injected fault or the one `body` threw (a lost response is
     ///   `CloudError.Code.networkFailure` after `body` ran); `CancellationError` when the
     ///   caller was cancelled before the request was served.
+    /// - Parameter records: the records the request saves or deletes, which a fault plan's targeted faults
+    ///   look for (`CloudDatabase.perform`).
     func serve<Response: Sendable>(
         _ kind: RequestKind,
+        records: [RecordID],
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
     ) async throws -> Response
+}
+
+extension CloudDatabaseServing {
+    /// Serves a request that carries no records: one no targeted fault matches.
+    package func serve<Response: Sendable>(
+        _ kind: RequestKind,
+        _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
+    ) async throws -> Response {
+        try await serve(kind, records: [], body)
+    }
 }

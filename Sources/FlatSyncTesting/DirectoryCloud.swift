@@ -125,7 +125,8 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {
-        try await request(.modifyRecords) { (database) throws(CloudError) in
+        try await request(.modifyRecords, records: saves.map(\.record.id) + deletes.map(\.id)) {
+            (database) throws(CloudError) in
             try database.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
         }
     }
@@ -227,9 +228,10 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// Serves a client request: counted and subject to the fault plan.
     private func request<T: Sendable>(
         _ kind: RequestKind,
+        records: [RecordID] = [],
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> T
     ) async throws(CloudError) -> T {
-        try await transaction { (database) throws(CloudError) in try database.perform(kind, body) }
+        try await transaction { (database) throws(CloudError) in try database.perform(kind, records: records, body) }
     }
 
     // MARK: - CloudDatabaseServing
@@ -237,9 +239,10 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// Serves one request under the directory's lock, like the `CloudTransport` calls.
     package func serve<Response: Sendable>(
         _ kind: RequestKind,
+        records: [RecordID],
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
     ) async throws -> Response {
-        try await request(kind, body)
+        try await request(kind, records: records, body)
     }
 
     /// Runs an administration call: neither counted nor faulted.

@@ -17,7 +17,8 @@ import FlatSync
 /// seeded plan is deterministic across processes sharing the directory.
 public struct FaultPlan: Sendable, Codable, Hashable {
     /// Faults for the next requests, in order. Each request uses the first entry that matches its kind
-    /// and has a count left; an entry is removed when its count reaches zero.
+    /// (and, for an entry with a ``ScriptedFault/target``, carries that record) and has a count left; an
+    /// entry is removed when its count reaches zero.
     public var scripted: [ScriptedFault]
     /// Faults at a seeded random rate, for requests no scripted fault matched.
     public var random: RandomFaults?
@@ -57,6 +58,24 @@ public struct FaultPlan: Sendable, Codable, Hashable {
         ])
     }
 
+    /// The next `count` modify requests that save or delete the record named `name` (in `zone`, or in any
+    /// zone) fail that record with `code` inside an answer that saves the rest, so a test picks the record it
+    /// refuses: `.failRecord(named: "task-7", with: .invalidArguments)`. Requests without it pass untouched and
+    /// leave the count alone.
+    public static func failRecord(
+        named name: String,
+        in zone: ZoneID? = nil,
+        with code: CloudError.Code,
+        retryAfter: Duration? = nil,
+        times count: Int = 1
+    ) -> FaultPlan {
+        FaultPlan(scripted: [
+            ScriptedFault(
+                kind: .modifyRecords, count: count, effect: .recordError(code, retryAfter: retryAfter),
+                target: FaultTarget(recordName: name, zone: zone))
+        ])
+    }
+
     /// The server applies the next `count` requests of `kind` but their responses are lost: the caller
     /// gets `CloudError.Code.networkFailure`.
     public static func loseResponses(_ count: Int = 1, _ kind: RequestKind? = .modifyRecords) -> FaultPlan {
@@ -81,7 +100,7 @@ public struct FaultPlan: Sendable, Codable, Hashable {
     }
 }
 
-/// A fault for the next ``count`` requests of one kind.
+/// A fault for the next ``count`` requests of one kind (and, with a ``target``, holding one record).
 public struct ScriptedFault: Sendable, Codable, Hashable {
     /// The kind of request to fail, or `nil` for any kind.
     public var kind: RequestKind?
@@ -89,12 +108,38 @@ public struct ScriptedFault: Sendable, Codable, Hashable {
     public var count: Int
     /// What happens to each of them.
     public var effect: FaultEffect
+    /// The record a request must save or delete for the fault to apply, or `nil` for any request of
+    /// ``kind``. Only modify requests carry records, so only they match a target; with
+    /// ``FaultEffect/recordError(_:retryAfter:)`` the target is the record that fails. Absent from plans
+    /// persisted before targets existed, which decode as `nil`.
+    public var target: FaultTarget?
 
     /// Creates a scripted fault.
-    public init(kind: RequestKind?, count: Int, effect: FaultEffect) {
+    public init(kind: RequestKind?, count: Int, effect: FaultEffect, target: FaultTarget? = nil) {
         self.kind = kind
         self.count = count
         self.effect = effect
+        self.target = target
+    }
+}
+
+/// The record a ``ScriptedFault`` waits for: a test names the record it wants refused, not whichever
+/// comes first in a request.
+public struct FaultTarget: Sendable, Codable, Hashable {
+    /// The record's name, as in `RecordID.name`.
+    public var recordName: String
+    /// The record's zone, or `nil` for a record of that name in any zone.
+    public var zone: ZoneID?
+
+    /// Creates a target.
+    public init(recordName: String, zone: ZoneID? = nil) {
+        self.recordName = recordName
+        self.zone = zone
+    }
+
+    /// True when `id` is the targeted record.
+    public func matches(_ id: RecordID) -> Bool {
+        id.name == recordName && (zone == nil || id.zone == zone)
     }
 }
 
@@ -128,8 +173,8 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     /// `CloudError.Code.networkFailure` and cannot know the change was committed.
     /// This is the fault that makes blind retries dangerous.
     case responseLost
-    /// A modify request is served, except that its first record fails with `code`, carrying `retryAfter`
-    /// if given: a record's error inside a success, as CloudKit Web Services answers in a 200 (observed
+    /// A modify request is served, except that its first record (or the ``ScriptedFault/target`` of the
+    /// scripted fault) fails with `code`, carrying `retryAfter` if given: a record's error inside a success, as CloudKit Web Services answers in a 200 (observed
     /// live). The other records are applied unless the request is atomic. A request creating or deleting
     /// zones fails its first zone the same way (CKWS answers a zone's failure in its entry of a 200: ckws.md
     /// §3); the caller of `CloudDatabase.createZones` or `CloudDatabase.deleteZones` gets the

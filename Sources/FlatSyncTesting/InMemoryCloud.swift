@@ -62,13 +62,14 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     /// Serves one request: waits out the latency, then lets the database count it, fault it or apply it.
     package func serve<Response: Sendable>(
         _ kind: RequestKind,
+        records: [RecordID],
         _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
     ) async throws -> Response {
         if let latency {
             // Cancellation during the wait surfaces as CancellationError, before the server saw anything.
             try await clock.sleep(for: latency)
         }
-        return try database.perform(kind, body)
+        return try database.perform(kind, records: records, body)
     }
 
     // MARK: - CloudTransport
@@ -115,7 +116,8 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {
-        try await serve(.modifyRecords) { (database) throws(CloudError) in
+        try await serve(.modifyRecords, records: saves.map(\.record.id) + deletes.map(\.id)) {
+            (database) throws(CloudError) in
             try database.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
         }
     }

@@ -154,6 +154,31 @@ struct CloudDatabaseTests {
         #expect(try PropertyListDecoder().decode(FaultPlan.self, from: encoder.encode(plan)) == plan)
     }
 
+    /// Targets survive JSON, as `HTTPCloudAdministration` sends plans and a `DirectoryCloud` may be shared
+    /// with a build that writes them; a plan persisted before targets existed still decodes, with none.
+    @Test func targetedFaultPlansRoundTripThroughJSONAndOldPlansDecode() throws {
+        let plan = FaultPlan.failRecord(named: "task-7", in: .notes, with: .invalidArguments, retryAfter: .seconds(2))
+            .then(.failRecord(named: "task-8", with: .quotaExceeded, times: 3))
+            .then(
+                FaultPlan(scripted: [
+                    ScriptedFault(kind: nil, count: 1, effect: .responseLost, target: FaultTarget(recordName: "x"))
+                ])
+            )
+            .then(.failRecords(1, with: .zoneBusy))
+        let decoded = try JSONDecoder().decode(FaultPlan.self, from: JSONEncoder().encode(plan))
+        #expect(decoded == plan)
+        #expect(
+            decoded.scripted.map(\.target) == [
+                FaultTarget(recordName: "task-7", zone: .notes), FaultTarget(recordName: "task-8"),
+                FaultTarget(recordName: "x"), nil,
+            ])
+
+        let old =
+            #"{"scripted":[{"kind":"modifyRecords","count":1,"effect":{"code":"invalidArguments","oneRecord":true}}]}"#
+        #expect(
+            try JSONDecoder().decode(FaultPlan.self, from: Data(old.utf8)) == .failRecords(1, with: .invalidArguments))
+    }
+
     /// A record fault fails the first record of the next modify request, inside a success: the others
     /// are applied (none when atomic), a record whose `validate` reference points at the failed one is
     /// refused as the server lacks its target, and requests of other kinds are served untouched and not

@@ -155,6 +155,71 @@ struct CloudFaultConformanceTests {
         }
     }
 
+    // MARK: - Faults for a named record
+
+    @Test(arguments: CloudUnderTest.allCases)
+    func aFaultForANamedRecordRefusesItAndSavesTheRestOfItsRequest(_ kind: CloudUnderTest) async throws {
+        try await kind.withCloud { cloud in
+            try await cloud.createZones([.notes, .photos])
+            try await cloud.setFaultPlan(.failRecord(named: "b", in: .notes, with: .invalidArguments))
+            // Requests without the record pass untouched and leave the count alone: a modify without it, one
+            // with a "b" in another zone, and a lookup of it.
+            #expect(try await cloud.save([makeRecord("a"), makeRecord("c")]).failed.isEmpty)
+            _ = try await cloud.saveOne(makeRecord("b", in: .photos))
+            _ = try await cloud.lookupRecords([recordID("b")])
+            #expect(try await cloud.faultPlan().scripted.map(\.count) == [1])
+
+            // Not first in its request: the fault picks it by name.
+            let result = try await cloud.save([makeRecord("a2"), makeRecord("b"), makeRecord("d")])
+            #expect(result.failed.keys.map(\.name) == ["b"])
+            #expect(result.failed[recordID("b")]?.code == kind.seen(.invalidArguments))
+            #expect(Set(result.saved.keys) == [recordID("a2"), recordID("d")])
+            #expect(try await cloud.records(in: .notes).map(\.id.name) == ["a", "a2", "c", "d"])
+            #expect(try await cloud.faultPlan() == .none, "used up")
+            #expect(try await cloud.counters().faultsInjected == ["invalidArguments (one record or zone)": 1])
+            _ = try await cloud.saveOne(makeRecord("b"))
+        }
+    }
+
+    @Test(arguments: CloudUnderTest.allCases)
+    func aFaultForANamedRecordRefusesItsDeleteAndFailsAnAtomicRequest(_ kind: CloudUnderTest) async throws {
+        try await kind.withCloud { cloud in
+            try await cloud.createZones([.notes])
+            _ = try await cloud.save([makeRecord("a"), makeRecord("b")])
+            try await cloud.setFaultPlan(.failRecord(named: "b", with: .internalError, times: 2))
+            let deleted = try await cloud.forceDelete(["a", "b"])
+            #expect(deleted.deleted == [recordID("a")])
+            #expect(deleted.failed[recordID("b")]?.code == kind.seen(.internalError))
+
+            let atomic = try await cloud.save(
+                [makeRecord("x"), makeRecord("b", ["value": .string("new")])], atomically: true)
+            #expect(atomic.failed[recordID("b")]?.code == kind.seen(.internalError))
+            #expect(atomic.failed[recordID("x")]?.code == .batchRequestFailed)
+            #expect(try await cloud.records(in: .notes).map(\.id.name) == ["b"])
+            #expect(try await cloud.faultPlan().isEmpty)
+        }
+    }
+
+    /// A targeted fault that a request passes by does not hide the faults after it, and a targeted fault
+    /// of any effect fails only the request that holds its record.
+    @Test(arguments: CloudUnderTest.allCases)
+    func aTargetedFaultStandsAsideForRequestsWithoutItsRecord(_ kind: CloudUnderTest) async throws {
+        try await kind.withCloud { cloud in
+            try await cloud.createZones([.notes])
+            let wholeRequest = ScriptedFault(
+                kind: nil, count: 1, effect: .error(.serviceUnavailable), target: FaultTarget(recordName: "x"))
+            try await cloud.setFaultPlan(
+                .failRecord(named: "b", with: .invalidArguments)
+                    .then(FaultPlan(scripted: [wholeRequest]))
+                    .then(.failNext(1, .modifyRecords, with: .quotaExceeded)))
+            await expectCloudError(.quotaExceeded) { try await cloud.save([makeRecord("a")]) }
+            _ = try await cloud.listZones()
+            await expectCloudError(.serviceUnavailable) { try await cloud.save([makeRecord("a"), makeRecord("x")]) }
+            #expect(try await cloud.records(in: .notes).isEmpty, "the whole request failed")
+            #expect(try await cloud.faultPlan().scripted.map(\.target?.recordName) == ["b"])
+        }
+    }
+
     // MARK: - Random faults
 
     /// What happens to each of a fixed series of requests under a seeded random plan.

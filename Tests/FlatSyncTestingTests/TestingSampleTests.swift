@@ -73,7 +73,73 @@ private func httpSample(directory: URL) async throws {
     // HTTP sample ends
 }
 
+/// The offline sample of "Testing a host with FlatSyncTesting": a started device loses its network while
+/// another, on the same cloud, syncs; its change waits and goes out when the network returns.
+private func offlineSample(directory: URL) async throws {
+    let cloud = InMemoryCloud()
+    let network = SwitchableTransport(cloud)  // device A's network; B uses the cloud directly
+    let a = try await SyncContext.open(
+        directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: network),
+        configuration: SyncContext.Configuration(clock: TestClock()))
+    let b = try await SyncContext.open(
+        directory: directory.appendingPathComponent("B"), account: CloudAccount(id: "user", transport: cloud))
+    try await a.start()
+    await a.waitUntilIdle()
+    // Offline sample begins
+    await network.setOnline(false)
+    try await a.readingList.add("from-a")
+    await a.waitUntilIdle()  // the send failed: A waits for the network, its change kept
+    try await b.readingList.add("from-b")
+    #expect(try await b.syncNow().isComplete)  // B's network is its own
+    #expect(await network.refusedRequestCount > 0)
+
+    await network.setOnline(true)
+    await a.networkDidBecomeAvailable()  // as the app does when the network returns
+    await a.waitUntilIdle()  // sent
+    #expect(try await b.syncNow().isComplete)
+    #expect(await b.readingList.contains("from-a"))
+    // Offline sample ends
+    #expect(try await a.syncNow().isComplete)
+    #expect(await a.readingList.contains("from-b"))
+    try await a.close()
+    try await b.close()
+}
+
+/// The named-record sample of "Testing a host with FlatSyncTesting": the server refuses one record picked
+/// by name, and the rest of its request is saved.
+private func namedRecordSample(directory: URL) async throws {
+    let cloud = InMemoryCloud()
+    let context = try await SyncContext.open(
+        directory: directory, account: CloudAccount(id: "user", transport: cloud))
+    // Named record sample begins
+    await cloud.setFaultPlan(.failRecord(named: "rl-b", with: .invalidArguments))  // wherever it is in a request
+    for article in ["a", "b", "c"] { try await context.readingList.add(article) }
+    let summary = try await context.syncNow()
+    #expect(summary.refused.map(\.recordID.name) == ["rl-b"])
+    #expect(await cloud.records(in: .readingList).map(\.id.name) == ["rl-a", "rl-c"])
+    // Named record sample ends
+    try await context.close()
+}
+
 @Suite struct TestingSampleTests {
+    @Test func theOfflineSampleKeepsTheChangeUntilTheNetworkReturns() async throws {
+        try await withTemporaryDirectory { try await offlineSample(directory: $0) }
+    }
+
+    @Test func theOfflineSampleIsShownVerbatim() throws {
+        let sample = try DocumentationSample("Offline sample", in: #filePath, indent: 4)
+        #expect(try sample.isShown(in: "Sources/FlatSync/FlatSync.docc/TestingAHost.md"))
+    }
+
+    @Test func theNamedRecordSampleRefusesThatRecordOnly() async throws {
+        try await withTemporaryDirectory { try await namedRecordSample(directory: $0) }
+    }
+
+    @Test func theNamedRecordSampleIsShownVerbatim() throws {
+        let sample = try DocumentationSample("Named record sample", in: #filePath, indent: 4)
+        #expect(try sample.isShown(in: "Sources/FlatSync/FlatSync.docc/TestingAHost.md"))
+    }
+
     @Test func theHTTPSampleSyncsThroughTheEmulator() async throws {
         try await withTemporaryDirectory { try await httpSample(directory: $0) }
     }

@@ -87,7 +87,9 @@ extension CloudKitEmulator {
         }.mapError(\.cloudError)
 
         let changed = CloudKitPushHub.ChangedZones()
-        let outcome = await serve(.modifyRecords) { (database) throws(CloudError) -> [RecordOutcome] in
+        let records = (try? parsed.get())?.operations.map(\.record.id) ?? []
+        let outcome = await serve(.modifyRecords, records: records) {
+            (database) throws(CloudError) -> [RecordOutcome] in
             let (operations, atomic) = try parsed.get()
             let applied = try Self.applyModify(operations, atomic: atomic, to: &database)
             changed.insert(applied.changed)

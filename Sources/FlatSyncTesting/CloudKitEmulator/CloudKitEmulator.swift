@@ -355,10 +355,11 @@ final class CloudKitEmulator: Sendable {
     /// Serves a request through the backing store, with any failure as a `CloudError` (a cancelled
     /// request, when the server stops, is `serviceUnavailable`).
     func serve<Response: Sendable>(
-        _ kind: RequestKind, _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
+        _ kind: RequestKind, records: [RecordID] = [],
+        _ body: @escaping @Sendable (inout CloudDatabase) throws(CloudError) -> Response
     ) async -> Result<Response, CloudError> {
         do {
-            return .success(try await backing.serve(kind, body))
+            return .success(try await backing.serve(kind, records: records, body))
         } catch let error as CloudError {
             return .failure(error)
         } catch {
