@@ -158,9 +158,10 @@ extension CloudKitWebServicesTransport {
             return Self.failedAtomically(result, saves: saves, deletes: deletes)
         }
 
+        let written = schema
         var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordOperation)] = []
         for save in saves where result.failed[save.record.id] == nil {
-            operations.append((save.record.id, false, try Self.operation(for: save, schema: configuration.schema)))
+            operations.append((save.record.id, false, try Self.operation(for: save, schema: written)))
         }
         for deletion in deletes where !resolved.contains(deletion.id) {
             operations.append((deletion.id, true, Self.operation(for: deletion)))

@@ -1,5 +1,6 @@
 import FlatSync
 import Foundation
+import Synchronization
 
 /// `CloudTransport` to a CloudKit container's private database over CloudKit Web Services: the real
 /// server.
@@ -69,13 +70,14 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         public var requestTimeout: Duration
         /// The HTTP client.
         public var http: any HTTPExchange
-        /// The schema the transport writes within: a save of a record type it does not declare, or of a
-        /// value of another type than its field's, fails with `CloudError.Code.invalidArguments` before
-        /// anything is sent, and list fields go out with their declared type also when empty. A field it
-        /// does not declare came from the server (another client wrote it): an update leaves it to the
-        /// server, and a create or a replace sends it back as it came. `nil` writes any record
-        /// (an empty list then goes out as a `STRING_LIST`). The default, `CloudSchema.flatSync`, is what
-        /// FlatSync's own stores write.
+        /// The schema the transport writes within, to begin with: each `SyncContext` given the transport
+        /// adds its stores' record types to it (see ``CloudKitWebServicesTransport/prepareToWrite(_:)``),
+        /// so the default, `CloudSchema.flatSync` (FlatSync's own stores), needs nothing for a host's own
+        /// types. A save of a record type it does not declare, or of a value of another type than its
+        /// field's, fails with `CloudError.Code.invalidArguments` before anything is sent, and list fields go
+        /// out with their declared type also when empty. A field it does not declare came from the server
+        /// (another client wrote it): an update leaves it to the server, and a create or a replace sends it
+        /// back as it came. `nil` writes any record (an empty list then goes out as a `STRING_LIST`).
         public var schema: CloudSchema?
 
         /// Apple's CloudKit Web Services host.
@@ -122,6 +124,17 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     /// The configuration the transport was made with.
     public nonisolated let configuration: Configuration
 
+    /// ``Configuration/schema`` with the record types of every context given the transport (nil: any
+    /// record). Behind a lock rather than the actor: a context declares its types synchronously, when it is
+    /// given the transport.
+    private nonisolated let writtenSchema: Mutex<CloudSchema?>
+
+    /// The schema the transport writes within now: ``Configuration/schema`` and the record types of every
+    /// context it was given to; nil when it writes any record.
+    public nonisolated var schema: CloudSchema? {
+        writtenSchema.withLock { $0 }
+    }
+
     private let gate = RequestGate()
     private var token: TokenState = .notLoaded
     /// A rotated token that could not be saved yet; saved (or the request fails) before the next request.
@@ -136,18 +149,28 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     /// A transport for `configuration`. Nothing is sent until the first call.
     public init(configuration: Configuration) {
         self.configuration = configuration
+        writtenSchema = Mutex(configuration.schema)
     }
 
-    /// Throws when ``Configuration/schema`` lacks a record type or field of `schema` (or declares a field
-    /// as another type): a save of it would fail before it is sent. A context asks when it is given the
-    /// transport, with its stores' schema, `CloudSchema.flatSync(adding:)` its registered types.
-    public nonisolated func checkCanWrite(_ schema: CloudSchema) throws(FlatSyncError) {
-        guard let own = configuration.schema, let missing = schema.firstDeclaration(missingFrom: own) else { return }
+    /// Adds `schema`'s record types and fields to the ones the transport writes (``schema``); throws when
+    /// it declares a field the transport already knows as another type, since records of one of the two
+    /// would be refused. A context calls it when it is given the transport, with its stores' schema
+    /// (`CloudSchema.flatSync(adding:)` its registered types).
+    ///
+    /// - Throws: `FlatSyncError.Code.invalidArgument`, naming the field.
+    public nonisolated func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) {
+        let conflict: String? = writtenSchema.withLock { written in
+            guard let known = written else { return nil }
+            if let conflict = schema.firstConflict(with: known) { return conflict }
+            written = known.adding(schema)
+            return nil
+        }
+        guard let conflict else { return }
         throw FlatSyncError(
             .invalidArgument,
-            "The CloudKit Web Services transport's schema lacks \(missing), so every such record would be refused. "
-                + "Make the transport with the schema the context writes: "
-                + "Configuration(…, schema: .flatSync(adding: yourRecordTypes)).")
+            "The CloudKit Web Services transport already writes \(conflict) differently from the context's stores: "
+                + "records of one of them would be refused. Give the transport a schema that agrees "
+                + "(Configuration(…, schema:)), or none.")
     }
 
     // MARK: - Signing in

@@ -46,6 +46,10 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// At most `CloudDatabase.maximumOperationsPerRequest` (400) operations per modify request.
     public var maximumOperationsPerRequest: Int { CloudDatabase.maximumOperationsPerRequest }
 
+    /// Nothing to prepare: the cloud stores any record (a production schema, when set, refuses as CloudKit
+    /// does, request by request).
+    public func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) {}
+
     /// The file holding the server's state.
     public var stateFile: URL { directory.appendingPathComponent(Self.stateFileName) }
 

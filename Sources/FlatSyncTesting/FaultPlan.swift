@@ -174,8 +174,9 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     /// This is the fault that makes blind retries dangerous.
     case responseLost
     /// A modify request is served, except that its first record (or the ``ScriptedFault/target`` of the
-    /// scripted fault) fails with `code`, carrying `retryAfter` if given: a record's error inside a success, as CloudKit Web Services answers in a 200 (observed
-    /// live). The other records are applied unless the request is atomic. A request creating or deleting
+    /// scripted fault) fails with `code`, carrying `retryAfter` if given: a record's error inside a
+    /// success, as CloudKit Web Services answers in a 200 (observed live). The other records are applied
+    /// unless the request is atomic. A request creating or deleting
     /// zones fails its first zone the same way (CKWS answers a zone's failure in its entry of a 200: ckws.md
     /// §3); the caller of `CloudDatabase.createZones` or `CloudDatabase.deleteZones` gets the
     /// error after the other zones are done. Requests of other kinds are served untouched, and only a fault

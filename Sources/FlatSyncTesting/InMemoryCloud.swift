@@ -33,6 +33,10 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     /// At most `CloudDatabase.maximumOperationsPerRequest` (400) operations per modify request.
     public nonisolated var maximumOperationsPerRequest: Int { CloudDatabase.maximumOperationsPerRequest }
 
+    /// Nothing to prepare: the cloud stores any record (a production schema, when set, refuses as CloudKit
+    /// does, request by request).
+    public nonisolated func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) {}
+
     /// Creates an empty server.
     ///
     /// - Parameters:

@@ -15,7 +15,7 @@ import FlatSync
 /// Offline, a request fails with `CloudError.Code.networkUnavailable`, as a device without a connection
 /// does: nothing reaches the server, so the engine waits for the network and keeps its changes. Requests
 /// already on their way when the switch goes off complete. Calls that send nothing
-/// (`maximumOperationsPerRequest`, `checkCanWrite(_:)`) are forwarded either way.
+/// (`maximumOperationsPerRequest`, `prepareToWrite(_:)`) are forwarded either way.
 public actor SwitchableTransport: CloudTransport {
     private let base: any CloudTransport
 
@@ -103,9 +103,9 @@ public actor SwitchableTransport: CloudTransport {
         try await base.subscribeToChanges(in: zones)
     }
 
-    /// The wrapped transport's answer, online or not: the check sends nothing, and a context asks it when
-    /// it opens, which a device does offline too.
-    public nonisolated func checkCanWrite(_ schema: CloudSchema) throws(FlatSyncError) {
-        try base.checkCanWrite(schema)
+    /// Prepares the wrapped transport, online or not: it sends nothing, and a context calls it when it
+    /// opens, which a device does offline too.
+    public nonisolated func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) {
+        try base.prepareToWrite(schema)
     }
 }

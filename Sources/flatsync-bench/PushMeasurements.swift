@@ -239,6 +239,7 @@ enum PushMeasurements {
 
         var lastConfirmed: ContinuousClock.Instant? { confirmed.withLock { $0 } }
         var maximumOperationsPerRequest: Int { base.maximumOperationsPerRequest }
+        func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) { try base.prepareToWrite(schema) }
 
         func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
             async throws -> ModifyRecordsResult

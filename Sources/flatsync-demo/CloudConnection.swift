@@ -25,7 +25,7 @@ struct CloudConnection {
             configuration: .init(
                 containerID: service.container, environment: service.environment, apiToken: apiToken,
                 tokenStore: DirectoryWebAuthTokenStore(directory: device), baseURL: endpoint,
-                requestTimeout: .seconds(30), schema: ArticleNote.schema))
+                requestTimeout: .seconds(30)))
     }
 
     /// The account the device at `device` syncs: `demo-user` on a directory; the signed-in user of an

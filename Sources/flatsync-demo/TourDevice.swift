@@ -63,6 +63,7 @@ final class TourNetwork: CloudTransport, Sendable {
     }
 
     var maximumOperationsPerRequest: Int { cloud.maximumOperationsPerRequest }
+    func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) { try cloud.prepareToWrite(schema) }
 
     func listZones() async throws -> [ZoneID] {
         try checkOnline()

@@ -76,9 +76,12 @@ struct SwitchableTransportTests {
         let network = SwitchableTransport(transport, online: false)
         #expect(network.maximumOperationsPerRequest == transport.maximumOperationsPerRequest)
         #expect(network.maximumOperationsPerRequest != InMemoryCloud().maximumOperationsPerRequest)
-        try network.checkCanWrite(.flatSync)
+        try network.prepareToWrite(.flatSync)
         let notes = CloudSchema(recordTypes: ["Note": ["value": .string]])
-        #expect(throws: FlatSyncError.self) { try network.checkCanWrite(notes) }
+        try network.prepareToWrite(notes)
+        #expect(transport.schema == CloudSchema.flatSync.adding(notes), "the context's types, added")
+        let clash = CloudSchema(recordTypes: ["Note": ["value": .int64]])
+        #expect(throws: FlatSyncError.self) { try network.prepareToWrite(clash) }
         #expect(await network.refusedRequestCount == 0, "neither is a request")
     }
 

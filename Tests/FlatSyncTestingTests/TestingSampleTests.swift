@@ -56,8 +56,7 @@ private func httpSample(directory: URL) async throws {
     let transport = CloudKitWebServicesTransport(
         configuration: .init(
             containerID: "iCloud.com.example.app", environment: .development, apiToken: "any",
-            tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL,
-            schema: .flatSync))  // the schema your configuration's stores write: `.flatSync(adding: [Note.self])`
+            tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))  // a context adds its types' schema
     let overHTTP = try await SyncContext.open(
         directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: transport))
     let direct = try await SyncContext.open(

@@ -46,8 +46,7 @@ public struct CloudSchema: Hashable, Sendable, Codable {
     ])
 
     /// The schema of FlatSync's own stores and of the host-defined record types `recordTypes` (each with
-    /// ``lastModifiedByField``): what an app that syncs its own records deploys, and gives its CloudKit Web
-    /// Services transport.
+    /// ``lastModifiedByField``): what an app that syncs its own records deploys to production.
     ///
     /// ```swift
     /// let schema = CloudSchema.flatSync(adding: [Note.self])
@@ -62,18 +61,30 @@ public struct CloudSchema: Hashable, Sendable, Codable {
         return schema
     }
 
-    /// What this schema declares that `schema` does not (a record type, a field, or a field's type), in a
-    /// sentence, or nil when `schema` declares all of it.
-    package func firstDeclaration(missingFrom schema: CloudSchema) -> String? {
+    /// A field this schema and `schema` both declare, as different types, in a sentence; nil when they
+    /// agree on every field they share.
+    package func firstConflict(with schema: CloudSchema) -> String? {
         for recordType in recordTypes.keys.sorted() {
-            guard let theirs = schema.recordTypes[recordType] else { return "the record type \(recordType)" }
+            guard let theirs = schema.recordTypes[recordType] else { continue }
             let fields = recordTypes[recordType]!
-            for field in fields.keys.sorted() where theirs[field] != fields[field] {
-                return "the field \(field) of \(recordType) as \(fields[field]!.wireName)"
-                    + (theirs[field].map { " (it declares \($0.wireName))" } ?? "")
+            for field in fields.keys.sorted() {
+                if let their = theirs[field], their != fields[field] {
+                    return
+                        "the field \(field) of \(recordType) as \(fields[field]!.wireName) (it declares \(their.wireName))"
+                }
             }
         }
         return nil
+    }
+
+    /// This schema with every record type and field of `schema` too (`schema`'s type for a field both
+    /// declare).
+    package func adding(_ schema: CloudSchema) -> CloudSchema {
+        var union = self
+        for (recordType, fields) in schema.recordTypes {
+            union.recordTypes[recordType, default: [:]].merge(fields) { $1 }
+        }
+        return union
     }
 
     /// The declared type of a field, or nil when the record type or the field is not declared.

@@ -150,13 +150,13 @@ public actor SyncContext: LocalChangeObserver {
     ///
     /// - Throws: ``FlatSyncError`` as ``LocalStore/init(directory:options:)`` does;
     ///   ``FlatSyncError/Code-swift.struct/invalidArgument`` when the account's transport cannot write
-    ///   the context's records (``CloudTransport/checkCanWrite(_:)`` with ``Configuration/schema``).
+    ///   the context's records (``CloudTransport/prepareToWrite(_:)`` with ``Configuration/schema``).
     public static func open(
         directory: URL,
         account: CloudAccount?,
         configuration: Configuration = Configuration()
     ) async throws -> SyncContext {
-        try account?.transport.checkCanWrite(configuration.schema)
+        try account?.transport.prepareToWrite(configuration.schema)
         let store = try LocalStore(directory: directory, options: configuration.storeOptions)
         let context = SyncContext(store: store, account: account, configuration: configuration)
         do {
@@ -368,7 +368,7 @@ public actor SyncContext: LocalChangeObserver {
     ///   cannot write the context's records (nothing changes then), as ``open(directory:account:configuration:)``.
     public func accountDidChange(to newAccount: CloudAccount?) async throws {
         try await localStore.checkOpen()
-        try newAccount?.transport.checkCanWrite(configuration.schema)
+        try newAccount?.transport.prepareToWrite(configuration.schema)
         let old = account?.id
         guard old != newAccount?.id else {
             // The same account again (signed back in, or a new transport for it): resume if it was the

@@ -59,17 +59,15 @@ public protocol CloudTransport: Sendable {
     /// - Throws: ``CloudError``; ``CloudError/Code-swift.struct/zoneNotFound`` when a zone does not exist.
     func subscribeToChanges(in zones: [ZoneID]) async throws
 
-    /// Throws when the transport cannot write records of `schema`'s types: one that writes within a schema
-    /// of its own (as the CloudKit Web Services transport does) lacks a record type or field of it.
+    /// Prepares the transport to write records of `schema`'s types, or throws when it cannot: one that
+    /// writes within a schema of its own (as the CloudKit Web Services transport does) adds these types to
+    /// it, and throws when it already declares one of their fields as another type.
     ///
-    /// A ``SyncContext`` asks with the schema of its stores when it is given the transport, so that a type
-    /// left out of the transport's schema fails there, and not as every record of it refused.
+    /// A ``SyncContext`` calls it with the schema of its stores when it is given the transport, so that a
+    /// host declares its types once, and a disagreement fails there, not as every record of a type refused.
+    /// A transport that writes any record does nothing; one that wraps another passes the call on (it has
+    /// no default, so that a wrapper cannot leave its transport unprepared by forgetting it).
     ///
-    /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument``, naming what is missing.
-    func checkCanWrite(_ schema: CloudSchema) throws(FlatSyncError)
-}
-
-extension CloudTransport {
-    /// Writes any record: the default for a transport without a schema of its own.
-    public func checkCanWrite(_ schema: CloudSchema) throws(FlatSyncError) {}
+    /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument``, naming the problem.
+    func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError)
 }

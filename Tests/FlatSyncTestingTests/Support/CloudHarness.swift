@@ -225,6 +225,7 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
     }
 
     var maximumOperationsPerRequest: Int { transport.maximumOperationsPerRequest }
+    func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) { try transport.prepareToWrite(schema) }
     func listZones() async throws -> [ZoneID] { try await transport.listZones() }
     func createZones(_ zones: [ZoneID]) async throws { try await transport.createZones(zones) }
     func deleteZones(_ zones: [ZoneID]) async throws { try await transport.deleteZones(zones) }

@@ -18,8 +18,7 @@ func openContext(
         configuration: .init(
             containerID: "iCloud.com.example.news", environment: .production, apiToken: apiToken,
             tokenStore: DirectoryWebAuthTokenStore(directory: deviceDirectory),  // the rotating web auth token
-            baseURL: server,
-            schema: configuration.schema))  // it writes within this schema: declare your types in it too
+            baseURL: server))  // the context adds its record types to the schema it writes within
     let userID: String
     do {
         // Nobody signed in: notAuthenticated, with the sign-in page as its redirectURL.

@@ -47,6 +47,7 @@ final class InterceptingTransport: CloudTransport, Sendable {
     }
 
     var maximumOperationsPerRequest: Int { base.maximumOperationsPerRequest }
+    func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) { try base.prepareToWrite(schema) }
 
     func listZones() async throws -> [ZoneID] {
         await before(.listZones)

@@ -90,7 +90,7 @@ final class SyncHarness: Sendable {
                     containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "engine-tests",
                     tokenStore: InMemoryWebAuthTokenStore(token: server.signIn()), baseURL: server.baseURL,
                     // The host types the host-store tests register: declaring them changes nothing for the rest.
-                    schema: .flatSync(adding: testRecordTypes)))
+                    schema: .flatSync))  // the contexts add the host types
             transports[name] = transport
             return transport
         }

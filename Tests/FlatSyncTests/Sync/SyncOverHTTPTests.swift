@@ -198,9 +198,10 @@ import Testing
         }
     }
 
-    /// The transport writes within its schema, `CloudSchema.flatSync` by default: a context whose host types
-    /// it lacks would have every record of them refused, so it is turned down when it is given the transport.
-    @Test func aTransportWhoseSchemaLacksARegisteredTypeIsTurnedDown() async throws {
+    /// The transport writes within its schema, `CloudSchema.flatSync` by default, and a context given it adds
+    /// its stores' host types, so that the host need not declare them twice; a field the two declare as
+    /// different types turns the context down, since records of one of them would be refused.
+    @Test func aContextAddsItsTypesToTheTransportsSchemaUnlessTheyDisagree() async throws {
         try await withTemporaryDirectory { directory in
             // Never contacted: the check comes before any request.
             func transport(_ schema: CloudSchema?) -> CloudKitWebServicesTransport {
@@ -213,33 +214,30 @@ import Testing
             var configuration = SyncContext.Configuration(clock: TestClock())
             configuration.recordTypes = [TestNote.self]
             let device = directory.appendingPathComponent("A")
-            let error = await #expect(throws: FlatSyncError.self) {
-                _ = try await SyncContext.open(
-                    directory: device, account: CloudAccount(id: "user", transport: transport(.flatSync)),
-                    configuration: configuration)
-            }
-            #expect(error?.code == .invalidArgument)
-            #expect(error?.message.contains("the record type TestNote") == true, "\(error?.message ?? "")")
-            #expect(!FileManager.default.fileExists(atPath: device.path), "nothing was written")
-
-            // A field declared as another type is turned down too; a schema that covers the types, or none, is not.
             var wrongType = CloudSchema.flatSync(adding: [TestNote.self])
             wrongType.recordTypes[TestNote.recordType]!["text"] = .int64
-            await #expect(throws: FlatSyncError.self) {
+            let error = await #expect(throws: FlatSyncError.self) {
                 _ = try await SyncContext.open(
                     directory: device, account: CloudAccount(id: "user", transport: transport(wrongType)),
                     configuration: configuration)
             }
+            #expect(error?.code == .invalidArgument)
+            #expect(error?.message.contains("the field text of TestNote as STRING") == true, "\(error?.message ?? "")")
+            #expect(!FileManager.default.fileExists(atPath: device.path), "nothing was written")
+
+            let plain = transport(.flatSync)
+            #expect(plain.schema?.recordTypes[TestNote.recordType] == nil)
             let context = try await SyncContext.open(
-                directory: device,
-                account: CloudAccount(id: "user", transport: transport(.flatSync(adding: [TestNote.self]))),
-                configuration: configuration)
+                directory: device, account: CloudAccount(id: "user", transport: plain), configuration: configuration)
+            #expect(plain.schema == .flatSync(adding: [TestNote.self]), "the context's types, added")
             let changing = await #expect(throws: FlatSyncError.self) {
-                try await context.accountDidChange(to: CloudAccount(id: "other", transport: transport(.flatSync)))
+                try await context.accountDidChange(to: CloudAccount(id: "other", transport: transport(wrongType)))
             }
             #expect(changing?.code == .invalidArgument)
             #expect(await context.status().account == "user", "the account did not change")
-            try await context.accountDidChange(to: CloudAccount(id: "user", transport: transport(nil)))
+            let anything = transport(nil)
+            try await context.accountDidChange(to: CloudAccount(id: "user", transport: anything))
+            #expect(anything.schema == nil, "a transport that writes any record still does")
             try await context.close()
         }
     }
