@@ -59,10 +59,11 @@
 /// **Codable values.** A type that is also `Codable` needs no mapping: each stored property but `id` is a
 /// field of its name (see <doc:SyncingYourOwnRecords>).
 ///
-/// **Merging.** When this device's change meets a newer version on the server, ``merge(_:_:changedFields:)``
-/// decides. The default is three-way and field by field: the fields this device changed since the version
-/// it last knew keep this device's values, every other field takes the server's. A rule that needs that
-/// version itself (a counter, a set) overrides ``merge(_:_:ancestor:changedFields:)``.
+/// **Merging.** When this device's change meets a newer version on the server,
+/// ``merge(_:_:ancestor:changedFields:)`` decides; by default it calls ``merge(_:_:changedFields:)``, which
+/// is three-way and field by field: the fields this device changed since the version it last knew keep
+/// this device's values, every other field takes the server's. A rule that needs that version itself (a
+/// counter, a set) overrides the first; one that does not, either.
 public protocol SyncableRecord: Sendable, Equatable {
     /// The zone the records live in: a built-in zone, or one named with 1–64 ASCII letters, digits, `_`
     /// or `-`, not starting with `_` (CloudKit reserves those). A record may refer only to records of its
@@ -103,15 +104,17 @@ public protocol SyncableRecord: Sendable, Equatable {
     static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self
 
     /// ``merge(_:_:changedFields:)`` with the common ancestor of the two versions: `ancestor` is the
-    /// server's version that this device's unsent changes were made over (or, once they were merged with a
-    /// newer one, that one), which `server` came from too. Override this one when a field's rule needs it:
-    /// a counter adds both sides' increments (`server.count + mine.count - ancestor.count`), a set keeps
-    /// what either side added and drops what either removed.
+    /// server's version that this device's unsent changes stand on — the one they were made over, or a
+    /// newer one they were since merged with or sent over — which `server` came from too (`server` itself,
+    /// when it is this device's own write whose answer was lost). Override this one when a field's rule
+    /// needs it: a counter adds both sides' increments (`server.count + mine.count - ancestor.count`), a
+    /// set keeps what either side added and drops what either removed.
     ///
     /// `ancestor` is nil when this device does not know that version: it made the record (or deleted it
-    /// and made it again) and the server has another of the name, or the change was logged by a FlatSync
-    /// that did not keep ancestors. FlatSync calls this requirement; the default calls
-    /// ``merge(_:_:changedFields:)``, so a type overrides one of the two.
+    /// and made it again) and the server has another of the name; it saved the record anew whole (for a
+    /// zone the server lost, or with an owner whose edit beat its delete); the version does not read as a
+    /// value; or the change was logged by a FlatSync that did not keep ancestors. FlatSync calls this
+    /// requirement; the default calls ``merge(_:_:changedFields:)``, so a type overrides one of the two.
     static func merge(_ mine: Self, _ server: Self, ancestor: Self?, changedFields: Set<String>) -> Self
 }
 

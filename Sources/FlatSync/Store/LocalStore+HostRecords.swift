@@ -116,6 +116,8 @@ extension LocalStore {
             }
         }
         guard !changes.isEmpty else { return (0, nil) }
+        // A record deleted here no longer stands on the version it was merged with: made again, it has none.
+        for change in changes where change.isDelete { zones.forgetMergeBase(of: change.recordID) }
         _ = takeSequence()
         zones.setAppliedThroughSequence(sequence, of: zone)
         let changed = changes.count
@@ -428,6 +430,8 @@ extension LocalStore {
         try checkWritable()
         let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys)) }
         try logOwnMutation(RecordOrder.changesInOrder(changes), in: zone)
+        // Sent anew, whole: they stand on no server version now.
+        for record in records { zones.forgetMergeBase(of: record.id) }
         return records.count
     }
 }

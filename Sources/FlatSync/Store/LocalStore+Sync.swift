@@ -110,11 +110,25 @@ extension LocalStore {
     /// The server saved a record: remember its new tag. The local content stays; if it changed since the
     /// request went out, a newer command sends it again. `created` says the save was sent without a tag,
     /// so it may have created the record after this device's change token.
+    ///
+    /// A host record changed again while the save was on its way may have been sent with that change too
+    /// (a request carries the store's current values): the change that waits then stands on the version
+    /// the server just saved, its answer over what the record stood on before, not on what the change
+    /// was made over (see ``ZoneState/mergeBases``).
     package func serverSaved(_ record: Record, created: Bool) {
-        setChangeTag(record.changeTag, for: record.id)
+        let id = record.id
+        var savedBase: [String: FieldValue]?
+        if isHostRecord(id), pending.waitingChange(for: id) != nil, let local = zones.record(for: id) {
+            var fields =
+                Self.versionStoodOn(by: local, mergeBase: zones.mergeBase(of: id), pending: pending)?.fields ?? [:]
+            fields.merge(record.fields) { $1 }
+            savedBase = fields
+        }
+        setChangeTag(record.changeTag, for: id)
         keepUnknownFields(of: record)
-        setSendWhole(false, record.id)
-        if created { noteCreated(record.id) }
+        setSendWhole(false, id)
+        if let savedBase { zones.setMergeBase(savedBase, of: id) }
+        if created { noteCreated(id) }
     }
 
     /// Keeps the fields of a record the server returned that the zone's items do not use.
@@ -180,7 +194,8 @@ extension LocalStore {
     /// can read, and sent that back.
     private func merge(_ local: Record, _ server: Record) -> Record? {
         guard let store = registry.store(of: server), local.type == server.type else { return nil }
-        let ancestor = Self.ancestor(of: local, mergeBase: zones.mergeBase(of: local.id), pending: pending)
+        let ancestor = Self.ancestor(
+            of: local, server: server, deviceID: deviceID, mergeBase: zones.mergeBase(of: local.id), pending: pending)
         if let merged = store.merge(local, server, ancestor, pending.changedKeys(of: local.id)) { return merged }
         guard (try? store.check(local)) != nil, (try? store.check(server)) == nil else { return nil }
         var merged = server
@@ -226,11 +241,25 @@ extension LocalStore {
         zones.forgetMergeBase(of: server.id)
     }
 
-    /// The version of a host record that this device's pending changes stand on, `local` with each changed
-    /// key as it was there: the server version the record was last merged with (`mergeBase`), or else the
-    /// one the changes were made over (``RecordChange/baseValues``). Nil when that is not known (see
-    /// `SyncableRecord.merge(_:_:ancestor:changedFields:)`).
-    static func ancestor(of local: Record, mergeBase: [String: FieldValue]?, pending: PendingCommands) -> Record? {
+    /// The version of a host record that this device's pending changes stand on, to merge them with
+    /// `server`: `server` itself when this device wrote it (a save whose answer was lost, or one that held
+    /// a change made while it was on its way: the changes were sent from over it); else `local` with each
+    /// changed key as it was there: the server version the record was last merged with or saved as
+    /// (`mergeBase`), or the one the changes were made over (``RecordChange/baseValues``). Nil when that is
+    /// not known (see `SyncableRecord.merge(_:_:ancestor:changedFields:)`).
+    static func ancestor(
+        of local: Record, server: Record, deviceID: String, mergeBase: [String: FieldValue]?,
+        pending: PendingCommands
+    ) -> Record? {
+        if server.lastModifiedBy == deviceID { return server }
+        return versionStoodOn(by: local, mergeBase: mergeBase, pending: pending)
+    }
+
+    /// `local` with each key its pending changes changed as it was in the version they stand on: `mergeBase`
+    /// when there is one, else the values the changes were made over; nil when those are not known.
+    static func versionStoodOn(by local: Record, mergeBase: [String: FieldValue]?, pending: PendingCommands)
+        -> Record?
+    {
         var ancestor = local
         if let mergeBase {
             ancestor.fields = mergeBase
@@ -248,8 +277,8 @@ extension LocalStore {
         if let server {
             adopt(server)
             keepUnknownFields(of: server)
-            // What a change of the record still pending now stands on.
-            if isHostRecord(id) { zones.setMergeBase(server.fields, of: id) }
+            // No change of it is left to merge: the record is the server's version again.
+            zones.forgetMergeBase(of: id)
             return
         }
         serverDeleted(id)
@@ -317,17 +346,19 @@ extension LocalStore {
         case .readingList:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.readingList, pending: pending,
-                registry: registry, merged: &merged, kept: &kept, observed: &observed, events: &malformed)
+                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
+                events: &malformed)
         case .readingHistory:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.history, pending: pending,
-                registry: registry, merged: &merged, kept: &kept, observed: &observed, events: &malformed)
+                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
+                events: &malformed)
         default:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone,
                 to: &zones.hostZones[zone, default: ZoneState()],
-                pending: pending, registry: registry, merged: &merged, kept: &kept, observed: &observed,
-                events: &malformed)
+                pending: pending, registry: registry, deviceID: deviceID, merged: &merged, kept: &kept,
+                observed: &observed, events: &malformed)
         }
         // The records of owners whose pending edit beat their delete: saved again, as their owner is.
         if !kept.isEmpty { try resave(kept, in: zone) }
@@ -337,7 +368,9 @@ extension LocalStore {
         for event in malformed { eventHub.emit(event) }
         if let observed { recordChangeHub.emit(zone: zone, changed: observed) }
         stateDidChange(zone)
-        if isFinal { try await persistSnapshot(of: zone) }
+        // A page that merged a host record is saved at once too: a change made next is logged with the merged
+        // record, and after a crash it must find the version it was merged with (``ZoneState/mergeBases``).
+        if isFinal || merged.contains(where: isHostRecord) { try await persistSnapshot(of: zone) }
         result.malformed = malformed.count
         return result
     }
@@ -345,7 +378,7 @@ extension LocalStore {
     private static func apply<Item: TableItem>(
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
-        to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
+        to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry, deviceID: String,
         merged: inout [RecordID], kept: inout [String], observed: inout [(recordType: String, name: String)]?,
         events: inout [SyncEvent]
     ) -> FetchApplication {
@@ -354,7 +387,9 @@ extension LocalStore {
         for record in changed where record.id.zone == zone {
             returned.insert(record.id.name)
             guard state.owns(record.id.name) else {
-                if applyHost(record, to: &state, pending: pending, registry: registry, merged: &merged, events: &events)
+                if applyHost(
+                    record, to: &state, pending: pending, registry: registry, deviceID: deviceID, merged: &merged,
+                    events: &events)
                 {
                     observed?.append((record.type, record.id.name))
                     result.changed += 1
@@ -460,7 +495,7 @@ extension LocalStore {
     /// Returns whether the zone's data changed.
     private static func applyHost<Item: TableItem>(
         _ record: Record, to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
-        merged: inout [RecordID], events: inout [SyncEvent]
+        deviceID: String, merged: inout [RecordID], events: inout [SyncEvent]
     ) -> Bool {
         let name = record.id.name
         let entry = registry.entry(for: record)
@@ -486,7 +521,8 @@ extension LocalStore {
             let local = state.hostRecords[name]
             var mine: Record?
             if let local, local.type == record.type, let entry {
-                let common = ancestor(of: local, mergeBase: state.mergeBases[name], pending: pending)
+                let common = ancestor(
+                    of: local, server: record, deviceID: deviceID, mergeBase: state.mergeBases[name], pending: pending)
                 mine = entry.merge(local, record, common, pending.changedKeys(of: record.id))
             }
             state.hostRecords[name] = mine ?? local ?? record
@@ -531,6 +567,8 @@ extension LocalStore {
         let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys), sequence: sequence) }
         let mutation = Mutation(sequence: sequence, zone: zone, changes: changes)
         zones.setAppliedThroughSequence(sequence, of: zone)
+        // Sent anew, whole, to a zone made again: they stand on no server version now.
+        for record in records where isHostRecord(record.id) { zones.forgetMergeBase(of: record.id) }
         pending.enqueue(mutation)
         try await record([.mutation(mutation)])
         stateDidChange(zone)

@@ -30,10 +30,12 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// (a record deleted and created again by another device holds none of this one's older fields). Kept
     /// in the snapshot beside the merged data and the tag.
     package var sendWhole: Set<String> = []
-    /// For the host records among ``sendWhole``, the fields of the server version they were merged with:
-    /// the version this device's pending changes now stand on, which a host's merge gets as the common
-    /// ancestor (see `SyncableRecord.merge(_:_:ancestor:changedFields:)`) in place of the one the changes
-    /// were made over. Kept, and forgotten, with ``sendWhole``.
+    /// Host records whose pending changes stand on another server version than the one they were made
+    /// over, by name: that version's fields, which a host's merge gets as the common ancestor (see
+    /// `SyncableRecord.merge(_:_:ancestor:changedFields:)`). Set when a change is merged with a newer
+    /// version (a conflict, or a fetch over it), and when a save is acknowledged while a newer change of
+    /// the record waits (which that save may have carried); forgotten when the record's changes are
+    /// acknowledged, discarded or deleted here, and when it takes a server version as it is.
     package var mergeBases: [String: [String: FieldValue]] = [:]
     /// The zone's records that belong to host-defined stores (see ``SyncableRecord``) rather than to the
     /// built-in items: every record whose name the item type does not claim (``owns(_:)``).
@@ -303,8 +305,8 @@ package struct ZoneStates: Sendable {
             if sends {
                 state.sendWhole.insert(id.name)
                 if let base { state.mergeBases[id.name] = base.fields }
-            } else if !state.sendWhole.isEmpty {
-                state.sendWhole.remove(id.name)
+            } else {
+                if !state.sendWhole.isEmpty { state.sendWhole.remove(id.name) }
                 if !state.mergeBases.isEmpty { state.mergeBases[id.name] = nil }
             }
         }

@@ -248,6 +248,15 @@ extension SyncContext {
                     createdSinceToken.remove(zone)  // the server took records in it: it exists
                 }
                 acknowledged += result.acknowledged
+                if result.mergedHostRecord {
+                    // The merge is in memory. A change made next is logged with the merged record; after a
+                    // crash it must find the version that record was merged with, so that goes to disk now.
+                    do {
+                        try await localStore.persistSnapshot(of: zone)
+                    } catch {
+                        outcome.stop = outcome.stop ?? .from(error)
+                    }
+                }
                 if !result.refused.isEmpty {
                     progressed = true
                     refusedInThisPush.formUnion(result.refused.map(\.recordID))
@@ -385,6 +394,8 @@ extension SyncContext {
         /// Changes the server refused, to be parked.
         var refused: [RefusedChange] = []
         var resend: [RecordChange] = []
+        /// True when a host record was merged with the server's version (see ``ZoneState/mergeBases``).
+        var mergedHostRecord = false
         var next = Next.continue
         /// True when the batch, refused as a whole, stops to wait out the `retryAfter` of an error that would
         /// have it halved.
@@ -510,6 +521,7 @@ extension SyncContext {
                     // Someone changed the record after this device last saw it: their edit beats the delete.
                     emit(.conflictResolved(id))
                     await localStore.adoptServerRecord(server)
+                    if !RecordTypeRegistry.isBuiltIn(id) { result.mergedHostRecord = true }
                     result.acknowledged.append(id)
                     continue
                 }
@@ -528,6 +540,7 @@ extension SyncContext {
                 let ownWrite = isOwnUnconfirmedWrite(server)
                 let serverHasAll = await localStore.mergeServerRecord(
                     server, sentWithoutTag: sentTags[id] == .some(nil))
+                if !RecordTypeRegistry.isBuiltIn(id) { result.mergedHostRecord = true }
                 if serverHasAll && ownWrite {
                     // Not a conflict: the server has what this device sent.
                     if change.replacesRecord, sentAsReplace.contains(id) { replacedOwners.append(id) }

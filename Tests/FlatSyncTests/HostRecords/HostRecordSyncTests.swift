@@ -1002,21 +1002,6 @@ private struct Counter: SyncableRecord {
     }
 }
 
-/// A tally whose merge adds up both sides' increments since their common ancestor (the larger count when
-/// there is none); its changes wait an hour, so that a test decides when they go.
-private struct Tally: SyncableRecord, Codable {
-    static let zone = ZoneID("Tallies")
-    static let recordType = "Tally"
-    static let fieldTypes: [String: CloudSchema.FieldType] = ["count": .int64]
-    static let sendDebounce = Duration.seconds(3_600)
-    var id: String
-    var count: Int64
-    static func merge(_ mine: Tally, _ server: Tally, ancestor: Tally?, changedFields: Set<String>) -> Tally {
-        guard let ancestor else { return Tally(id: mine.id, count: max(mine.count, server.count)) }
-        return Tally(id: mine.id, count: server.count + mine.count - ancestor.count)
-    }
-}
-
 /// A draft whose edits are sent three seconds after the last one.
 private struct Draft: SyncableRecord, Codable {
     static let zone = ZoneID("Drafts")

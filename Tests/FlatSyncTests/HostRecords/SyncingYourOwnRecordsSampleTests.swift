@@ -136,8 +136,6 @@ extension Bookmark {
         #expect(try DocumentationSample("Merge sample", in: #filePath).isShown(in: article), "verbatim")
     }
 
-    /// Both devices tag the same bookmark offline: both tags are kept, and the field only one device
-    /// changed takes that device's value, as the default merge would.
     /// A removes a tag while B adds one: the removed tag stays removed (a union brought it back), the added
     /// one is kept, on both devices.
     @Test func theMergeSampleKeepsATagRemovedOnOneDeviceRemoved() async throws {
@@ -166,6 +164,8 @@ extension Bookmark {
         }
     }
 
+    /// Both devices tag the same bookmark offline: both tags are kept, and the field only one device
+    /// changed takes that device's value, as the default merge would.
     @Test func theMergeSampleKeepsTagsFromBothDevices() async throws {
         try await SyncHarness.run(via: .direct) { harness in
             let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Bookmark.self] }

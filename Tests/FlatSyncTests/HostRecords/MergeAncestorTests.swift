@@ -1,0 +1,210 @@
+import FlatSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import FlatSync
+
+/// The common ancestor a host's merge gets (`SyncableRecord.merge(_:_:ancestor:changedFields:)`) where it is
+/// easy to get wrong: a lost response, a discard, an edit sent in another change's request, a kill after a
+/// merge, a record made again. Found by a review of the first version, each with its own case.
+@Suite struct MergeAncestorTests {
+    private let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Tally.self] }
+
+    private func count(_ harness: SyncHarness) async -> FieldValue? {
+        await harness.cloud.records(in: Tally.zone).first { $0.id.name == "t" }?["count"]
+    }
+
+    /// 1. A save committed by the server whose response was lost is resent; the server's version is this very
+    /// save, yet the merge gets the version before it as the ancestor and counts the increment twice.
+    @Test func aLostResponseIsNotCountedTwice() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+            #expect(try await a.syncNow().isComplete)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2
+            await harness.cloud.setFaultPlan(
+                FaultPlan.loseResponses(1).then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
+            #expect(try await !a.syncNow().isComplete)
+            do { let v = await count(harness); #expect(v == .int(7), "server has \(String(describing: v))") }
+            #expect(try await a.syncNow().isComplete)
+            do {
+                let v = await a.records(Tally.self).value("t")?.count; #expect(v == 7, "A has \(String(describing: v))")
+            }
+            do { let v = await count(harness); #expect(v == .int(7), "server has \(String(describing: v))") }
+            try await a.close()
+        }
+    }
+
+    /// 2. A refused change discarded leaves a `mergeBases` entry with no change pending; an ack does not
+    /// clear it while the zone's `sendWhole` is empty, so later merges start from a version long gone.
+    @Test func aDiscardedChangeLeavesNoAncestorBehind() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false, configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            var schema = CloudSchema.flatSync(adding: [Tally.self])
+            schema.recordTypes[Tally.recordType] = nil
+            await harness.cloud.setProductionSchema(schema)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 6))
+            #expect(try await a.syncNow().refused.map(\.recordID.name) == ["t"])
+            await harness.cloud.setProductionSchema(nil)
+            #expect(try await a.discardRefusedChanges().map(\.name) == ["t"])
+            #expect(await a.localStore.zones.mergeBase(of: Tally.recordID("t")) == nil, "nothing is pending")
+
+            try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.localStore.zones.mergeBase(of: Tally.recordID("t")) == nil, "acknowledged")
+            try await a.records(Tally.self).save(Tally(id: "t", count: 8))  // +1
+            #expect(try await b.syncNow().isComplete)
+            try await b.records(Tally.self).save(Tally(id: "t", count: 10))  // +3
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            do {
+                let v = await a.records(Tally.self).value("t")?.count;
+                #expect(v == 11, "A has \(String(describing: v))")
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// 3. An edit made while a round is on the wire goes out in a later batch of that round (the request
+    /// reads the record as it is now), yet it stays pending with its earlier values as the ancestor: the
+    /// conflict of its own resend counts it twice.
+    @Test func anEditSentInAnEarlierChangesRequestIsNotCountedTwice() async throws {
+        try await SyncHarness.run { harness in
+            let configure = configure
+            let devices = Mutex<[String: SyncContext]>([:])
+            let transport = InterceptingTransport(harness.cloud) { kind, number in
+                guard kind == .modifyRecords, let a = devices.withLock({ $0["A"] }),
+                    let b = devices.withLock({ $0["B"] })
+                else { return }
+                if number == 3 {
+                    // While the batch of "u" is on the wire, A edits "t", whose change is in the next batch.
+                    _ = try? await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +1
+                }
+                if number == 5 {
+                    // B takes the version A's round left (7) and adds 3 before A's next round lands.
+                    _ = try? await b.syncNow()
+                    _ = try? await b.records(Tally.self).save(Tally(id: "t", count: 10))  // +3
+                    _ = try? await b.syncNow()
+                }
+            }
+            let a = try await harness.device("A", transport: transport, start: false) {
+                configure(&$0)
+                $0.batchSize = 1
+            }
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "u", count: 0))
+            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+            #expect(try await a.syncNow().isComplete)
+            #expect(transport.count(.modifyRecords) == 2)
+            #expect(try await b.syncNow().isComplete)
+            devices.withLock { $0 = ["A": a, "B": b] }
+            try await a.records(Tally.self).save(Tally(id: "u", count: 1))
+            try await a.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
+            #expect(try await a.syncNow().isComplete)
+            devices.withLock { $0 = [:] }
+            #expect(await b.records(Tally.self).value("t")?.count == 10)
+            do {
+                let v = await a.records(Tally.self).value("t")?.count;
+                #expect(v == 10, "A has \(String(describing: v))")
+            }
+            do { let v = await count(harness); #expect(v == .int(10), "server has \(String(describing: v))") }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// 4. A merge done by a push conflict lives in memory (mergeBases in the snapshot) until a snapshot;
+    /// a later edit carries the merged record in the log. Killed before a snapshot, the replay holds the merge
+    /// but the ancestor is the pre-merge one: the other device's increment is counted twice.
+    @Test(arguments: [false, true])
+    func aKillAfterAPushMergeGivesTheSameAncestor(killed: Bool) async throws {
+        try await SyncHarness.run { harness in
+            let failing = InterceptingTransport(harness.cloud) { kind, number in
+                // The resend of the merge fails, and so does the fetch after it: nothing writes the snapshot.
+                if kind == .modifyRecords, number == 3 {
+                    await harness.cloud.setFaultPlan(
+                        FaultPlan.failNext(1, .modifyRecords, with: .networkUnavailable).then(
+                            .failNext(3, .fetchDatabaseChanges, with: .networkUnavailable)))
+                }
+            }
+            var a = try await harness.device("A", transport: failing, start: false, configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2
+            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await !a.syncNow().isComplete)
+            do {
+                let v = await a.records(Tally.self).value("t")?.count; #expect(v == 8, "A has \(String(describing: v))")
+            }
+            do { let v = await count(harness); #expect(v == .int(6), "server has \(String(describing: v))") }
+            try await a.records(Tally.self).save(Tally(id: "t", count: 9))  // +1
+            await harness.cloud.setFaultPlan(.none)
+            if killed {
+                await a.abandon()
+                a = try await harness.device("A", start: false, configure: configure)
+            }
+            do {
+                let v = await a.records(Tally.self).value("t")?.count; #expect(v == 9, "A has \(String(describing: v))")
+            }
+            #expect(try await a.syncNow().isComplete)
+            do { let v = await count(harness); #expect(v == .int(9), "server has \(String(describing: v))") }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
+    /// 5. The docs say the ancestor is nil for a record this device deleted and made again; after an
+    /// earlier fetch merge, it is that merge's server version.
+    @Test func aRecordDeletedAndMadeAgainAfterAMergeHasNoAncestor() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 7))
+            try await b.records(Tally.self).save(Tally(id: "t", count: 6))
+            #expect(try await b.syncNow().isComplete)
+            await a.handleRemoteNotification(zones: [Tally.zone])
+            await a.waitUntilIdle()
+            do {
+                let v = await a.records(Tally.self).value("t")?.count; #expect(v == 8, "A has \(String(describing: v))")
+            }
+            try await a.records(Tally.self).delete("t")
+            try await a.records(Tally.self).save(Tally(id: "t", count: 1))  // made again
+            try await b.records(Tally.self).save(Tally(id: "t", count: 9))
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            // nil ancestor: max(1, 9) = 9; with the stale merge base (6): 9 + 1 - 6 = 4.
+            do {
+                let v = await a.records(Tally.self).value("t")?.count; #expect(v == 9, "A has \(String(describing: v))")
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
+}
+
+/// A tally whose merge adds up both sides' increments since their common ancestor (the larger count when
+/// there is none); its changes wait an hour, so that a test decides when they go.
+struct Tally: SyncableRecord, Codable {
+    static let zone = ZoneID("Tallies")
+    static let recordType = "Tally"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["count": .int64]
+    static let sendDebounce = Duration.seconds(3_600)
+    var id: String
+    var count: Int64
+    static func merge(_ mine: Tally, _ server: Tally, ancestor: Tally?, changedFields: Set<String>) -> Tally {
+        guard let ancestor else { return Tally(id: mine.id, count: max(mine.count, server.count)) }
+        return Tally(id: mine.id, count: server.count + mine.count - ancestor.count)
+    }
+}
