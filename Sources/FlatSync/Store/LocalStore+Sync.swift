@@ -169,9 +169,12 @@ extension LocalStore {
     /// own create whose response was lost, made after its change token (see ``serverSaved(_:created:)``).
     /// A save sent with a tag proves the record existed before; any newer version is reported by the next
     /// fetch, deletions included.
-    package func mergeServerRecord(_ server: Record, sentWithoutTag: Bool) -> Bool {
+    ///
+    /// `fateUnknown` says an earlier save of the record may have reached the server unanswered (its
+    /// response was lost): unless `server` is that save, the version it stands on is not known.
+    package func mergeServerRecord(_ server: Record, sentWithoutTag: Bool, fateUnknown: Bool = false) -> Bool {
         let local = zones.record(for: server.id)
-        let merged = local.flatMap { merge($0, server) } ?? server
+        let merged = local.flatMap { merge($0, server, ancestorKnown: !fateUnknown) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
         keepUnknownFields(of: server)
         setSendWhole(true, server.id, base: server)
@@ -192,10 +195,11 @@ extension LocalStore {
     /// does, is kept for every field the store declares, over the server's other fields. Taking the
     /// server's instead replaced a host record's acknowledged save with a version no device of this app
     /// can read, and sent that back.
-    private func merge(_ local: Record, _ server: Record) -> Record? {
+    private func merge(_ local: Record, _ server: Record, ancestorKnown: Bool = true) -> Record? {
         guard let store = registry.store(of: server), local.type == server.type else { return nil }
         let ancestor = Self.ancestor(
-            of: local, server: server, deviceID: deviceID, mergeBase: zones.mergeBase(of: local.id), pending: pending)
+            of: local, server: server, deviceID: deviceID, known: ancestorKnown,
+            mergeBase: zones.mergeBase(of: local.id), pending: pending)
         if let merged = store.merge(local, server, ancestor, pending.changedKeys(of: local.id)) { return merged }
         guard (try? store.check(local)) != nil, (try? store.check(server)) == nil else { return nil }
         var merged = server
@@ -222,7 +226,7 @@ extension LocalStore {
     /// behind it was made without seeing that version either: the version is skipped, as a fetch skips it
     /// for a pending delete, and the tag kept, so that the waiting delete meets it and loses in turn (sent
     /// with the version's tag, it deleted the edit that beat the first).
-    package func adoptServerRecord(_ server: Record) {
+    package func adoptServerRecord(_ server: Record, fateUnknown: Bool = false) {
         let waiting = pending.waitingChange(for: server.id)
         if waiting?.isDelete == true {
             setSkippedVersion(server.changeTag, for: server.id)
@@ -230,7 +234,9 @@ extension LocalStore {
         }
         if skippedVersion(for: server.id) != server.changeTag { noteCreated(server.id) }
         setSkippedVersion(nil, for: server.id)
-        if waiting != nil, let local = zones.record(for: server.id), let merged = merge(local, server) {
+        if waiting != nil, let local = zones.record(for: server.id),
+            let merged = merge(local, server, ancestorKnown: !fateUnknown)
+        {
             adopt(merged.withChangeTag(server.changeTag))
             keepUnknownFields(of: server)
             setSendWhole(true, server.id, base: server)
@@ -246,12 +252,14 @@ extension LocalStore {
     /// a change made while it was on its way: the changes were sent from over it); else `local` with each
     /// changed key as it was there: the server version the record was last merged with or saved as
     /// (`mergeBase`), or the one the changes were made over (``RecordChange/baseValues``). Nil when that is
-    /// not known (see `SyncableRecord.merge(_:_:ancestor:changedFields:)`).
+    /// not known (see `SyncableRecord.merge(_:_:ancestor:changedFields:)`): also when `known` is false (a
+    /// save of the record may have reached the server unanswered, under `server`).
     static func ancestor(
-        of local: Record, server: Record, deviceID: String, mergeBase: [String: FieldValue]?,
+        of local: Record, server: Record, deviceID: String, known: Bool = true, mergeBase: [String: FieldValue]?,
         pending: PendingCommands
     ) -> Record? {
         if server.lastModifiedBy == deviceID { return server }
+        guard known else { return nil }
         return versionStoodOn(by: local, mergeBase: mergeBase, pending: pending)
     }
 
@@ -333,7 +341,8 @@ extension LocalStore {
         changed: [Record],
         deleted: Set<RecordID>,
         token: ChangeToken,
-        isFinal: Bool = true
+        isFinal: Bool = true,
+        fateUnknown: Set<RecordID> = []
     ) async throws -> FetchApplication {
         try checkOpen()
         var result: FetchApplication
@@ -346,18 +355,18 @@ extension LocalStore {
         case .readingList:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.readingList, pending: pending,
-                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
+                registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged, kept: &kept, observed: &observed,
                 events: &malformed)
         case .readingHistory:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.history, pending: pending,
-                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
+                registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged, kept: &kept, observed: &observed,
                 events: &malformed)
         default:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone,
                 to: &zones.hostZones[zone, default: ZoneState()],
-                pending: pending, registry: registry, deviceID: deviceID, merged: &merged, kept: &kept,
+                pending: pending, registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged, kept: &kept,
                 observed: &observed, events: &malformed)
         }
         // The records of owners whose pending edit beat their delete: saved again, as their owner is.
@@ -379,7 +388,8 @@ extension LocalStore {
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
         to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry, deviceID: String,
-        merged: inout [RecordID], kept: inout [String], observed: inout [(recordType: String, name: String)]?,
+        fateUnknown: Set<RecordID>, merged: inout [RecordID], kept: inout [String],
+        observed: inout [(recordType: String, name: String)]?,
         events: inout [SyncEvent]
     ) -> FetchApplication {
         var result = FetchApplication()
@@ -388,7 +398,7 @@ extension LocalStore {
             returned.insert(record.id.name)
             guard state.owns(record.id.name) else {
                 if applyHost(
-                    record, to: &state, pending: pending, registry: registry, deviceID: deviceID, merged: &merged,
+                    record, to: &state, pending: pending, registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged,
                     events: &events)
                 {
                     observed?.append((record.type, record.id.name))
@@ -495,7 +505,7 @@ extension LocalStore {
     /// Returns whether the zone's data changed.
     private static func applyHost<Item: TableItem>(
         _ record: Record, to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
-        deviceID: String, merged: inout [RecordID], events: inout [SyncEvent]
+        deviceID: String, fateUnknown: Set<RecordID>, merged: inout [RecordID], events: inout [SyncEvent]
     ) -> Bool {
         let name = record.id.name
         let entry = registry.entry(for: record)
@@ -522,7 +532,8 @@ extension LocalStore {
             var mine: Record?
             if let local, local.type == record.type, let entry {
                 let common = ancestor(
-                    of: local, server: record, deviceID: deviceID, mergeBase: state.mergeBases[name], pending: pending)
+                    of: local, server: record, deviceID: deviceID, known: !fateUnknown.contains(record.id),
+                    mergeBase: state.mergeBases[name], pending: pending)
                 mine = entry.merge(local, record, common, pending.changedKeys(of: record.id))
             }
             state.hostRecords[name] = mine ?? local ?? record

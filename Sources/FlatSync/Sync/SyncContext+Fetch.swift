@@ -265,7 +265,8 @@ extension SyncContext {
                 guard epoch == accountEpoch else { return .cancelled }
                 do {
                     let applied = try await localStore.applyFetchedChanges(
-                        in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isFinal: false)
+                        in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isFinal: false,
+                        fateUnknown: Set(unconfirmedSaves.keys))
                     outcome.changed += applied.changed
                     outcome.deleted += applied.deleted
                     emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
@@ -279,7 +280,8 @@ extension SyncContext {
         guard epoch == accountEpoch, let token else { return .cancelled }
         do {
             let applied = try await localStore.applyFetchedChanges(
-                in: zone, changed: Array(changed.values), deleted: deleted, token: token)
+                in: zone, changed: Array(changed.values), deleted: deleted, token: token,
+                fateUnknown: Set(unconfirmedSaves.keys))
             outcome.changed += applied.changed
             outcome.deleted += applied.deleted
             emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))

@@ -36,6 +36,32 @@ import Testing
         }
     }
 
+    /// A save whose answer was lost may be on the server under another device's newer version, or not: the
+    /// merge is told it does not know the ancestor, rather than given the version before the save (over
+    /// which the other device's version, holding A's increment, counted it twice: 10).
+    @Test func aSaveWhoseAnswerWasLostUnderAnotherDevicesWriteHasNoKnownAncestor() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false, configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2, reaches the server unanswered
+            await harness.cloud.setFaultPlan(
+                FaultPlan.loseResponses(1).then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
+            #expect(try await !a.syncNow().isComplete)
+            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1, merged over A's 7 by B
+            #expect(try await b.syncNow().isComplete)
+            #expect(await count(harness) == .int(8))
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            for device in [a, b] {
+                #expect(await device.records(Tally.self).value("t")?.count == 8, "the larger, for no ancestor")
+                try await device.close()
+            }
+        }
+    }
+
     /// 2. A refused change discarded leaves a `mergeBases` entry with no change pending; an ack does not
     /// clear it while the zone's `sendWhole` is empty, so later merges start from a version long gone.
     @Test func aDiscardedChangeLeavesNoAncestorBehind() async throws {
