@@ -114,8 +114,8 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// and made it again) and the server has another of the name; a save of it whose answer was lost may
     /// lie under `server` or not; it saved the record anew whole (for a zone the server lost, or with an
     /// owner whose edit beat its delete); the version does not read as a value; or the change was logged by
-    /// a FlatSync that did not keep ancestors. (After a restart a lost answer is forgotten: the change is
-    /// merged over the version it was made over.) FlatSync calls this
+    /// a FlatSync that did not keep ancestors. A merge without an ancestor cannot tell every change apart:
+    /// a counter that keeps the larger count then leaves an increment out rather than count one twice. FlatSync calls this
     /// requirement; the default calls ``merge(_:_:changedFields:)``, so a type overrides one of the two.
     static func merge(_ mine: Self, _ server: Self, ancestor: Self?, changedFields: Set<String>) -> Self
 }

@@ -80,6 +80,7 @@ extension SnapshotFile {
         let unknown = try range("unknownFields", required: false)
         let whole = try range("sendWhole", required: false)
         let bases = try range("mergeBases", required: false)
+        let unknownFates = try range("savesOfUnknownFate", required: false)
         let firstVersionHost = try range("hostRecords", required: false)
         let host = try range("hostRecordTable", required: false)
         let hostOffsets = try range("hostRecordOffsets", required: false)
@@ -154,6 +155,11 @@ extension SnapshotFile {
                 let bytes = Data(try source.bytes(at: bases.lowerBound, count: bases.count))
                 crc = CRC32.checksum(bytes, continuing: crc)
                 state.mergeBases = try decode(unknownFields: bytes)
+            }
+            if let unknownFates {
+                var cursor = ColumnCursor(source: source, range: unknownFates, name: "savesOfUnknownFate")
+                while !cursor.isAtEnd { state.savesOfUnknownFate.insert(try cursor.readString()) }
+                crc = CRC32.combine(crc, cursor.checksum, length: unknownFates.count)
             }
             if let firstVersionHost {
                 let bytes = Data(try source.bytes(at: firstVersionHost.lowerBound, count: firstVersionHost.count))

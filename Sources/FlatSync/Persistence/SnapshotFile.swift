@@ -47,6 +47,9 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
     /// laid out (see ``ZoneState/mergeBases``); absent when none (and in files written before FlatSync kept
     /// them).
     package var mergeBases: Data?
+    /// Names of host records a save of which may be on the server unanswered (see
+    /// ``ZoneState/savesOfUnknownFate``), sorted; absent when none.
+    package var savesOfUnknownFate: Data?
     /// The zone's host records and their tags as the first version wrote them (see
     /// ``HostRecordTable/decodeFirstVersion(_:zone:)``): read, no longer written.
     package var hostRecords: Data?
@@ -106,6 +109,11 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if !state.mergeBases.isEmpty {
             mergeBases = Self.encode(unknownFields: state.mergeBases)
         }
+        if !state.savesOfUnknownFate.isEmpty {
+            var names = BinaryWriter()
+            for name in state.savesOfUnknownFate.sorted() { names.write(name) }
+            savesOfUnknownFate = names.data
+        }
         if !state.hostRecords.isEmpty {
             (hostRecordTable, hostRecordOffsets) = state.hostRecords.encodedSection()
         }
@@ -139,6 +147,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let unknownFields { crc = CRC32.checksum(unknownFields, continuing: crc) }
         if let sendWhole { crc = CRC32.checksum(sendWhole, continuing: crc) }
         if let mergeBases { crc = CRC32.checksum(mergeBases, continuing: crc) }
+        if let savesOfUnknownFate { crc = CRC32.checksum(savesOfUnknownFate, continuing: crc) }
         if let hostRecords { crc = CRC32.checksum(hostRecords, continuing: crc) }
         if let hostRecordTable { crc = CRC32.checksum(hostRecordTable, continuing: crc) }
         if let hostRecordOffsets { crc = CRC32.checksum(hostRecordOffsets, continuing: crc) }

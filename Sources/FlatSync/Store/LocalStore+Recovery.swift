@@ -69,8 +69,13 @@ extension LocalStore {
             try replay(recovery.payloads, logURL: logURL, now: now, fileSystem: fileSystem)
             try finishInterruptedWipes(of: snapshotZones)
             // A round that was being sent when the last process stopped is over: nothing is in flight now.
+            // Its saves may have reached the server unanswered (see ``ZoneState/savesOfUnknownFate``).
             var unsealed: [Data] = []
             for zone in pending.zones where pending.isSending(zone) {
+                for id in pending.savesBeingSent(in: zone) where !RecordTypeRegistry.isBuiltIn(id) {
+                    zones.setFateUnknown(true, of: id)
+                    zonesChangedByReplay.insert(zone)
+                }
                 pending.unseal(zone)
                 unsealed.append(CommandLogEvent.unsealed(zone).encoded())
             }

@@ -127,6 +127,7 @@ extension LocalStore {
         setChangeTag(record.changeTag, for: id)
         keepUnknownFields(of: record)
         setSendWhole(false, id)
+        zones.setFateUnknown(false, of: id)
         if let savedBase { zones.setMergeBase(savedBase, of: id) }
         if created { noteCreated(id) }
     }
@@ -145,6 +146,7 @@ extension LocalStore {
         setChangeTag(nil, for: id)
         setSkippedVersion(nil, for: id)
         setSendWhole(false, id)
+        zones.setFateUnknown(false, of: id)
         zones.forgetUnknownFields(of: id)
     }
 
@@ -154,6 +156,20 @@ extension LocalStore {
 
     private func skippedVersion(for id: RecordID) -> ChangeTag? {
         zones.skippedVersion(for: id)
+    }
+
+    /// Notes that saves of these records may have reached the server unanswered (their request failed with
+    /// `networkFailure`): until the server's version of each shows, a merge of a host record gets no
+    /// ancestor (see ``ZoneState/savesOfUnknownFate``). Written to the snapshot at once, since a restart
+    /// forgets the failure.
+    package func noteSavesOfUnknownFate(_ ids: [RecordID]) async throws {
+        let hostRecords = ids.filter(isHostRecord)
+        guard !hostRecords.isEmpty else { return }
+        for id in hostRecords {
+            zones.setFateUnknown(true, of: id)
+            stateDidChange(id.zone)
+        }
+        for zone in Set(hostRecords.map(\.zone)).sorted() { try await persistSnapshot(of: zone) }
     }
 
     /// A save was sent with a tag, but the record is gone from the server: the next send creates it.
@@ -169,15 +185,14 @@ extension LocalStore {
     /// own create whose response was lost, made after its change token (see ``serverSaved(_:created:)``).
     /// A save sent with a tag proves the record existed before; any newer version is reported by the next
     /// fetch, deletions included.
-    ///
-    /// `fateUnknown` says an earlier save of the record may have reached the server unanswered (its
-    /// response was lost): unless `server` is that save, the version it stands on is not known.
-    package func mergeServerRecord(_ server: Record, sentWithoutTag: Bool, fateUnknown: Bool = false) -> Bool {
+    package func mergeServerRecord(_ server: Record, sentWithoutTag: Bool) -> Bool {
         let local = zones.record(for: server.id)
-        let merged = local.flatMap { merge($0, server, ancestorKnown: !fateUnknown) } ?? server
+        let merged = local.flatMap { merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
         keepUnknownFields(of: server)
         setSendWhole(true, server.id, base: server)
+        // Merged over the server's version, which is the one the change stands on now.
+        zones.setFateUnknown(false, of: server.id)
         // A save that stood for a delete met a version the delete never saw: that edit beats the delete, so
         // the merge goes out as an update, keeping whatever else the server's version holds.
         pending.stopReplacing(server.id)
@@ -195,10 +210,10 @@ extension LocalStore {
     /// does, is kept for every field the store declares, over the server's other fields. Taking the
     /// server's instead replaced a host record's acknowledged save with a version no device of this app
     /// can read, and sent that back.
-    private func merge(_ local: Record, _ server: Record, ancestorKnown: Bool = true) -> Record? {
+    private func merge(_ local: Record, _ server: Record) -> Record? {
         guard let store = registry.store(of: server), local.type == server.type else { return nil }
         let ancestor = Self.ancestor(
-            of: local, server: server, deviceID: deviceID, known: ancestorKnown,
+            of: local, server: server, deviceID: deviceID, known: !zones.isFateUnknown(of: local.id),
             mergeBase: zones.mergeBase(of: local.id), pending: pending)
         if let merged = store.merge(local, server, ancestor, pending.changedKeys(of: local.id)) { return merged }
         guard (try? store.check(local)) != nil, (try? store.check(server)) == nil else { return nil }
@@ -226,7 +241,8 @@ extension LocalStore {
     /// behind it was made without seeing that version either: the version is skipped, as a fetch skips it
     /// for a pending delete, and the tag kept, so that the waiting delete meets it and loses in turn (sent
     /// with the version's tag, it deleted the edit that beat the first).
-    package func adoptServerRecord(_ server: Record, fateUnknown: Bool = false) {
+    package func adoptServerRecord(_ server: Record) {
+        defer { zones.setFateUnknown(false, of: server.id) }
         let waiting = pending.waitingChange(for: server.id)
         if waiting?.isDelete == true {
             setSkippedVersion(server.changeTag, for: server.id)
@@ -234,9 +250,7 @@ extension LocalStore {
         }
         if skippedVersion(for: server.id) != server.changeTag { noteCreated(server.id) }
         setSkippedVersion(nil, for: server.id)
-        if waiting != nil, let local = zones.record(for: server.id),
-            let merged = merge(local, server, ancestorKnown: !fateUnknown)
-        {
+        if waiting != nil, let local = zones.record(for: server.id), let merged = merge(local, server) {
             adopt(merged.withChangeTag(server.changeTag))
             keepUnknownFields(of: server)
             setSendWhole(true, server.id, base: server)
@@ -287,6 +301,7 @@ extension LocalStore {
             keepUnknownFields(of: server)
             // No change of it is left to merge: the record is the server's version again.
             zones.forgetMergeBase(of: id)
+            zones.setFateUnknown(false, of: id)
             return
         }
         serverDeleted(id)
@@ -341,8 +356,7 @@ extension LocalStore {
         changed: [Record],
         deleted: Set<RecordID>,
         token: ChangeToken,
-        isFinal: Bool = true,
-        fateUnknown: Set<RecordID> = []
+        isFinal: Bool = true
     ) async throws -> FetchApplication {
         try checkOpen()
         var result: FetchApplication
@@ -355,18 +369,18 @@ extension LocalStore {
         case .readingList:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.readingList, pending: pending,
-                registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged, kept: &kept, observed: &observed,
+                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
                 events: &malformed)
         case .readingHistory:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.history, pending: pending,
-                registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged, kept: &kept, observed: &observed,
+                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
                 events: &malformed)
         default:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone,
                 to: &zones.hostZones[zone, default: ZoneState()],
-                pending: pending, registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged, kept: &kept,
+                pending: pending, registry: registry, deviceID: deviceID, merged: &merged, kept: &kept,
                 observed: &observed, events: &malformed)
         }
         // The records of owners whose pending edit beat their delete: saved again, as their owner is.
@@ -388,7 +402,7 @@ extension LocalStore {
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
         to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry, deviceID: String,
-        fateUnknown: Set<RecordID>, merged: inout [RecordID], kept: inout [String],
+        merged: inout [RecordID], kept: inout [String],
         observed: inout [(recordType: String, name: String)]?,
         events: inout [SyncEvent]
     ) -> FetchApplication {
@@ -398,7 +412,7 @@ extension LocalStore {
             returned.insert(record.id.name)
             guard state.owns(record.id.name) else {
                 if applyHost(
-                    record, to: &state, pending: pending, registry: registry, deviceID: deviceID, fateUnknown: fateUnknown, merged: &merged,
+                    record, to: &state, pending: pending, registry: registry, deviceID: deviceID, merged: &merged,
                     events: &events)
                 {
                     observed?.append((record.type, record.id.name))
@@ -482,6 +496,7 @@ extension LocalStore {
             state.unknownFields[name] = nil
             if !state.sendWhole.isEmpty { state.sendWhole.remove(name) }
             if !state.mergeBases.isEmpty { state.mergeBases[name] = nil }
+            if !state.savesOfUnknownFate.isEmpty { state.savesOfUnknownFate.remove(name) }
             guard pending.latestChange(for: RecordID(zone: zone, name: name)) == nil else { continue }
             // Before the record goes, while its type can be read; only for observers.
             var key: (recordType: String, name: String)?
@@ -505,7 +520,7 @@ extension LocalStore {
     /// Returns whether the zone's data changed.
     private static func applyHost<Item: TableItem>(
         _ record: Record, to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
-        deviceID: String, fateUnknown: Set<RecordID>, merged: inout [RecordID], events: inout [SyncEvent]
+        deviceID: String, merged: inout [RecordID], events: inout [SyncEvent]
     ) -> Bool {
         let name = record.id.name
         let entry = registry.entry(for: record)
@@ -521,6 +536,8 @@ extension LocalStore {
             pendingIsDelete: pending.latestChange(for: record.id).map(\.isDelete),
             tagUnchanged: state.hostRecords.changeTag(of: name) == record.changeTag,
             sameContent: { state.hostRecords[name].map { $0.hasSameContent(as: record) } ?? false })
+        // The server's version shows whether a save of unknown fate reached it: merged over, it is known.
+        let fateUnknown = !state.savesOfUnknownFate.isEmpty && state.savesOfUnknownFate.remove(name) != nil
         switch action {
         case .ignore:
             return false
@@ -532,7 +549,7 @@ extension LocalStore {
             var mine: Record?
             if let local, local.type == record.type, let entry {
                 let common = ancestor(
-                    of: local, server: record, deviceID: deviceID, known: !fateUnknown.contains(record.id),
+                    of: local, server: record, deviceID: deviceID, known: !fateUnknown,
                     mergeBase: state.mergeBases[name], pending: pending)
                 mine = entry.merge(local, record, common, pending.changedKeys(of: record.id))
             }

@@ -100,6 +100,13 @@ package struct PendingCommands: Sendable {
     /// True while a round of `zone` is being sent.
     package func isSending(_ zone: ZoneID) -> Bool { !(sealed[zone]?.isEmpty ?? true) }
 
+    /// The records whose saves are in the round of `zone` being sent.
+    package func savesBeingSent(in zone: ZoneID) -> [RecordID] {
+        (sealed[zone] ?? []).sorted().flatMap { id in
+            (commands[id]?.slots ?? []).compactMap { change in change.flatMap { $0.isDelete ? nil : $0.recordID } }
+        }
+    }
+
     /// True when the command is part of the round being sent.
     package func isSealed(_ id: CommandID) -> Bool {
         guard let zone = commands[id]?.zone else { return false }

@@ -37,6 +37,11 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// the record waits (which that save may have carried); forgotten when the record's changes are
     /// acknowledged, discarded or deleted here, and when it takes a server version as it is.
     package var mergeBases: [String: [String: FieldValue]] = [:]
+    /// Host records a save of which may have reached the server unanswered (its request failed with
+    /// `networkFailure`, or was on its way when the process stopped), by name: until the server's version
+    /// of the record shows (fetched, or met by a save), a merge does not know which version this device's
+    /// changes stand on, and gets no ancestor. Kept in the snapshot.
+    package var savesOfUnknownFate: Set<String> = []
     /// The zone's records that belong to host-defined stores (see ``SyncableRecord``) rather than to the
     /// built-in items: every record whose name the item type does not claim (``owns(_:)``).
     package var hostRecords = HostRecordTable()
@@ -318,6 +323,28 @@ package struct ZoneStates: Sendable {
     package mutating func setMergeBase(_ fields: [String: FieldValue]?, of id: RecordID) {
         func set<Item>(_ state: inout ZoneState<Item>) {
             if fields != nil || !state.mergeBases.isEmpty { state.mergeBases[id.name] = fields }
+        }
+        update(id.zone, { set(&$0) }, { set(&$0) }, { set(&$0) })
+    }
+
+    /// True when a save of the host record may have reached the server unanswered (see
+    /// ``ZoneState/savesOfUnknownFate``).
+    package func isFateUnknown(of id: RecordID) -> Bool {
+        switch id.zone {
+        case .readingList: readingList.savesOfUnknownFate.contains(id.name)
+        case .readingHistory: history.savesOfUnknownFate.contains(id.name)
+        default: hostZones[id.zone]?.savesOfUnknownFate.contains(id.name) ?? false
+        }
+    }
+
+    /// Notes (or forgets) that a save of the host record may have reached the server unanswered.
+    package mutating func setFateUnknown(_ unknown: Bool, of id: RecordID) {
+        func set<Item>(_ state: inout ZoneState<Item>) {
+            if unknown {
+                state.savesOfUnknownFate.insert(id.name)
+            } else if !state.savesOfUnknownFate.isEmpty {
+                state.savesOfUnknownFate.remove(id.name)
+            }
         }
         update(id.zone, { set(&$0) }, { set(&$0) }, { set(&$0) })
     }

@@ -265,8 +265,7 @@ extension SyncContext {
                 guard epoch == accountEpoch else { return .cancelled }
                 do {
                     let applied = try await localStore.applyFetchedChanges(
-                        in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isFinal: false,
-                        fateUnknown: Set(unconfirmedSaves.keys))
+                        in: zone, changed: Array(changed.values), deleted: deleted, token: page.token, isFinal: false)
                     outcome.changed += applied.changed
                     outcome.deleted += applied.deleted
                     emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))
@@ -280,8 +279,7 @@ extension SyncContext {
         guard epoch == accountEpoch, let token else { return .cancelled }
         do {
             let applied = try await localStore.applyFetchedChanges(
-                in: zone, changed: Array(changed.values), deleted: deleted, token: token,
-                fateUnknown: Set(unconfirmedSaves.keys))
+                in: zone, changed: Array(changed.values), deleted: deleted, token: token)
             outcome.changed += applied.changed
             outcome.deleted += applied.deleted
             emit(.didFetch(zone: zone, changed: applied.changed, deleted: applied.deleted))

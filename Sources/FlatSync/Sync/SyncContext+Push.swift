@@ -439,12 +439,8 @@ extension SyncContext {
         let request = await localStore.request(for: batch)
         var sentTags: [RecordID: ChangeTag?] = [:]
         var sentAsReplace = Set<RecordID>()
-        // Records an earlier save of which may be on the server unanswered (see ``unconfirmedSaves``), and
-        // what that record held before this request, for a request that surely did not reach the server.
-        var earlierUnconfirmed: [RecordID: Record] = [:]
         for save in request.saves {
             sentTags[save.record.id] = save.record.changeTag
-            if let earlier = unconfirmedSaves[save.record.id] { earlierUnconfirmed[save.record.id] = earlier }
             unconfirmedSaves[save.record.id] = save.record
             if save.policy == .replaceIfServerRecordUnchanged { sentAsReplace.insert(save.record.id) }
         }
@@ -461,9 +457,15 @@ extension SyncContext {
                 result.next = .stop(.from(error))
                 return result
             }
-            if cloudError.code != .networkFailure {
-                // The server did not apply this request: only the earlier saves' fate is still unknown.
-                for save in request.saves { unconfirmedSaves[save.record.id] = earlierUnconfirmed[save.record.id] }
+            if cloudError.code == .networkFailure {
+                // The server may have applied the request: until its version of each record shows, a merge does
+                // not know which version this device's changes stand on.
+                do {
+                    try await localStore.noteSavesOfUnknownFate(request.saves.map(\.record.id))
+                } catch {
+                    result.next = .stop(.from(error))
+                    return result
+                }
             }
             var action = CloudErrorPolicy.requestAction(for: cloudError)
             if CloudErrorPolicy.waitsOnlyForRetryAfter(cloudError, wholeRequest: true) {
@@ -528,8 +530,7 @@ extension SyncContext {
                 if change.isDelete {
                     // Someone changed the record after this device last saw it: their edit beats the delete.
                     emit(.conflictResolved(id))
-                    // A save of it before the delete may be on the server unanswered.
-                    await localStore.adoptServerRecord(server, fateUnknown: unconfirmedSaves[id] != nil)
+                    await localStore.adoptServerRecord(server)
                     if !RecordTypeRegistry.isBuiltIn(id) { result.mergedHostRecord = true }
                     result.acknowledged.append(id)
                     continue
@@ -548,7 +549,7 @@ extension SyncContext {
                 // lost: then there is nothing left to write.
                 let ownWrite = isOwnUnconfirmedWrite(server)
                 let serverHasAll = await localStore.mergeServerRecord(
-                    server, sentWithoutTag: sentTags[id] == .some(nil), fateUnknown: earlierUnconfirmed[id] != nil)
+                    server, sentWithoutTag: sentTags[id] == .some(nil))
                 if !RecordTypeRegistry.isBuiltIn(id) { result.mergedHostRecord = true }
                 if serverHasAll && ownWrite {
                     // Not a conflict: the server has what this device sent.

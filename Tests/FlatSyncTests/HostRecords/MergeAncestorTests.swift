@@ -38,10 +38,12 @@ import Testing
 
     /// A save whose answer was lost may be on the server under another device's newer version, or not: the
     /// merge is told it does not know the ancestor, rather than given the version before the save (over
-    /// which the other device's version, holding A's increment, counted it twice: 10).
-    @Test func aSaveWhoseAnswerWasLostUnderAnotherDevicesWriteHasNoKnownAncestor() async throws {
+    /// which the other device's version, holding A's increment, counted it twice: 10), also after A is killed
+    /// in between (the snapshot keeps what the failure taught).
+    @Test(arguments: [false, true])
+    func aSaveWhoseAnswerWasLostUnderAnotherDevicesWriteHasNoKnownAncestor(killed: Bool) async throws {
         try await SyncHarness.run { harness in
-            let a = try await harness.device("A", start: false, configure: configure)
+            var a = try await harness.device("A", start: false, configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
             try await a.records(Tally.self).save(Tally(id: "t", count: 5))
             #expect(try await a.syncNow().isComplete)
@@ -50,6 +52,10 @@ import Testing
             await harness.cloud.setFaultPlan(
                 FaultPlan.loseResponses(1).then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
             #expect(try await !a.syncNow().isComplete)
+            if killed {
+                await a.abandon()
+                a = try await harness.device("A", start: false, configure: configure)
+            }
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1, merged over A's 7 by B
             #expect(try await b.syncNow().isComplete)
             #expect(await count(harness) == .int(8))

@@ -30,6 +30,9 @@ import Testing
             "rh-article-5": ["empty": .list([])],
         ]
         state.sendWhole = ["rh-article-6", "rh-article-7"]
+        // Host records' merge bases and saves of unknown fate (a host record may live in a built-in zone).
+        state.mergeBases = ["note-1": ["text": .string("server's"), "count": .int(3)], "note-2": [:]]
+        state.savesOfUnknownFate = ["note-1", "note-3"]
         state.unconfirmedByReset = ["rh-article-8", "rh-article-9"]
         return state
     }
@@ -46,6 +49,8 @@ import Testing
         #expect(decoded.skippedVersions == state.skippedVersions)
         #expect(decoded.unknownFields == state.unknownFields)
         #expect(decoded.sendWhole == state.sendWhole)
+        #expect(decoded.mergeBases == state.mergeBases)
+        #expect(decoded.savesOfUnknownFate == state.savesOfUnknownFate)
         #expect(decoded.unconfirmedByReset == state.unconfirmedByReset)
     }
 

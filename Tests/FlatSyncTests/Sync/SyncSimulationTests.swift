@@ -33,10 +33,14 @@ import Testing
     static let steps = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_STEPS"] ?? "") ?? 400
     /// Few enough articles that devices often touch the same ones, enough that most effects stay checkable.
     static let articles = 40
+    /// How many tallies (``SimulatedTally``) the devices increment.
+    static let tallies = 3
 
-    /// Debugging: `FLATSYNC_SIM_ONLY=8` runs one seed; `FLATSYNC_SIM_TRACE=a8` prints what happens to one article.
+    /// Debugging: `FLATSYNC_SIM_ONLY=8` runs one seed; `FLATSYNC_SIM_TRACE=a8` prints what happens to one article,
+    /// `FLATSYNC_SIM_TRACE_TALLY=t1` to one tally.
     static let only = ProcessInfo.processInfo.environment["FLATSYNC_SIM_ONLY"].flatMap(UInt64.init)
     static let trace = ProcessInfo.processInfo.environment["FLATSYNC_SIM_TRACE"]
+    static let traceTally = ProcessInfo.processInfo.environment["FLATSYNC_SIM_TRACE_TALLY"]
 
     /// Seeds run through CloudKit Web Services (`FLATSYNC_SIM_HTTP_SEEDS`, default 3 for CI).
     static let httpSeeds = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_HTTP_SEEDS"] ?? "") ?? 3
@@ -87,6 +91,9 @@ import Testing
         /// The most notes (host records) a device held at the end, and notes left without their article.
         var notes = 0
         var orphans = 0
+        /// The tallies' acknowledged increments, and how many of them the server's counts hold.
+        var increments: Int64 = 0
+        var incrementsCounted: Int64 = 0
     }
 
     /// The production schema of the refusing spells that refuse saved articles: FlatSync's own, less the
@@ -127,13 +134,18 @@ import Testing
                 devices.append(
                     try await harness.device(name, transport: transport) {
                         $0.clock = clock
-                        $0.recordTypes = [TestNote.self]
+                        $0.recordTypes = [TestNote.self, SimulatedTally.self]
                         Self.fetchInParts(&$0)
                     })
                 clocks.append(clock)
                 holds.append(hold)
                 transports.append(transport)
             }
+            // Three tallies every device holds before the faults begin: increments merge three ways over them.
+            for k in 0..<Self.tallies {
+                _ = try await devices[0].records(SimulatedTally.self).save(SimulatedTally(id: "t\(k)", count: 0))
+            }
+            for device in devices { #expect(try await device.syncNow().isComplete, "seed \(seed): the setup syncs") }
             var ledger = Ledger()
             // Besides whole requests failing, a record's own error inside a success: throttled, or an error
             // that would park it but for the server's retryAfter.
@@ -236,13 +248,32 @@ import Testing
                     let clock = clocks[index]
                     devices[index] = try await harness.device(names[index], transport: transports[index]) {
                         $0.clock = clock
-                        $0.recordTypes = [TestNote.self]
+                        $0.recordTypes = [TestNote.self, SimulatedTally.self]
                         Self.fetchInParts(&$0)
                     }
                 default:
                     await device.networkDidBecomeAvailable()
                 }
                 await devices[index].waitUntilIdle()
+                if let tally = Self.traceTally {
+                    let id = SimulatedTally.recordID(tally)
+                    var line = "step \(step) device \(index): "
+                    if let entry = ledger.entries.last, entry.article == tally {
+                        line += "[\(entry.kind) by \(entry.device) #\(entry.step)] "
+                    }
+                    let server = await harness.cloud.records(in: SimulatedTally.zone).first { $0.id == id }
+                    line +=
+                        "restarts \(result.restarts) server \(server?["count"]?.intValue ?? -1) by \(server?.lastModifiedBy ?? "-") \(server?.changeTag?.rawValue ?? "-")"
+                    for (i, d) in devices.enumerated() {
+                        let value = await d.records(SimulatedTally.self).value(tally)?.count ?? -1
+                        let pending = await d.localStore.pendingChange(for: id)
+                        let base = await d.localStore.zones.mergeBase(of: id)?["count"]?.intValue
+                        let tag = await d.localStore.changeTag(for: id)?.rawValue ?? "-"
+                        line +=
+                            " | \(i): \(value) tag \(tag)\(pending.map { " P\($0.baseValues?["count"]?.intValue ?? -1)" } ?? "") mb \(base.map(String.init) ?? "-")"
+                    }
+                    print(line)
+                }
                 if let article = Self.trace {
                     var line = "step \(step) device \(index): "
                     if let entry = ledger.entries.last {
@@ -318,6 +349,35 @@ import Testing
                 Issue.record("seed \(seed): devices diverged from the server\n\(differences.joined(separator: "\n"))")
             }
             var (checked, lost) = ledger.check(against: server, seed: seed)
+            // No increment is counted twice: a tally holds at most the sum of the acknowledged increments (a
+            // merge without an ancestor keeps the larger count, which may leave some out), and every device
+            // holds the server's count.
+            let serverTallies = await harness.cloud.records(in: SimulatedTally.zone)
+            for k in 0..<Self.tallies {
+                let name = "t\(k)"
+                let sum = ledger.increments[name, default: 0]
+                guard let count = serverTallies.first(where: { $0.id.name == name })?["count"]?.intValue else {
+                    Issue.record("seed \(seed): tally \(name) is missing on the server")
+                    lost += 1
+                    continue
+                }
+                checked += 1
+                result.increments += sum
+                result.incrementsCounted += min(count, sum)
+                if count > sum {
+                    lost += 1
+                    Issue.record("seed \(seed): tally \(name) counts \(count), more than its increments, \(sum)")
+                }
+                for (index, device) in devices.enumerated() {
+                    let local = await device.records(SimulatedTally.self).value(name)?.count
+                    if local != count {
+                        result.diverged = true
+                        Issue.record(
+                            "seed \(seed): device \(index) counts \(String(describing: local)) on \(name), the server \(count)"
+                        )
+                    }
+                }
+            }
             // Fields another client wrote stay, unless a device deleted the item after (a device whose delete
             // did not see them loses it to them, as to any edit).
             let serverRecords = await harness.cloud.records(in: .readingHistory)
@@ -386,6 +446,8 @@ import Testing
         /// article's entry), if the device has the article saved.
         case note(String, Int, Int)
         case deleteNote(String, Int)
+        /// Adds `delta` to tally `k`, as the device counts it now.
+        case increment(Int, Int64)
 
         /// A change of one article's history item: a visit, a liking, a read mark or an offensive mark.
         static func historyChange(of article: String, using random: inout SeededRandomNumberGenerator) -> Operation {
@@ -399,6 +461,11 @@ import Testing
 
         static func random(using random: inout SeededRandomNumberGenerator) -> Operation {
             func article() -> String { "a\(Int.random(in: 0..<SyncSimulationTests.articles, using: &random))" }
+            if Int.random(in: 0..<100, using: &random) < 8 {
+                return .increment(
+                    Int.random(in: 0..<SyncSimulationTests.tallies, using: &random),
+                    Int64.random(in: 1...3, using: &random))
+            }
             if Int.random(in: 0..<100, using: &random) < 15 {
                 let (article, k) = (article(), Int.random(in: 0..<3, using: &random))
                 return Int.random(in: 0..<4, using: &random) == 0
@@ -453,6 +520,13 @@ import Testing
             case .deleteNote(let id, let k):
                 guard try await context.records(TestNote.self).delete("n-\(id)-\(k)") else { return nil }
                 return Ledger.Entry(device: device, kind: .deleteNote(k), article: id)
+            case .increment(let k, let delta):
+                let tallies = context.records(SimulatedTally.self)
+                guard let current = await tallies.value("t\(k)") else { return nil }
+                guard try await tallies.save(SimulatedTally(id: "t\(k)", count: current.count + delta)) else {
+                    return nil
+                }
+                return Ledger.Entry(device: device, kind: .increment(delta), article: "t\(k)")
             case .clear:
                 let ids = await context.history.items().map(\.articleID)
                 guard !ids.isEmpty else { return nil }
@@ -523,6 +597,8 @@ struct Ledger {
         case foreignEdit
         /// Note `k` of the article was saved, or deleted.
         case note(Int), deleteNote(Int)
+        /// The tally named by the entry's article went up by this much.
+        case increment(Int64)
     }
 
     /// The ``Entry/device`` of another client's writes: it writes to the server directly.
@@ -578,8 +654,12 @@ struct Ledger {
     mutating func append(_ entry: Entry) {
         var entry = entry
         entry.step = tick()
+        if case .increment(let delta) = entry.kind { increments[entry.article, default: 0] += delta }
         entries.append(entry)
     }
+
+    /// The sum of each tally's acknowledged increments, by name.
+    var increments: [String: Int64] = [:]
 
     /// True when the device had certainly seen `entry` by `step`: the entry's device finished a clean
     /// sync after making it, and this device then finished a clean sync before `step`.
@@ -640,7 +720,7 @@ struct Ledger {
                             "seed \(seed): step \(entry.step) device \(entry.device) forgot \(article), but it is back")
                     }
                 }
-            case .foreignEdit:
+            case .foreignEdit, .increment:
                 continue  // Checked against the server's records by the run.
             case .note(let k):
                 // Gone only by a later delete of the note, or by a remove of its article that is later or
@@ -716,8 +796,12 @@ struct SimulationTotals {
     var foreignWrites = 0
     var notes = 0
     var orphans = 0
+    var increments: Int64 = 0
+    var incrementsCounted: Int64 = 0
 
     mutating func add(_ result: SyncSimulationTests.Result) {
+        increments += result.increments
+        incrementsCounted += result.incrementsCounted
         mutations += result.mutations
         checked += result.checked
         lost += result.lost
@@ -743,7 +827,25 @@ struct SimulationTotals {
             \(kinds)), \(expiries) token expiries by the admin call, \(restarts) restarts (\(kills) without closing), \
             \(refused) changes refused by a production schema (parked, then sent), \(foreignWrites) writes by another \
             client, \(notes) notes on a device at the end (host records), orphaned notes = \(orphans), \
+            \(increments) tally increments acknowledged, \(incrementsCounted) counted (none twice), \
             diverged seeds = \(diverged), lost = \(lost)
             """
+    }
+}
+
+/// A tally whose merge adds up both sides' increments since their common ancestor, and keeps the larger
+/// count when there is none: the simulation's check that the ancestor is never wrong (an increment counted
+/// twice), while one left unknown may leave some out.
+struct SimulatedTally: SyncableRecord, Codable {
+    static let zone = ZoneID("Tallies")
+    static let recordType = "Tally"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["count": .int64]
+    var id: String
+    var count: Int64
+    static func merge(
+        _ mine: SimulatedTally, _ server: SimulatedTally, ancestor: SimulatedTally?, changedFields: Set<String>
+    ) -> SimulatedTally {
+        guard let ancestor else { return SimulatedTally(id: mine.id, count: max(mine.count, server.count)) }
+        return SimulatedTally(id: mine.id, count: server.count + mine.count - ancestor.count)
     }
 }
