@@ -99,6 +99,14 @@ extension SnapshotFile {
         var crc = headerChecksum(
             formatVersion: Int(version), zone: zone, changeToken: token, appliedThroughSequence: appliedThroughSequence,
             itemCount: Int(itemCount))
+        /// The record names in `range`, as ``encode(names:)`` wrote them, counted in the checksum.
+        func recordNames(in range: Range<Int>, _ key: String) throws(FlatSyncError) -> Set<String> {
+            var cursor = ColumnCursor(source: source, range: range, name: key)
+            var names = Set<String>()
+            while !cursor.isAtEnd { names.insert(try cursor.readString()) }
+            crc = CRC32.combine(crc, cursor.checksum, length: range.count)
+            return names
+        }
         do throws(FlatSyncError) {
             state.items = try Item.table(from: &columns, count: Int(itemCount))
             for name in columnRanges.keys.sorted() {
@@ -127,11 +135,7 @@ extension SnapshotFile {
             guard tags.isAtEnd else { throw FlatSyncError(.damagedFile, "Change tag columns differ in length.") }
             crc = CRC32.combine(crc, names.checksum, length: tagNames.count)
             crc = CRC32.combine(crc, tags.checksum, length: tagValues.count)
-            if let created {
-                var cursor = ColumnCursor(source: source, range: created, name: "createdSinceFetch")
-                while !cursor.isAtEnd { state.createdSinceFetch.insert(try cursor.readString()) }
-                crc = CRC32.combine(crc, cursor.checksum, length: created.count)
-            }
+            if let created { state.createdSinceFetch = try recordNames(in: created, "createdSinceFetch") }
             if let skipped {
                 var cursor = ColumnCursor(source: source, range: skipped, name: "skippedVersions")
                 while !cursor.isAtEnd {
@@ -145,22 +149,14 @@ extension SnapshotFile {
                 crc = CRC32.checksum(bytes, continuing: crc)
                 state.unknownFields = try decode(unknownFields: bytes)
             }
-            if let whole {
-                var cursor = ColumnCursor(source: source, range: whole, name: "sendWhole")
-                while !cursor.isAtEnd { state.sendWhole.insert(try cursor.readString()) }
-                crc = CRC32.combine(crc, cursor.checksum, length: whole.count)
-            }
+            if let whole { state.sendWhole = try recordNames(in: whole, "sendWhole") }
             if let bases {
                 // Rare and small, as the unknown fields, and laid out as they are.
                 let bytes = Data(try source.bytes(at: bases.lowerBound, count: bases.count))
                 crc = CRC32.checksum(bytes, continuing: crc)
                 state.mergeBases = try decode(unknownFields: bytes)
             }
-            if let unknownFates {
-                var cursor = ColumnCursor(source: source, range: unknownFates, name: "savesOfUnknownFate")
-                while !cursor.isAtEnd { state.savesOfUnknownFate.insert(try cursor.readString()) }
-                crc = CRC32.combine(crc, cursor.checksum, length: unknownFates.count)
-            }
+            if let unknownFates { state.savesOfUnknownFate = try recordNames(in: unknownFates, "savesOfUnknownFate") }
             if let firstVersionHost {
                 let bytes = Data(try source.bytes(at: firstVersionHost.lowerBound, count: firstVersionHost.count))
                 crc = CRC32.checksum(bytes, continuing: crc)
@@ -178,13 +174,7 @@ extension SnapshotFile {
                 state.hostRecords = table
             }
             if let offsets { crc = offsets.withUnsafeBytes { CRC32.checksum($0, continuing: crc) } }
-            if let unconfirmed {
-                var cursor = ColumnCursor(source: source, range: unconfirmed, name: "unconfirmedByReset")
-                var names = Set<String>()
-                while !cursor.isAtEnd { names.insert(try cursor.readString()) }
-                state.unconfirmedByReset = names
-                crc = CRC32.combine(crc, cursor.checksum, length: unconfirmed.count)
-            }
+            if let unconfirmed { state.unconfirmedByReset = try recordNames(in: unconfirmed, "unconfirmedByReset") }
         } catch  where error.code == .damagedFile {
             throw FlatSyncError(
                 .damagedFile, "The snapshot's columns are damaged: \(error.message)", cause: error, path: path)

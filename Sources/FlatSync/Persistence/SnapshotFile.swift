@@ -85,11 +85,7 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         }
         changeTagNames = names.data
         changeTagValues = tags.data
-        if !state.createdSinceFetch.isEmpty {
-            var created = BinaryWriter()
-            for name in state.createdSinceFetch.sorted() { created.write(name) }
-            createdSinceFetch = created.data
-        }
+        if !state.createdSinceFetch.isEmpty { createdSinceFetch = Self.encode(names: state.createdSinceFetch) }
         if !state.skippedVersions.isEmpty {
             var skipped = BinaryWriter()
             for (name, tag) in state.skippedVersions.sorted(by: { $0.key < $1.key }) {
@@ -101,27 +97,15 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if !state.unknownFields.isEmpty {
             unknownFields = Self.encode(unknownFields: state.unknownFields)
         }
-        if !state.sendWhole.isEmpty {
-            var names = BinaryWriter()
-            for name in state.sendWhole.sorted() { names.write(name) }
-            sendWhole = names.data
-        }
+        if !state.sendWhole.isEmpty { sendWhole = Self.encode(names: state.sendWhole) }
         if !state.mergeBases.isEmpty {
             mergeBases = Self.encode(unknownFields: state.mergeBases)
         }
-        if !state.savesOfUnknownFate.isEmpty {
-            var names = BinaryWriter()
-            for name in state.savesOfUnknownFate.sorted() { names.write(name) }
-            savesOfUnknownFate = names.data
-        }
+        if !state.savesOfUnknownFate.isEmpty { savesOfUnknownFate = Self.encode(names: state.savesOfUnknownFate) }
         if !state.hostRecords.isEmpty {
             (hostRecordTable, hostRecordOffsets) = state.hostRecords.encodedSection()
         }
-        if let unconfirmed = state.unconfirmedByReset {
-            var names = BinaryWriter()
-            for name in unconfirmed.sorted() { names.write(name) }
-            unconfirmedByReset = names.data
-        }
+        if let unconfirmed = state.unconfirmedByReset { unconfirmedByReset = Self.encode(names: unconfirmed) }
         checksum = 0
         checksum = computedChecksum()
     }
@@ -153,6 +137,13 @@ package struct SnapshotFile: Codable, Sendable, Equatable {
         if let hostRecordOffsets { crc = CRC32.checksum(hostRecordOffsets, continuing: crc) }
         if let unconfirmedByReset { crc = CRC32.checksum(unconfirmedByReset, continuing: crc) }
         return crc
+    }
+
+    /// The bytes of a set of record names: each as a string, sorted.
+    private static func encode(names: Set<String>) -> Data {
+        var writer = BinaryWriter()
+        for name in names.sorted() { writer.write(name) }
+        return writer.data
     }
 
     /// The bytes of ``unknownFields``, records and fields in name order.
