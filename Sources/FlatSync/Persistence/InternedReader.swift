@@ -55,12 +55,12 @@ package struct InternedReader {
         let sequence: UInt64
         if let given { sequence = given } else { sequence = try reader.readVarint() }
         switch try reader.readByte() {
-        case let operation where operation == 1 || operation == 5 || operation == 7:
+        case let operation where operation == 1 || operation == 5 || operation == 7 || operation == 8:
             let record = try readRecord(&reader)
             let count = try reader.readCount()
             var keys = Set<String>(minimumCapacity: count)
             for _ in 0..<count { keys.insert(try readString(&reader)) }
-            guard operation == 7 else {
+            guard operation >= 7 else {
                 var change = RecordChange.save(record, changedKeys: keys, sequence: sequence)
                 change.replacesRecord = operation == 5
                 return change
@@ -75,7 +75,7 @@ package struct InternedReader {
                 }
                 base[key] = try reader.readFieldValue(tags: .commandLog)
             }
-            return .save(record, changedKeys: keys, baseValues: base, sequence: sequence)
+            return .save(record, changedKeys: keys, baseValues: base, rebases: operation == 8, sequence: sequence)
         case 2:
             return .delete(try readRecordID(&reader), sequence: sequence)
         case 6:

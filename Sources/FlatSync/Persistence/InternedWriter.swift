@@ -104,8 +104,9 @@ package struct InternedWriter {
         // record is operation 5, the same layout (older versions wrote 1 only, and read no 5). A save with
         // the values its keys had before it is operation 7: 1's layout, then those values (older versions
         // read no 7).
+        // Operation 8 is 7 for a save made over a merged version (``RecordChange/rebases``).
         let base = change.pointee.replacesRecord ? nil : change.pointee.baseValues
-        writer.write(UInt8(change.pointee.replacesRecord ? 5 : base == nil ? 1 : 7))
+        writer.write(UInt8(change.pointee.replacesRecord ? 5 : base == nil ? 1 : change.pointee.rebases ? 8 : 7))
         write(change.pointee.carriedRecord)
         writer.write(varint: UInt64(change.pointee.changedKeys.count))
         for key in change.pointee.changedKeys { write(key) }

@@ -77,6 +77,14 @@ extension LocalStore {
         let sequence = nextMutationSequence
         var changes: [RecordChange] = []
         var changedNames: [(recordType: String, name: String)] = []
+        // The records saved over a version they were merged with, and the keys their pending changes changed
+        // (see ``RecordChange/rebases``).
+        var mergedOver: [String: (base: [String: FieldValue], pendingKeys: Set<String>)] = [:]
+        for record in newRecords.values {
+            if let base = zones.mergeBase(of: record.id) {
+                mergedOver[record.id.name] = (base, pending.changedKeys(of: record.id))
+            }
+        }
         // Changed in place (a copy of a large zone's table for every save would cost its size each time);
         // nothing below throws, so memory changes only once every check above has passed.
         zones.withHostRecords(in: zone) { table in
@@ -97,9 +105,16 @@ extension LocalStore {
                 guard !keys.isEmpty || old == nil else { continue }
                 let record = Record(id: new.id, type: new.type, fields: fields)
                 table[name] = record
-                // With the changed keys' values before it, for a host's merge (a new record has none).
+                // With the changed keys' values before it, for a host's merge (a new record has none). Over a
+                // merged version, its values for every key changed since: the log has them nowhere else.
                 if old == nil {
                     changes.append(.save(record, changedKeys: keys, sequence: sequence))
+                } else if let (base, pendingKeys) = mergedOver[name] {
+                    keys.formUnion(pendingKeys)
+                    changes.append(
+                        .save(
+                            record, changedKeys: keys, baseValues: base.filter { keys.contains($0.key) },
+                            rebases: true, sequence: sequence))
                 } else {
                     changes.append(
                         .save(

@@ -69,12 +69,14 @@ extension LocalStore {
             try replay(recovery.payloads, logURL: logURL, now: now, fileSystem: fileSystem)
             try finishInterruptedWipes(of: snapshotZones)
             // A round that was being sent when the last process stopped is over: nothing is in flight now.
-            // Its saves may have reached the server unanswered (see ``ZoneState/savesOfUnknownFate``).
+            // Its saves may have reached the server unanswered (see ``ZoneState/savesOfUnknownFate``): noted
+            // in the zone's snapshot before the log forgets the round, or a second crash would forget both.
             var unsealed: [Data] = []
             for zone in pending.zones where pending.isSending(zone) {
-                for id in pending.savesBeingSent(in: zone) where !RecordTypeRegistry.isBuiltIn(id) {
-                    zones.setFateUnknown(true, of: id)
-                    zonesChangedByReplay.insert(zone)
+                let unanswered = pending.savesBeingSent(in: zone).filter { !RecordTypeRegistry.isBuiltIn($0) }
+                if !unanswered.isEmpty {
+                    for id in unanswered { zones.setFateUnknown(true, of: id) }
+                    try writeSnapshot(of: zone, in: directory, fileSystem: fileSystem)
                 }
                 pending.unseal(zone)
                 unsealed.append(CommandLogEvent.unsealed(zone).encoded())
@@ -85,6 +87,21 @@ extension LocalStore {
             }
             refusals = try Self.loadRefusals(
                 in: directory, pending: pending, now: now, fileSystem: fileSystem, events: &events)
+        }
+
+        /// Writes the zone's snapshot as replayed (every change in it is in the log, on disk).
+        private mutating func writeSnapshot(of zone: ZoneID, in directory: URL, fileSystem: FileSystem) throws {
+            let data: Data
+            switch zone {
+            case .readingList: data = try SnapshotFile(zones.readingList).encoded()
+            case .readingHistory:
+                _ = zones.history.items.orderedItems()  // newest first, as every history snapshot
+                data = try SnapshotFile(zones.history).encoded()
+            default: data = try SnapshotFile(zones.hostZones[zone] ?? ZoneState(), zone: zone).encoded()
+            }
+            try DurableFileWriter(fileSystem: fileSystem).write(
+                data, to: directory.appendingPathComponent(LocalStore.snapshotFileName(zone)))
+            snapshotSequenceOnDisk[zone] = zones.appliedThroughSequence(of: zone)
         }
 
         func forwardEvents(to hub: EventHub) {

@@ -118,7 +118,11 @@ extension LocalStore {
     package func serverSaved(_ record: Record, created: Bool) {
         let id = record.id
         var savedBase: [String: FieldValue]?
-        if isHostRecord(id), pending.waitingChange(for: id) != nil, let local = zones.record(for: id) {
+        // Only over a save with its keys' earlier values: a delete, or a save of the record made anew, stands
+        // on no server version.
+        if isHostRecord(id), let waiting = pending.waitingChange(for: id), waiting.baseValues != nil,
+            !waiting.replacesRecord, let local = zones.record(for: id)
+        {
             var fields =
                 Self.versionStoodOn(by: local, mergeBase: zones.mergeBase(of: id), pending: pending)?.fields ?? [:]
             fields.merge(record.fields) { $1 }
@@ -391,9 +395,7 @@ extension LocalStore {
         for event in malformed { eventHub.emit(event) }
         if let observed { recordChangeHub.emit(zone: zone, changed: observed) }
         stateDidChange(zone)
-        // A page that merged a host record is saved at once too: a change made next is logged with the merged
-        // record, and after a crash it must find the version it was merged with (``ZoneState/mergeBases``).
-        if isFinal || merged.contains(where: isHostRecord) { try await persistSnapshot(of: zone) }
+        if isFinal { try await persistSnapshot(of: zone) }
         result.malformed = malformed.count
         return result
     }

@@ -73,13 +73,17 @@ package struct PendingCommands: Sendable {
     /// was before the first of them (``RecordChange/baseValues``): the version they were made over. Nil when
     /// a change does not know its keys' earlier values.
     package func baseFields(of id: RecordID, over fields: [String: FieldValue]) -> [String: FieldValue]? {
-        var fields = fields
-        // The waiting change first, then the one being sent, which came before it: earlier values win.
-        for found in [location[id], sealedLocation[id]] {
+        // The change being sent first, then the one waiting, which came after it: the earlier value of a key
+        // wins, unless the later change was made over a merged version (``RecordChange/rebases``).
+        var before: [String: FieldValue?] = [:]
+        for found in [sealedLocation[id], location[id]] {
             guard let found, let change = change(at: found) else { continue }
             guard let base = change.baseValues else { return nil }
-            for key in change.changedKeys { fields[key] = base[key] }
+            if change.rebases { before = [:] }
+            for key in change.changedKeys where before[key] == nil { before[key] = .some(base[key]) }
         }
+        var fields = fields
+        for (key, value) in before { fields[key] = value }
         return fields
     }
 

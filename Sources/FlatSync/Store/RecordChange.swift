@@ -21,7 +21,7 @@ package struct RecordChange: Hashable, Sendable {
             // A mask is read over the keys of the record it came with; a cascade's owner is a delete's; the
             // values a save's keys had before it are not another record's.
             switch keys {
-            case .mask, .based: keys = .set(changedKeys)
+            case .mask, .based, .rebased: keys = .set(changedKeys)
             case .owner: keys = .set([])
             case .set: break
             }
@@ -62,7 +62,7 @@ package struct RecordChange: Hashable, Sendable {
             case .set(let keys): keys
             case .mask(let mask): carriedRecord.content.box!.keySets![mask]
             case .owner: []
-            case .based(let keys, _): keys
+            case .based(let keys, _), .rebased(let keys, _): keys
             }
         }
         set { keys = .set(newValue) }
@@ -75,8 +75,18 @@ package struct RecordChange: Hashable, Sendable {
     /// A host's merge gets that version as the common ancestor of its two versions (see
     /// `SyncableRecord.merge(_:_:ancestor:changedFields:)`); coalesced saves keep the earlier values.
     package var baseValues: [String: FieldValue]? {
-        if case .based(_, let values) = keys { return values }
-        return nil
+        switch keys {
+        case .based(_, let values), .rebased(_, let values): values
+        default: nil
+        }
+    }
+    /// True for a save made over a version the record was merged with (``ZoneState/mergeBases``): its
+    /// ``baseValues``, for every key the record's pending changes changed, are that version's, and replace
+    /// the earlier changes' on coalescing. The merge is in memory until the zone's snapshot is written; the
+    /// save is logged with the merged record, so after a crash it must bring the version along.
+    package var rebases: Bool {
+        if case .rebased = keys { return true }
+        return false
     }
     /// For a delete that a `deleteSelf` reference made (the record went because the record it refers to was
     /// deleted in the same mutation), the name of that record: its owner. Nil for any other change.
@@ -107,6 +117,8 @@ package struct RecordChange: Hashable, Sendable {
         case owner(String)
         /// A host save's keys, with the values they had before it (``baseValues``).
         case based(Set<String>, [String: FieldValue])
+        /// The same, over the version the record was merged with (``rebases``).
+        case rebased(Set<String>, [String: FieldValue])
     }
 
     /// A delete of the record with `recordID`.
@@ -146,11 +158,13 @@ package struct RecordChange: Hashable, Sendable {
 
     /// A save of a host record, `changedKeys` of which had `baseValues` before it (see ``baseValues``).
     package static func save(
-        _ record: consuming Record, changedKeys: Set<String>, baseValues: [String: FieldValue], sequence: UInt64 = 0
+        _ record: consuming Record, changedKeys: Set<String>, baseValues: [String: FieldValue], rebases: Bool = false,
+        sequence: UInt64 = 0
     ) -> RecordChange {
         let id = record.id
         return RecordChange(
-            recordID: id, saving: record, keys: .based(changedKeys, baseValues), sequence: sequence)
+            recordID: id, saving: record,
+            keys: rebases ? .rebased(changedKeys, baseValues) : .based(changedKeys, baseValues), sequence: sequence)
     }
 
     /// A save of a record, with ID `id` and type `type`, holding a store's value, whose changed keys are
@@ -209,13 +223,14 @@ package struct RecordChange: Hashable, Sendable {
             {
                 result.keys = .mask(mine | theirs)
             } else if !replacesRecord, !later.replacesRecord, let earlier = baseValues, var values = later.baseValues {
-                // Each key's value before the first change of it: the version both were made over.
+                // Each key's value before the first change of it: the version both were made over; or, when
+                // the later one was made over a merged version, that version's.
                 var keys = later.changedKeys
                 for key in changedKeys {
                     keys.insert(key)
-                    values[key] = earlier[key]
+                    if !later.rebases { values[key] = earlier[key] }
                 }
-                result.keys = .based(keys, values)
+                result.keys = later.rebases || rebases ? .rebased(keys, values) : .based(keys, values)
             } else {
                 result.changedKeys.formUnion(changedKeys)
             }
@@ -239,7 +254,7 @@ package struct RecordChange: Hashable, Sendable {
             && (!lhs.isSave || lhs.carriedRecord == rhs.carriedRecord)
             && (lhs.keyMask != nil && lhs.keyMask == rhs.keyMask
                 || lhs.changedKeys == rhs.changedKeys)
-            && lhs.baseValues == rhs.baseValues
+            && lhs.baseValues == rhs.baseValues && lhs.rebases == rhs.rebases
     }
 
     package func hash(into hasher: inout Hasher) {

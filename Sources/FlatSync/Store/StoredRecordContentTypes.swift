@@ -11,8 +11,8 @@ package enum StoredRecordContentTypes {
         var table: [(any StoredRecordContent.Type)?] = Array(repeating: nil, count: 256)
         for type in all {
             for operation in type.logOperations {
-                // 1, 2, 5, 6 and 7 are the log's own saves and deletes.
-                precondition(![1, 2, 5, 6, 7].contains(operation), "operation \(operation) is the log's own")
+                // 1, 2, 5, 6, 7 and 8 are the log's own saves and deletes.
+                precondition(![1, 2, 5, 6, 7, 8].contains(operation), "operation \(operation) is the log's own")
                 precondition(table[Int(operation)] == nil, "two stores read operation \(operation)")
                 table[Int(operation)] = type
             }

@@ -35,12 +35,14 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// `SyncableRecord.merge(_:_:ancestor:changedFields:)`). Set when a change is merged with a newer
     /// version (a conflict, or a fetch over it), and when a save is acknowledged while a newer change of
     /// the record waits (which that save may have carried); forgotten when the record's changes are
-    /// acknowledged, discarded or deleted here, and when it takes a server version as it is.
+    /// acknowledged, discarded or deleted here, and when it takes a server version as it is. Kept in the
+    /// snapshot; until that is written, a save made over the merge carries the version in the log
+    /// (``RecordChange/rebases``), since the log then holds the merged record.
     package var mergeBases: [String: [String: FieldValue]] = [:]
     /// Host records a save of which may have reached the server unanswered (its request failed with
-    /// `networkFailure`, or was on its way when the process stopped), by name: until the server's version
-    /// of the record shows (fetched, or met by a save), a merge does not know which version this device's
-    /// changes stand on, and gets no ancestor. Kept in the snapshot.
+    /// `networkFailure`, was cancelled, or was on its way when the context closed or the process stopped), by
+    /// name: until the server's version of the record shows (fetched, or met by a save), a merge does not
+    /// know which version this device's changes stand on, and gets no ancestor. Kept in the snapshot.
     package var savesOfUnknownFate: Set<String> = []
     /// The zone's records that belong to host-defined stores (see ``SyncableRecord``) rather than to the
     /// built-in items: every record whose name the item type does not claim (``owns(_:)``).

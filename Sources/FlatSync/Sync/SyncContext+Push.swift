@@ -248,15 +248,6 @@ extension SyncContext {
                     createdSinceToken.remove(zone)  // the server took records in it: it exists
                 }
                 acknowledged += result.acknowledged
-                if result.mergedHostRecord {
-                    // The merge is in memory. A change made next is logged with the merged record; after a
-                    // crash it must find the version that record was merged with, so that goes to disk now.
-                    do {
-                        try await localStore.persistSnapshot(of: zone)
-                    } catch {
-                        outcome.stop = outcome.stop ?? .from(error)
-                    }
-                }
                 if !result.refused.isEmpty {
                     progressed = true
                     refusedInThisPush.formUnion(result.refused.map(\.recordID))
@@ -394,8 +385,6 @@ extension SyncContext {
         /// Changes the server refused, to be parked.
         var refused: [RefusedChange] = []
         var resend: [RecordChange] = []
-        /// True when a host record was merged with the server's version (see ``ZoneState/mergeBases``).
-        var mergedHostRecord = false
         var next = Next.continue
         /// True when the batch, refused as a whole, stops to wait out the `retryAfter` of an error that would
         /// have it halved.
@@ -454,6 +443,8 @@ extension SyncContext {
                 saving: request.saves, deleting: request.deletes, atomically: false)
         } catch {
             guard let cloudError = error as? CloudError else {
+                // Cancelled on its way, say: the server may have applied it.
+                try? await localStore.noteSavesOfUnknownFate(request.saves.map(\.record.id))
                 result.next = .stop(.from(error))
                 return result
             }
@@ -487,6 +478,9 @@ extension SyncContext {
             return result
         }
         guard epoch == accountEpoch else {
+            // The context closed (or the account changed) while the request was out: its answer is not taken,
+            // so what the server saved is as unknown here as after a lost answer.
+            try? await localStore.noteSavesOfUnknownFate(request.saves.map(\.record.id))
             result.next = .stop(.cancelled)
             return result
         }
@@ -531,8 +525,7 @@ extension SyncContext {
                     // Someone changed the record after this device last saw it: their edit beats the delete.
                     emit(.conflictResolved(id))
                     await localStore.adoptServerRecord(server)
-                    if !RecordTypeRegistry.isBuiltIn(id) { result.mergedHostRecord = true }
-                    result.acknowledged.append(id)
+                        result.acknowledged.append(id)
                     continue
                 }
                 if await isDeletedSince(change) {
@@ -550,7 +543,6 @@ extension SyncContext {
                 let ownWrite = isOwnUnconfirmedWrite(server)
                 let serverHasAll = await localStore.mergeServerRecord(
                     server, sentWithoutTag: sentTags[id] == .some(nil))
-                if !RecordTypeRegistry.isBuiltIn(id) { result.mergedHostRecord = true }
                 if serverHasAll && ownWrite {
                     // Not a conflict: the server has what this device sent.
                     if change.replacesRecord, sentAsReplace.contains(id) { replacedOwners.append(id) }

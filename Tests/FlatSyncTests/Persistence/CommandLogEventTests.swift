@@ -46,7 +46,11 @@ import Testing
                         Record(
                             id: RecordID(zone: ZoneID("Tasks"), name: "t1"), type: "Task",
                             fields: ["title": .string("new"), "done": .int(1), "count": .int(3)]),
-                        changedKeys: ["title", "done"], baseValues: ["title": .string("old")], sequence: 10)
+                        changedKeys: ["title", "done"], baseValues: ["title": .string("old")], sequence: 10),
+                    // Made over a merged version (operation 8).
+                    .save(
+                        Record(id: RecordID(zone: ZoneID("Tasks"), name: "t2"), type: "Task", fields: ["n": .int(2)]),
+                        changedKeys: ["n"], baseValues: ["n": .int(1)], rebases: true, sequence: 10),
                 ])),
         // Reading-list records hold their entries (`Record.Content`): written field by field, read back as
         // fields, equal.

@@ -94,6 +94,15 @@ import Testing
         // Over a delete the record is made anew: what it had before is not the server's any more.
         let replace = RecordChange.delete(id, sequence: 1).coalesced(with: second)
         #expect(replace.replacesRecord && replace.baseValues == nil && replace.changedKeys == second.changedKeys)
+        // A save made over a merged version brings that version's values for every key: they replace the
+        // earlier ones, and a later save keeps them.
+        let rebased = RecordChange.save(
+            second.record!, changedKeys: ["title", "count", "note"],
+            baseValues: ["title": .string("merged"), "count": .int(5)], rebases: true, sequence: 3)
+        let overMerge = both.coalesced(with: rebased)
+        #expect(overMerge.rebases && overMerge.baseValues == ["title": .string("merged"), "count": .int(5)])
+        let after = overMerge.coalesced(with: second)
+        #expect(after.rebases && after.baseValues == overMerge.baseValues)
         // A save turned into a delete forgets them.
         var deleted = second
         deleted.operation = .delete
