@@ -270,6 +270,13 @@ package final class AppendLog: Sendable {
 
     private func flushForSnapshot(_ ticket: Ticket) async throws(FlatSyncError) {
         guard durability == .buffered else { return try await waitForFlush(ticket) }
+        try syncWrittenFrames()
+    }
+
+    /// Flushes every frame written so far, at once, on the calling thread: for a snapshot that must not hold
+    /// a change the log could still lose (see ``waitUntilFlushed(_:)``), such as one the store's recovery
+    /// writes of what it replayed, which may be only in the page cache after a killed process.
+    package func syncWrittenFrames() throws(FlatSyncError) {
         let path = self.path
         let fileSystem = self.fileSystem
         // Under `io`, so that no rewrite or close swaps the file meanwhile; appends go on writing.

@@ -89,8 +89,11 @@ extension LocalStore {
                 in: directory, pending: pending, now: now, fileSystem: fileSystem, events: &events)
         }
 
-        /// Writes the zone's snapshot as replayed (every change in it is in the log, on disk).
+        /// Writes the zone's snapshot as replayed, once the log it replayed is on stable storage: after a killed
+        /// process its last frames may be only in the page cache, and a snapshot must not hold a change the
+        /// log could lose.
         private mutating func writeSnapshot(of zone: ZoneID, in directory: URL, fileSystem: FileSystem) throws {
+            try log.syncWrittenFrames()
             let data: Data
             switch zone {
             case .readingList: data = try SnapshotFile(zones.readingList).encoded()

@@ -163,9 +163,9 @@ extension LocalStore {
     }
 
     /// Notes that saves of these records may have reached the server unanswered (their request failed with
-    /// `networkFailure`): until the server's version of each shows, a merge of a host record gets no
-    /// ancestor (see ``ZoneState/savesOfUnknownFate``). Written to the snapshot at once, since a restart
-    /// forgets the failure.
+    /// `networkFailure` or was cancelled, or its answer came after the context closed): until the server's
+    /// version of each shows, a merge of a host record gets no ancestor (see
+    /// ``ZoneState/savesOfUnknownFate``). Written to the snapshot at once, since a restart forgets the failure.
     package func noteSavesOfUnknownFate(_ ids: [RecordID]) async throws {
         let hostRecords = ids.filter(isHostRecord)
         guard !hostRecords.isEmpty else { return }
