@@ -91,10 +91,24 @@ extension LocalStore {
         zones.sendsWhole(id)
     }
 
-    /// Sets whether the record's next save sends every field; `base` is the server version a host record
-    /// was merged with (see ``ZoneState/mergeBases``).
-    private func setSendWhole(_ sends: Bool, _ id: RecordID, base: Record? = nil) {
-        zones.setSendWhole(sends, id, base: base.flatMap { isHostRecord($0.id) ? $0 : nil })
+    private func setSendWhole(_ sends: Bool, _ id: RecordID) {
+        zones.setSendWhole(sends, id)
+    }
+
+    /// This device's version of a record was merged with `server`: its next save sends every field, and a
+    /// host record's pending changes now stand on `server` (``ZoneState/mergeBases``), whose fate is known.
+    private func noteMerged(over server: Record) {
+        setSendWhole(true, server.id)
+        if isHostRecord(server.id) { zones.setMergeBase(server.fields, of: server.id) }
+        zones.setFateUnknown(false, of: server.id)
+    }
+
+    /// The server's version of a record replaced or answered this device's changes: no merge base is left,
+    /// nor a save of unknown fate.
+    private func forgetMerge(of id: RecordID) {
+        setSendWhole(false, id)
+        zones.forgetMergeBase(of: id)
+        zones.setFateUnknown(false, of: id)
     }
 
     /// The change tag last seen for a record.
@@ -130,8 +144,7 @@ extension LocalStore {
         }
         setChangeTag(record.changeTag, for: id)
         keepUnknownFields(of: record)
-        setSendWhole(false, id)
-        zones.setFateUnknown(false, of: id)
+        forgetMerge(of: id)
         if let savedBase { zones.setMergeBase(savedBase, of: id) }
         if created { noteCreated(id) }
     }
@@ -149,8 +162,7 @@ extension LocalStore {
     package func serverDeleted(_ id: RecordID) {
         setChangeTag(nil, for: id)
         setSkippedVersion(nil, for: id)
-        setSendWhole(false, id)
-        zones.setFateUnknown(false, of: id)
+        forgetMerge(of: id)
         zones.forgetUnknownFields(of: id)
     }
 
@@ -194,9 +206,7 @@ extension LocalStore {
         let merged = local.flatMap { merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
         keepUnknownFields(of: server)
-        setSendWhole(true, server.id, base: server)
-        // Merged over the server's version, which is the one the change stands on now.
-        zones.setFateUnknown(false, of: server.id)
+        noteMerged(over: server)
         // A save that stood for a delete met a version the delete never saw: that edit beats the delete, so
         // the merge goes out as an update, keeping whatever else the server's version holds.
         pending.stopReplacing(server.id)
@@ -257,7 +267,7 @@ extension LocalStore {
         if waiting != nil, let local = zones.record(for: server.id), let merged = merge(local, server) {
             adopt(merged.withChangeTag(server.changeTag))
             keepUnknownFields(of: server)
-            setSendWhole(true, server.id, base: server)
+            noteMerged(over: server)
             return
         }
         adopt(server)

@@ -305,16 +305,13 @@ package struct ZoneStates: Sendable {
         return !names.isEmpty && names.contains(id.name)
     }
 
-    /// Sets whether the record's next save sends every field; `base`, for a host record sending it, is the
-    /// server version it was merged with (see ``ZoneState/mergeBases``).
-    package mutating func setSendWhole(_ sends: Bool, _ id: RecordID, base: Record? = nil) {
+    /// Sets whether the record's next save sends every field.
+    package mutating func setSendWhole(_ sends: Bool, _ id: RecordID) {
         func set<Item>(_ state: inout ZoneState<Item>) {
             if sends {
                 state.sendWhole.insert(id.name)
-                if let base { state.mergeBases[id.name] = base.fields }
-            } else {
-                if !state.sendWhole.isEmpty { state.sendWhole.remove(id.name) }
-                if !state.mergeBases.isEmpty { state.mergeBases[id.name] = nil }
+            } else if !state.sendWhole.isEmpty {
+                state.sendWhole.remove(id.name)
             }
         }
         update(id.zone, { set(&$0) }, { set(&$0) }, { set(&$0) })

@@ -442,21 +442,20 @@ extension SyncContext {
             response = try await transport.modifyRecords(
                 saving: request.saves, deleting: request.deletes, atomically: false)
         } catch {
-            guard let cloudError = error as? CloudError else {
-                // Cancelled on its way, say: the server may have applied it.
-                try? await localStore.noteSavesOfUnknownFate(request.saves.map(\.record.id))
-                result.next = .stop(.from(error))
-                return result
-            }
-            if cloudError.code == .networkFailure {
-                // The server may have applied the request: until its version of each record shows, a merge does
-                // not know which version this device's changes stand on.
+            let cloudError = error as? CloudError
+            if cloudError == nil || cloudError?.code == .networkFailure {
+                // Lost on the way, or cancelled: the server may have applied the request. Until its version of
+                // each record shows, a merge does not know which version this device's changes stand on.
                 do {
                     try await localStore.noteSavesOfUnknownFate(request.saves.map(\.record.id))
                 } catch {
                     result.next = .stop(.from(error))
                     return result
                 }
+            }
+            guard let cloudError else {
+                result.next = .stop(.from(error))
+                return result
             }
             var action = CloudErrorPolicy.requestAction(for: cloudError)
             if CloudErrorPolicy.waitsOnlyForRetryAfter(cloudError, wholeRequest: true) {
@@ -525,7 +524,7 @@ extension SyncContext {
                     // Someone changed the record after this device last saw it: their edit beats the delete.
                     emit(.conflictResolved(id))
                     await localStore.adoptServerRecord(server)
-                        result.acknowledged.append(id)
+                    result.acknowledged.append(id)
                     continue
                 }
                 if await isDeletedSince(change) {
