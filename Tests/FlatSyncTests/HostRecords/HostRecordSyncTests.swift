@@ -579,9 +579,7 @@ import Testing
             let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Tally.self] }
             var a = try await harness.device("A", configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
 
             try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2, held by the debounce
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1

@@ -12,14 +12,9 @@ import Testing
 @Suite struct MergeAncestorReviewTests {
     private let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Tally.self] }
 
-    private func count(_ harness: SyncHarness) async -> FieldValue? {
-        await harness.cloud.records(in: Tally.zone).first { $0.id.name == "t" }?["count"]
-    }
-
-    /// The host closes the context while a save is on its way; the server applies it and answers, but
-    /// the answer meets a new epoch and is dropped (`.cancelled`). Nothing notes the save's fate (only
-    /// `networkFailure` does), and the round is unsealed in the log before the close, so the restart does
-    /// not mark it either: B's version over A's save is merged over the version before it.
+    /// The host closes the context while a save is on its way; the server applies it, and its answer,
+    /// arriving after the close, is not taken. The save's fate is noted as unknown, so B's version over it
+    /// is merged without an ancestor, not over the version before the save (which counts A's +2 twice).
     @Test func aSaveAnsweredWhileTheContextClosesIsNotCountedTwice() async throws {
         try await SyncHarness.run { harness in
             let configure = configure
@@ -38,19 +33,17 @@ import Testing
             }
             var a = try await harness.device("A", transport: transport, start: false, configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2
             target.withLock { $0 = a }
             _ = try? await a.syncNow()
             await closing.withLock { $0 }?.value
-            #expect(await count(harness) == .int(7), "the server applied A's save")
+            #expect(await harness.serverTally() == .int(7), "the server applied A's save")
 
             a = try await harness.device("A", start: false, configure: configure)
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1, merged over A's 7 by B: 8
             #expect(try await b.syncNow().isComplete)
-            #expect(await count(harness) == .int(8))
+            #expect(await harness.serverTally() == .int(8))
             #expect(try await a.syncNow().isComplete)
             do {
                 let v = await a.records(Tally.self).value("t")?.count
@@ -61,9 +54,8 @@ import Testing
         }
     }
 
-    /// Killed while the save is on its way: the first restart marks the sealed round's saves, but
-    /// only in memory (the zone gets a snapshot "when one is next written") while it logs `unsealed` at
-    /// once. Killed again before any snapshot, the third start has neither the sealed round nor the mark.
+    /// Killed while the save is on its way: the restart marks the sealed round's saves as of unknown fate,
+    /// in the zone's snapshot before the log forgets the round, so a second kill right after keeps the mark.
     @Test func aSecondKillAfterTheRecoveryKeepsTheUnknownFate() async throws {
         try await SyncHarness.run { harness in
             let configure = configure
@@ -80,19 +72,17 @@ import Testing
             }
             var a = try await harness.device("A", transport: transport, start: false, configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2
             target.withLock { $0 = a }
             _ = try? await a.syncNow()
-            #expect(await count(harness) == .int(7), "the server applied A's save")
+            #expect(await harness.serverTally() == .int(7), "the server applied A's save")
 
             a = try await harness.device("A", start: false, configure: configure)
             #expect(await a.localStore.zones.isFateUnknown(of: Tally.recordID("t")), "the first restart marks it")
             await a.abandon()  // killed again before any snapshot of the zone
             a = try await harness.device("A", start: false, configure: configure)
-            #expect(await a.localStore.zones.isFateUnknown(of: Tally.recordID("t")), "the second restart lost it")
+            #expect(await a.localStore.zones.isFateUnknown(of: Tally.recordID("t")), "the second restart keeps it")
 
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1 over A's 7: 8
             #expect(try await b.syncNow().isComplete)
@@ -106,10 +96,9 @@ import Testing
         }
     }
 
-    /// A record deleted and made again while its earlier save is on its way: the save's
-    /// acknowledgement finds a change waiting (the new record's) and makes the saved version its merge base
-    /// (`serverSaved`), though the docs (and case 5 of MergeAncestorTests) say a record made again has no
-    /// ancestor. B's +3 then meets A's new record: 9 + 1 - 6 = 4 instead of max(1, 9) = 9.
+    /// A record deleted and made again while its earlier save is on its way has no ancestor: the save's
+    /// acknowledgement, finding the new record's change waiting, does not make the saved version its merge
+    /// base. B's +3 then meets A's new record: max(1, 9) = 9, not 9 + 1 - 6 = 4.
     @Test func aRecordMadeAgainWhileItsSaveIsOnItsWayHasNoAncestor() async throws {
         try await SyncHarness.run { harness in
             let configure = configure
@@ -128,9 +117,7 @@ import Testing
             }
             let a = try await harness.device("A", transport: transport, start: false, configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             devices.withLock { $0 = (a, b) }
             try await a.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
             _ = try await a.syncNow()
@@ -148,8 +135,8 @@ import Testing
 
     /// A fetch merges B's version in memory and writes the snapshot (with the merge base) away from the
     /// actor; a host save lands meanwhile and logs the merged record. Killed before the snapshot's rename,
-    /// the restart replays the merged record over the pre-merge ancestor (the coalesced change's base, 5),
-    /// and the refetch counts B's +1 twice (10 for 9).
+    /// the restart finds the merged version in that save's log entry (``RecordChange/rebases``), so the
+    /// refetch does not count B's +1 twice (9, not 10).
     @Test func aSaveDuringTheSnapshotOfAFetchMergeThenAKillGivesTheSameAncestor() async throws {
         try await SyncHarness.run { harness in
             let configure = configure
@@ -161,9 +148,7 @@ import Testing
                     $0.fileSystem = FileSystem(gate)
                 })
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2, waits (debounce)
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
             #expect(try await b.syncNow().isComplete)

@@ -11,12 +11,8 @@ import Testing
 @Suite struct MergeAncestorTests {
     private let configure: (inout SyncContext.Configuration) -> Void = { $0.recordTypes = [Tally.self] }
 
-    private func count(_ harness: SyncHarness) async -> FieldValue? {
-        await harness.cloud.records(in: Tally.zone).first { $0.id.name == "t" }?["count"]
-    }
-
-    /// 1. A save committed by the server whose response was lost is resent; the server's version is this very
-    /// save, yet the merge gets the version before it as the ancestor and counts the increment twice.
+    /// A save committed by the server whose response was lost is resent and meets itself: the server's
+    /// version, this device's own write, is the ancestor, so the increment is not counted twice.
     @Test func aLostResponseIsNotCountedTwice() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A", start: false, configure: configure)
@@ -26,12 +22,12 @@ import Testing
             await harness.cloud.setFaultPlan(
                 FaultPlan.loseResponses(1).then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
             #expect(try await !a.syncNow().isComplete)
-            do { let v = await count(harness); #expect(v == .int(7), "server has \(String(describing: v))") }
+            do { let v = await harness.serverTally(); #expect(v == .int(7), "server has \(String(describing: v))") }
             #expect(try await a.syncNow().isComplete)
             do {
                 let v = await a.records(Tally.self).value("t")?.count; #expect(v == 7, "A has \(String(describing: v))")
             }
-            do { let v = await count(harness); #expect(v == .int(7), "server has \(String(describing: v))") }
+            do { let v = await harness.serverTally(); #expect(v == .int(7), "server has \(String(describing: v))") }
             try await a.close()
         }
     }
@@ -45,9 +41,7 @@ import Testing
         try await SyncHarness.run { harness in
             var a = try await harness.device("A", start: false, configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2, reaches the server unanswered
             await harness.cloud.setFaultPlan(
                 FaultPlan.loseResponses(1).then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
@@ -58,7 +52,7 @@ import Testing
             }
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1, merged over A's 7 by B
             #expect(try await b.syncNow().isComplete)
-            #expect(await count(harness) == .int(8))
+            #expect(await harness.serverTally() == .int(8))
             #expect(try await a.syncNow().isComplete)
             #expect(try await b.syncNow().isComplete)
             for device in [a, b] {
@@ -68,15 +62,13 @@ import Testing
         }
     }
 
-    /// 2. A refused change discarded leaves a `mergeBases` entry with no change pending; an ack does not
-    /// clear it while the zone's `sendWhole` is empty, so later merges start from a version long gone.
+    /// A refused change discarded leaves no merge base behind, nor does an acknowledgement: a later merge
+    /// starts from the version the later change was made over, not from one long gone.
     @Test func aDiscardedChangeLeavesNoAncestorBehind() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A", start: false, configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             var schema = CloudSchema.flatSync(adding: [Tally.self])
             schema.recordTypes[Tally.recordType] = nil
             await harness.cloud.setProductionSchema(schema)
@@ -103,9 +95,9 @@ import Testing
         }
     }
 
-    /// 3. An edit made while a round is on the wire goes out in a later batch of that round (the request
-    /// reads the record as it is now), yet it stays pending with its earlier values as the ancestor: the
-    /// conflict of its own resend counts it twice.
+    /// An edit made while a round is on the wire goes out in a later batch of that round (the request reads
+    /// the record as it is now) and stays pending: its ancestor is then the version that batch saved, so the
+    /// conflict of its own resend does not count it twice.
     @Test func anEditSentInAnEarlierChangesRequestIsNotCountedTwice() async throws {
         try await SyncHarness.run { harness in
             let configure = configure
@@ -145,15 +137,15 @@ import Testing
                 let v = await a.records(Tally.self).value("t")?.count;
                 #expect(v == 10, "A has \(String(describing: v))")
             }
-            do { let v = await count(harness); #expect(v == .int(10), "server has \(String(describing: v))") }
+            do { let v = await harness.serverTally(); #expect(v == .int(10), "server has \(String(describing: v))") }
             try await a.close()
             try await b.close()
         }
     }
 
-    /// 4. A merge done by a push conflict lives in memory (mergeBases in the snapshot) until a snapshot;
-    /// a later edit carries the merged record in the log. Killed before a snapshot, the replay holds the merge
-    /// but the ancestor is the pre-merge one: the other device's increment is counted twice.
+    /// A merge done by a push conflict lives in memory until a snapshot, and a later edit carries the merged
+    /// record in the log: killed before a snapshot or not, the next push merges over the same ancestor, and
+    /// the other device's increment is counted once.
     @Test(arguments: [false, true])
     func aKillAfterAPushMergeGivesTheSameAncestor(killed: Bool) async throws {
         try await SyncHarness.run { harness in
@@ -167,9 +159,7 @@ import Testing
             }
             var a = try await harness.device("A", transport: failing, start: false, configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
             #expect(try await b.syncNow().isComplete)
@@ -177,7 +167,7 @@ import Testing
             do {
                 let v = await a.records(Tally.self).value("t")?.count; #expect(v == 8, "A has \(String(describing: v))")
             }
-            do { let v = await count(harness); #expect(v == .int(6), "server has \(String(describing: v))") }
+            do { let v = await harness.serverTally(); #expect(v == .int(6), "server has \(String(describing: v))") }
             try await a.records(Tally.self).save(Tally(id: "t", count: 9))  // +1
             await harness.cloud.setFaultPlan(.none)
             if killed {
@@ -188,21 +178,18 @@ import Testing
                 let v = await a.records(Tally.self).value("t")?.count; #expect(v == 9, "A has \(String(describing: v))")
             }
             #expect(try await a.syncNow().isComplete)
-            do { let v = await count(harness); #expect(v == .int(9), "server has \(String(describing: v))") }
+            do { let v = await harness.serverTally(); #expect(v == .int(9), "server has \(String(describing: v))") }
             try await a.close()
             try await b.close()
         }
     }
 
-    /// 5. The docs say the ancestor is nil for a record this device deleted and made again; after an
-    /// earlier fetch merge, it is that merge's server version.
+    /// A record this device deleted and made again has no ancestor, also after an earlier fetch merge.
     @Test func aRecordDeletedAndMadeAgainAfterAMergeHasNoAncestor() async throws {
         try await SyncHarness.run { harness in
             let a = try await harness.device("A", configure: configure)
             let b = try await harness.device("B", start: false, configure: configure)
-            try await a.records(Tally.self).save(Tally(id: "t", count: 5))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            try await startTally(on: a, b)
             try await a.records(Tally.self).save(Tally(id: "t", count: 7))
             try await b.records(Tally.self).save(Tally(id: "t", count: 6))
             #expect(try await b.syncNow().isComplete)
@@ -223,6 +210,21 @@ import Testing
             try await a.close()
             try await b.close()
         }
+    }
+}
+
+/// Saves tally "t" at 5 on `a` and syncs `a`, then `b`: both hold it, and the server has it, the version
+/// each ancestor case starts from.
+func startTally(on a: SyncContext, _ b: SyncContext) async throws {
+    try await a.records(Tally.self).save(Tally(id: "t", count: 5))
+    #expect(try await a.syncNow().isComplete)
+    #expect(try await b.syncNow().isComplete)
+}
+
+extension SyncHarness {
+    /// The server's count of tally "t".
+    func serverTally() async -> FieldValue? {
+        await cloud.records(in: Tally.zone).first { $0.id.name == "t" }?["count"]
     }
 }
 
