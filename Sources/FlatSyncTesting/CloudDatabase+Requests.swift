@@ -8,6 +8,7 @@ extension CloudDatabase {
     /// - A ``FaultEffect/responseLost`` fault runs `body`, keeps whatever it changed, and throws
     ///   `CloudError.Code.networkFailure` whatever `body` returned or threw: the caller
     ///   cannot tell whether its change was committed.
+    /// - A ``FaultEffect/failedAfterApplying(_:)`` fault does the same, throwing its own code.
     /// - A ``FaultEffect/recordError(_:retryAfter:)`` fault runs `body`, and the modify request it makes
     ///   (``modifyRecords(saving:deleting:atomically:)``) fails its first record, or the fault's target.
     ///
@@ -43,6 +44,11 @@ extension CloudDatabase {
                 .networkFailure,
                 "Injected fault: the server handled the \(kind.rawValue) request but the response was lost."
             )
+        case .failedAfterApplying(let code):
+            counters.faultsInjected[fault.counterKey, default: 0] += 1
+            _ = try? body(&self)
+            throw CloudError(
+                code, "Injected fault: the server handled the \(kind.rawValue) request, then answered \(code).")
         }
     }
 

@@ -82,6 +82,15 @@ public struct FaultPlan: Sendable, Codable, Hashable {
         FaultPlan(scripted: [ScriptedFault(kind: kind, count: count, effect: .responseLost)])
     }
 
+    /// The server applies the next `count` requests of `kind`, then the caller gets `code` in place of their
+    /// answers (``FaultEffect/failedAfterApplying(_:)``): `.failAfterApplying(with: .serviceUnavailable)` is a
+    /// gateway that timed out after the save was committed.
+    public static func failAfterApplying(
+        _ count: Int = 1, _ kind: RequestKind? = .modifyRecords, with code: CloudError.Code
+    ) -> FaultPlan {
+        FaultPlan(scripted: [ScriptedFault(kind: kind, count: count, effect: .failedAfterApplying(code))])
+    }
+
     /// Requests of `kinds` (`nil`: every kind) fail with probability `rate`, with an effect chosen
     /// uniformly from `effects`, drawn from a generator seeded with `seed`.
     public static func random(
@@ -182,9 +191,15 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     /// error after the other zones are done. Requests of other kinds are served untouched, and only a fault
     /// that failed a record or a zone is counted.
     case recordError(CloudError.Code, retryAfter: Duration? = nil)
+    /// The server applies the request, then the caller gets `code` in place of its answer: a gateway's 502
+    /// or 504 after the backend committed (over CKWS, `serviceUnavailable`), or a server that failed after
+    /// its commit (`internalError`). Like ``responseLost``, the caller cannot know the change was committed,
+    /// but the error does not say the network failed. Over HTTP the emulator answers with the code's status.
+    case failedAfterApplying(CloudError.Code)
 
     /// The transient failures a client must survive by retrying: no network, a lost request, an
-    /// unavailable or throttling service (with `retryAfter`), a busy zone, and a lost response.
+    /// unavailable or throttling service (with `retryAfter`), a busy zone, a lost response, and a gateway's
+    /// failure after the server applied the request.
     public static let transient: [FaultEffect] = [
         .error(.networkUnavailable),
         .error(.networkFailure),
@@ -192,6 +207,7 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
         .error(.requestRateLimited, retryAfter: .seconds(2)),
         .error(.zoneBusy),
         .responseLost,
+        .failedAfterApplying(.serviceUnavailable),
     ]
 
     /// The key this effect counts under in ``CloudCounters/faultsInjected``.
@@ -200,6 +216,7 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
         case .error(let code, _): return code.name
         case .responseLost: return CloudCounters.responseLostKey
         case .recordError(let code, _): return "\(code.name) (one record or zone)"
+        case .failedAfterApplying(let code): return "\(code.name) (after applying)"
         }
     }
 
@@ -212,11 +229,12 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
         case .recordError(let code, let retryAfter?):
             return "\(code) for one record or zone (retry after \(retryAfter))"
         case .recordError(let code, nil): return "\(code) for one record or zone"
+        case .failedAfterApplying(let code): return "\(code) after applying the request"
         }
     }
 
     private enum CodingKeys: String, CodingKey {
-        case code, retryAfter, oneRecord
+        case code, retryAfter, oneRecord, afterApplying
     }
 
     // Encoded as a code name (or "responseLost") plus an optional `Duration`, so persisted plans stay
@@ -234,7 +252,9 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
             )
         }
         let retryAfter = try container.decodeIfPresent(Duration.self, forKey: .retryAfter)
-        if try container.decodeIfPresent(Bool.self, forKey: .oneRecord) == true {
+        if try container.decodeIfPresent(Bool.self, forKey: .afterApplying) == true {
+            self = .failedAfterApplying(code)
+        } else if try container.decodeIfPresent(Bool.self, forKey: .oneRecord) == true {
             self = .recordError(code, retryAfter: retryAfter)
         } else {
             self = .error(code, retryAfter: retryAfter)
@@ -253,6 +273,9 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
             try container.encode(code.name, forKey: .code)
             try container.encodeIfPresent(retryAfter, forKey: .retryAfter)
             try container.encode(true, forKey: .oneRecord)
+        case .failedAfterApplying(let code):
+            try container.encode(code.name, forKey: .code)
+            try container.encode(true, forKey: .afterApplying)
         }
     }
 }

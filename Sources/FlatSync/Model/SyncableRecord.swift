@@ -111,8 +111,9 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// set keeps what either side added and drops what either removed.
     ///
     /// `ancestor` is nil when this device does not know that version: it made the record (or deleted it
-    /// and made it again) and the server has another of the name; a save of it whose answer was lost may
-    /// lie under `server` or not; it saved the record anew whole (for a zone the server lost, or with an
+    /// and made it again) and the server has another of the name; a save of it whose answer was lost (or
+    /// came from a gateway or a failing server rather than CloudKit's own refusal) may lie under `server` or
+    /// not; it saved the record anew whole (for a zone the server lost, or with an
     /// owner whose edit beat its delete); the version does not read as a value; or the change was logged by
     /// a FlatSync that did not keep ancestors. A merge without an ancestor cannot tell every change apart:
     /// a counter that keeps the larger count then leaves an increment out rather than count one twice. FlatSync calls this

@@ -70,6 +70,23 @@ package enum CloudErrorPolicy {
         return (wholeRequest ? requestAction(for: bare) : action(for: bare)) == .refuse
     }
 
+    /// True when a request that failed with `error` may still have been applied by the server: its answer
+    /// was lost on the way (`networkFailure`, or an error that is not a ``CloudError`` such as a
+    /// cancellation), or something answered in the server's place after it may have committed — a gateway's
+    /// 502 or 504 with no CloudKit body (`serviceUnavailable`), a 500 (`internalError`), or an answer that
+    /// does not read (`unexpectedServerResponse`). CloudKit documents none of these as "nothing was
+    /// applied". The other codes are the server refusing the request before it acts: no network to send it
+    /// on, a throttle, a busy zone, a request too large, a missing zone, a bad token or argument, a full
+    /// quota. Taking a refused request as unknown costs only a merge without an ancestor; taking an applied
+    /// one as refused counts its change twice in a merge, so the doubtful codes count as unknown.
+    package static func mayHaveBeenApplied(afterRequestFailedWith error: any Error) -> Bool {
+        guard let error = error as? CloudError else { return true }
+        switch error.code {
+        case .networkFailure, .serviceUnavailable, .internalError, .unexpectedServerResponse: return true
+        default: return false
+        }
+    }
+
     /// The action for an error.
     package static func action(for error: CloudError) -> Action {
         switch error.code {

@@ -443,9 +443,10 @@ extension SyncContext {
                 saving: request.saves, deleting: request.deletes, atomically: false)
         } catch {
             let cloudError = error as? CloudError
-            if cloudError == nil || cloudError?.code == .networkFailure {
-                // Lost on the way, or cancelled: the server may have applied the request. Until its version of
-                // each record shows, a merge does not know which version this device's changes stand on.
+            if CloudErrorPolicy.mayHaveBeenApplied(afterRequestFailedWith: error) {
+                // Lost on the way, cancelled, or answered by a gateway: the server may have applied the request.
+                // Until its version of each record shows, a merge does not know which version this device's
+                // changes stand on.
                 do {
                     try await localStore.noteSavesOfUnknownFate(request.saves.map(\.record.id))
                 } catch {

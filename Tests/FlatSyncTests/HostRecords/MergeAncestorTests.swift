@@ -62,6 +62,36 @@ import Testing
         }
     }
 
+    /// A save answered by a gateway's 502 or 504 (`serviceUnavailable`), a 500 or an unreadable answer after
+    /// the server applied it is as doubtful as one whose answer was lost: under another device's version that
+    /// holds it, the merge is told the ancestor is unknown (the larger count, 8; with the version before the
+    /// save, 10); a request the server refused before acting (a throttle) keeps its ancestor, so both
+    /// increments count (8; with none, 7).
+    @Test(arguments: [
+        FaultPlan.failAfterApplying(with: .serviceUnavailable), .failAfterApplying(with: .internalError),
+        .failAfterApplying(with: .unexpectedServerResponse), .failNext(1, .modifyRecords, with: .requestRateLimited),
+    ])
+    func aSaveAnsweredByAnErrorAfterTheServerAppliedItHasNoKnownAncestor(fault: FaultPlan) async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false, configure: configure)
+            let b = try await harness.device("B", start: false, configure: configure)
+            try await startTally(on: a, b)
+            try await a.records(Tally.self).save(Tally(id: "t", count: 7))  // +2
+            await harness.cloud.setFaultPlan(
+                fault.then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
+            #expect(try await !a.syncNow().isComplete)
+            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            for device in [a, b] {
+                let count = await device.records(Tally.self).value("t")?.count
+                #expect(count == 8, "\(fault): \(String(describing: count))")
+                try await device.close()
+            }
+        }
+    }
+
     /// A refused change discarded leaves no merge base behind, nor does an acknowledgement: a later merge
     /// starts from the version the later change was made over, not from one long gone.
     @Test func aDiscardedChangeLeavesNoAncestorBehind() async throws {

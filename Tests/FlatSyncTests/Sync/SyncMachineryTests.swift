@@ -151,6 +151,21 @@ import Testing
                 == .retryLater(after: .seconds(3)))
     }
 
+    /// A failed request whose server may have applied it, as a gateway's 504 after a commit: its saves' fates
+    /// are unknown. Only codes that say the server refused the request before acting say otherwise.
+    @Test func onlyARefusalBeforeActingSaysTheRequestWasNotApplied() {
+        let doubtful: Set<CloudError.Code> = [
+            .networkFailure, .serviceUnavailable, .internalError, .unexpectedServerResponse,
+        ]
+        for code in CloudError.Code.allCases {
+            #expect(
+                CloudErrorPolicy.mayHaveBeenApplied(afterRequestFailedWith: CloudError(code))
+                    == doubtful.contains(code),
+                "\(code)")
+        }
+        #expect(CloudErrorPolicy.mayHaveBeenApplied(afterRequestFailedWith: CancellationError()))
+    }
+
     /// The errors a push waits out only a few times before parking: those it would park (or, for a whole
     /// request, halve) but for their `retryAfter`.
     @Test func onlyARefusalWithRetryAfterWaitsOnlyForIt() {
