@@ -106,7 +106,7 @@ private final class TourRun {
         case .mutate(let mutation, let name, let articles, let times):
             try await mutate(mutation, on: device(name), articles: articles, times: times)
         case .network(let name, let online):
-            device(name).network.isOnline = online
+            await device(name).network.setOnline(online)
             // A host would call networkDidBecomeAvailable() here; the tour leaves sending to the next
             // `sync` step, so the timeline shows it in one place.
             line(
@@ -195,7 +195,7 @@ private final class TourRun {
         let status = await context.status()
         let pending = status.pendingRecords
         let commands = status.pendingCommands
-        let offline = !device.network.isOnline
+        let offline = await !device.network.isOnline
         switch mutation {
         case .save, .unsave, .resave:
             note(
