@@ -25,6 +25,16 @@ extension SyncableRecord where Self: Codable {
             } catch {
                 throw FlatSyncError(.invalidArgument, "\(Self.self) \(id) cannot be encoded as fields: \(error)")
             }
+            // A nil optional is no field, so a key its type does not declare would pass until the first save
+            // where it holds a value: refused now, on the first save.
+            if let key = encoder.storage.absentKeys.subtracting(["id"]).sorted().first(where: {
+                Self.fieldTypes[$0] == nil
+            }) {
+                throw FlatSyncError(
+                    .invalidArgument,
+                    "\(Self.self) has the property \(key), which its fieldTypes do not declare (nil now, it would be "
+                        + "refused once it holds a value).")
+            }
             var fields = encoder.storage.fields
             fields["id"] = nil
             return fields
@@ -47,6 +57,8 @@ extension SyncableRecord where Self: Codable {
 /// Collects the fields a value encodes. A class, so the encoder's containers can fill it.
 private final class FieldStorage {
     var fields: [String: FieldValue] = [:]
+    /// The keys of optional properties that were nil: no field, but a property of the type all the same.
+    var absentKeys: Set<String> = []
 }
 
 private struct FieldEncoder: Encoder {
@@ -138,6 +150,32 @@ private struct FieldKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtoc
 
     mutating func encodeNil(forKey key: Key) throws {
         encoder.storage.fields[key.stringValue] = nil
+        encoder.storage.absentKeys.insert(key.stringValue)
+    }
+
+    // Optionals, each type's own requirement (the defaults skip a nil without a word): a nil one's key is
+    // noted (see ``FieldStorage/absentKeys``).
+    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
+        try encodeOptional(value, key)
+    }
+
+    private mutating func encodeOptional<T: Encodable>(_ value: T?, _ key: Key) throws {
+        guard let value else { return try encodeNil(forKey: key) }
+        try encode(value, forKey: key)
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {

@@ -73,7 +73,8 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// No two registered types may share one in a zone.
     static var recordType: String { get }
     /// The CloudKit type of each field the value writes, by key: the record type's schema. A key is a letter,
-    /// then letters, digits and `_` (CloudKit's rule).
+    /// then letters, digits and `_` (CloudKit's rule). Declare optional properties too: a `Codable` type's
+    /// save is refused for a property missing here even while it is nil.
     static var fieldTypes: [String: CloudSchema.FieldType] { get }
     /// How long a ``SyncContext`` waits after a change before it sends the zone's changes; each new change
     /// of the type starts the wait again, so a burst of edits (typing, a slider) goes out as one request.

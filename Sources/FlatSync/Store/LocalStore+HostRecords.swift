@@ -30,8 +30,9 @@ extension LocalStore {
             guard let entry = registry.entry(zone: zone, recordType: recordType) else {
                 throw FlatSyncError(
                     .invalidArgument,
-                    "The record type \(recordType) of zone \(zone) was not registered when the store was opened "
-                        + "(LocalStore.Options.recordTypes).")
+                    "The record type \(recordType) of zone \(zone) was not registered when the store was opened: "
+                        + "list its type in SyncContext.Configuration.recordTypes (or, for a LocalStore alone, "
+                        + "LocalStore.Options.recordTypes).")
             }
             entries[recordType] = entry
         }

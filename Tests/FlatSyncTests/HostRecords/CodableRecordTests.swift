@@ -70,6 +70,17 @@ private struct Nested: SyncableRecord, Codable {
     struct Scale: Codable, Equatable { var factor: Double }
 }
 
+/// A `Codable` type whose optional `due` its field types forget.
+private struct UndeclaredDue: SyncableRecord, Codable {
+    static let zone = ZoneID("Bookmarks")
+    static let recordType = "Reminder"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string]
+
+    var id: String
+    var title: String
+    var due: Date?
+}
+
 @Suite struct CodableRecordTests {
     private let bookmark = CodableBookmark(
         id: "b1", url: "https://example.com", visits: 3, starred: true,
@@ -163,6 +174,28 @@ private struct Nested: SyncableRecord, Codable {
             #expect(await a.records(Recipe.self).value("soup") == soup)
             try await a.close()
             try await b.close()
+        }
+    }
+
+    /// An optional property its type's `fieldTypes` do not declare is refused on the first save, nil or not,
+    /// not on the first save where it holds a value (found by a newcomer, in production that would be).
+    @Test func anUndeclaredOptionalPropertyIsRefusedWhileItIsNil() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false) { $0.recordTypes = [UndeclaredDue.self] }
+            for value in [
+                UndeclaredDue(id: "r1", title: "Call back"), UndeclaredDue(id: "r1", title: "Call back", due: .now),
+            ] {
+                do {
+                    try await a.records(UndeclaredDue.self).save(value)
+                    Issue.record("\(value) must be refused")
+                } catch let error as FlatSyncError {
+                    #expect(error.code == .invalidArgument)
+                    #expect(error.message.contains("due"), "\(error)")
+                }
+            }
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            #expect(await a.records(UndeclaredDue.self).count() == 0)
+            try await a.close()
         }
     }
 
