@@ -96,29 +96,40 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// once, each for its own records, so it must not depend on which thread calls it.
     init(id: String, fields: RecordFields) throws(FlatSyncError)
 
-    /// The value to keep when `mine`, this device's version with its unsent changes to `changedFields` (keys
-    /// of ``fields``: property names, for a `Codable` type), meets `server`, a newer version another device
-    /// saved: when a push meets it on the server, and when a fetch brings it while the change waits to be
-    /// sent. The default is ``fieldwiseMerge(_:_:changedFields:)``. An override can call that for the
-    /// fields it has no rule for. It may be called more than once for one change, so it must give the same
-    /// value for the same arguments.
+    /// The value to keep when `mine`, this device's version with its unsent changes, meets `server`, a newer
+    /// version another device saved: when a push meets it on the server, and when a fetch brings it while
+    /// the change waits to be sent. The default is ``fieldwiseMerge(_:_:changedFields:)``. An override can
+    /// call that for the fields it has no rule for. It may be called more than once for one change, so it
+    /// must give the same value for the same arguments.
+    ///
+    /// `changedFields` are the keys of ``fields`` (property names, for a `Codable` type) that this device's
+    /// unsent saves changed: each key a save changed counts, even when a later save set it back.
     static func merge(_ mine: Self, _ server: Self, changedFields: Set<String>) -> Self
 
-    /// ``merge(_:_:changedFields:)`` with the common ancestor of the two versions: `ancestor` is the
-    /// server's version that this device's unsent changes stand on — the one they were made over, or a
-    /// newer one they were since merged with or sent over — which `server` came from too (`server` itself,
-    /// when it is this device's own write whose answer was lost). Override this one when a field's rule
-    /// needs it: a counter adds both sides' increments (`server.count + mine.count - ancestor.count`), a
-    /// set keeps what either side added and drops what either removed.
+    /// ``merge(_:_:changedFields:)`` with the common ancestor of the two versions. FlatSync calls this
+    /// requirement; the default calls ``merge(_:_:changedFields:)``, so a type overrides one of the two (with
+    /// this exact signature, `ancestor` optional: a near miss compiles and is never called). Override this
+    /// one when a field's rule needs the ancestor:
     ///
-    /// `ancestor` is nil when this device does not know that version: it made the record (or deleted it
-    /// and made it again) and the server has another of the name; a save of it whose answer was lost (or
-    /// came from a gateway or a failing server rather than CloudKit's own refusal) may lie under `server` or
-    /// not; it saved the record anew whole (for a zone the server lost, or with an
-    /// owner whose edit beat its delete); the version does not read as a value; or the change was logged by
-    /// a FlatSync that did not keep ancestors. A merge without an ancestor cannot tell every change apart:
-    /// a counter that keeps the larger count then leaves an increment out rather than count one twice. FlatSync calls this
-    /// requirement; the default calls ``merge(_:_:changedFields:)``, so a type overrides one of the two.
+    /// - a counter adds both sides' increments: `server.count + mine.count - ancestor.count`;
+    /// - a set keeps what either side added and drops what either removed.
+    ///
+    /// `ancestor` is the server's version this device's unsent changes stand on: the one they were made
+    /// over, or a newer one they were since merged with or sent over. `server` came from it too (or is it,
+    /// when it is this device's own write whose answer was lost).
+    ///
+    /// `ancestor` is nil when this device does not know that version:
+    ///
+    /// - it made the record (or deleted it and made it again) and the server has another of the name;
+    /// - a save of it whose answer was lost, or came from a gateway or a failing server rather than
+    ///   CloudKit's own refusal, may lie under `server` or not;
+    /// - it saved the record anew whole (for a zone the server lost, or with an owner whose edit beat its
+    ///   delete);
+    /// - the version does not read as a value;
+    /// - the change was logged by a FlatSync that did not keep ancestors.
+    ///
+    /// A merge without an ancestor cannot tell every change apart: a counter that keeps the larger count
+    /// then leaves an increment out rather than count one twice.
     static func merge(_ mine: Self, _ server: Self, ancestor: Self?, changedFields: Set<String>) -> Self
 }
 
