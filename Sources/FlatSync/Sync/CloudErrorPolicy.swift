@@ -87,6 +87,15 @@ package enum CloudErrorPolicy {
         }
     }
 
+    /// True when a record that failed with `error` inside an answer to its request may still have been
+    /// saved or deleted by the server: the server's entry for it did not read, or was missing, which a
+    /// transport reports as `unexpectedServerResponse` (CKWS: a 200 whose entry lacks what a record needs), or
+    /// its answer was lost (`networkFailure`, which no transport of this package gives a single record). Every
+    /// other code of a record's own is the server's answer about that record.
+    package static func mayHaveBeenApplied(recordFailedWith error: CloudError) -> Bool {
+        error.code == .unexpectedServerResponse || error.code == .networkFailure
+    }
+
     /// The action for an error.
     package static func action(for error: CloudError) -> Action {
         switch error.code {

@@ -489,6 +489,19 @@ extension SyncContext {
                 zone: zone, saved: response.saved.count, deleted: response.deleted.count, failed: response.failed.count)
         )
         var waitingOnRefusal: [RecordID] = []
+        // Saves whose own answer did not read: the server may hold them, as after a lost answer.
+        let doubtful = batch.filter { change in
+            guard !change.isDelete, let error = response.failed[change.recordID] else { return false }
+            return CloudErrorPolicy.mayHaveBeenApplied(recordFailedWith: error)
+        }
+        if !doubtful.isEmpty {
+            do {
+                try await localStore.noteSavesOfUnknownFate(doubtful.map(\.recordID))
+            } catch {
+                result.next = .stop(.from(error))
+                return result
+            }
+        }
         for change in batch {
             let id = change.recordID
             if let saved = response.saved[id] {
