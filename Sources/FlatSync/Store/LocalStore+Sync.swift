@@ -55,7 +55,7 @@ extension LocalStore {
             let whole = tag != nil && sendsWhole(change.recordID)
             if whole, change.changedKeys.contains(where: { current.content.field($0) == nil }) {
                 policy = .replaceIfServerRecordUnchanged
-            } else if tag != nil, change.replacesRecord, !whole {
+            } else if tag != nil, change.replacesRecord {
                 policy = .replaceIfServerRecordUnchanged
             } else if tag != nil, !whole {
                 let keys = change.changedKeys
@@ -208,8 +208,9 @@ extension LocalStore {
         keepUnknownFields(of: server)
         noteMerged(over: server)
         // A save that stood for a delete met a version the delete never saw: that edit beats the delete, so
-        // the merge goes out as an update, keeping whatever else the server's version holds.
-        pending.stopReplacing(server.id)
+        // the merge goes out as an update, keeping whatever else the server's version holds. A version this
+        // device wrote was seen by the delete (it may be the very save, applied unanswered): it still replaces.
+        if server.lastModifiedBy != deviceID { pending.stopReplacing(server.id) }
         if sentWithoutTag { noteCreated(server.id) }
         // Compared as the zone's items: fields the server holds that the items do not use are not this
         // device's to send.
@@ -568,7 +569,9 @@ extension LocalStore {
             state.hostRecords[name] = mine ?? local ?? record
             state.sendWhole.insert(name)
             state.mergeBases[name] = record.fields
-            merged.append(record.id)
+            // A version this device wrote (a save whose answer was lost or came as an error) is one a pending
+            // save standing for a delete saw: it still replaces, and its owner's cascaded deletes still go.
+            if record.lastModifiedBy != deviceID { merged.append(record.id) }
         case .skipForPendingDelete:
             state.skippedVersions[name] = record.changeTag
             return false

@@ -568,7 +568,9 @@ extension SyncContext {
                     // makes deletes by devices that never saw this edit conflict, so the edit wins. As an
                     // update: a save that stood for a delete lost to the version the delete did not see.
                     var merged = change
-                    merged.replacesRecord = false
+                    // Unless the version met is this device's own (its replace applied unanswered, say), which
+                    // the delete saw: then the save still replaces it.
+                    merged.replacesRecord = change.replacesRecord && server.lastModifiedBy == localStore.deviceID
                     result.resend.append(merged)
                 }
             case .recordMissing:

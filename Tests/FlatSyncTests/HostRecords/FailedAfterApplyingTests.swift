@@ -51,4 +51,51 @@ import Testing
             }
         }
     }
+
+    /// Deleted and saved again (the save stands for the delete, replacing the server's record, which deletes
+    /// nothing there: the steps' deletes are sent as the user's own), and the server applied the replace but
+    /// answered with an error. The fetch that follows brings the replace back as this device's own version;
+    /// the steps must still go, as they do when the answer comes.
+    @Test(arguments: [
+        FaultPlan.failAfterApplying(with: .serviceUnavailable), .failAfterApplying(with: .internalError),
+        .failAfterApplying(with: .unexpectedServerResponse), .loseResponses(1),
+    ])
+    func aRecipeSavedAgainWhoseReplaceWasAnsweredByAnErrorLeavesItsOldStepsDeleted(fault: FaultPlan) async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
+            let b = try await harness.device("B", start: false) { $0.recordTypes = testRecordTypes }
+            var batch = RecordBatch()
+            try batch.save([TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Stew")])
+            try batch.save([
+                TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Simmer"),
+            ])
+            try await a.apply(batch)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            await harness.cloud.setFaultPlan(fault)
+            try await a.records(TestRecipe.self).delete("r1")
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "New soup"))
+            #expect(try await !a.syncNow().isComplete)
+            print(
+                "DEBUG \(fault) after first:",
+                await harness.cloud.records(in: TestRecipe.zone).map { "\($0.id.name) \($0.lastModifiedBy ?? "")" }
+                    .sorted(),
+                await a.localStore.pendingCommands().map {
+                    $0.orderedChanges.map {
+                        "\($0.recordID.name) del=\($0.isDelete) repl=\($0.replacesRecord) casc=\($0.cascadeOwner ?? "")"
+                    }
+                })
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            let names = await harness.cloud.records(in: TestRecipe.zone).map(\.id.name).sorted()
+            #expect(names == ["r1", "r2"], "\(fault)")
+            for device in [a, b] {
+                #expect(await device.records(TestRecipe.self).value("r1")?.title == "New soup")
+                let steps = await device.records(TestStep.self).values().map(\.id).sorted()
+                #expect(steps.isEmpty, "\(fault): steps \(steps) came back")
+            }
+            try await a.close()
+            try await b.close()
+        }
+    }
 }
