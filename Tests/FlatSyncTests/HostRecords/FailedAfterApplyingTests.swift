@@ -76,15 +76,6 @@ import Testing
             try await a.records(TestRecipe.self).delete("r1")
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "New soup"))
             #expect(try await !a.syncNow().isComplete)
-            print(
-                "DEBUG \(fault) after first:",
-                await harness.cloud.records(in: TestRecipe.zone).map { "\($0.id.name) \($0.lastModifiedBy ?? "")" }
-                    .sorted(),
-                await a.localStore.pendingCommands().map {
-                    $0.orderedChanges.map {
-                        "\($0.recordID.name) del=\($0.isDelete) repl=\($0.replacesRecord) casc=\($0.cascadeOwner ?? "")"
-                    }
-                })
             #expect(try await a.syncNow().isComplete)
             #expect(try await b.syncNow().isComplete)
             let names = await harness.cloud.records(in: TestRecipe.zone).map(\.id.name).sorted()
