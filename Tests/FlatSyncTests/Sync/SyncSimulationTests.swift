@@ -148,11 +148,13 @@ import Testing
             for device in devices { #expect(try await device.syncNow().isComplete, "seed \(seed): the setup syncs") }
             var ledger = Ledger()
             // Besides whole requests failing, a record's own error inside a success: throttled, or an error
-            // that would park it but for the server's retryAfter.
+            // that would park it but for the server's retryAfter; and a server that applies a request, then
+            // fails (a 500).
             let effects: [FaultEffect] =
                 FaultEffect.transient + [.responseLost, .error(.zoneBusy), .error(.batchRequestFailed)] + [
                     .recordError(.requestRateLimited, retryAfter: .seconds(2)),
                     .recordError(.internalError, retryAfter: .seconds(1)),
+                    .failedAfterApplying(.internalError),
                 ]
             await harness.cloud.setFaultPlan(.random(rate: 0.3, seed: seed, effects: effects))
             var refusing = false
