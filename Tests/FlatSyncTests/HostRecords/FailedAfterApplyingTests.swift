@@ -39,16 +39,7 @@ import Testing
             await harness.cloud.setFaultPlan(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable))
             #expect(try await !a.syncNow().isComplete)
             #expect(await harness.serverTally() == .int(7))
-            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1, merged over A's 7 by B
-            #expect(try await b.syncNow().isComplete)
-            #expect(await harness.serverTally() == .int(8))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
-            for device in [a, b] {
-                let count = await device.records(Tally.self).value("t")?.count
-                #expect(count == 8, "\(String(describing: count))")
-                try await device.close()
-            }
+            try await incrementOnB(then: a, b, settleAt: 8, harness: harness)
         }
     }
 

@@ -41,16 +41,7 @@ import Testing
             #expect(await harness.serverTally() == .int(7), "the server applied A's save")
 
             a = try await harness.device("A", start: false, configure: configure)
-            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1, merged over A's 7 by B: 8
-            #expect(try await b.syncNow().isComplete)
-            #expect(await harness.serverTally() == .int(8))
-            #expect(try await a.syncNow().isComplete)
-            do {
-                let v = await a.records(Tally.self).value("t")?.count
-                #expect(v == 8, "A has \(String(describing: v)); 10 counts A's +2 twice")
-            }
-            try await a.close()
-            try await b.close()
+            try await incrementOnB(then: a, b, settleAt: 8, harness: harness, "10 counts A's +2 twice")
         }
     }
 
@@ -84,15 +75,7 @@ import Testing
             a = try await harness.device("A", start: false, configure: configure)
             #expect(await a.localStore.zones.isFateUnknown(of: Tally.recordID("t")), "the second restart keeps it")
 
-            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1 over A's 7: 8
-            #expect(try await b.syncNow().isComplete)
-            #expect(try await a.syncNow().isComplete)
-            do {
-                let v = await a.records(Tally.self).value("t")?.count
-                #expect(v == 8, "A has \(String(describing: v)); 10 counts A's +2 twice")
-            }
-            try await a.close()
-            try await b.close()
+            try await incrementOnB(then: a, b, settleAt: 8, "10 counts A's +2 twice")
         }
     }
 

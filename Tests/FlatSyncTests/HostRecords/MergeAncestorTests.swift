@@ -50,15 +50,7 @@ import Testing
                 await a.abandon()
                 a = try await harness.device("A", start: false, configure: configure)
             }
-            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1, merged over A's 7 by B
-            #expect(try await b.syncNow().isComplete)
-            #expect(await harness.serverTally() == .int(8))
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
-            for device in [a, b] {
-                #expect(await device.records(Tally.self).value("t")?.count == 8, "the larger, for no ancestor")
-                try await device.close()
-            }
+            try await incrementOnB(then: a, b, settleAt: 8, harness: harness, "the larger, for no ancestor")
         }
     }
 
@@ -80,15 +72,7 @@ import Testing
             await harness.cloud.setFaultPlan(
                 fault.then(.failNext(1, .fetchDatabaseChanges, with: .networkUnavailable)))
             #expect(try await !a.syncNow().isComplete)
-            try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
-            #expect(try await b.syncNow().isComplete)
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
-            for device in [a, b] {
-                let count = await device.records(Tally.self).value("t")?.count
-                #expect(count == 8, "\(fault): \(String(describing: count))")
-                try await device.close()
-            }
+            try await incrementOnB(then: a, b, settleAt: 8, "\(fault)")
         }
     }
 
@@ -249,6 +233,24 @@ func startTally(on a: SyncContext, _ b: SyncContext) async throws {
     try await a.records(Tally.self).save(Tally(id: "t", count: 5))
     #expect(try await a.syncNow().isComplete)
     #expect(try await b.syncNow().isComplete)
+}
+
+/// B adds 1 to tally "t" (5 → 6 on B) and sends it, merged over whatever A's save left on the server (which
+/// then holds 8 when `harness` is given); then A and B sync, each must hold `expected`, and both are closed.
+func incrementOnB(
+    then a: SyncContext, _ b: SyncContext, settleAt expected: Int64, harness: SyncHarness? = nil,
+    _ comment: String = "", sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    try await b.records(Tally.self).save(Tally(id: "t", count: 6))  // +1
+    #expect(try await b.syncNow().isComplete, sourceLocation: sourceLocation)
+    if let harness { #expect(await harness.serverTally() == .int(8), sourceLocation: sourceLocation) }
+    #expect(try await a.syncNow().isComplete, sourceLocation: sourceLocation)
+    #expect(try await b.syncNow().isComplete, sourceLocation: sourceLocation)
+    for device in [a, b] {
+        let count = await device.records(Tally.self).value("t")?.count
+        #expect(count == expected, "\(comment): \(String(describing: count))", sourceLocation: sourceLocation)
+        try await device.close()
+    }
 }
 
 extension SyncHarness {
