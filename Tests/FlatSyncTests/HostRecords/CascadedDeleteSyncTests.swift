@@ -17,24 +17,6 @@ import Testing
         try await harness.device(name) { $0.recordTypes = types }
     }
 
-    /// A (with B) holding recipe r1 with steps s1 and s2, and recipe r2, all on the server.
-    private func twoDevicesWithARecipe(
-        _ harness: SyncHarness, types: [any SyncableRecord.Type] = testRecordTypes
-    ) async throws -> (SyncContext, SyncContext) {
-        let a = try await device(harness, "A", types: types)
-        let b = try await device(harness, "B", types: types)
-        var batch = RecordBatch()
-        try batch.save([TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Stew")])
-        try batch.save([
-            TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Simmer"),
-        ])
-        try await a.apply(batch)
-        #expect(try await a.syncNow().isComplete)
-        #expect(try await b.syncNow().isComplete)
-        #expect(await b.records(TestStep.self).count() == 2)
-        return (a, b)
-    }
-
     /// ``twoDevicesWithARecipe(_:types:)`` with `StepPhoto` registered and `photos` (photo ID → step ID)
     /// saved on A and on the server, and fetched by B: a third level of `deleteSelf` owners.
     private func twoDevicesWithPhotos(
@@ -436,4 +418,23 @@ private struct StepPhoto: SyncableRecord {
         self.id = id
         stepID = try fields.reference("step").recordName
     }
+}
+
+/// A (with B) holding recipe r1 with steps s1 and s2, and recipe r2, all on the server; both started unless
+/// `start` is false.
+func twoDevicesWithARecipe(
+    _ harness: SyncHarness, start: Bool = true, types: [any SyncableRecord.Type] = testRecordTypes
+) async throws -> (SyncContext, SyncContext) {
+    let a = try await harness.device("A", start: start) { $0.recordTypes = types }
+    let b = try await harness.device("B", start: start) { $0.recordTypes = types }
+    var batch = RecordBatch()
+    try batch.save([TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Stew")])
+    try batch.save([
+        TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Simmer"),
+    ])
+    try await a.apply(batch)
+    #expect(try await a.syncNow().isComplete)
+    #expect(try await b.syncNow().isComplete)
+    #expect(await b.records(TestStep.self).count() == 2)
+    return (a, b)
 }

@@ -53,16 +53,7 @@ import Testing
     ])
     func aRecipeSavedAgainWhoseReplaceWasAnsweredByAnErrorLeavesItsOldStepsDeleted(fault: FaultPlan) async throws {
         try await SyncHarness.run { harness in
-            let a = try await harness.device("A", start: false) { $0.recordTypes = testRecordTypes }
-            let b = try await harness.device("B", start: false) { $0.recordTypes = testRecordTypes }
-            var batch = RecordBatch()
-            try batch.save([TestRecipe(id: "r1", title: "Soup"), TestRecipe(id: "r2", title: "Stew")])
-            try batch.save([
-                TestStep(id: "s1", recipeID: "r1", text: "Chop"), TestStep(id: "s2", recipeID: "r1", text: "Simmer"),
-            ])
-            try await a.apply(batch)
-            #expect(try await a.syncNow().isComplete)
-            #expect(try await b.syncNow().isComplete)
+            let (a, b) = try await twoDevicesWithARecipe(harness, start: false)
             await harness.cloud.setFaultPlan(fault)
             try await a.records(TestRecipe.self).delete("r1")
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "New soup"))
