@@ -55,7 +55,12 @@ extension LocalStore {
             let whole = tag != nil && sendsWhole(change.recordID)
             if whole, change.changedKeys.contains(where: { current.content.field($0) == nil }) {
                 policy = .replaceIfServerRecordUnchanged
-            } else if tag != nil, change.replacesRecord {
+            } else if tag != nil, change.replacesRecord, !whole {
+                // Not when merged whole: the merge that made it whole was with a version the delete never
+                // saw, which turned the save into an update (``PendingCommands/stopReplacing(_:)``, in memory
+                // only: after a restart the log's change says "replace" again, and this mark, kept in the
+                // snapshot, is what says otherwise). A merge with this device's own version leaves it replacing
+                // and not whole (see ``keepsReplacing(over:)``).
                 policy = .replaceIfServerRecordUnchanged
             } else if tag != nil, !whole {
                 let keys = change.changedKeys
@@ -206,15 +211,32 @@ extension LocalStore {
         let merged = local.flatMap { merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))
         keepUnknownFields(of: server)
+        let replacing = keepsReplacing(over: server)
         noteMerged(over: server)
         // A save that stood for a delete met a version the delete never saw: that edit beats the delete, so
         // the merge goes out as an update, keeping whatever else the server's version holds. A version this
-        // device wrote was seen by the delete (it may be the very save, applied unanswered): it still replaces.
-        if server.lastModifiedBy != deviceID { pending.stopReplacing(server.id) }
+        // device wrote was seen by the delete (it may be the very save, applied unanswered): it still replaces,
+        // and is not marked to be sent whole, the mark that makes it an update after a restart.
+        if replacing { setSendWhole(false, server.id) } else { pending.stopReplacing(server.id) }
         if sentWithoutTag { noteCreated(server.id) }
         // Compared as the zone's items: fields the server holds that the items do not use are not this
         // device's to send.
         return merged.hasSameContent(as: registry.store(of: server)?.known(server) ?? server)
+    }
+
+    /// True when a pending save of `server`'s record that stands for a delete still does after meeting
+    /// `server`: a version this device wrote, which the delete saw (it may be the very save, applied
+    /// unanswered), met by a save not turned into an update already (one merged whole, see
+    /// ``request(for:)``).
+    private func keepsReplacing(over server: Record) -> Bool {
+        Self.keepsReplacing(
+            over: server, deviceID: deviceID, mergedWhole: sendsWhole(server.id), pending: pending)
+    }
+
+    private static func keepsReplacing(
+        over server: Record, deviceID: String, mergedWhole: Bool, pending: PendingCommands
+    ) -> Bool {
+        server.lastModifiedBy == deviceID && !mergedWhole && pending.hasPendingReplace(of: server.id)
     }
 
     /// The merge of this device's version of a record with the server's, by the rule of the store the record
@@ -567,11 +589,16 @@ extension LocalStore {
                 mine = entry.merge(local, record, common, pending.changedKeys(of: record.id))
             }
             state.hostRecords[name] = mine ?? local ?? record
-            state.sendWhole.insert(name)
             state.mergeBases[name] = record.fields
             // A version this device wrote (a save whose answer was lost or came as an error) is one a pending
-            // save standing for a delete saw: it still replaces, and its owner's cascaded deletes still go.
-            if record.lastModifiedBy != deviceID { merged.append(record.id) }
+            // save standing for a delete saw: it still replaces (whole, so not marked), and its owner's
+            // cascaded deletes still go.
+            if !keepsReplacing(
+                over: record, deviceID: deviceID, mergedWhole: state.sendWhole.contains(name), pending: pending)
+            {
+                state.sendWhole.insert(name)
+                merged.append(record.id)
+            }
         case .skipForPendingDelete:
             state.skippedVersions[name] = record.changeTag
             return false

@@ -152,6 +152,14 @@ package struct PendingCommands: Sendable {
         }
     }
 
+    /// True when a save of the record waiting or being sent replaces it (``RecordChange/replacesRecord``).
+    package func hasPendingReplace(of id: RecordID) -> Bool {
+        for found in [location[id], sealedLocation[id]] {
+            if let found, change(at: found)?.replacesRecord == true { return true }
+        }
+        return false
+    }
+
     /// True when a change of the record waiting or being sent deletes it: a delete, or a save that
     /// replaces it (a delete followed by a new record, ``RecordChange/replacesRecord``). Until the server
     /// has answered it, the deletes a cascade from the record made wait (``RecordChange/cascadeOwner``).

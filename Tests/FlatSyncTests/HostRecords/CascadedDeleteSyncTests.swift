@@ -206,6 +206,38 @@ import Testing
         }
     }
 
+    /// As above, but a fetch merges the save standing for the delete with the edit before it goes, and the
+    /// app restarts before it goes: the edit still beats the delete, so the steps stay. (The merge turns the
+    /// save into an update in memory only; the log still says "replace", and a request that sent a replace
+    /// for every such save, merged whole or not, replaced the recipe and released the steps' deletes: they
+    /// went from every device.)
+    @Test(arguments: [false, true])
+    func aSaveStandingForTheDeleteMergedWithAnEditKeepsTheStepsAcrossARestart(restarts: Bool) async throws {
+        try await SyncHarness.run { harness in
+            var (a, b) = try await twoDevicesWithARecipe(harness)
+            try await b.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Leek soup"))
+            #expect(try await b.syncNow().isComplete)
+            await harness.cloud.setFaultPlan(.failNext(1_000, .modifyRecords, with: .networkUnavailable))
+            try await a.records(TestRecipe.self).delete("r1")
+            await a.waitUntilIdle()
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "New soup"))
+            await a.waitUntilIdle()
+            await a.handleRemoteNotification(zones: [TestRecipe.zone])
+            await a.waitUntilIdle()
+            if restarts {
+                try await a.close()
+                a = try await device(harness, "A")
+            }
+            await harness.cloud.setFaultPlan(.none)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await serverNames(harness) == ["r1", "r2", "s1", "s2"])
+            for device in [a, b] { #expect(await steps(device) == ["s1", "s2"]) }
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// A lookup that keeps failing holds back only the deletes it would settle: the zone's other changes
     /// still go (a review found every push of the zone stopped before sending).
     @Test func aLookupThatKeepsFailingDoesNotHoldBackTheZonesOtherChanges() async throws {
