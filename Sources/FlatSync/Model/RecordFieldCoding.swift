@@ -169,6 +169,10 @@ private struct FieldKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtoc
     mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { try encodeOptional(value, key) }
     mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { try encodeOptional(value, key) }
     mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try encodeOptional(value, key) }
+    // Requirements since Swift 6 (the package's platforms have them): without these, an `Int128?` took the
+    // default, and its nil went unnoted.
+    mutating func encodeIfPresent(_ value: Int128?, forKey key: Key) throws { try encodeOptional(value, key) }
+    mutating func encodeIfPresent(_ value: UInt128?, forKey key: Key) throws { try encodeOptional(value, key) }
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
         try encodeOptional(value, key)
     }

@@ -81,6 +81,18 @@ private struct UndeclaredDue: SyncableRecord, Codable {
     var due: Date?
 }
 
+/// A `Codable` type whose optional 128-bit `total` its field types forget: `Int128?` has its own
+/// `encodeIfPresent` requirement (Swift 6), whose default skips a nil without a word.
+private struct UndeclaredTotal: SyncableRecord, Codable {
+    static let zone = ZoneID("Bookmarks")
+    static let recordType = "Ledger"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string]
+
+    var id: String
+    var title: String
+    var total: Int128?
+}
+
 @Suite struct CodableRecordTests {
     private let bookmark = CodableBookmark(
         id: "b1", url: "https://example.com", visits: 3, starred: true,
@@ -174,6 +186,27 @@ private struct UndeclaredDue: SyncableRecord, Codable {
             #expect(await a.records(Recipe.self).value("soup") == soup)
             try await a.close()
             try await b.close()
+        }
+    }
+
+    /// As above for an `Int128?` (and `UInt128?`), whose `encodeIfPresent` is a requirement of its own: the
+    /// nil save passed, and the first with a value was refused.
+    @Test func anUndeclaredOptional128BitPropertyIsRefusedWhileItIsNil() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false) { $0.recordTypes = [UndeclaredTotal.self] }
+            for value in [
+                UndeclaredTotal(id: "r1", title: "Rent"), UndeclaredTotal(id: "r1", title: "Rent", total: 12),
+            ] {
+                do {
+                    try await a.records(UndeclaredTotal.self).save(value)
+                    Issue.record("\(value) must be refused")
+                } catch let error as FlatSyncError {
+                    #expect(error.code == .invalidArgument)
+                    #expect(error.message.contains("total"), "\(error)")
+                }
+            }
+            #expect(await a.records(UndeclaredTotal.self).count() == 0)
+            try await a.close()
         }
     }
 
