@@ -49,7 +49,8 @@ public struct FaultPlan: Sendable, Codable, Hashable {
 
     /// The next `count` modify requests each fail one record (or zone) with `code` inside an answer that
     /// saves the rest, as CloudKit answers a record it refuses (``FaultEffect/recordError(_:retryAfter:)``):
-    /// `.failRecords(1, with: .invalidArguments)` makes a client park a change.
+    /// `.failRecords(1, with: .invalidArguments)` makes a client park a change. The record refused is each
+    /// request's first, whichever it is; ``failRecord(named:in:with:retryAfter:times:)`` picks one by name.
     public static func failRecords(_ count: Int = 1, with code: CloudError.Code, retryAfter: Duration? = nil)
         -> FaultPlan
     {
