@@ -141,16 +141,24 @@ package struct RecordTypeRegistry: Sendable {
         return Entry(
             zone: zone, recordType: recordType, fieldTypes: Value.fieldTypes,
             check: { (record) throws(FlatSyncError) in _ = try Value(record: record) },
-            merge: { mine, server, ancestor, changed in
-                guard let mine = try? Value(record: mine), let theirs = try? Value(record: server) else { return nil }
+            merge: { local, server, ancestor, changed in
+                guard let mine = try? Value(record: local), let theirs = try? Value(record: server) else { return nil }
                 // An ancestor that does not read (a field the type requires was not there yet) is not known.
                 let common = ancestor.flatMap { try? Value(record: $0) }
                 var merged = server
-                guard
-                    let fields = try? RecordStore<Value>.fields(
-                        of: Value.merge(mine, theirs, ancestor: common, changedFields: changed), over: server)
-                else { return nil }
-                merged.fields = fields
+                if let fields = try? RecordStore<Value>.fields(
+                    of: Value.merge(mine, theirs, ancestor: common, changedFields: changed), over: server)
+                {
+                    merged.fields = fields
+                } else {
+                    // The merged value does not encode (a change logged before its type's fields were checked
+                    // as now, say): the fields this device changed keep its values, over the server's record,
+                    // rather than the change giving way to the server's version whole.
+                    var fields = server.fields
+                    let own = local.fields
+                    for key in changed { fields[key] = own[key] }
+                    merged.fields = fields
+                }
                 return merged
             },
             known: { _ in nil })

@@ -93,6 +93,27 @@ private struct UndeclaredTotal: SyncableRecord, Codable {
     var total: Int128?
 }
 
+/// A `Codable` type whose optional `due` its field types forget, with two declared fields, as changes an older
+/// FlatSync logged for it (before an undeclared nil property was refused) come back to be merged.
+private struct LegacyReminder: SyncableRecord, Codable {
+    static let zone = ZoneID("Bookmarks")
+    static let recordType = "LegacyReminder"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["title": .string, "note": .string]
+
+    var id: String
+    var title: String
+    var note: String
+    var due: Date?
+
+    /// Saves `fields` of record r1 as a mutation logged without today's check, as an older FlatSync did.
+    static func logSave(_ fields: [String: FieldValue], on device: SyncContext) async throws {
+        let record = Record(id: recordID("r1"), type: recordType, fields: fields)
+        _ = try await device.localStore.applyDurably { store in
+            try store.applyHostMutation(in: zone, saves: [record], deletes: [:])
+        }
+    }
+}
+
 @Suite struct CodableRecordTests {
     private let bookmark = CodableBookmark(
         id: "b1", url: "https://example.com", visits: 3, starred: true,
@@ -229,6 +250,30 @@ private struct UndeclaredTotal: SyncableRecord, Codable {
             #expect(await a.localStore.pendingRecordCount() == 0)
             #expect(await a.records(UndeclaredDue.self).count() == 0)
             try await a.close()
+        }
+    }
+
+    /// A change logged for such a type before that check, meeting another device's edit of another field: the
+    /// merged value no longer encodes, so the merge falls back to the record's fields, keeping this device's
+    /// changed field (it used to give way to the server's version whole, losing the acknowledged edit).
+    @Test func aLoggedChangeOfATypeThatNoLongerEncodesKeepsItsFieldsInAMerge() async throws {
+        try await SyncHarness.run { harness in
+            let a = try await harness.device("A", start: false) { $0.recordTypes = [LegacyReminder.self] }
+            let b = try await harness.device("B", start: false) { $0.recordTypes = [LegacyReminder.self] }
+            try await LegacyReminder.logSave(["title": .string("Call"), "note": .string("-")], on: a)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            try await LegacyReminder.logSave(["title": .string("Call back"), "note": .string("-")], on: a)
+            try await LegacyReminder.logSave(["title": .string("Call"), "note": .string("after 5")], on: b)
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            for device in [a, b] {
+                let value = await device.records(LegacyReminder.self).value("r1")
+                #expect(value?.title == "Call back", "A's edit is kept")
+                #expect(value?.note == "after 5", "B's edit is kept")
+                try await device.close()
+            }
         }
     }
 
