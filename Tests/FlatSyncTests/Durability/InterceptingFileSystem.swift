@@ -12,6 +12,8 @@ struct InterceptingFileSystem: FileSystemCalls {
     var syncDirectory: (@Sendable (String, () -> Result<Void, Errno>) -> Result<Void, Errno>)?
     /// Sees every write before it is made.
     var willWrite: (@Sendable (Int32, UnsafeRawBufferPointer) -> Void)?
+    /// Replaces `rename(_:to:)`; gets the source, the destination and the inner call to make (or not).
+    var rename: (@Sendable (String, String, () -> Result<Void, Errno>) -> Result<Void, Errno>)?
 
     init(_ inner: any FileSystemCalls) {
         self.inner = inner
@@ -49,7 +51,8 @@ struct InterceptingFileSystem: FileSystemCalls {
     func lock(_ descriptor: Int32, blocking: Bool) -> Result<Void, Errno> { inner.lock(descriptor, blocking: blocking) }
     func unlock(_ descriptor: Int32) { inner.unlock(descriptor) }
     func rename(_ source: String, to destination: String) -> Result<Void, Errno> {
-        inner.rename(source, to: destination)
+        if let rename { return rename(source, destination) { inner.rename(source, to: destination) } }
+        return inner.rename(source, to: destination)
     }
     func link(_ source: String, to destination: String) -> Result<Void, Errno> { inner.link(source, to: destination) }
     func unlink(_ path: String) -> Result<Void, Errno> { inner.unlink(path) }

@@ -1,4 +1,5 @@
 import Dispatch
+import FlatSyncTestSupport
 import FlatSyncTesting
 import Foundation
 import Synchronization
@@ -128,7 +129,7 @@ import Testing
                 "A",
                 configure: {
                     configure(&$0)
-                    $0.fileSystem = FileSystem(gate)
+                    $0.fileSystem = gate.fileSystem
                 })
             let b = try await harness.device("B", start: false, configure: configure)
             try await startTally(on: a, b)
@@ -138,7 +139,7 @@ import Testing
 
             gate.arm(suffix: "zone-\(Tally.zone.name).plist")
             await a.handleRemoteNotification(zones: [Tally.zone])
-            while !gate.reached { try await Task.sleep(for: .milliseconds(5)) }
+            try await yieldUntil { gate.reached }
             // The fetch merged 6 over 7 (8) in memory; its snapshot is being written.
             #expect(await a.records(Tally.self).value("t")?.count == 8)
             try await a.records(Tally.self).save(Tally(id: "t", count: 9))  // +1, logged as 9
@@ -165,7 +166,7 @@ import Testing
             let n = Int(ProcessInfo.processInfo.environment["REVIEW_N"] ?? "") ?? 4_000
             let a = try await harness.device("A") {
                 $0.recordTypes = [Tally.self]
-                $0.fileSystem = FileSystem(gate)
+                $0.fileSystem = gate.fileSystem
                 $0.fetchResultsLimit = 100
             }
             let b = try await harness.device("B", start: false) { $0.recordTypes = [Tally.self] }
@@ -209,7 +210,7 @@ import Testing
             }
             let a = try await harness.device("A", transport: transport, start: false) {
                 $0.recordTypes = [Tally.self]
-                $0.fileSystem = FileSystem(gate)
+                $0.fileSystem = gate.fileSystem
             }
             let b = try await harness.device("B", start: false) { $0.recordTypes = [Tally.self] }
             _ = try await a.records(Tally.self).save((0..<n).map { Tally(id: "t\($0)", count: 0) })
@@ -227,10 +228,9 @@ import Testing
     }
 }
 
-/// Forwards to the POSIX calls; a rename onto a path with an armed suffix blocks until released (and then
-/// fails with EIO, as if the process had died), or is counted.
-final class RenameGate: FileSystemCalls, @unchecked Sendable {
-    private let inner: any FileSystemCalls = POSIXFileSystem()
+/// Holds a rename onto a path with an armed suffix until released (then fails it with EIO, as if the process
+/// had died), or counts renames onto a suffix; ``fileSystem`` is the POSIX calls with the gate on renames.
+final class RenameGate: Sendable {
     private struct State {
         var blockSuffix: String?
         var countSuffix: String?
@@ -250,45 +250,23 @@ final class RenameGate: FileSystemCalls, @unchecked Sendable {
         released.signal()
     }
 
-    func rename(_ source: String, to destination: String) -> Result<Void, Errno> {
-        let block = state.withLock { s -> Bool in
-            if let c = s.countSuffix, destination.hasSuffix(c) { s.renames += 1 }
-            guard let b = s.blockSuffix, destination.hasSuffix(b) else { return false }
-            s.blockSuffix = nil
-            s.reached = true
-            return true
+    /// The real file system, its renames through the gate.
+    var fileSystem: FileSystem {
+        var calls = InterceptingFileSystem(POSIXFileSystem())
+        calls.rename = { [self] _, destination, rename in
+            let block = state.withLock { s -> Bool in
+                if let c = s.countSuffix, destination.hasSuffix(c) { s.renames += 1 }
+                guard let b = s.blockSuffix, destination.hasSuffix(b) else { return false }
+                s.blockSuffix = nil
+                s.reached = true
+                return true
+            }
+            if block {
+                released.wait()
+                if state.withLock({ $0.fail }) { return .failure(.ioError) }
+            }
+            return rename()
         }
-        if block {
-            released.wait()
-            if state.withLock({ $0.fail }) { return .failure(.ioError) }
-        }
-        return inner.rename(source, to: destination)
+        return FileSystem(calls)
     }
-
-    func open(_ path: String, flags: Int32, permissions: mode_t) -> Result<Int32, Errno> {
-        inner.open(path, flags: flags, permissions: permissions)
-    }
-    func close(_ descriptor: Int32) { inner.close(descriptor) }
-    func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Int, Errno> {
-        inner.write(descriptor, bytes)
-    }
-    func write(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
-        inner.write(descriptor, bytes, at: offset)
-    }
-    func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
-        inner.read(descriptor, into: buffer, at: offset)
-    }
-    func size(_ descriptor: Int32) -> Result<Int, Errno> { inner.size(descriptor) }
-    func sync(_ descriptor: Int32) -> Result<Void, Errno> { inner.sync(descriptor) }
-    func truncate(_ descriptor: Int32, to length: Int) -> Result<Void, Errno> { inner.truncate(descriptor, to: length) }
-    func lock(_ descriptor: Int32, blocking: Bool) -> Result<Void, Errno> { inner.lock(descriptor, blocking: blocking) }
-    func unlock(_ descriptor: Int32) { inner.unlock(descriptor) }
-    func link(_ source: String, to destination: String) -> Result<Void, Errno> { inner.link(source, to: destination) }
-    func unlink(_ path: String) -> Result<Void, Errno> { inner.unlink(path) }
-    func makeDirectory(_ path: String, permissions: mode_t) -> Result<Void, Errno> {
-        inner.makeDirectory(path, permissions: permissions)
-    }
-    func syncDirectory(_ path: String) -> Result<Void, Errno> { inner.syncDirectory(path) }
-    func itemKind(_ path: String) -> Result<ItemKind?, Errno> { inner.itemKind(path) }
-    func contentsOfDirectory(_ path: String) -> Result<[String], Errno> { inner.contentsOfDirectory(path) }
 }
