@@ -38,6 +38,13 @@ import Foundation
 /// the time to wait "before trying this operation again": the engine retries a change it would otherwise
 /// park (`BAD_REQUEST`, `INTERNAL_ERROR` and the like) when its error carries one.
 ///
+/// **Which failures may have been applied.** CloudKit documents no error as "nothing was saved". The engine
+/// (`CloudErrorPolicy.mayHaveBeenApplied`) takes a request answered `networkFailure`, `serviceUnavailable`
+/// (a body-less 502–504 included), `internalError` or `unexpectedServerResponse`, and a record whose entry in
+/// a 200 does not read, as possibly applied: **assumed** from HTTP (a gateway or a failing server can answer
+/// after the backend committed), not observed on CloudKit. The other codes are taken as refusals before
+/// anything was applied.
+///
 /// **What the engine does without the four guessed codes.** The emulator used to send them; it now sends
 /// only documented codes unless told to guess (`CloudKitWebServicesServer.Options.guessedErrorCodes`), and
 /// each behaviour that was keyed to one has a documented trigger or is an assumption written down here:
