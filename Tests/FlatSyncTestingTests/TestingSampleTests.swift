@@ -120,7 +120,32 @@ private func namedRecordSample(directory: URL) async throws {
     try await context.close()
 }
 
+/// The event sample of "Testing a host with FlatSyncTesting": a recorder holds a send's events once the
+/// context is idle, with no task reading a stream.
+private func eventSample(directory: URL) async throws {
+    let context = try await SyncContext.open(
+        directory: directory, account: CloudAccount(id: "user", transport: InMemoryCloud()))
+    try await context.start()
+    await context.waitUntilIdle()
+    // Event sample begins
+    let recorder = SyncEventRecorder(context)
+    try await context.readingList.add("x")
+    await context.waitUntilIdle()
+    #expect(recorder.events.contains(.didSend(zone: .readingList, saved: 1, deleted: 0, failed: 0)))
+    // Event sample ends
+    try await context.close()
+}
+
 @Suite struct TestingSampleTests {
+    @Test func theEventSampleSeesTheSendOnceIdle() async throws {
+        try await withTemporaryDirectory { try await eventSample(directory: $0) }
+    }
+
+    @Test func theEventSampleIsShownVerbatim() throws {
+        let sample = try DocumentationSample("Event sample", in: #filePath, indent: 4)
+        #expect(try sample.isShown(in: "Sources/FlatSync/FlatSync.docc/TestingAHost.md"))
+    }
+
     @Test func theOfflineSampleKeepsTheChangeUntilTheNetworkReturns() async throws {
         try await withTemporaryDirectory { try await offlineSample(directory: $0) }
     }

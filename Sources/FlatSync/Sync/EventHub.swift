@@ -13,6 +13,7 @@ package typealias EventHub = Broadcast<SyncEvent>
 package final class Broadcast<Element: Sendable>: Sendable {
     private struct State {
         var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
+        var sinks: [@Sendable (Element) -> Void] = []
         var nextID: UInt64 = 0
         var replayed: [Element] = []
         var finished = false
@@ -43,6 +44,16 @@ package final class Broadcast<Element: Sendable>: Sendable {
         return stream
     }
 
+    /// Calls `sink` with the replayed events now, then with every event as it is sent, before `emit` returns,
+    /// until the broadcast finishes: a recorder that reads no stream holds each event once its cause is done.
+    /// `sink` runs under the broadcast's lock, so it must be quick and must not emit.
+    package func record(into sink: @escaping @Sendable (Element) -> Void) {
+        state.withLock { state in
+            for event in state.replayed { sink(event) }
+            if !state.finished { state.sinks.append(sink) }
+        }
+    }
+
     /// The kept events (those replayed to new subscribers).
     package var keptEvents: [Element] {
         state.withLock { $0.replayed }
@@ -51,6 +62,7 @@ package final class Broadcast<Element: Sendable>: Sendable {
     /// Sends an event to every subscriber.
     package func emit(_ event: Element) {
         state.withLock { state in
+            for sink in state.sinks { sink(event) }
             for continuation in state.subscribers.values { continuation.yield(event) }
         }
     }
@@ -59,6 +71,7 @@ package final class Broadcast<Element: Sendable>: Sendable {
     package func emitAndKeep(_ event: Element) {
         state.withLock { state in
             state.replayed.append(event)
+            for sink in state.sinks { sink(event) }
             for continuation in state.subscribers.values { continuation.yield(event) }
         }
     }
@@ -67,6 +80,7 @@ package final class Broadcast<Element: Sendable>: Sendable {
     package func finish() {
         let continuations = state.withLock { state in
             state.finished = true
+            state.sinks = []
             defer { state.subscribers = [:] }
             return Array(state.subscribers.values)
         }
