@@ -64,7 +64,12 @@ extension CloudKitWire {
     }
 
     /// `subscriptions`: of `subscriptions/list`, `subscriptions/lookup` and `subscriptions/modify`.
-    enum Subscriptions: ListName { static let key = "subscriptions" }
+    /// `subscriptions`: of `subscriptions/list` and `subscriptions/modify`. None listed makes the transport
+    /// create its own (an ID that exists is created again silently), and none answered makes it list again.
+    enum Subscriptions: ListName {
+        static let key = "subscriptions"
+        static let emptyWhenMissing = true
+    }
 
     /// `subscriptions/modify` creating one zone subscription per entry, each with `shouldSendContentAvailable`
     /// (a silent push: the notification says what changed, the engine fetches it).

@@ -182,18 +182,32 @@ enum CloudKitWire {
     /// The name of the one list a ``ListResponse`` holds.
     protocol ListName {
         static var key: String { get }
+        /// Whether a response without the key is read as an empty list. Apple's pages show these lists but
+        /// never say an empty one is sent rather than left out (other clients default a missing one to
+        /// empty), so where an empty list is harmless it is read either way.
+        static var emptyWhenMissing: Bool { get }
     }
 
-    /// `zones`: of `zones/list`, `zones/modify` and `changes/zone`.
-    enum Zones: ListName { static let key = "zones" }
-    /// `records`: of `records/modify` and `records/lookup`.
-    enum Records: ListName { static let key = "records" }
+    /// `zones`: of `zones/list`, `zones/modify` and `changes/zone`. Required: a `zones/list` read as empty
+    /// would say that every zone is gone.
+    enum Zones: ListName {
+        static let key = "zones"
+        static let emptyWhenMissing = false
+    }
+    /// `records`: of `records/modify` and `records/lookup`. Required: an answer without them answers nothing.
+    enum Records: ListName {
+        static let key = "records"
+        static let emptyWhenMissing = false
+    }
 
-    /// A response that is one list, which it must hold: `{"zones": […]}`, `{"records": […]}`.
+    /// A response that is one list: `{"zones": […]}`, `{"records": […]}`; the key is required unless
+    /// ``ListName/emptyWhenMissing``.
     struct ListResponse<Element: JSONReadable, Name: ListName>: JSONReadable {
-        /// Nil until read: the key is required.
+        /// Nil until read.
         private var readList: Result<[Element], FieldProblem>?
         var elements: [Element] { (try? readList?.get()) ?? [] }
+        /// Whether the response held the list's key.
+        var isListed: Bool { readList != nil }
 
         init() {}
 
@@ -204,7 +218,16 @@ enum CloudKitWire {
         }
 
         func finish(wasObject: Bool) throws(FieldProblem) {
-            guard let readList else { throw FieldProblem("the key \(Name.key) is missing") }
+            try finish(wasObject: wasObject, emptyWhenMissing: Name.emptyWhenMissing)
+        }
+
+        /// Checks the list, taking a missing key as an empty list if `emptyWhenMissing`.
+        func finish(wasObject: Bool, emptyWhenMissing: Bool) throws(FieldProblem) {
+            guard wasObject else { throw FieldProblem("the response is not an object") }
+            guard let readList else {
+                if emptyWhenMissing { return }
+                throw FieldProblem("the key \(Name.key) is missing")
+            }
             _ = try readList.get()
         }
     }
@@ -286,8 +309,10 @@ enum CloudKitWire {
             return true
         }
 
+        /// With a `syncToken`, a missing `zones` is read as an empty list: no zone changed since the token.
+        /// Without one, the answer is not a page of changes at all.
         func finish(wasObject: Bool) throws(FieldProblem) {
-            try listed.finish(wasObject: wasObject)
+            try listed.finish(wasObject: wasObject, emptyWhenMissing: syncToken != nil)
         }
     }
 

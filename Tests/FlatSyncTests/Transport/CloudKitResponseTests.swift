@@ -87,6 +87,36 @@ struct CloudKitResponseTests {
         #expect(!page.moreComing)
     }
 
+    // Apple's pages show `zones` in every answer of `changes/database` but do not say that an empty list is
+    // sent rather than left out; other clients read a missing one as empty (ckws audit, 2026-11-28).
+    @Test func aDatabaseChangesPageWithATokenAndNoZonesKeyChangedNoZone() async throws {
+        let exchange = ScriptedExchange([
+            .json(#"{"syncToken":"db-2","moreComing":false}"#),
+            .json(#"{"moreComing":false}"#),
+            .json(#"{}"#),
+        ])
+        let transport = makeTransport(exchange)
+        let changes = try await transport.fetchDatabaseChanges(since: ChangeToken(data: Data("db-1".utf8)))
+        #expect(changes.changedZones.isEmpty && changes.deletedZones.isEmpty)
+        #expect(changes.token == ChangeToken(data: Data("db-2".utf8)))
+        for _ in 0..<2 {
+            let error = await #expect(throws: CloudError.self) {
+                _ = try await transport.fetchDatabaseChanges(since: nil)
+            }
+            #expect(error?.code == .unexpectedServerResponse, "without a token it is not a page of changes")
+        }
+    }
+
+    @Test func aZoneListingWithoutItsZonesKeyIsUnreadableNotEmpty() async throws {
+        // Read as empty, it would say that every zone is gone.
+        let exchange = ScriptedExchange([.json(#"{}"#), .json(#"{"syncToken":"x"}"#)])
+        let transport = makeTransport(exchange)
+        for _ in 0..<2 {
+            let error = await #expect(throws: CloudError.self) { _ = try await transport.listZones() }
+            #expect(error?.code == .unexpectedServerResponse)
+        }
+    }
+
     @Test func databaseChangesNameChangedAndDeletedZonesButNotTheDefaultZone() async throws {
         let exchange = ScriptedExchange([
             .json(

@@ -39,6 +39,16 @@ struct CloudKitSubscriptionTests {
                 ), "a query subscription does not count; the zone that has a zone subscription is left alone")
     }
 
+    @Test func aListWithoutItsSubscriptionsKeyHasNoneAndTheCreateDecides() async throws {
+        // Not documented either way: a missing list is read as an empty one, so the transport creates its
+        // subscriptions (creating an ID that exists succeeds silently) instead of never subscribing.
+        let exchange = ScriptedExchange([
+            .json(#"{}"#), Self.list(Self.zoneSubscription("flatsync-ReadingList", "ReadingList")),
+        ])
+        try await makeTransport(exchange).subscribeToChanges(in: [.readingList])
+        #expect(exchange.requests.map(\.url.lastPathComponent) == ["list", "modify"])
+    }
+
     @Test func zonesThatAllHaveOneSendNothingMore() async throws {
         let exchange = ScriptedExchange([
             Self.list(Self.zoneSubscription("a", "ReadingList") + "," + Self.zoneSubscription("b", "ReadingHistory"))
