@@ -72,7 +72,8 @@ public struct FlatSyncError: Error, Sendable, CustomStringConvertible {
         public static let accountUnavailable = Code(.accountUnavailable)
         /// A record from the server lacks a field its type requires, or holds a value of the wrong type.
         public static let malformedRecord = Code(.malformedRecord)
-        /// A host record would be larger than CloudKit takes (1 MB, assets aside). Nothing was written.
+        /// A host record would be larger than CloudKit takes (1 MB, counted as 1,000,000 bytes of names, keys
+        /// and values). Nothing was written.
         public static let recordTooLarge = Code(.recordTooLarge)
 
         public var description: String { base.rawValue }

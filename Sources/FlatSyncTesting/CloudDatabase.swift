@@ -39,7 +39,9 @@ import FlatSync
 package struct CloudDatabase: Sendable, Codable, Equatable {
     /// The most saves plus deletes one modify request may carry, as in CloudKit.
     package static let maximumOperationsPerRequest = 400
-    /// The largest record accepted, in bytes of `Record.approximateSize`.
+    /// The largest record accepted, in bytes of `Record.approximateSize`: CloudKit's "1 MB" read as 1 MiB
+    /// (no page says which). The engine refuses past 10⁶ bytes on the device, so what reaches a test cloud
+    /// over its limit is a merge that grew, as it could on CloudKit.
     package static let maximumRecordSize = 1_048_576
 
     /// Identifies this server. Tokens carry it, so a token from another server is refused.

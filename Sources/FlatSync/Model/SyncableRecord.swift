@@ -54,7 +54,8 @@
 /// bytes, lists of them, and references to another record *of the same zone* (CloudKit allows no other),
 /// with the action ``RecordReference/Action/none`` or ``RecordReference/Action/deleteSelf``. A field the
 /// value leaves out of ``fields`` is removed from the record; a field of the record that ``fieldTypes`` does
-/// not declare (another client wrote it) is kept and never sent back.
+/// not declare (another client wrote it) is kept and left to the server, until a delete of the record
+/// forgets it (a save after the delete makes a new record).
 ///
 /// **Codable values.** A type that is also `Codable` needs no mapping: each stored property but `id` is a
 /// field of its name (see <doc:SyncingYourOwnRecords>).

@@ -12,7 +12,9 @@
 /// nothing: a type that was not registered (``LocalStore/Options/recordTypes``), a bad record name, a field
 /// the type does not declare or of another type, a reference out of the zone or with an action other than
 /// `none` and `deleteSelf`, a `deleteSelf` reference to a record that does not exist, or a record over
-/// CloudKit's 1 MB (``FlatSyncError/Code-swift.struct/recordTooLarge``).
+/// CloudKit's 1 MB (``FlatSyncError/Code-swift.struct/recordTooLarge``: over 1,000,000 bytes of names, keys
+/// and values). Only this device's value is measured: a merge with another device's edits that grows past
+/// the limit is refused by the server when sent, and the change is parked (see ``RefusedChange``).
 ///
 /// ```swift
 /// try await context.readingList.add("a1")         // a note's deleteSelf reference needs its article
@@ -183,7 +185,8 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
         return fields
     }
 
-    /// CloudKit's limit on a record's size, assets aside (PropertyMetrics).
+    /// CloudKit's limit on a record's size, assets aside: "1 MB" (PropertyMetrics), taken as 10⁶ bytes of
+    /// ``Record``'s estimate of its wire size, so a record let through is not refused for a few bytes.
     static var maximumRecordSize: Int { 1_000_000 }
 
     /// Checks a record name by CloudKit's rule for record names (`RecordID.cloudKitNameProblem(_:)`:
