@@ -200,6 +200,44 @@ struct JournalNewcomerTests {
 
     /// The same, but the two edits cross: A changes the rating while B (v1, offline) changes the title, and
     /// B's push meets A's newer version, so B's v1 merge runs over a record with a field it does not know.
+    /// A v1 save that removes a field (a thumbnail set to nil) is a `replace`, which sets every field not
+    /// sent to null: it must send the rating it does not know back with it.
+    @Test(.timeLimit(.minutes(1)))
+    func aV1SaveThatRemovesAFieldKeepsTheRatingItDoesNotKnow() async throws {
+        try await withTemporaryDirectory { directory in
+            let cloud = InMemoryCloud()
+            let clock = TestClock()
+            let a = try await openJournalDevice(
+                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let b = try await openJournalDevice(
+                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV1.self)
+            var batch = RecordBatch()
+            try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
+            try batch.save(
+                JournalEntryV2(
+                    id: "entry-1", albumID: "album-1", title: "Geysir", thumbnail: Data([1, 2, 3]), rating: 4))
+            try await a.apply(batch)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+
+            let entriesOnB = b.records(JournalEntryV1.self)
+            var onB = try #require(await entriesOnB.value("entry-1"))
+            onB.thumbnail = nil
+            #expect(try await entriesOnB.save(onB))
+            #expect(try await b.syncNow().isComplete)
+            let onServer = await serverRecord("entry-1", in: cloud)
+            #expect(onServer?.fields["thumbnail"] == nil)
+            #expect(onServer?.fields["rating"] == .int(4))
+
+            #expect(try await a.syncNow().isComplete)
+            let onA = try #require(await a.records(JournalEntryV2.self).value("entry-1"))
+            #expect(onA.thumbnail == nil)
+            #expect(onA.rating == 4)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func crossingEditsOnV1AndV2KeepBoth() async throws {
         try await withTemporaryDirectory { directory in
