@@ -179,8 +179,9 @@ extension LocalStore {
         zones.skippedVersion(for: id)
     }
 
-    /// Notes that saves of these records may have reached the server unanswered (their request failed with
-    /// `networkFailure` or was cancelled, or its answer came after the context closed): until the server's
+    /// Notes that saves of these records may have reached the server unanswered (their request failed with an
+    /// error that may follow a commit or was cancelled, their own entry in the answer did not read, or the
+    /// answer came after the context closed): until the server's
     /// version of each shows, a merge of a host record gets no ancestor (see
     /// ``ZoneState/savesOfUnknownFate``). Written to the snapshot at once, since a restart forgets the failure.
     package func noteSavesOfUnknownFate(_ ids: [RecordID]) async throws {

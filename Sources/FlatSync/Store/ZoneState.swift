@@ -39,10 +39,12 @@ package struct ZoneState<Item: TableItem>: Sendable {
     /// snapshot; until that is written, a save made over the merge carries the version in the log
     /// (``RecordChange/rebases``), since the log then holds the merged record.
     package var mergeBases: [String: [String: FieldValue]] = [:]
-    /// Host records a save of which may have reached the server unanswered (its request failed with
-    /// `networkFailure`, was cancelled, or was on its way when the context closed or the process stopped), by
-    /// name: until the server's version of the record shows (fetched, or met by a save), a merge does not
-    /// know which version this device's changes stand on, and gets no ancestor. Kept in the snapshot.
+    /// Host records a save of which may have reached the server unanswered (its request failed with an error
+    /// that may follow a commit, `CloudErrorPolicy.mayHaveBeenApplied(afterRequestFailedWith:)`, or was
+    /// cancelled; its own entry in the answer did not read; or it was on its way when the context closed or
+    /// the process stopped), by name: until the server's version of the record shows (fetched, or met by a
+    /// save), a merge does not know which version this device's changes stand on, and gets no ancestor. Kept
+    /// in the snapshot.
     package var savesOfUnknownFate: Set<String> = []
     /// The zone's records that belong to host-defined stores (see ``SyncableRecord``) rather than to the
     /// built-in items: every record whose name the item type does not claim (``owns(_:)``).
