@@ -8,7 +8,8 @@
 ///
 /// Get one from a ``SyncContext`` (``SyncContext/records(_:)``), which sends every change, or from a
 /// ``LocalStore`` alone, offline. Every write returns once it is durable in the store's command log, like
-/// the reading list's; a context sends it right away. Bad input throws a ``FlatSyncError`` and writes
+/// the reading list's; a context sends it right away, or after the type's ``SyncableRecord/sendDebounce``
+/// when it sets one. Bad input throws a ``FlatSyncError`` and writes
 /// nothing: a type that was not registered (``LocalStore/Options/recordTypes``), a bad record name, a field
 /// the type does not declare or of another type, a reference out of the zone or with an action other than
 /// `none` and `deleteSelf`, a `deleteSelf` reference to a record that does not exist, or a record over
