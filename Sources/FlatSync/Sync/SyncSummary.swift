@@ -8,7 +8,8 @@
 public struct SyncSummary: Sendable, Hashable {
     /// Records the server acknowledged (saved or deleted).
     public var sent = 0
-    /// Records fetched and applied.
+    /// Fetched records that changed this device (taken, or merged with a pending change): a record that
+    /// comes back as this device already holds it, its own save say, does not count.
     public var fetched = 0
     /// Local records deleted because the server deleted them.
     public var deleted = 0
