@@ -162,7 +162,9 @@ public actor LocalStore {
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/storeLocked`` if another process or another open
     ///   store owns the directory; ``FlatSyncError/Code-swift.struct/ioFailed`` if it cannot be read
-    ///   or written.
+    ///   or written; ``FlatSyncError/Code-swift.struct/invalidArgument``, before touching the directory,
+    ///   if a type in ``Options-swift.struct/recordTypes`` breaks a rule (a bad zone or record type, one
+    ///   registered twice, no fields, a bad field name, a list of lists).
     public init(directory: URL, options: Options = Options()) throws {
         let registry = try RecordTypeRegistry(options.recordTypes)
         let directory = directory.standardizedFileURL
