@@ -609,7 +609,8 @@ extension LocalStore {
     }
 
     /// Queues saves of the zone's local data for a zone about to be created on the server (history as
-    /// ``HistoryRetention`` allows: the newest 1,000 items plus anything newer than 28 days). Every record
+    /// ``HistoryRetention`` allows: the newest 1,000 items, anything newer than 28 days, and every item
+    /// pruning must keep). Every record
     /// goes, pending or not: a pending change may already be on its way to the zone that is gone, or parked.
     /// Returns how many were queued.
     package func seed(_ zone: ZoneID) async throws -> Int {
