@@ -12,8 +12,11 @@ public struct CloudCounters: Sendable, Codable, Hashable, CustomStringConvertibl
     /// Records sent back to clients by `CloudTransport.fetchZoneChanges(in:since:resultsLimit:)` and
     /// `CloudTransport.lookupRecords(_:)`.
     public var recordsReturned: Int
-    /// Faults injected by the fault plan, by the error code's `CloudError.Code.name`,
-    /// and `"responseLost"` for committed requests whose response was dropped.
+    /// Faults injected by the fault plan, by ``FaultEffect/counterKey``: the error code's
+    /// `CloudError.Code.name` (`"zoneBusy"`), that name with `" (one record or zone)"` for a
+    /// ``FaultEffect/recordError(_:retryAfter:)`` or `" (after applying)"` for a
+    /// ``FaultEffect/failedAfterApplying(_:)``, and `"responseLost"` for committed requests whose response
+    /// was dropped.
     public var faultsInjected: [String: Int]
 
     /// The key of ``faultsInjected`` that counts lost responses.
