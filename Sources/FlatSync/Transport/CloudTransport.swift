@@ -10,9 +10,10 @@
 /// server, and `InMemoryCloud` and `DirectoryCloud` (in `FlatSyncTesting`), for tests and demos. All of
 /// them pass the same conformance suite, so the engine sees the same semantics from each.
 ///
-/// Every method throws ``CloudError``. Request-level failures (the network, throttling, an expired
-/// token) are thrown; per-record failures of ``modifyRecords(saving:deleting:atomically:)`` come back
-/// in its result.
+/// Every request throws ``CloudError`` (or `CancellationError`, when its task is cancelled);
+/// ``prepareToWrite(_:)``, which sends nothing, throws ``FlatSyncError``. Request-level failures (the
+/// network, throttling, an expired token) are thrown; per-record failures of
+/// ``modifyRecords(saving:deleting:atomically:)`` come back in its result.
 public protocol CloudTransport: Sendable {
     /// The most saves plus deletes one ``modifyRecords(saving:deleting:atomically:)`` call accepts;
     /// more fails with ``CloudError/Code-swift.struct/limitExceeded``.
