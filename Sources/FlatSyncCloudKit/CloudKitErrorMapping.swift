@@ -40,10 +40,10 @@ import Foundation
 ///
 /// **Which failures may have been applied.** CloudKit documents no error as "nothing was saved". The engine
 /// (`CloudErrorPolicy.mayHaveBeenApplied`) takes a request answered `networkFailure`, `serviceUnavailable`
-/// (a body-less 502–504 included), `internalError` or `unexpectedServerResponse`, and a record whose entry in
-/// a 200 does not read, as possibly applied: **assumed** from HTTP (a gateway or a failing server can answer
-/// after the backend committed), not observed on CloudKit. The other codes are taken as refusals before
-/// anything was applied.
+/// (any 5xx without a CloudKit body included), `internalError` or `unexpectedServerResponse`, and a record
+/// whose entry in a 200 does not read, as possibly applied: **assumed** from HTTP (a gateway or a failing
+/// server can answer after the backend committed), not observed on CloudKit. The other codes are taken as
+/// refusals before anything was applied.
 ///
 /// **What the engine does without the four guessed codes.** The emulator used to send them; it now sends
 /// only documented codes unless told to guess (`CloudKitWebServicesServer.Options.guessedErrorCodes`), and
