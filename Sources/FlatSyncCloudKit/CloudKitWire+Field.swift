@@ -78,13 +78,19 @@ extension CloudKitWire {
         // MARK: Writing
 
         /// Writes `{"type": …, "value": …}`, `type` as ``typeName(of:declared:)`` gives it, for a value
-        /// ``check(_:)`` accepted.
+        /// ``check(_:)`` accepted, with `"isEncrypted": true` for a field declared encrypted.
+        ///
+        /// Apple's "Encrypting user data" says to "pass an `isEncrypted` flag along with the payload", and a
+        /// live client's requests carry it beside the plain type, lists too (`"type": "INT64_LIST",
+        /// "isEncrypted": true`; brightdigit/MistKit #392, #485). Whether a response carries it back is not
+        /// documented: reading ignores it.
         static func write(
             _ value: FieldValue, declared: CloudSchema.FieldType? = nil, to writer: inout JSONValue.Writer
         ) throws(FieldProblem) {
             let type = try typeName(of: value, declared: declared)
             var problem: FieldProblem?
             writer.object { field in
+                if declared?.isEncrypted == true { field.member("isEncrypted") { $0.bool(true) } }
                 field.member("type") { $0.string(type) }
                 field.member("value") {
                     do throws(FieldProblem) {

@@ -206,6 +206,53 @@ struct CloudKitEmulatorRecordTests {
         }
     }
 
+    /// A field the production schema encrypts must come with `"isEncrypted": true`, and one it does not must
+    /// come without (pyicloud #353 saw "Attempt to save encrypted data in non encrypted field type"; MistKit
+    /// #485 saw "invalid attempt to set value type … defined to be: ENCRYPTED_STRING"). Development takes both.
+    @Test func aProductionSchemaRefusesAFieldWhoseEncryptionItDoesNotDeclare() async throws {
+        try await withEmulator { server, client in
+            try await client.createZones(["Notes"])
+            try await server.backing.setProductionSchema(
+                CloudSchema(recordTypes: [
+                    "Note": ["secret": .encrypted(.string), "codes": .list(.encrypted(.int64)), "title": .string]
+                ]))
+            let response = try await client.modify(
+                "Notes",
+                [
+                    operation(
+                        "create", "good",
+                        fields: [
+                            "secret": ["value": "s", "type": "STRING", "isEncrypted": true],
+                            "codes": ["value": [1, 2], "type": "INT64_LIST", "isEncrypted": true],
+                            "title": ["value": "t", "type": "STRING"],
+                        ]),
+                    operation("create", "plainSecret", fields: ["secret": ["value": "s", "type": "STRING"]]),
+                    operation("create", "plainCodes", fields: ["codes": ["value": [1], "type": "INT64_LIST"]]),
+                    operation(
+                        "create", "encryptedTitle",
+                        fields: ["title": ["value": "t", "type": "STRING", "isEncrypted": true]]),
+                ], atomic: false)
+            #expect(response.status == 200)
+            let entries = Dictionary(
+                uniqueKeysWithValues: response.json.objects("records").map { ($0["recordName"] as? String ?? "?", $0) })
+            #expect(entries["good"]?["serverErrorCode"] == nil)
+            for name in ["plainSecret", "plainCodes", "encryptedTitle"] {
+                #expect(entries[name]?["serverErrorCode"] as? String == "BAD_REQUEST", "\(name)")
+            }
+            #expect((entries["plainSecret"]?["reason"] as? String)?.contains("defined to be: ENCRYPTED_STRING") == true)
+            #expect((entries["plainCodes"]?["reason"] as? String)?.contains("ENCRYPTED_INT64_LIST") == true)
+            #expect(
+                (entries["encryptedTitle"]?["reason"] as? String)?.contains(
+                    "Attempt to save encrypted data in non encrypted field type") == true)
+            #expect(try await server.backing.records(in: ZoneID("Notes")).map(\.id.name) == ["good"])
+
+            try await server.backing.setProductionSchema(nil)
+            let development = try await client.modify(
+                "Notes", [operation("create", "anything", fields: ["secret": ["value": "s", "type": "STRING"]])])
+            #expect(development.json.objects("records").first?["serverErrorCode"] == nil)
+        }
+    }
+
     @Test func aRecordOver1MBIsABadRequest() async throws {
         try await withEmulator { _, client in
             try await client.createZones(["Notes"])

@@ -69,8 +69,7 @@ public struct CloudSchema: Hashable, Sendable, Codable {
             let fields = recordTypes[recordType]!
             for field in fields.keys.sorted() {
                 if let their = theirs[field], their != fields[field] {
-                    return
-                        "the field \(field) of \(recordType) as \(fields[field]!.wireName) (it declares \(their.wireName))"
+                    return "the field \(field) of \(recordType) as \(fields[field]!) (it declares \(their))"
                 }
             }
         }
@@ -139,10 +138,24 @@ extension CloudSchema {
         case location
         /// A list of one element type (`STRING_LIST` on the wire, `LIST<STRING>` in a schema file).
         case list(FieldType)
+        /// A field CloudKit keeps encrypted with keys of the user's iCloud account (`ENCRYPTED STRING` in a
+        /// schema file), for data such as health records or private notes (Apple's "Encrypting user data").
+        /// Over CloudKit Web Services Apple's servers encrypt and decrypt it for the signed-in user, so the
+        /// value reads and writes as its plain type; the transport marks it `isEncrypted` on the way out, as
+        /// CloudKit requires of a field its schema declares encrypted.
+        ///
+        /// CloudKit encrypts a string, an integer, a double, a date, bytes or a location, not a reference
+        /// or an asset; a list of encrypted strings is `.list(.encrypted(.string))` (`LIST<ENCRYPTED STRING>`,
+        /// as CloudKit's schema grammar has it). An encrypted field cannot be queried, which FlatSync never
+        /// does. Encrypting a field already deployed unencrypted is a change of its type, which a production
+        /// schema does not allow: declare a new field instead.
+        case encrypted(FieldType)
 
-        /// The name CloudKit Web Services gives the type in a field's `type`: `STRING`, `INT64_LIST`.
+        /// The name CloudKit Web Services gives the type in a field's `type`: `STRING`, `INT64_LIST` (an
+        /// encrypted field's is its plain type's: its `isEncrypted` says the rest).
         package var wireName: String {
             switch self {
+            case .encrypted(let base): return base.wireName
             case .string: return "STRING"
             case .int64: return "INT64"
             case .double: return "DOUBLE"
@@ -155,10 +168,41 @@ extension CloudSchema {
             }
         }
 
-        /// The name in CloudKit's schema language (`cktool`'s `.ckdb` files): `STRING`, `LIST<INT64>`.
+        /// The name in CloudKit's schema language (`cktool`'s `.ckdb` files): `STRING`, `LIST<INT64>`,
+        /// `ENCRYPTED STRING`.
         package var schemaName: String {
-            if case .list(let element) = self { return "LIST<\(element.schemaName)>" }
-            return wireName
+            switch self {
+            case .list(let element): return "LIST<\(element.schemaName)>"
+            case .encrypted(let base): return "ENCRYPTED " + base.schemaName
+            default: return wireName
+            }
+        }
+
+        /// The name in a schema's JSON (``CloudSchema/jsonData``) and in errors: the wire name, with
+        /// `ENCRYPTED_` before an encrypted type (`ENCRYPTED_STRING`, `ENCRYPTED_STRING_LIST`), as CloudKit
+        /// names them in its errors.
+        package var fullName: String {
+            switch self {
+            case .list(let element): return element.fullName + "_LIST"
+            case .encrypted(let base): return "ENCRYPTED_" + base.wireName
+            default: return wireName
+            }
+        }
+
+        /// The type a full name (``fullName``) stands for, or nil for one FlatSync does not know.
+        package init?(fullName: String) {
+            if fullName.hasSuffix("_LIST") {
+                guard let element = FieldType(fullName: String(fullName.dropLast("_LIST".count))), !element.isList
+                else { return nil }
+                self = .list(element)
+            } else if fullName.hasPrefix("ENCRYPTED_") {
+                guard let base = FieldType(wireName: String(fullName.dropFirst("ENCRYPTED_".count))),
+                    base.canBeEncrypted
+                else { return nil }
+                self = .encrypted(base)
+            } else {
+                self.init(wireName: fullName)
+            }
         }
 
         /// The type a wire name stands for (`STRING`, `TIMESTAMP_LIST`), or nil for one FlatSync does not
@@ -185,11 +229,46 @@ extension CloudSchema {
             return false
         }
 
+        /// True for an encrypted type, or a list of one.
+        public var isEncrypted: Bool {
+            switch self {
+            case .encrypted: return true
+            case .list(let element): return element.isEncrypted
+            default: return false
+            }
+        }
+
+        /// True for a type CloudKit can encrypt (its schema grammar's `ENCRYPTED` types).
+        private var canBeEncrypted: Bool {
+            switch self {
+            case .string, .int64, .double, .timestamp, .bytes, .location: return true
+            default: return false
+            }
+        }
+
+        /// Why a record type may not declare a field of this type, or nil: CloudKit has no list of lists,
+        /// and encrypts only some types, each on its own or as a list's element.
+        package var declarationProblem: String? {
+            switch self {
+            case .list(.list):
+                return "a list of lists, which CloudKit has no type for: store such a value as bytes (a Codable "
+                    + "property of it is its JSON)"
+            case .list(.encrypted(let base)) where !base.canBeEncrypted,
+                .encrypted(let base) where !base.canBeEncrypted:
+                return "an encrypted \(base.fullName), which CloudKit cannot encrypt: it encrypts strings, integers, "
+                    + "doubles, dates, bytes and locations (a list is .list(.encrypted(.string)))"
+            default:
+                return nil
+            }
+        }
+
         /// True when a field of this type can hold `value`: its kind matches (every element's, for a list;
         /// an empty list fits any list type); a kept value (``FieldValue/opaque(_:)``) fits the type it was
         /// kept as (an `ASSETID` as an asset).
         package func accepts(_ value: FieldValue) -> Bool {
             switch (self, value) {
+            case (.encrypted(let base), _):
+                return base.accepts(value)
             case (.string, .string), (.int64, .int(_)), (.double, .double), (.timestamp, .date), (.bytes, .bytes),
                 (.reference, .reference):
                 return true
@@ -203,24 +282,24 @@ extension CloudSchema {
             }
         }
 
-        public var description: String { wireName }
+        public var description: String { fullName }
     }
 }
 
 extension CloudSchema.FieldType: Codable {
-    /// Decodes a wire name (`"STRING"`, `"INT64_LIST"`).
+    /// Decodes a full name (`"STRING"`, `"INT64_LIST"`, `"ENCRYPTED_STRING"`).
     public init(from decoder: any Decoder) throws {
         let name = try decoder.singleValueContainer().decode(String.self)
-        guard let type = Self(wireName: name) else {
+        guard let type = Self(fullName: name) else {
             throw DecodingError.dataCorrupted(
                 .init(codingPath: decoder.codingPath, debugDescription: "unknown CloudKit field type \(name)"))
         }
         self = type
     }
 
-    /// Encodes the wire name.
+    /// Encodes the full name: the wire name, `ENCRYPTED_` before an encrypted type's.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(wireName)
+        try container.encode(fullName)
     }
 }

@@ -134,7 +134,7 @@ public struct RecordStore<Value: SyncableRecord>: Sendable {
             }
             guard type.accepts(field) else {
                 throw FlatSyncError(
-                    .invalidArgument, "\(Value.self)'s field \(key) holds \(field), not the declared \(type.wireName).")
+                    .invalidArgument, "\(Value.self)'s field \(key) holds \(field), not the declared \(type).")
             }
             guard field.fitsCloudKitWebServices else {
                 throw FlatSyncError(

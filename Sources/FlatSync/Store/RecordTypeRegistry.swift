@@ -125,13 +125,10 @@ package struct RecordTypeRegistry: Sendable {
                 "\(Value.self) declares the field \"\(key)\": a field name must be ASCII letters, digits and _, "
                     + "starting with a letter.")
         }
-        if let (key, _) = Value.fieldTypes.sorted(by: { $0.key < $1.key }).first(where: {
-            if case .list(.list) = $0.value { true } else { false }
-        }) {
-            throw FlatSyncError(
-                .invalidArgument,
-                "\(Value.self) declares the field \"\(key)\" a list of lists, which CloudKit has no type for: store "
-                    + "such a value as bytes (a Codable property of it is its JSON).")
+        for (key, type) in Value.fieldTypes.sorted(by: { $0.key < $1.key }) {
+            if let problem = type.declarationProblem {
+                throw FlatSyncError(.invalidArgument, "\(Value.self) declares the field \"\(key)\" \(problem).")
+            }
         }
         guard !Value.fieldTypes.isEmpty, Value.fieldTypes[CloudSchema.lastModifiedByField] == nil else {
             throw FlatSyncError(

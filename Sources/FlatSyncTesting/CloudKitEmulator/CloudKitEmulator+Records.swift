@@ -14,8 +14,10 @@ extension CloudKitEmulator {
         var kind: Kind
         /// The record sent (for a delete: only its name and tag matter).
         var record: Record
-        /// The `type` each field was sent with.
+        /// The `type` each list field was sent with.
         var wireTypes: [String: String] = [:]
+        /// The fields sent with `"isEncrypted": true`.
+        var encrypted: Set<String> = []
 
         var isDelete: Bool { kind == .delete || kind == .forceDelete }
     }
@@ -78,9 +80,12 @@ extension CloudKitEmulator {
                     operations.append(RecordOperation(kind: kind, record: deleted))
                 } else {
                     var wireTypes: [String: String] = [:]
+                    var encrypted: Set<String> = []
                     let record = try CloudKitRecordJSON.record(
-                        from: operation["record"], in: zone, wireTypes: &wireTypes, "\(what()).record")
-                    operations.append(RecordOperation(kind: kind, record: record, wireTypes: wireTypes))
+                        from: operation["record"], in: zone, wireTypes: &wireTypes, encrypted: &encrypted,
+                        "\(what()).record")
+                    operations.append(
+                        RecordOperation(kind: kind, record: record, wireTypes: wireTypes, encrypted: encrypted))
                 }
             }
             return (operations, atomic)
@@ -189,14 +194,31 @@ extension CloudKitEmulator {
     }
 
     /// Why a production container would refuse a field for the `type` it was sent with: a declared field
-    /// sent as another type (the record type, undeclared fields and the values' kinds are
-    /// `CloudDatabase`'s to check). The reserved writer field counts as declared where the schema has it.
+    /// sent as another type, or sent without `isEncrypted` when the schema encrypts it, or with it when the
+    /// schema does not (the record type, undeclared fields and the values' kinds are `CloudDatabase`'s to
+    /// check). The reserved writer field counts as declared where the schema has it.
+    ///
+    /// The encryption errors' words: "Attempt to save encrypted data in non encrypted field type" was seen
+    /// live (timlaing/pyicloud #353); "invalid attempt to set value type … defined to be: ENCRYPTED_STRING"
+    /// was seen live for an encrypted value sent without `type` (brightdigit/MistKit #485), and is assumed
+    /// for a plain one sent to an encrypted field.
     private static func wireTypeProblem(_ operation: RecordOperation, _ schema: CloudSchema) -> String? {
         let record = operation.record
         guard let declared = schema.recordTypes[record.type] else { return nil }
         for (key, sent) in operation.wireTypes.sorted(by: { $0.key < $1.key }) {
             guard let type = declared[key], type.wireName != sent else { continue }
             return "Invalid value, expected type \(type.wireName)."
+        }
+        for key in record.fields.keys.sorted() {
+            guard let type = declared[key] else { continue }
+            let sentEncrypted = operation.encrypted.contains(key)
+            if type.isEncrypted, !sentEncrypted {
+                return "invalid attempt to set value type \(type.wireName) for field '\(key)' for type "
+                    + "'\(record.type)', defined to be: \(type)"
+            }
+            if !type.isEncrypted, sentEncrypted {
+                return "Attempt to save encrypted data in non encrypted field type"
+            }
         }
         return nil
     }

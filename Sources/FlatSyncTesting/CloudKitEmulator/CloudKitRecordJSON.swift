@@ -128,13 +128,16 @@ enum CloudKitRecordJSON {
         from value: JSONValue?, in zone: ZoneID, _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> Record {
         var types: [String: String] = [:]
-        return try record(from: value, in: zone, wireTypes: &types, what())
+        var encrypted: Set<String> = []
+        return try record(from: value, in: zone, wireTypes: &types, encrypted: &encrypted, what())
     }
 
     /// ``record(from:in:_:)``, also giving the `type` each list field was sent with (a production schema
-    /// checks it: an empty list has no element type of its own; another field's value tells its type).
+    /// checks it: an empty list has no element type of its own; another field's value tells its type), and
+    /// the fields sent with `"isEncrypted": true` (a production schema checks that too).
     static func record(
-        from value: JSONValue?, in zone: ZoneID, wireTypes: inout [String: String], _ what: @autoclosure () -> String
+        from value: JSONValue?, in zone: ZoneID, wireTypes: inout [String: String], encrypted: inout Set<String>,
+        _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> Record {
         let object = try CloudKitJSON.object(value, what())
         let name = try CloudKitJSON.optionalString(object["recordName"], "\(what()).recordName") ?? UUID().uuidString
@@ -144,9 +147,10 @@ enum CloudKitRecordJSON {
         var writer: String?
         if let rawFields = object["fields"], rawFields != .null {
             for (key, rawField) in try CloudKitJSON.object(rawFields, "\(what()).fields") {
-                let (value, wireType) = try typedField(from: rawField, "field \(key) of record \(name)")
+                let (value, wireType, isEncrypted) = try typedField(from: rawField, "field \(key) of record \(name)")
                 // Only a list's type says more than its value: an empty one has no element to tell by.
                 if let wireType, wireType.hasSuffix("_LIST") { wireTypes[key] = wireType }
+                if isEncrypted { encrypted.insert(key) }
                 if key == lastModifiedByField {
                     guard case .string(let string) = value else {
                         throw CloudKitJSON.Problem("The field \(lastModifiedByField) must be a STRING.")
@@ -177,29 +181,33 @@ enum CloudKitRecordJSON {
     /// 10,000 records made 130,000 such names.
     static func typedField(
         from value: JSONValue, _ what: @autoclosure () -> String
-    ) throws(CloudKitJSON.Problem) -> (value: FieldValue, type: String?) {
+    ) throws(CloudKitJSON.Problem) -> (value: FieldValue, type: String?, isEncrypted: Bool) {
         // The two members read straight from the object's list (the later of a repeated key, as a dictionary
         // of them would keep): a dictionary per field was most of the time the emulator spent on a push.
         var typeMember: JSONValue?
         var valueMember: JSONValue?
+        var encryptedMember: JSONValue?
         for member in try CloudKitJSON.members(value, what()) {
             if member.key == "type" {
                 typeMember = member.value
             } else if member.key == "value" {
                 valueMember = member.value
+            } else if member.key == "isEncrypted" {
+                encryptedMember = member.value
             }
         }
         let type = try CloudKitJSON.optionalString(typeMember, "\(what()).type")
+        let isEncrypted = try CloudKitJSON.bool(encryptedMember, default: false, "\(what()).isEncrypted")
         guard let raw = valueMember, raw != .null else {
             throw CloudKitJSON.Problem(
                 "The \(what()) has no value (removing a field is not supported by the emulator).")
         }
-        guard let type else { return (try inferredValue(raw, what()), nil) }
+        guard let type else { return (try inferredValue(raw, what()), nil, isEncrypted) }
         if type.hasSuffix("_LIST") {
             let elementType = String(type.dropLast("_LIST".count))
             let elements = try CloudKitJSON.array(raw, "The value of the \(what())")
             if keptTypes.contains(elementType) {
-                return (try kept(raw, type: type, what()), type)
+                return (try kept(raw, type: type, what()), type, isEncrypted)
             }
             guard scalarTypes.contains(elementType) || elementType == "REFERENCE" else {
                 throw CloudKitJSON.Problem("The \(what()) has the type \(type), which CloudKit does not have.")
@@ -209,13 +217,13 @@ enum CloudKitRecordJSON {
             for element in elements {
                 values.append(try scalar(element, type: elementType, "an element of the \(what())"))
             }
-            return (.list(values), type)
+            return (.list(values), type, isEncrypted)
         }
-        if keptTypes.contains(type) { return (try kept(raw, type: type, what()), type) }
+        if keptTypes.contains(type) { return (try kept(raw, type: type, what()), type, isEncrypted) }
         guard scalarTypes.contains(type) || type == "REFERENCE" else {
             throw CloudKitJSON.Problem("The \(what()) has the type \(type), which CloudKit does not have.")
         }
-        return (try scalar(raw, type: type, "the \(what())"), type)
+        return (try scalar(raw, type: type, "the \(what())"), type, isEncrypted)
     }
 
     private static let scalarTypes: Set<String> = ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES"]

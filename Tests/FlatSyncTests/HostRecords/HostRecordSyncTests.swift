@@ -27,6 +27,38 @@ import Testing
         return schema
     }
 
+    /// A type with encrypted fields, through a production container whose schema (the one the app deploys)
+    /// encrypts them: over CloudKit Web Services each goes out marked `isEncrypted`, as the emulator requires
+    /// of such a field, and another device reads the values back as the type wrote them.
+    @Test(arguments: Self.routes)
+    func encryptedFieldsSyncThroughAProductionSchemaThatEncryptsThem(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            await harness.cloud.setProductionSchema(CloudSchema.flatSync(adding: [DiaryEntry.self]))
+            func device(_ name: String) async throws -> SyncContext {
+                try await harness.device(name, start: false) { $0.recordTypes = [DiaryEntry.self] }
+            }
+            let a = try await device("A")
+            let b = try await device("B")
+            let entry = DiaryEntry(
+                id: "d1", title: "Monday", text: "Slept badly", mood: 2, tags: ["sleep", "work"],
+                written: Date(timeIntervalSince1970: 1_700_000_000))
+            try await a.records(DiaryEntry.self).save(entry)
+            #expect(try await a.syncNow().isComplete)
+            #expect(try await b.syncNow().isComplete)
+            #expect(await b.records(DiaryEntry.self).value("d1") == entry)
+
+            var edited = entry
+            edited.text = "Slept well after all"
+            edited.tags = []
+            try await b.records(DiaryEntry.self).save(edited)
+            #expect(try await b.syncNow().isComplete)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await a.records(DiaryEntry.self).value("d1") == edited)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func recordsGoToTheServerAndToAnotherDevice(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
@@ -1028,4 +1060,20 @@ private struct StrictLabel: SyncableRecord, Codable {
     var id: String
     var text: String
     var color: String
+}
+
+/// A diary entry whose text, mood, tags and date CloudKit keeps encrypted; its title is plain.
+private struct DiaryEntry: SyncableRecord, Codable {
+    static let zone = ZoneID("Diary")
+    static let recordType = "DiaryEntry"
+    static let fieldTypes: [String: CloudSchema.FieldType] = [
+        "title": .string, "text": .encrypted(.string), "mood": .encrypted(.int64),
+        "tags": .list(.encrypted(.string)), "written": .encrypted(.timestamp),
+    ]
+    var id: String
+    var title: String
+    var text: String
+    var mood: Int
+    var tags: [String]
+    var written: Date
 }

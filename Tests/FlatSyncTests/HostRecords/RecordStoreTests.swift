@@ -234,9 +234,10 @@ struct RecordStoreTests {
 
     @Test func registrationIsChecked() throws {
         try withTemporaryDirectory { directory in
-            for types in [[TestRecipe.self, TestRecipe.self], [BadZone.self], [ReservedZone.self], [Grid.self]]
-                as [[any SyncableRecord.Type]]
-            {
+            for types in [
+                [TestRecipe.self, TestRecipe.self], [BadZone.self], [ReservedZone.self], [Grid.self],
+                [EncryptedLink.self],
+            ] as [[any SyncableRecord.Type]] {
                 #expect(throws: FlatSyncError.self) {
                     _ = try LocalStore(directory: directory, options: .init(recordTypes: types))
                 }
@@ -352,5 +353,13 @@ private struct Grid: SyncableRecord, Codable {
     static let zone = ZoneID("Grids")
     static let recordType = "Grid"
     static let fieldTypes: [String: CloudSchema.FieldType] = ["rows": .list(.list(.int64))]
+    var id: String
+}
+
+/// A type that declares an encrypted reference, which CloudKit cannot encrypt.
+private struct EncryptedLink: SyncableRecord, Codable {
+    static let zone = ZoneID("Links")
+    static let recordType = "Link"
+    static let fieldTypes: [String: CloudSchema.FieldType] = ["target": .encrypted(.reference)]
     var id: String
 }

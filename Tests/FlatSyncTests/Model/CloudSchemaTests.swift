@@ -19,6 +19,48 @@ import Testing
         #expect(FieldType(wireName: "BOOLEAN") == nil)
     }
 
+    /// CloudKit's schema grammar: `[ ENCRYPTED ] { BYTES | STRING | DOUBLE | INT64 | LOCATION | TIMESTAMP }`,
+    /// and a list's element may be one ("Integrating a Text-Based Schema into Your Workflow").
+    @Test func encryptedTypesHaveTheirPlainWireNameAndNamesOfTheirOwn() throws {
+        let encryptable: [FieldType] = [.string, .int64, .double, .timestamp, .bytes, .location]
+        for base in encryptable {
+            for type in [FieldType.encrypted(base), .list(.encrypted(base))] {
+                #expect(type.isEncrypted)
+                #expect(FieldType(fullName: type.fullName) == type, "\(type)")
+                #expect(type.declarationProblem == nil, "\(type)")
+            }
+            #expect(FieldType.encrypted(base).wireName == base.wireName)
+            #expect(FieldType.encrypted(base).fullName == "ENCRYPTED_" + base.wireName)
+        }
+        #expect(FieldType.encrypted(.string).schemaName == "ENCRYPTED STRING")
+        #expect(FieldType.list(.encrypted(.int64)).schemaName == "LIST<ENCRYPTED INT64>")
+        #expect(FieldType.list(.encrypted(.int64)).wireName == "INT64_LIST")
+        #expect(FieldType.list(.encrypted(.int64)).fullName == "ENCRYPTED_INT64_LIST")
+        #expect(!FieldType.string.isEncrypted && !FieldType.list(.string).isEncrypted)
+        for name in ["ENCRYPTED_REFERENCE", "ENCRYPTED_ASSET", "ENCRYPTED_ENCRYPTED_STRING", "ENCRYPTED_"] {
+            #expect(FieldType(fullName: name) == nil, "\(name)")
+        }
+        for refused: FieldType in [
+            .encrypted(.reference), .encrypted(.asset), .encrypted(.list(.string)), .encrypted(.encrypted(.string)),
+            .list(.encrypted(.reference)), .list(.list(.string)),
+        ] {
+            #expect(refused.declarationProblem != nil, "\(refused)")
+        }
+        #expect(FieldType.encrypted(.string).accepts(.string("x")) && !FieldType.encrypted(.string).accepts(.int(1)))
+        #expect(FieldType.list(.encrypted(.int64)).accepts(.list([.int(1)])))
+
+        let schema = CloudSchema(recordTypes: [
+            "Diary": ["entry": .encrypted(.string), "tags": .list(.encrypted(.string))]
+        ])
+        let lines = schema.ckdbText.split(separator: "\n").map { $0.split(separator: " ").joined(separator: " ") }
+        #expect(lines.contains("entry ENCRYPTED STRING,"))
+        #expect(lines.contains("tags LIST<ENCRYPTED STRING>,"))
+        #expect(try CloudSchema(json: schema.jsonData) == schema)
+        #expect(String(decoding: schema.jsonData, as: UTF8.self).contains(#""entry" : "ENCRYPTED_STRING""#))
+        let plain = CloudSchema(recordTypes: ["Diary": ["entry": .string]])
+        #expect(plain.firstConflict(with: schema)?.contains("ENCRYPTED_STRING") == true)
+    }
+
     @Test func aTypeAcceptsValuesOfItsKind() {
         let reference = FieldValue.reference(RecordReference(recordName: "r"))
         let location = FieldValue.opaque(OpaqueFieldValue(type: "LOCATION", json: "{}"))

@@ -131,6 +131,40 @@ struct CloudKitRequestTests {
         #expect(exchange.requests.count == 1, "nothing outside the schema was sent")
     }
 
+    /// A field the schema encrypts goes out with `"isEncrypted": true` beside its plain type, lists too
+    /// (Apple's "Encrypting user data"; the shape live clients send, brightdigit/MistKit #392 and #485); an
+    /// unencrypted one without it.
+    @Test func anEncryptedFieldGoesOutMarkedWithItsPlainType() async throws {
+        let schema = CloudSchema(recordTypes: [
+            "Note": [
+                "secret": .encrypted(.string), "codes": .list(.encrypted(.int64)), "when": .encrypted(.timestamp),
+                "s": .string, CloudSchema.lastModifiedByField: .string,
+            ]
+        ])
+        let exchange = ScriptedExchange([.json(#"{"records":[]}"#)])
+        let transport = makeTransport(exchange, schema: schema)
+        let note = Record(
+            id: RecordID(zone: Self.zone, name: "a"), type: "Note",
+            fields: [
+                "secret": .string("x"), "codes": .list([.int(1)]), "s": .string("y"),
+                "when": .date(Date(timeIntervalSince1970: 1)),
+            ], lastModifiedBy: "device-A")
+        _ = try await transport.modifyRecords(saving: [RecordSave(note)], deleting: [], atomically: false)
+        let body = try #require(exchange.requests.first?.jsonBody as? [String: Any])
+        let operation = try #require((body["operations"] as? [[String: Any]])?.first)
+        let fields = try #require((operation["record"] as? [String: Any])?["fields"] as? [String: Any])
+        func field(_ key: String) -> [String: Any] { fields[key] as? [String: Any] ?? [:] }
+        #expect(field("secret")["type"] as? String == "STRING")
+        #expect(field("secret")["isEncrypted"] as? Bool == true)
+        #expect(field("codes")["type"] as? String == "INT64_LIST")
+        #expect(field("codes")["isEncrypted"] as? Bool == true)
+        #expect(field("when")["type"] as? String == "TIMESTAMP")
+        #expect(field("when")["value"] as? Int == 1_000)
+        #expect(field("when")["isEncrypted"] as? Bool == true)
+        #expect(field("s")["isEncrypted"] == nil)
+        #expect(field(CloudSchema.lastModifiedByField)["isEncrypted"] == nil)
+    }
+
     /// A field the schema does not declare came from the server (another client wrote it; a store writes
     /// only declared fields): an update leaves it out, since the server keeps what it is not sent, and a
     /// create or a replace sends it back as it came, with the type its value has, rather than drop it.

@@ -80,6 +80,24 @@ struct CloudKitResponseTests {
         #expect(record.lastModifiedBy == nil)
     }
 
+    /// Whether CloudKit sends `isEncrypted` back with an encrypted field is not documented (MistKit #392):
+    /// the value reads as its type says, with the flag or without.
+    @Test func anEncryptedFieldReadsAsItsPlainValue() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"""
+                {"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t","records":[
+                  {"recordName":"a","recordType":"Note","recordChangeTag":"k",
+                   "fields":{"secret":{"value":"x","type":"STRING","isEncrypted":true},
+                             "codes":{"value":[1,2],"type":"INT64_LIST","isEncrypted":true},
+                             "plain":{"value":"y","type":"STRING"}}}]}]}
+                """#)
+        ])
+        let page = try await makeTransport(exchange).fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 10)
+        let fields = try #require(page.changedRecords.first?.fields)
+        #expect(fields == ["secret": .string("x"), "codes": .list([.int(1), .int(2)]), "plain": .string("y")])
+    }
+
     @Test func aMissingMoreComingIsFalse() async throws {
         let exchange = ScriptedExchange([
             .json(#"{"zones":[{"zoneID":{"zoneName":"Notes"},"records":[],"syncToken":"t","moreComing":null}]}"#)
