@@ -14,6 +14,7 @@
 /// | unknown item | a save is resent as a create; a delete is done |
 /// | anything else (bad request, reference or unique-field validation, a per-record internal error, unknown codes) | park the change as refused: kept applied and pending, reported, retried only when asked (see `RefusedChange`); a request refused as a whole is split until the culprit stands alone |
 /// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again (five times for a record at most, then park it) |
+/// | a whole request failed by an internal error or an unknown code | keep; back off and send again, five pushes of the zone in a row at most, then split it and park as above |
 ///
 /// Apple documents `retryAfter` as "the suggested time to wait before trying this operation again. If
 /// this key is not set, the operation can't be retried" (CKWS reference, error dictionaries). So an error
@@ -50,24 +51,28 @@ package enum CloudErrorPolicy {
 
     /// The action for an error that failed a whole request: as ``action(for:)``, except that only a request
     /// the server calls malformed (``CloudError/Code-swift.struct/invalidArguments``) without `retryAfter`
-    /// is refused — halved until the culprit stands alone, then parked. A request-level internal error or
-    /// an unknown code says nothing about any one record, so every record waits and is sent again: parking
-    /// them all for one server hiccup would hold the user's changes back until someone asks.
+    /// is refused at once — halved until the culprit stands alone, then parked. A request-level internal
+    /// error or an unknown code says nothing about any one record, so every record waits and is sent again:
+    /// parking them all for one server hiccup would hold the user's changes back until someone asks. It is
+    /// waited for only a few times, though (``waitsBeforeParking(_:wholeRequest:)``): the design parks what
+    /// it cannot name and retries nothing in a loop.
     package static func requestAction(for error: CloudError) -> Action {
         let action = action(for: error)
         guard action == .refuse, error.code != .invalidArguments else { return action }
         return .retryLater(after: error.retryAfter)
     }
 
-    /// True when `error` would park its change (or, for a whole request, halve it) but for its
-    /// `retryAfter`: the engine waits for such an error a few times for one record (for a whole request,
-    /// pushes of its zone in a row), then parks the change after all, so that a server that keeps saying
-    /// "later" to one record does not hold its zone back for good.
-    package static func waitsOnlyForRetryAfter(_ error: CloudError, wholeRequest: Bool = false) -> Bool {
-        guard error.retryAfter != nil else { return false }
+    /// True when `error` would park its change (or, for a whole request, halve it) but is waited for first:
+    /// it came with `retryAfter`, or it failed a whole request with an internal error or a code FlatSync does
+    /// not know (which may be a hiccup, and names no record). The engine waits for such an error a few times
+    /// for one record (for a whole request, pushes of its zone in a row), then parks the change after all
+    /// (halving a request down to the culprit), so that a server that keeps saying "later", or keeps
+    /// failing, does not hold its zone back in a loop for good.
+    package static func waitsBeforeParking(_ error: CloudError, wholeRequest: Bool = false) -> Bool {
         var bare = error
         bare.retryAfter = nil
-        return (wholeRequest ? requestAction(for: bare) : action(for: bare)) == .refuse
+        guard action(for: bare) == .refuse else { return false }
+        return error.retryAfter != nil || (wholeRequest && error.code != .invalidArguments)
     }
 
     /// True when a request that failed with `error` may still have been applied by the server: its answer

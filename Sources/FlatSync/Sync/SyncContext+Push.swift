@@ -134,7 +134,13 @@ extension SyncContext {
             case .retryLater, .waitForNetwork, .cancelled: break
             default: retryRefusedZones.remove(zone)
             }
-            if waitedOnRequestRefusal, case .retryLater = outcome.stop {
+            // A wait for `retryAfter` stops as "retry later"; one for a request's internal error, as failed.
+            let stoppedToWait: Bool
+            switch outcome.stop {
+            case .retryLater, .failed: stoppedToWait = true
+            default: stoppedToWait = false
+            }
+            if waitedOnRequestRefusal, stoppedToWait {
                 requestRefusalWaits[zone, default: 0] += 1
             } else if outcome.stop == nil || !requestRefusalsMayWait {
                 requestRefusalWaits[zone] = nil
@@ -459,7 +465,7 @@ extension SyncContext {
                 return result
             }
             var action = CloudErrorPolicy.requestAction(for: cloudError)
-            if CloudErrorPolicy.waitsOnlyForRetryAfter(cloudError, wholeRequest: true) {
+            if CloudErrorPolicy.waitsBeforeParking(cloudError, wholeRequest: true) {
                 if requestRefusalsMayWait { result.waitedOnRequestRefusal = true } else { action = .refuse }
             }
             switch action {
@@ -599,7 +605,7 @@ extension SyncContext {
                 result.next = .stop(await wipeZone(zone, epoch: epoch) ?? .zoneWiped)
                 return result
             case .retryLater(let after):
-                if CloudErrorPolicy.waitsOnlyForRetryAfter(error) {
+                if CloudErrorPolicy.waitsBeforeParking(error) {
                     guard refusalWaits[id, default: 0] < Self.refusalWaitLimit else {
                         result.refused.append(refusal(of: change, because: error))
                         continue

@@ -935,6 +935,41 @@ import Testing
         }
     }
 
+    /// A whole request the server keeps failing with an internal error is not retried in a loop (the design
+    /// parks what it cannot name): five pushes of the zone in a row wait and back off, the sixth halves the
+    /// request down to each record and parks them, and an explicit sync sends them again.
+    @Test(arguments: Self.routes)
+    func aRequestThatKeepsFailingWithAnInternalErrorIsParkedAfterFiveWaits(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let limit = SyncContext.refusalWaitLimit
+            await harness.cloud.setFaultPlan(.failNext(100, .modifyRecords, with: .internalError))
+            try await a.readingList.apply((1...2).map { .add(articleID: "a\($0)") })
+            await a.waitUntilIdle()
+            for wait in 1..<limit {
+                #expect(await a.localStore.refusedChanges().isEmpty, "still waiting after \(wait) answers")
+                #expect(await a.status().retrying == [.readingList])
+                harness.clock.advance(by: .seconds(3_600))
+                await a.waitUntilIdle()
+            }
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            #expect(await harness.cloud.counters().modifyRequests == limit, "one request a push, not split")
+            harness.clock.advance(by: .seconds(3_600))
+            await a.waitUntilIdle()
+            #expect(await a.localStore.refusedChanges().count == 2, "halved down to each record, parked")
+            #expect(await a.status().retrying.isEmpty, "no loop")
+            let requests = await harness.cloud.counters().modifyRequests
+            harness.clock.advance(by: .seconds(3_600))
+            await a.waitUntilIdle()
+            #expect(await harness.cloud.counters().modifyRequests == requests)
+
+            await harness.cloud.setFaultPlan(.none)
+            #expect(try await a.syncNow().isComplete, "asked to retry, the server takes them")
+            #expect(await serverNames(harness.cloud).count == 2)
+            try await a.close()
+        }
+    }
+
     // MARK: Committed, response lost
 
     @Test(arguments: Self.routes)
