@@ -1,5 +1,6 @@
 import FlatSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FlatSync
@@ -108,6 +109,47 @@ import Testing
             #expect(try await a.syncNow().isComplete)
             #expect(transport.count(.modifyRecords) - before == 6, "two of them would be over 512 KiB")
             #expect(await harness.cloud.records(in: TestRecipe.zone).count == 6)
+            try await a.close()
+        }
+    }
+
+    /// A record that meets a newer version on every send (another client writing it each time) merges and
+    /// resends five times in one push, then waits for the next try rather than loop (the Errors table); the
+    /// next push, with the other client quiet, sends the merge of every version.
+    @Test func aRecordThatKeepsMeetingNewerVersionsWaitsAfterFiveConflicts() async throws {
+        try await SyncHarness.run { harness in
+            let cloud = harness.cloud
+            let interfering = Mutex(false)
+            let transport = InterceptingTransport(harness.cloud) { kind, number in
+                guard kind == .modifyRecords, interfering.withLock({ $0 }) else { return }
+                let other = Record(
+                    id: TestRecipe.recordID("r1"), type: TestRecipe.recordType,
+                    fields: ["title": .string("Soup"), "servings": .int(Int64(number))])
+                _ = try? await cloud.modifyRecords(
+                    saving: [RecordSave(other, policy: .changedKeys)], deleting: [], atomically: false)
+            }
+            let a = try await harness.device("A", transport: transport, start: false) {
+                $0.recordTypes = testRecordTypes
+            }
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Soup"))
+            #expect(try await a.syncNow().isComplete)
+            let before = transport.count(.modifyRecords)
+            interfering.withLock { $0 = true }
+            let events = SyncEventRecorder(a)
+            try await a.records(TestRecipe.self).save(TestRecipe(id: "r1", title: "Stew"))
+            let summary = try await a.syncNow()
+            #expect(!summary.isComplete)
+            #expect(transport.count(.modifyRecords) - before == 6, "the first send and five merges")
+            let conflicts = events.events.filter { if case .conflictResolved = $0 { true } else { false } }
+            #expect(conflicts.count == 5)
+            #expect(await a.localStore.pendingRecordCount() == 1, "kept, to send on the next try")
+            #expect(await a.localStore.refusedChanges().isEmpty, "not parked")
+
+            interfering.withLock { $0 = false }
+            #expect(try await a.syncNow().isComplete)
+            let onServer = try #require(await cloud.records(in: TestRecipe.zone).first)
+            #expect(onServer["title"] == .string("Stew"), "this device's change")
+            #expect(onServer["servings"] == .int(7), "the other client's last write")
             try await a.close()
         }
     }
