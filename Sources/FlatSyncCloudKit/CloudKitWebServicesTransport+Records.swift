@@ -158,10 +158,14 @@ extension CloudKitWebServicesTransport {
             return Self.failedAtomically(result, saves: saves, deletes: deletes)
         }
 
-        let written = schema
+        let written = writingSchema
         var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordOperation)] = []
         for save in saves where result.failed[save.record.id] == nil {
-            operations.append((save.record.id, false, try Self.operation(for: save, schema: written)))
+            operations.append(
+                (
+                    save.record.id, false,
+                    try Self.operation(for: save, schema: written.limit, declared: written.declared)
+                ))
         }
         for deletion in deletes where !resolved.contains(deletion.id) {
             operations.append((deletion.id, true, Self.operation(for: deletion)))
@@ -271,7 +275,9 @@ extension CloudKitWebServicesTransport {
     ///
     /// (Apple's `records/modify` reference: `update` "Only the fields you specify are changed", `replace`
     /// "The fields whose values you do not specify are set to null"; both need the `recordChangeTag`.)
-    static func operation(for save: RecordSave, schema: CloudSchema?) throws -> CloudKitWire.RecordOperation {
+    static func operation(for save: RecordSave, schema: CloudSchema?, declared: CloudSchema? = nil) throws
+        -> CloudKitWire.RecordOperation
+    {
         let type: String
         var tag: ChangeTag?
         switch save.policy {
@@ -283,7 +289,8 @@ extension CloudKitWebServicesTransport {
         }
         do {
             let (fields, types) = try CloudKitWire.outgoingFields(
-                of: save.record, schema: schema, keepsUnsentFields: type == "update" || type == "forceUpdate")
+                of: save.record, schema: schema, declared: declared,
+                keepsUnsentFields: type == "update" || type == "forceUpdate")
             return CloudKitWire.RecordOperation(
                 operationType: type, recordName: save.record.id.name, recordType: save.record.type,
                 recordChangeTag: tag?.rawValue, fields: fields, types: types)

@@ -77,7 +77,8 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         /// field's, fails with `CloudError.Code.invalidArguments` before anything is sent, and list fields go
         /// out with their declared type also when empty. A field it does not declare came from the server
         /// (another client wrote it): an update leaves it to the server, and a create or a replace sends it
-        /// back as it came. `nil` writes any record (an empty list then goes out as a `STRING_LIST`).
+        /// back as it came. `nil` writes any record (an empty list then goes out as a `STRING_LIST`); a
+        /// field a context declares encrypted still goes out marked `isEncrypted`.
         public var schema: CloudSchema?
 
         /// Apple's CloudKit Web Services host.
@@ -135,6 +136,18 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         writtenSchema.withLock { $0 }
     }
 
+    /// The record types of every context given the transport while it writes any record (``schema`` nil):
+    /// not a limit on what it writes, only how the fields they declare encrypted are marked (CloudKit refuses
+    /// such a field sent without `isEncrypted`).
+    private nonisolated let declaredWhileWritingAny = Mutex(CloudSchema(recordTypes: [:]))
+
+    /// ``schema``, or when that is nil, the types contexts declared while it was (see
+    /// ``declaredWhileWritingAny``): what a save is written by.
+    nonisolated var writingSchema: (limit: CloudSchema?, declared: CloudSchema?) {
+        if let limit = schema { return (limit, nil) }
+        return (nil, declaredWhileWritingAny.withLock { $0 })
+    }
+
     private let gate = RequestGate()
     private var token: TokenState = .notLoaded
     /// A rotated token that could not be saved yet; saved (or the request fails) before the next request.
@@ -154,13 +167,17 @@ public actor CloudKitWebServicesTransport: CloudTransport {
 
     /// Adds `schema`'s record types and fields to the ones the transport writes (``schema``); throws when
     /// it declares a field the transport already knows as another type, since records of one of the two
-    /// would be refused. A context calls it when it is given the transport, with its stores' schema
+    /// would be refused. A transport that writes any record (``schema`` nil) still goes on writing any, but
+    /// marks the fields `schema` declares encrypted. A context calls it when it is given the transport, with its stores' schema
     /// (`CloudSchema.flatSync(adding:)` its registered types).
     ///
     /// - Throws: `FlatSyncError.Code.invalidArgument`, naming the field.
     public nonisolated func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) {
         let conflict: String? = writtenSchema.withLock { written in
-            guard let known = written else { return nil }
+            guard let known = written else {
+                declaredWhileWritingAny.withLock { $0 = $0.adding(schema) }
+                return nil
+            }
             if let conflict = schema.firstConflict(with: known) { return conflict }
             written = known.adding(schema)
             return nil

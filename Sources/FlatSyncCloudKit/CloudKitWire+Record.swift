@@ -25,9 +25,13 @@ extension CloudKitWire {
     /// schema. It is left out where the server keeps it anyway (`keepsUnsentFields`: an update), and sent
     /// back as it came otherwise (a create or a replace, which would drop it); refusing it parked the
     /// record for good.
-    static func outgoingFields(of record: Record, schema: CloudSchema?, keepsUnsentFields: Bool = false)
-        throws(FieldProblem) -> (fields: [String: FieldValue], types: [String: CloudSchema.FieldType])
-    {
+    ///
+    /// Without a schema, `declared` (the types contexts declared; no limit) still gives the type of a field
+    /// it declares encrypted, which goes out marked `isEncrypted` (unmarked, CloudKit refuses it).
+    static func outgoingFields(
+        of record: Record, schema: CloudSchema?, declared contextTypes: CloudSchema? = nil,
+        keepsUnsentFields: Bool = false
+    ) throws(FieldProblem) -> (fields: [String: FieldValue], types: [String: CloudSchema.FieldType]) {
         var fields = record.fields
         if fields[lastModifiedByField] != nil {
             throw FieldProblem("the field name \(lastModifiedByField) is reserved for the writer's device ID")
@@ -52,6 +56,10 @@ extension CloudKitWire {
                 try Field.check(value)
                 if let type = declared?[key] {
                     _ = try Field.typeName(of: value, declared: type)
+                    types[key] = type
+                } else if declared == nil, let type = contextTypes?.type(of: key, in: record.type),
+                    type.isEncrypted, type.accepts(value)
+                {
                     types[key] = type
                 }
             } catch {

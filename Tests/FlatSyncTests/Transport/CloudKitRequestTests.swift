@@ -165,6 +165,34 @@ struct CloudKitRequestTests {
         #expect(field(CloudSchema.lastModifiedByField)["isEncrypted"] == nil)
     }
 
+    /// A transport made to write any record (`schema: nil`) still marks the fields a context declares
+    /// encrypted when the context opens with it: CloudKit refuses an encrypted field sent unmarked, so every
+    /// save of such a record would be parked for good.
+    @Test func aTransportWithoutASchemaStillMarksTheFieldsAContextDeclaresEncrypted() async throws {
+        let exchange = ScriptedExchange([.json(#"{"records":[]}"#)])
+        let transport = makeTransport(exchange, schema: nil)
+        try transport.prepareToWrite(
+            CloudSchema.flatSync.adding(
+                CloudSchema(recordTypes: ["Note": ["secret": .encrypted(.string), "s": .string]])))
+        #expect(transport.schema == nil, "it still writes any record")
+        let note = Record(
+            id: RecordID(zone: Self.zone, name: "a"), type: "Note",
+            fields: ["secret": .string("x"), "s": .string("y")], lastModifiedBy: "device-A")
+        let other = Record(id: RecordID(zone: Self.zone, name: "b"), type: "Undeclared", fields: ["n": .int(1)])
+        _ = try await transport.modifyRecords(
+            saving: [RecordSave(note), RecordSave(other)], deleting: [], atomically: false)
+        let body = try #require(exchange.requests.first?.jsonBody as? [String: Any])
+        let operations = try #require(body["operations"] as? [[String: Any]])
+        func field(_ index: Int, _ key: String) -> [String: Any] {
+            ((operations[index]["record"] as? [String: Any])?["fields"] as? [String: Any])?[key] as? [String: Any]
+                ?? [:]
+        }
+        #expect(field(0, "secret")["type"] as? String == "STRING")
+        #expect(field(0, "secret")["isEncrypted"] as? Bool == true)
+        #expect(field(0, "s")["isEncrypted"] == nil)
+        #expect(field(1, "n")["type"] as? String == "INT64", "an undeclared type goes out as before")
+    }
+
     /// A field the schema does not declare came from the server (another client wrote it; a store writes
     /// only declared fields): an update leaves it out, since the server keeps what it is not sent, and a
     /// create or a replace sends it back as it came, with the type its value has, rather than drop it.
