@@ -14,7 +14,7 @@
 /// | unknown item | a save is resent as a create; a delete is done |
 /// | anything else (bad request, reference or unique-field validation, a per-record internal error, unknown codes) | park the change as refused: kept applied and pending, reported, retried only when asked (see `RefusedChange`); a request refused as a whole is split until the culprit stands alone |
 /// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again (five times for a record at most, then park it) |
-/// | a whole request failed by an internal error or an unknown code | keep; back off and send again, five pushes of the zone in a row at most, then split it and park as above |
+/// | a whole request failed by an internal error or an unknown code | keep; back off and send again, five pushes of the zone in a row at most, then split it and park a record that fails alone once the server has taken another request (two records failing alone while nothing goes through is an outage: nothing is parked, backoff goes on) |
 ///
 /// Apple documents `retryAfter` as "the suggested time to wait before trying this operation again. If
 /// this key is not set, the operation can't be retried" (CKWS reference, error dictionaries). So an error

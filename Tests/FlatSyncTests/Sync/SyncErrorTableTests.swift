@@ -935,37 +935,79 @@ import Testing
         }
     }
 
-    /// A whole request the server keeps failing with an internal error is not retried in a loop (the design
-    /// parks what it cannot name): five pushes of the zone in a row wait and back off, the sixth halves the
-    /// request down to each record and parks them, and an explicit sync sends them again.
+    /// A whole request the server keeps failing with an internal error is not retried in a loop: five pushes
+    /// of the zone in a row wait and back off, the sixth halves the request to find a record the server
+    /// cannot take. When every record fails alone too, and the server answered nothing, the failure is the
+    /// server's (an outage, which with the default backoff reaches a sixth push in half a minute), not a
+    /// record's: nothing is parked, the halving stops after two records, and the changes go once the
+    /// server is back, without anyone asking.
     @Test(arguments: Self.routes)
-    func aRequestThatKeepsFailingWithAnInternalErrorIsParkedAfterFiveWaits(route: SyncHarness.Route) async throws {
+    func aServerThatFailsEveryRequestWithAnInternalErrorParksNothing(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
             let a = try await harness.device("A")
             let limit = SyncContext.refusalWaitLimit
-            await harness.cloud.setFaultPlan(.failNext(100, .modifyRecords, with: .internalError))
-            try await a.readingList.apply((1...2).map { .add(articleID: "a\($0)") })
+            await harness.cloud.setFaultPlan(.failNext(1_000, .modifyRecords, with: .internalError))
+            try await a.readingList.apply((1...8).map { .add(articleID: "a\($0)") })
             await a.waitUntilIdle()
-            for wait in 1..<limit {
-                #expect(await a.localStore.refusedChanges().isEmpty, "still waiting after \(wait) answers")
-                #expect(await a.status().retrying == [.readingList])
+            for _ in 1..<limit {
+                harness.clock.advance(by: .seconds(3_600))
+                await a.waitUntilIdle()
+            }
+            #expect(await harness.cloud.counters().modifyRequests == limit, "one request a push, not split")
+            harness.clock.advance(by: .seconds(3_600))
+            await a.waitUntilIdle()
+            #expect(await a.localStore.refusedChanges().isEmpty, "an outage is no record's fault")
+            // 8, 4, 2, then two records alone.
+            #expect(await harness.cloud.counters().modifyRequests == limit + 5, "the halving stops early")
+            #expect(await a.status().retrying == [.readingList], "still retried, with backoff")
+            for _ in 0..<(2 * limit) {
                 harness.clock.advance(by: .seconds(3_600))
                 await a.waitUntilIdle()
             }
             #expect(await a.localStore.refusedChanges().isEmpty)
-            #expect(await harness.cloud.counters().modifyRequests == limit, "one request a push, not split")
-            harness.clock.advance(by: .seconds(3_600))
-            await a.waitUntilIdle()
-            #expect(await a.localStore.refusedChanges().count == 2, "halved down to each record, parked")
-            #expect(await a.status().retrying.isEmpty, "no loop")
-            let requests = await harness.cloud.counters().modifyRequests
-            harness.clock.advance(by: .seconds(3_600))
-            await a.waitUntilIdle()
-            #expect(await harness.cloud.counters().modifyRequests == requests)
 
             await harness.cloud.setFaultPlan(.none)
-            #expect(try await a.syncNow().isComplete, "asked to retry, the server takes them")
-            #expect(await serverNames(harness.cloud).count == 2)
+            harness.clock.advance(by: .seconds(3_600))
+            await a.waitUntilIdle()
+            #expect(await serverNames(harness.cloud).count == 8, "sent once the server is back")
+            #expect(await a.localStore.pendingRecordCount() == 0)
+            try await a.close()
+        }
+    }
+
+    /// A record whose every request fails as a whole with an internal error is found by the sixth push's
+    /// halving and parked, also when it is the first of its request (it alone fails before the server has
+    /// answered anything: it waits until another record went through), and the others go.
+    @Test(arguments: Self.routes)
+    func aRecordThatFailsEveryRequestWithAnInternalErrorIsParkedAfterFiveWaits(route: SyncHarness.Route)
+        async throws
+    {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let limit = SyncContext.refusalWaitLimit
+            await harness.cloud.setFaultPlan(
+                FaultPlan(scripted: [
+                    ScriptedFault(
+                        kind: .modifyRecords, count: 1_000, effect: .error(.internalError),
+                        target: FaultTarget(recordName: "rl-a1"))
+                ]))
+            try await a.readingList.apply((1...6).map { .add(articleID: "a\($0)") })
+            await a.waitUntilIdle()
+            for wait in 1..<limit {
+                #expect(await a.localStore.refusedChanges().isEmpty, "still waiting after \(wait) answers")
+                harness.clock.advance(by: .seconds(3_600))
+                await a.waitUntilIdle()
+            }
+            #expect(await a.localStore.refusedChanges().isEmpty)
+            harness.clock.advance(by: .seconds(3_600))
+            await a.waitUntilIdle()
+            #expect(await a.localStore.refusedChanges().map(\.recordID.name) == ["rl-a1"])
+            #expect(await serverNames(harness.cloud) == Set((2...6).map { "rl-a\($0)" }))
+            #expect(await a.status().retrying.isEmpty, "no loop")
+
+            await harness.cloud.setFaultPlan(.none)
+            #expect(try await a.syncNow().isComplete, "asked to retry, the server takes it")
+            #expect(await serverNames(harness.cloud).count == 6)
             try await a.close()
         }
     }
