@@ -65,6 +65,12 @@ extension CloudKitWebServicesTransport {
         guard let syncToken = response.syncToken else {
             throw CloudKitErrorMapping.unexpectedResponse(.databaseChanges, reply.data, problem: "no syncToken")
         }
+        // Asked from no token, the answer names every zone there is, and one it leaves out is taken as
+        // deleted: read as empty, an answer without the list would say every zone is gone (as `zones/list`).
+        guard token != nil || response.listsZones else {
+            throw CloudKitErrorMapping.unexpectedResponse(
+                .databaseChanges, reply.data, problem: "the key zones is missing from a listing from no token")
+        }
         var changed: [ZoneID] = []
         var deleted: [ZoneDeletion] = []
         for entry in response.zones {

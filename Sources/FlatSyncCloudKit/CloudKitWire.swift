@@ -295,6 +295,9 @@ enum CloudKitWire {
     struct DatabaseChangesResponse: JSONReadable {
         private var listed = ZonesResponse()
         var zones: [ZoneEntry] { listed.zones }
+        /// Whether the answer held `zones` (an answer to a request without a token must: see
+        /// `fetchDatabaseChanges(since:)`).
+        var listsZones: Bool { listed.isListed }
         var syncToken: String?
         var moreComing: Bool?
 
@@ -310,7 +313,8 @@ enum CloudKitWire {
         }
 
         /// With a `syncToken`, a missing `zones` is read as an empty list: no zone changed since the token.
-        /// Without one, the answer is not a page of changes at all.
+        /// Without one, the answer is not a page of changes at all. (The transport still requires `zones` of
+        /// an answer to a request sent without a token, which lists every zone.)
         func finish(wasObject: Bool) throws(FieldProblem) {
             try listed.finish(wasObject: wasObject, emptyWhenMissing: syncToken != nil)
         }

@@ -126,6 +126,17 @@ struct CloudKitResponseTests {
         }
     }
 
+    /// Asked from no token, `changes/database` lists every zone there is (the engine takes a zone it does not
+    /// name as deleted, and wipes it): an answer without `zones` is unreadable, as a zone listing's is, not a
+    /// database without zones (its `_defaultZone` is always there).
+    @Test func aDatabaseListingFromNoTokenWithoutItsZonesKeyIsUnreadableNotEmpty() async throws {
+        let exchange = ScriptedExchange([.json(#"{"syncToken":"db-1","moreComing":false}"#)])
+        let error = await #expect(throws: CloudError.self) {
+            _ = try await makeTransport(exchange).fetchDatabaseChanges(since: nil)
+        }
+        #expect(error?.code == .unexpectedServerResponse)
+    }
+
     @Test func aZoneListingWithoutItsZonesKeyIsUnreadableNotEmpty() async throws {
         // Read as empty, it would say that every zone is gone.
         let exchange = ScriptedExchange([.json(#"{}"#), .json(#"{"syncToken":"x"}"#)])
