@@ -134,15 +134,17 @@ extension SyncContext {
         var serverAnswered = false
         var heldAlone: (change: RecordChange, error: CloudError)?
         defer {
-            switch outcome.stop {
-            case .retryLater, .waitForNetwork, .cancelled: break
-            default: retryRefusedZones.remove(zone)
-            }
             // A wait for `retryAfter` stops as "retry later"; one for a request's internal error, as failed.
             let stoppedToWait: Bool
             switch outcome.stop {
             case .retryLater, .failed: stoppedToWait = true
             default: stoppedToWait = false
+            }
+            switch outcome.stop {
+            case .retryLater, .waitForNetwork, .cancelled: break
+            // Waited out like "retry later": the parked changes still go with the push after the wait.
+            case .failed where waitedOnRequestRefusal: break
+            default: retryRefusedZones.remove(zone)
             }
             if waitedOnRequestRefusal, stoppedToWait {
                 requestRefusalWaits[zone, default: 0] += 1
