@@ -186,6 +186,12 @@ extension CloudKitWire {
         }
 
         private static func decode(_ value: JSONValue, type: String) throws(FieldProblem) -> FieldValue {
+            // An encrypted field is written with its plain type and `isEncrypted` (MistKit #392, #485); should
+            // an answer name it by CloudKit's schema name instead (`ENCRYPTED_STRING`, as its errors do; not
+            // documented either way), it is the same value.
+            if type.hasPrefix("ENCRYPTED_") {
+                return try decode(value, type: String(type.dropFirst("ENCRYPTED_".count)))
+            }
             if type.hasSuffix("_LIST") {
                 let elementType = String(type.dropLast("_LIST".count))
                 guard interpreted.contains(elementType) else { return opaque(value, type: type) }

@@ -19,7 +19,8 @@ import Synchronization
 /// ```
 ///
 /// A recorder starts with the events the store kept from opening (a quarantined file, say), then records
-/// until the context closes.
+/// until the context closes: make one for each context a test opens. Work the clock has not reached yet (a
+/// snapshot written after the context's snapshot delay, say) adds its events when the test advances the clock.
 public final class SyncEventRecorder: Sendable {
     private let recorded = Mutex<[SyncEvent]>([])
 

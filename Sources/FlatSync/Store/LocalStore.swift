@@ -164,7 +164,8 @@ public actor LocalStore {
     ///   store owns the directory; ``FlatSyncError/Code-swift.struct/ioFailed`` if it cannot be read
     ///   or written; ``FlatSyncError/Code-swift.struct/invalidArgument``, before touching the directory,
     ///   if a type in ``Options-swift.struct/recordTypes`` breaks a rule (a bad zone or record type, one
-    ///   registered twice, no fields, a bad field name, a list of lists).
+    ///   registered twice, no fields, a bad field name, a list of lists, an encrypted type CloudKit cannot
+    ///   encrypt).
     public init(directory: URL, options: Options = Options()) throws {
         let registry = try RecordTypeRegistry(options.recordTypes)
         let directory = directory.standardizedFileURL

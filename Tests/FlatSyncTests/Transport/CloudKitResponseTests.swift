@@ -80,8 +80,9 @@ struct CloudKitResponseTests {
         #expect(record.lastModifiedBy == nil)
     }
 
-    /// Whether CloudKit sends `isEncrypted` back with an encrypted field is not documented (MistKit #392):
-    /// the value reads as its type says, with the flag or without.
+    /// Whether CloudKit sends `isEncrypted` back with an encrypted field, and under which type name, is not
+    /// documented (MistKit #392): the value reads as its plain type, with the flag or without, and under the
+    /// schema's `ENCRYPTED_` name too.
     @Test func anEncryptedFieldReadsAsItsPlainValue() async throws {
         let exchange = ScriptedExchange([
             .json(
@@ -90,12 +91,18 @@ struct CloudKitResponseTests {
                   {"recordName":"a","recordType":"Note","recordChangeTag":"k",
                    "fields":{"secret":{"value":"x","type":"STRING","isEncrypted":true},
                              "codes":{"value":[1,2],"type":"INT64_LIST","isEncrypted":true},
-                             "plain":{"value":"y","type":"STRING"}}}]}]}
+                             "plain":{"value":"y","type":"STRING"},
+                             "named":{"value":"z","type":"ENCRYPTED_STRING"},
+                             "listed":{"value":[3],"type":"ENCRYPTED_INT64_LIST"}}}]}]}
                 """#)
         ])
         let page = try await makeTransport(exchange).fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 10)
         let fields = try #require(page.changedRecords.first?.fields)
-        #expect(fields == ["secret": .string("x"), "codes": .list([.int(1), .int(2)]), "plain": .string("y")])
+        #expect(
+            fields == [
+                "secret": .string("x"), "codes": .list([.int(1), .int(2)]), "plain": .string("y"),
+                "named": .string("z"), "listed": .list([.int(3)]),
+            ])
     }
 
     @Test func aMissingMoreComingIsFalse() async throws {
