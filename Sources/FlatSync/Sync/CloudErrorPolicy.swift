@@ -14,7 +14,6 @@
 /// | unknown item | a save is resent as a create; a delete is done |
 /// | anything else (bad request, reference or unique-field validation, a per-record internal error, unknown codes) | park the change as refused: kept applied and pending, reported, retried only when asked (see `RefusedChange`); a request refused as a whole is split until the culprit stands alone |
 /// | anything else with `retryAfter` | keep; wait `retryAfter`, then send again (five times for a record at most, then park it) |
-/// | a whole request failed by an internal error or an unknown code | keep; back off and send again, five pushes of the zone in a row at most, then split it and park a record that fails alone once the server has taken another request (two records failing alone while nothing goes through is an outage: nothing is parked, backoff goes on) |
 ///
 /// Apple documents `retryAfter` as "the suggested time to wait before trying this operation again. If
 /// this key is not set, the operation can't be retried" (CKWS reference, error dictionaries). So an error
@@ -51,28 +50,30 @@ package enum CloudErrorPolicy {
 
     /// The action for an error that failed a whole request: as ``action(for:)``, except that only a request
     /// the server calls malformed (``CloudError/Code-swift.struct/invalidArguments``) without `retryAfter`
-    /// is refused at once — halved until the culprit stands alone, then parked. A request-level internal
-    /// error or an unknown code says nothing about any one record, so every record waits and is sent again:
-    /// parking them all for one server hiccup would hold the user's changes back until someone asks. It is
-    /// waited for only a few times, though (``waitsBeforeParking(_:wholeRequest:)``): the design parks what
-    /// it cannot name and retries nothing in a loop.
+    /// is refused — halved until the culprit stands alone, then parked. A request-level internal error or
+    /// an unknown code says nothing about any one record, so every record waits and is sent again: parking
+    /// them all for one server hiccup would hold the user's changes back until someone asks. The design's
+    /// table parks "a per-record internal error", and CloudKit reports what it has against one record inside
+    /// a 200, record by record (observed live: pyicloud #353, better-bear #7), so a whole request's 500 is
+    /// the server failing, retried as a busy server is. (Tried and dropped on 2026-11-28: parking after a
+    /// few such waits. Telling a record that makes every request fail from an outage took three rounds of
+    /// heuristics, each reviewed into new holes, and still parked nothing when the record was the only one
+    /// left, the usual case.)
     package static func requestAction(for error: CloudError) -> Action {
         let action = action(for: error)
         guard action == .refuse, error.code != .invalidArguments else { return action }
         return .retryLater(after: error.retryAfter)
     }
 
-    /// True when `error` would park its change (or, for a whole request, halve it) but is waited for first:
-    /// it came with `retryAfter`, or it failed a whole request with an internal error or a code FlatSync does
-    /// not know (which may be a hiccup, and names no record). The engine waits for such an error a few times
-    /// for one record (for a whole request, pushes of its zone in a row), then parks the change after all
-    /// (halving a request down to the culprit), so that a server that keeps saying "later", or keeps
-    /// failing, does not hold its zone back in a loop for good.
-    package static func waitsBeforeParking(_ error: CloudError, wholeRequest: Bool = false) -> Bool {
+    /// True when `error` would park its change (or, for a whole request, halve it) but for its
+    /// `retryAfter`: the engine waits for such an error a few times for one record (for a whole request,
+    /// pushes of its zone in a row), then parks the change after all, so that a server that keeps saying
+    /// "later" to one record does not hold its zone back for good.
+    package static func waitsOnlyForRetryAfter(_ error: CloudError, wholeRequest: Bool = false) -> Bool {
+        guard error.retryAfter != nil else { return false }
         var bare = error
         bare.retryAfter = nil
-        guard action(for: bare) == .refuse else { return false }
-        return error.retryAfter != nil || (wholeRequest && error.code != .invalidArguments)
+        return (wholeRequest ? requestAction(for: bare) : action(for: bare)) == .refuse
     }
 
     /// True when a request that failed with `error` may still have been applied by the server: its answer

@@ -129,24 +129,12 @@ extension SyncContext {
         var refusedInThisPush = Set<RecordID>()
         let requestRefusalsMayWait = requestRefusalWaits[zone, default: 0] < Self.refusalWaitLimit
         var waitedOnRequestRefusal = false
-        // Whether the server answered a request of this push, and the record that failed alone before it did,
-        // with an error that names no record (see `BatchResult.failedAloneNamingNoRecord`).
-        var serverAnswered = false
-        var heldAlone: (change: RecordChange, error: CloudError)?
         defer {
-            // A wait for `retryAfter` stops as "retry later"; one for a request's internal error, as failed.
-            let stoppedToWait: Bool
-            switch outcome.stop {
-            case .retryLater, .failed: stoppedToWait = true
-            default: stoppedToWait = false
-            }
             switch outcome.stop {
             case .retryLater, .waitForNetwork, .cancelled: break
-            // Waited out like "retry later": the parked changes still go with the push after the wait.
-            case .failed where waitedOnRequestRefusal: break
             default: retryRefusedZones.remove(zone)
             }
-            if waitedOnRequestRefusal, stoppedToWait {
+            if waitedOnRequestRefusal, case .retryLater = outcome.stop {
                 requestRefusalWaits[zone, default: 0] += 1
             } else if outcome.stop == nil || !requestRefusalsMayWait {
                 requestRefusalWaits[zone] = nil
@@ -242,37 +230,12 @@ extension SyncContext {
             var progressed = false
             var acknowledged: [RecordID] = []
             var zoneCreations = 0
-            while outcome.stop == nil {
-                if work.isEmpty, let held = heldAlone {
-                    // A record that failed alone waits for another to go through: then it is sent alone again,
-                    // and parked if it fails again. When none went through, the server is failing, not it.
-                    heldAlone = nil
-                    if serverAnswered {
-                        work.append([held.change])
-                    } else {
-                        outcome.stop = .from(held.error)
-                        break
-                    }
-                }
-                guard !work.isEmpty else { break }
+            while !work.isEmpty, outcome.stop == nil {
                 let batch = work.removeFirst()
                 if batch.isEmpty { continue }
-                var result = await send(
+                let result = await send(
                     batch, in: zone, via: transport, epoch: epoch, conflicts: &conflicts,
                     requestRefusalsMayWait: requestRefusalsMayWait)
-                if result.answered { serverAnswered = true }
-                if let error = result.failedAloneNamingNoRecord {
-                    if serverAnswered {
-                        result.refused = [refusal(of: batch[0], because: error)]
-                    } else if heldAlone == nil {
-                        heldAlone = (batch[0], error)
-                    } else {
-                        // Two records failed alone and nothing went through: the server's failure. Neither is
-                        // parked; the push backs off, and the next waits again before halving.
-                        heldAlone = nil
-                        result.next = .stop(.from(error))
-                    }
-                }
                 if result.waitedOnRequestRefusal { waitedOnRequestRefusal = true }
                 if !refusalWaits.isEmpty {
                     for id in result.acknowledged { refusalWaits[id] = nil }
@@ -426,13 +389,6 @@ extension SyncContext {
         /// True when the batch, refused as a whole, stops to wait out the `retryAfter` of an error that would
         /// have it halved.
         var waitedOnRequestRefusal = false
-        /// True when the server answered the request (whatever it said of each record).
-        var answered = false
-        /// For a batch of one record that failed as a whole, once waiting is over, with an error that names no
-        /// record (an internal error, an unknown code): that error, in place of the record's refusal. The push
-        /// parks the record only once the server has answered another request (see
-        /// `pushRounds`): when nothing goes through, the failure is the server's, not the record's.
-        var failedAloneNamingNoRecord: CloudError?
 
         /// Goes on to `next` unless another record of the batch asked for something stronger: a pause (which
         /// waits for the host) before no network, before creating the zone, before a wait. One record's
@@ -503,15 +459,13 @@ extension SyncContext {
                 return result
             }
             var action = CloudErrorPolicy.requestAction(for: cloudError)
-            if CloudErrorPolicy.waitsBeforeParking(cloudError, wholeRequest: true) {
+            if CloudErrorPolicy.waitsOnlyForRetryAfter(cloudError, wholeRequest: true) {
                 if requestRefusalsMayWait { result.waitedOnRequestRefusal = true } else { action = .refuse }
             }
             switch action {
             case .split where batch.count > 1, .refuse where batch.count > 1:
                 // Too large, or refused as a whole: halve until the culprit stands alone.
                 result.next = .split
-            case .refuse where cloudError.code != .invalidArguments:
-                result.failedAloneNamingNoRecord = cloudError
             case .split, .refuse:
                 result.refused = [refusal(of: batch[0], because: cloudError)]
             case .createZone:
@@ -530,7 +484,6 @@ extension SyncContext {
             result.next = .stop(.cancelled)
             return result
         }
-        result.answered = true
         emit(
             .didSend(
                 zone: zone, saved: response.saved.count, deleted: response.deleted.count, failed: response.failed.count)
@@ -646,7 +599,7 @@ extension SyncContext {
                 result.next = .stop(await wipeZone(zone, epoch: epoch) ?? .zoneWiped)
                 return result
             case .retryLater(let after):
-                if CloudErrorPolicy.waitsBeforeParking(error) {
+                if CloudErrorPolicy.waitsOnlyForRetryAfter(error) {
                     guard refusalWaits[id, default: 0] < Self.refusalWaitLimit else {
                         result.refused.append(refusal(of: change, because: error))
                         continue

@@ -80,7 +80,7 @@ public actor SyncContext: LocalChangeObserver {
     /// ``syncNow()``, taken by the push.
     var retryRefusedZones: Set<ZoneID> = []
     /// How many pushes in a row stopped to wait out the `retryAfter` of a record's error that would otherwise
-    /// park its change (see ``CloudErrorPolicy/waitsBeforeParking(_:wholeRequest:)``), by record: until
+    /// park its change (see ``CloudErrorPolicy/waitsOnlyForRetryAfter(_:wholeRequest:)``), by record: until
     /// the record goes through or is parked. Kept in `device.plist` after each push that changed it, so an
     /// app used in short sessions still parks a record the server keeps answering "later".
     var refusalWaits: [RecordID: Int] = [:]

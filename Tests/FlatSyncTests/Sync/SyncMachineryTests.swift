@@ -167,22 +167,19 @@ import Testing
     }
 
     /// The errors a push waits out only a few times before parking: those it would park (or, for a whole
-    /// request, halve) but for their `retryAfter`, and a whole request's internal error or unknown code.
-    @Test func aRefusalWithRetryAfterOrARequestsInternalErrorWaitsAFewTimes() {
+    /// request, halve) but for their `retryAfter`.
+    @Test func onlyARefusalWithRetryAfterWaitsOnlyForIt() {
         let later = Duration.seconds(2)
-        #expect(CloudErrorPolicy.waitsBeforeParking(CloudError(.invalidArguments, retryAfter: later)))
-        #expect(CloudErrorPolicy.waitsBeforeParking(CloudError(.internalError, retryAfter: later)))
+        #expect(CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.invalidArguments, retryAfter: later)))
+        #expect(CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.internalError, retryAfter: later)))
         #expect(
-            CloudErrorPolicy.waitsBeforeParking(CloudError(.invalidArguments, retryAfter: later), wholeRequest: true))
-        #expect(CloudErrorPolicy.waitsBeforeParking(CloudError(.internalError, retryAfter: later), wholeRequest: true))
-        #expect(CloudErrorPolicy.waitsBeforeParking(CloudError(.internalError), wholeRequest: true))
-        #expect(CloudErrorPolicy.waitsBeforeParking(CloudError(.partialFailure), wholeRequest: true))
-        #expect(!CloudErrorPolicy.waitsBeforeParking(CloudError(.internalError)), "one record's: parked at once")
+            CloudErrorPolicy.waitsOnlyForRetryAfter(
+                CloudError(.invalidArguments, retryAfter: later), wholeRequest: true))
         #expect(
-            !CloudErrorPolicy.waitsBeforeParking(CloudError(.invalidArguments), wholeRequest: true), "halved at once")
-        #expect(!CloudErrorPolicy.waitsBeforeParking(CloudError(.requestRateLimited, retryAfter: later)))
-        #expect(!CloudErrorPolicy.waitsBeforeParking(CloudError(.serviceUnavailable), wholeRequest: true), "backs off")
-        #expect(!CloudErrorPolicy.waitsBeforeParking(CloudError(.invalidArguments)))
+            !CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.internalError, retryAfter: later), wholeRequest: true),
+            "a whole request's internal error is retried anyway")
+        #expect(!CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.requestRateLimited, retryAfter: later)))
+        #expect(!CloudErrorPolicy.waitsOnlyForRetryAfter(CloudError(.invalidArguments)))
     }
 }
 

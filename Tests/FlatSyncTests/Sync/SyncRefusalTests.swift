@@ -143,31 +143,6 @@ import Testing
         }
     }
 
-    /// A request to retry parked changes lasts until a push of the zone is answered: a whole request failed by
-    /// an internal error is waited out (backoff), as one that said "later" is, and the push after the wait
-    /// still sends the parked change.
-    @Test(arguments: Self.routes)
-    func aRetryOfParkedChangesOutlastsARequestsInternalError(route: SyncHarness.Route) async throws {
-        try await SyncHarness.run(via: route) { harness in
-            let a = try await harness.device("A")
-            await harness.cloud.setProductionSchema(Self.schemaWithoutLiking)
-            try await a.history.setLiking("liked", .liked)
-            _ = try await a.syncNow()
-            #expect(await a.localStore.refusedChanges().map(\.recordID) == [liked])
-
-            await harness.cloud.setProductionSchema(.flatSync)
-            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .internalError))
-            let failed = try await a.syncNow()
-            #expect(!failed.isComplete)
-            #expect(await a.status().retrying == [.readingHistory])
-            harness.clock.advance(by: .seconds(3_600))
-            await a.waitUntilIdle()
-            #expect(await a.localStore.refusedChanges().isEmpty, "sent again after the wait, as asked")
-            #expect(try await serverItem(harness.cloud, "liked")?.liking == .liked)
-            try await a.close()
-        }
-    }
-
     @Test(arguments: Self.routes, [false, true])
     func aParkedChangeSurvivesARestartOrAKillAndStartSendsIt(route: SyncHarness.Route, killed: Bool) async throws {
         try await SyncHarness.run(via: route) { harness in
