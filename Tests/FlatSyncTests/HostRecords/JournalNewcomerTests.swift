@@ -97,6 +97,19 @@ private func openJournalDevice(
         configuration: configuration)
 }
 
+/// The user's account in a test: one cloud and one clock that every device opened on it shares.
+private struct JournalAccount {
+    let directory: URL
+    let cloud = InMemoryCloud()
+    let clock = TestClock()
+
+    /// Opens (or reopens) the device named `name`, running the app version whose entry type is `entryType`.
+    func open(_ name: String, _ entryType: any SyncableRecord.Type) async throws -> SyncContext {
+        try await openJournalDevice(
+            directory.appendingPathComponent(name), cloud: cloud, clock: clock, entryType: entryType)
+    }
+}
+
 /// The server's copy of a Journal record, read behind the clients' backs.
 private func serverRecord(_ name: String, in cloud: InMemoryCloud) async -> Record? {
     await cloud.records(in: journalZone).first { $0.id.name == name }
@@ -144,12 +157,10 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func v1DeviceEditKeepsTheRatingItDoesNotKnowAndUpgradeSeesIt() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV1.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV1.self)
 
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
@@ -186,8 +197,7 @@ struct JournalNewcomerTests {
 
             // B upgrades to v2: the same directory, opened with the v2 type. No fetch needed.
             try await b.close()
-            let upgradedB = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let upgradedB = try await account.open("B", JournalEntryV2.self)
             let onUpgradedB = try #require(await upgradedB.records(JournalEntryV2.self).value("entry-1"))
             #expect(onUpgradedB.rating == 4)
             #expect(onUpgradedB.title == "Strokkur")
@@ -205,12 +215,10 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func aV1SaveThatRemovesAFieldKeepsTheRatingItDoesNotKnow() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV1.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV1.self)
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
             try batch.save(
@@ -241,12 +249,10 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func crossingEditsOnV1AndV2KeepBoth() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV1.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV1.self)
 
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
@@ -279,8 +285,7 @@ struct JournalNewcomerTests {
             #expect(merged.tags == ["water"])
 
             try await b.close()
-            let upgradedB = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let upgradedB = try await account.open("B", JournalEntryV2.self)
             #expect(await upgradedB.records(JournalEntryV2.self).value("entry-1") == merged)
             try await a.close()
             try await upgradedB.close()
@@ -295,12 +300,10 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func aV1DeleteThenSaveMakesANewRecordWithoutTheRatingV2Wrote() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV1.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV1.self)
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
             try batch.save(JournalEntryV2(id: "entry-1", albumID: "album-1", title: "Geysir", rating: 4))
@@ -330,10 +333,9 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func oversizedThumbnailThrowsRecordTooLargeAtSaveAndWritesNothing() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
             let entries = a.records(JournalEntryV2.self)
             try await a.records(JournalAlbum.self).save(JournalAlbum(id: "album-1", title: "Iceland"))
             try await entries.save(JournalEntryV2(id: "entry-1", albumID: "album-1", title: "Small"))
@@ -387,12 +389,9 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func largeButAllowedThumbnailSyncsIntact() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV2.self)
             let thumbnail = Data((0..<900_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
@@ -412,12 +411,9 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func editsThatFitAloneButNotMergedAreRefusedAtPush() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV2.self)
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
             try batch.save(JournalEntryV2(id: "entry-1", albumID: "album-1", title: "Geysir"))
@@ -455,12 +451,10 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func deletingAnAlbumDeletesItsEntriesEverywhere() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV2.self)
 
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
@@ -494,12 +488,10 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func entriesEditedOrAddedOfflineInADeletedAlbumDoNotSurvive() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV2.self)
 
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
@@ -538,12 +530,10 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func refusedEditIsParkedThenRetriedOrDiscarded() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV2.self)
             let events = a.events()
             let entries = a.records(JournalEntryV2.self)
 
@@ -609,13 +599,11 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func ratingRefusedByProductionSchemaUntilV2SchemaIsDeployed() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
             await cloud.setProductionSchema(CloudSchema.flatSync(adding: [JournalAlbum.self, JournalEntryV1.self]))
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV1.self)
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV1.self)
 
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
@@ -646,10 +634,9 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func refusedAlbumDeleteKeepsEntriesHiddenUntilDiscarded() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let cloud = account.cloud
+            let a = try await account.open("A", JournalEntryV2.self)
             var batch = RecordBatch()
             try batch.save(JournalAlbum(id: "album-1", title: "Iceland"))
             try batch.save(JournalEntryV2(id: "entry-1", albumID: "album-1", title: "Geysir"))
@@ -676,12 +663,9 @@ struct JournalNewcomerTests {
     @Test(.timeLimit(.minutes(1)))
     func viewModelFollowsChangesFromTheOtherDevice() async throws {
         try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            let clock = TestClock()
-            let a = try await openJournalDevice(
-                directory.appendingPathComponent("A"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
-            let b = try await openJournalDevice(
-                directory.appendingPathComponent("B"), cloud: cloud, clock: clock, entryType: JournalEntryV2.self)
+            let account = JournalAccount(directory: directory)
+            let a = try await account.open("A", JournalEntryV2.self)
+            let b = try await account.open("B", JournalEntryV2.self)
             try await a.start()
             try await b.start()
             await a.waitUntilIdle()
