@@ -132,9 +132,11 @@ extension CloudSchema {
         case bytes
         /// `REFERENCE`: a reference to another record.
         case reference
-        /// `ASSET`: a file stored beside the record.
+        /// `ASSET`: a file stored beside the record. FlatSync uploads no assets: such a field another client
+        /// wrote is kept as it came (``FieldValue/opaque(_:)``) and sent back unchanged, but a host's value
+        /// cannot make one (keep a file's bytes in a `.bytes` field, within the record's 1 MB).
         case asset
-        /// `LOCATION`: a geographic coordinate.
+        /// `LOCATION`: a geographic coordinate, kept as it came (``FieldValue/opaque(_:)``) like an asset.
         case location
         /// A list of one element type (`STRING_LIST` on the wire, `LIST<STRING>` in a schema file).
         case list(FieldType)
