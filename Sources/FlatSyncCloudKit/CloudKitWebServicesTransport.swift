@@ -77,8 +77,9 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         /// field's, fails with `CloudError.Code.invalidArguments` before anything is sent, and list fields go
         /// out with their declared type also when empty. A field it does not declare came from the server
         /// (another client wrote it): an update leaves it to the server, and a create or a replace sends it
-        /// back as it came. `nil` writes any record (an empty list then goes out as a `STRING_LIST`); a
-        /// field a context declares encrypted still goes out marked `isEncrypted`.
+        /// back as it came. `nil` writes any record; a field a context declares still goes out with its
+        /// declared type when its value fits (an encrypted one marked `isEncrypted`, an empty list with its
+        /// element type), and any other as its value's kind says (an empty list as a `STRING_LIST`).
         public var schema: CloudSchema?
 
         /// Apple's CloudKit Web Services host.

@@ -27,7 +27,8 @@ extension CloudKitWire {
     /// record for good.
     ///
     /// Without a schema, `declared` (the types contexts declared; no limit) still gives the type of a field
-    /// it declares encrypted, which goes out marked `isEncrypted` (unmarked, CloudKit refuses it).
+    /// it declares, when the value fits it: an encrypted one goes out marked `isEncrypted` (unmarked, CloudKit
+    /// refuses it), and an empty list with its declared element type rather than as a `STRING_LIST`.
     static func outgoingFields(
         of record: Record, schema: CloudSchema?, declared contextTypes: CloudSchema? = nil,
         keepsUnsentFields: Bool = false
@@ -57,8 +58,7 @@ extension CloudKitWire {
                 if let type = declared?[key] {
                     _ = try Field.typeName(of: value, declared: type)
                     types[key] = type
-                } else if declared == nil, let type = contextTypes?.type(of: key, in: record.type),
-                    type.isEncrypted, type.accepts(value)
+                } else if declared == nil, let type = contextTypes?.type(of: key, in: record.type), type.accepts(value)
                 {
                     types[key] = type
                 }

@@ -166,18 +166,20 @@ struct CloudKitRequestTests {
     }
 
     /// A transport made to write any record (`schema: nil`) still marks the fields a context declares
-    /// encrypted when the context opens with it: CloudKit refuses an encrypted field sent unmarked, so every
-    /// save of such a record would be parked for good.
+    /// encrypted when the context opens with it (CloudKit refuses an encrypted field sent unmarked, so every
+    /// save of such a record would be parked for good), and types its empty lists as the context declares.
     @Test func aTransportWithoutASchemaStillMarksTheFieldsAContextDeclaresEncrypted() async throws {
         let exchange = ScriptedExchange([.json(#"{"records":[]}"#)])
         let transport = makeTransport(exchange, schema: nil)
         try transport.prepareToWrite(
             CloudSchema.flatSync.adding(
-                CloudSchema(recordTypes: ["Note": ["secret": .encrypted(.string), "s": .string]])))
+                CloudSchema(recordTypes: [
+                    "Note": ["secret": .encrypted(.string), "s": .string, "scores": .list(.int64)]
+                ])))
         #expect(transport.schema == nil, "it still writes any record")
         let note = Record(
             id: RecordID(zone: Self.zone, name: "a"), type: "Note",
-            fields: ["secret": .string("x"), "s": .string("y")], lastModifiedBy: "device-A")
+            fields: ["secret": .string("x"), "s": .string("y"), "scores": .list([])], lastModifiedBy: "device-A")
         let other = Record(id: RecordID(zone: Self.zone, name: "b"), type: "Undeclared", fields: ["n": .int(1)])
         _ = try await transport.modifyRecords(
             saving: [RecordSave(note), RecordSave(other)], deleting: [], atomically: false)
@@ -190,6 +192,7 @@ struct CloudKitRequestTests {
         #expect(field(0, "secret")["type"] as? String == "STRING")
         #expect(field(0, "secret")["isEncrypted"] as? Bool == true)
         #expect(field(0, "s")["isEncrypted"] == nil)
+        #expect(field(0, "scores")["type"] as? String == "INT64_LIST", "an empty list with its declared type")
         #expect(field(1, "n")["type"] as? String == "INT64", "an undeclared type goes out as before")
     }
 
