@@ -126,27 +126,27 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     /// The configuration the transport was made with.
     public nonisolated let configuration: Configuration
 
-    /// ``Configuration/schema`` with the record types of every context given the transport (nil: any
-    /// record). Behind a lock rather than the actor: a context declares its types synchronously, when it is
-    /// given the transport.
-    private nonisolated let writtenSchema: Mutex<CloudSchema?>
+    /// The types the transport knows: ``Configuration/schema`` and the record types of every context given
+    /// the transport. They limit what it writes unless ``Configuration/schema`` was nil; then they only give a
+    /// declared field its type (an encrypted one marked, an empty list typed). Behind a lock rather than the
+    /// actor: a context declares its types synchronously, when it is given the transport.
+    private nonisolated let known: Mutex<KnownTypes>
+
+    private struct KnownTypes {
+        var types: CloudSchema
+        var limit: Bool
+    }
 
     /// The schema the transport writes within now: ``Configuration/schema`` and the record types of every
     /// context it was given to; nil when it writes any record.
     public nonisolated var schema: CloudSchema? {
-        writtenSchema.withLock { $0 }
+        known.withLock { $0.limit ? $0.types : nil }
     }
 
-    /// The record types of every context given the transport while it writes any record (``schema`` nil):
-    /// not a limit on what it writes, only how the fields they declare encrypted are marked (CloudKit refuses
-    /// such a field sent without `isEncrypted`).
-    private nonisolated let declaredWhileWritingAny = Mutex(CloudSchema(recordTypes: [:]))
-
-    /// ``schema``, or when that is nil, the types contexts declared while it was (see
-    /// ``declaredWhileWritingAny``): what a save is written by.
+    /// What a save is written by: ``schema`` as its limit, or when that is nil, the types contexts declared.
     nonisolated var writingSchema: (limit: CloudSchema?, declared: CloudSchema?) {
-        if let limit = schema { return (limit, nil) }
-        return (nil, declaredWhileWritingAny.withLock { $0 })
+        let known = known.withLock { $0 }
+        return known.limit ? (known.types, nil) : (nil, known.types)
     }
 
     private let gate = RequestGate()
@@ -163,24 +163,22 @@ public actor CloudKitWebServicesTransport: CloudTransport {
     /// A transport for `configuration`. Nothing is sent until the first call.
     public init(configuration: Configuration) {
         self.configuration = configuration
-        writtenSchema = Mutex(configuration.schema)
+        known = Mutex(
+            KnownTypes(types: configuration.schema ?? CloudSchema(recordTypes: [:]), limit: configuration.schema != nil)
+        )
     }
 
     /// Adds `schema`'s record types and fields to the ones the transport writes (``schema``); throws when
     /// it declares a field the transport already knows as another type, since records of one of the two
-    /// would be refused. A transport that writes any record (``schema`` nil) still goes on writing any, but
-    /// marks the fields `schema` declares encrypted. A context calls it when it is given the transport, with its stores' schema
-    /// (`CloudSchema.flatSync(adding:)` its registered types).
+    /// would be refused. A transport that writes any record (``schema`` nil) goes on writing any, but sends the
+    /// fields `schema` declares with their declared types. A context calls it when it is given the transport,
+    /// with its stores' schema (`CloudSchema.flatSync(adding:)` its registered types).
     ///
     /// - Throws: `FlatSyncError.Code.invalidArgument`, naming the field.
     public nonisolated func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) {
-        let conflict: String? = writtenSchema.withLock { written in
-            guard let known = written else {
-                declaredWhileWritingAny.withLock { $0 = $0.adding(schema) }
-                return nil
-            }
-            if let conflict = schema.firstConflict(with: known) { return conflict }
-            written = known.adding(schema)
+        let conflict: String? = known.withLock { known in
+            if known.limit, let conflict = schema.firstConflict(with: known.types) { return conflict }
+            known.types = known.types.adding(schema)
             return nil
         }
         guard let conflict else { return }

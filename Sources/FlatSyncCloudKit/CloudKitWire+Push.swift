@@ -63,7 +63,6 @@ extension CloudKitWire {
         mutating func read(_ key: String, from reader: inout JSONValue.Reader) throws -> Bool { false }
     }
 
-    /// `subscriptions`: of `subscriptions/list`, `subscriptions/lookup` and `subscriptions/modify`.
     /// `subscriptions`: of `subscriptions/list` and `subscriptions/modify`. None listed makes the transport
     /// create its own (an ID that exists is created again silently), and none answered makes it list again.
     enum Subscriptions: ListName {

@@ -312,11 +312,10 @@ enum CloudKitWire {
             return true
         }
 
-        /// With a `syncToken`, a missing `zones` is read as an empty list: no zone changed since the token.
-        /// Without one, the answer is not a page of changes at all. (The transport still requires `zones` of
-        /// an answer to a request sent without a token, which lists every zone.)
+        /// A missing `zones` reads as an empty list here: whether that may stand for "no zone changed" depends
+        /// on the request, so ``listsZones`` lets the transport refuse it for a listing from no token.
         func finish(wasObject: Bool) throws(FieldProblem) {
-            try listed.finish(wasObject: wasObject, emptyWhenMissing: syncToken != nil)
+            try listed.finish(wasObject: wasObject, emptyWhenMissing: true)
         }
     }
 
