@@ -170,12 +170,21 @@ public actor CloudKitWebServicesTransport: CloudTransport {
 
     /// Adds `schema`'s record types and fields to the ones the transport writes (``schema``); throws when
     /// it declares a field the transport already knows as another type, since records of one of the two
-    /// would be refused. A transport that writes any record (``schema`` nil) goes on writing any, but sends the
+    /// would be refused, or when it or ``Configuration/schema`` declares a type CloudKit has not (a list of
+    /// lists, an encrypted reference), since every save of the field would be. A transport that writes any record (``schema`` nil) goes on writing any, but sends the
     /// fields `schema` declares with their declared types. A context calls it when it is given the transport,
     /// with its stores' schema (`CloudSchema.flatSync(adding:)` its registered types).
     ///
     /// - Throws: `FlatSyncError.Code.invalidArgument`, naming the field.
     public nonisolated func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) {
+        // The configuration's schema is checked here rather than in `init`, which does not throw: no context
+        // can write through a transport whose every save of such a field would be refused.
+        if let problem = configuration.schema?.firstDeclarationProblem ?? schema.firstDeclarationProblem {
+            throw FlatSyncError(
+                .invalidArgument,
+                "The CloudKit Web Services transport was given a schema declaring \(problem). Declare a type "
+                    + "CloudKit has.")
+        }
         let conflict: String? = known.withLock { known in
             if known.limit, let conflict = schema.firstConflict(with: known.types) { return conflict }
             known.types = known.types.adding(schema)

@@ -76,6 +76,20 @@ public struct CloudSchema: Hashable, Sendable, Codable {
         return nil
     }
 
+    /// A field this schema declares as a type CloudKit has not (a list of lists, an encrypted reference), in
+    /// a sentence; nil when every field's type exists.
+    package var firstDeclarationProblem: String? {
+        for recordType in recordTypes.keys.sorted() {
+            let fields = recordTypes[recordType]!
+            for field in fields.keys.sorted() {
+                if let problem = fields[field]!.declarationProblem {
+                    return "the field \(field) of \(recordType) as \(problem)"
+                }
+            }
+        }
+        return nil
+    }
+
     /// This schema with every record type and field of `schema` too (`schema`'s type for a field both
     /// declare).
     package func adding(_ schema: CloudSchema) -> CloudSchema {

@@ -196,6 +196,22 @@ struct CloudKitRequestTests {
         #expect(field(1, "n")["type"] as? String == "INT64", "an undeclared type goes out as before")
     }
 
+    /// `init` cannot throw, so a configured schema with a type CloudKit has not is refused when a context is
+    /// given the transport, as a context's own impossible type is, before anything is written.
+    @Test func aSchemaWithATypeCloudKitHasNotIsRefusedBeforeAnythingIsWritten() throws {
+        let impossible = CloudSchema(recordTypes: ["Note": ["owner": .encrypted(.reference)]])
+        let configured = makeTransport(ScriptedExchange([]), schema: CloudSchema.flatSync.adding(impossible))
+        let error = #expect(throws: FlatSyncError.self) { try configured.prepareToWrite(.flatSync) }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.message.contains("owner of Note") == true, "names the field: \(error?.message ?? "")")
+
+        let plain = makeTransport(ScriptedExchange([]), schema: nil)
+        #expect(throws: FlatSyncError.self) {
+            try plain.prepareToWrite(CloudSchema(recordTypes: ["Note": ["tags": .list(.list(.string))]]))
+        }
+        #expect(plain.writingSchema.declared?.recordTypes["Note"] == nil, "the refused schema was not taken")
+    }
+
     /// A field the schema does not declare came from the server (another client wrote it; a store writes
     /// only declared fields): an update leaves it out, since the server keeps what it is not sent, and a
     /// create or a replace sends it back as it came, with the type its value has, rather than drop it.
