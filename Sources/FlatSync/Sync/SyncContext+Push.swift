@@ -54,7 +54,8 @@ extension SyncContext {
             case .waitForNetwork:
                 return SyncProblem(.networkUnavailable, zone: zone, message: "the network is unavailable")
             case .paused(let reason):
-                return SyncProblem(.paused(reason), zone: zone, message: "sending is paused (\(reason))")
+                // The context's, not the zone's: every zone waits, and so do fetches that met it.
+                return SyncProblem(.paused(reason), message: "syncing is paused (\(reason)) until the host acts")
             case .failed(let error): return SyncProblem(.serverError(error.code), zone: zone, message: error.message)
             case .failedOnDevice(let error):
                 return SyncProblem(.deviceError(error.code), zone: zone, message: error.message)

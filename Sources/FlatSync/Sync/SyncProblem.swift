@@ -35,7 +35,8 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         case retryLater(after: Duration?)
         /// The network is unavailable: the engine tries again when it returns, or after its backoff.
         case networkUnavailable
-        /// Sending is paused until the host acts (see ``PauseReason``).
+        /// Sending is paused until the host acts (see ``PauseReason``). A summary lists a pause once, with
+        /// no zone: it holds every zone, and a fetch that met it.
         case paused(PauseReason)
         /// The server failed a request in a way that is neither a wait nor a refusal of one change (those are
         /// parked: see above), and that trying again soon is unlikely to fix; the code says which. A send or
@@ -57,7 +58,7 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
     /// What stopped the sync.
     public var kind: Kind
     /// The zone it concerns, when it concerns one: a push's problem and a zone without a store name it, a
-    /// fetch's does not (it covers every zone it fetched).
+    /// fetch's and a pause do not (they cover every zone).
     public var zone: ZoneID?
     /// What happened, in a phrase, with the server's own message when it sent one. For people and logs: its
     /// wording may change, so a program (or a test) looks at ``kind`` and ``zone``.

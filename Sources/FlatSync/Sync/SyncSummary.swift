@@ -44,13 +44,20 @@ public struct SyncSummary: Sendable, Hashable {
         sent += outcome.saved + outcome.deleted
         refused += outcome.refused
         resets += outcome.resets
-        if let problem = outcome.stop?.problem(in: zone) { problems.append(problem) }
+        if let problem = outcome.stop?.problem(in: zone) { note(problem) }
     }
 
     mutating func add(_ outcome: SyncContext.FetchOutcome) {
         fetched += outcome.changed
         deleted += outcome.deleted
         resets += outcome.resets
-        if let problem = outcome.stop?.problem(in: nil) { problems.append(problem) }
+        if let problem = outcome.stop?.problem(in: nil) { note(problem) }
+    }
+
+    /// Adds `problem`, except a pause already listed: a pause is the context's, not a zone's, so each zone's
+    /// send and the fetch that met it say the same thing once.
+    private mutating func note(_ problem: SyncProblem) {
+        if case .paused = problem.kind, problems.contains(where: { $0.kind == problem.kind }) { return }
+        problems.append(problem)
     }
 }

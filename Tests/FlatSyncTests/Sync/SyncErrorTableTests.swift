@@ -839,6 +839,22 @@ import Testing
         }
     }
 
+    /// A pause holds the context, not a zone: a sync whose sends and fetch all meet it lists it once.
+    @Test func aSummaryListsAPauseOnceWithoutAZone() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let a = try await harness.device("A")
+            try await a.readingList.add("x")
+            try await a.history.visit("y")
+            await harness.cloud.setFaultPlan(.failNext(100, with: .notAuthenticated))  // every request
+            let summary = try await a.syncNow()
+            let pauses = summary.problems.filter { $0.kind == .paused(.notAuthenticated) }
+            #expect(pauses.count == 1, "\(summary.problems)")
+            #expect(pauses.first?.zone == nil)
+            #expect(!summary.isComplete)
+            try await a.close()
+        }
+    }
+
     @Test(arguments: Self.routes)
     func quotaExceededPausesSendingUntilTheUserSyncs(route: SyncHarness.Route) async throws {
         try await SyncHarness.run(via: route) { harness in
