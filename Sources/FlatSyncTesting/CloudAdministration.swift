@@ -36,7 +36,14 @@ public protocol CloudAdministration: Sendable {
     func counters() async throws -> CloudCounters
 
     /// Makes the server a production environment deployed with `schema` (`nil`: a development one, which
-    /// takes any record); see `CloudDatabase.setProductionSchema`.
+    /// takes any record).
+    ///
+    /// In production, CloudKit refuses, record by record, a save whose record type or field the deployed
+    /// schema lacks, or whose value is of another type, or whose field's encryption differs from the
+    /// schema's. The server does the same: that record fails with `CloudError.Code.invalidArguments`
+    /// (`BAD_REQUEST` over CKWS, with the wording seen live: "Cannot create or modify field 'X' in record
+    /// 'Y' in production schema"), and the rest of the request is applied. It serves one database whatever
+    /// environment a request names, so a transport configured for `.development` is held to the schema too.
     func setProductionSchema(_ schema: CloudSchema?) async throws
 
     /// The production schema the server enforces, or `nil` in development.

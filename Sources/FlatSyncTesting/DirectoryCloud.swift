@@ -33,7 +33,7 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// The directory holding the state file and the lock file.
     public let directory: URL
     /// When not `nil`, the history limit every request through this value sets on the directory
-    /// before it is served (see `CloudDatabase.changeHistoryLimit`).
+    /// before it is served (see ``CloudAdministration/setChangeHistoryLimit(_:)``).
     public let changeHistoryLimit: Int?
     /// Where the file-system calls go.
     package let fileSystem: FileSystem

@@ -12,8 +12,8 @@ import FlatSync
 /// await cloud.setFaultPlan(.random(rate: 0.3, seed: 7))   // replaces the plan
 /// ```
 ///
-/// Faults are decided by `CloudDatabase.perform`, so ``InMemoryCloud`` and ``DirectoryCloud``
-/// inject them identically; a ``DirectoryCloud`` persists the plan and its generator state, so a
+/// Faults are decided where requests are served, in the database both clouds share, so ``InMemoryCloud``
+/// and ``DirectoryCloud`` (and a ``CloudKitWebServicesServer`` over either) inject them identically; a ``DirectoryCloud`` persists the plan and its generator state, so a
 /// seeded plan is deterministic across processes sharing the directory.
 public struct FaultPlan: Sendable, Codable, Hashable {
     /// Faults for the next requests, in order. Each request uses the first entry that matches its kind
@@ -188,8 +188,8 @@ public enum FaultEffect: Sendable, Hashable, Codable, CustomStringConvertible {
     /// success, as CloudKit Web Services answers in a 200 (observed live). The other records are applied
     /// unless the request is atomic. A request creating or deleting
     /// zones fails its first zone the same way (CKWS answers a zone's failure in its entry of a 200: ckws.md
-    /// §3); the caller of `CloudDatabase.createZones` or `CloudDatabase.deleteZones` gets the
-    /// error after the other zones are done. Requests of other kinds are served untouched, and only a fault
+    /// §3); the caller of `createZones` or `deleteZones` gets the error after the other zones are
+    /// done. Requests of other kinds are served untouched, and only a fault
     /// that failed a record or a zone is counted.
     case recordError(CloudError.Code, retryAfter: Duration? = nil)
     /// The server applies the request, then the caller gets `code` in place of its answer: a gateway's 502

@@ -175,20 +175,20 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         database.setChangeHistoryLimit(limit)
     }
 
-    /// Sets the most zones one answer to a database fetch holds (see
-    /// `CloudDatabase.setDatabaseChangesLimit`); over HTTP, the emulator backed by this cloud too.
+    /// Sets the most zones one answer to a database fetch holds (the rest come in the next pages, as
+    /// `moreComing` says); over HTTP, the emulator backed by this cloud too.
     public func setDatabaseChangesLimit(_ limit: Int) {
         database.setDatabaseChangesLimit(limit)
     }
 
-    /// Sets whether a zone fetch from no token reports deletions too (see
-    /// `CloudDatabase.reportsDeletionsFromNoToken`); over HTTP, the emulator backed by this cloud too.
+    /// Sets whether a zone fetch from no token reports deletions too (CloudKit does not document whether
+    /// it does); over HTTP, the emulator backed by this cloud too.
     public func setReportsDeletionsFromNoToken(_ reports: Bool) {
         database.setReportsDeletionsFromNoToken(reports)
     }
 
-    /// Lists a zone deleted since a token as changed rather than deleted, as CloudKit was seen to
-    /// (`CloudDatabase.reportsDeletedZonesAsChanged`); over HTTP, the emulator backed by this cloud too.
+    /// Lists a zone deleted since a token as changed rather than deleted, as CloudKit was seen to; over
+    /// HTTP, the emulator backed by this cloud too.
     public func setReportsDeletedZonesAsChanged(_ reports: Bool) {
         database.setReportsDeletedZonesAsChanged(reports)
     }

@@ -19,7 +19,7 @@
 ///     Step(id: "soup-2", recipeID: "soup", text: "Simmer for an hour"),
 /// ])
 /// try batch.delete(Step.self, id: "stew-3")
-/// try await context.apply(batch)  // durable here, then sent: the recipe before its steps
+/// try await context.apply(batch)  // durable here; sent: the recipe, then its steps once the server has it
 /// ```
 ///
 /// Each value is checked as it is added, as ``RecordStore/save(_:)-(Value)`` checks it (its name, its

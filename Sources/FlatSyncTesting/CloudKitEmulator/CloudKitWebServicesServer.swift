@@ -3,8 +3,8 @@ import FlatSync
 import FlatSyncCloudKit
 import Foundation
 
-/// A CloudKit Web Services emulator on 127.0.0.1: serves a test cloud (``InMemoryCloud``,
-/// ``DirectoryCloud``, or any `CloudDatabaseServing`) over HTTP in CKWS JSON, so
+/// A CloudKit Web Services emulator on 127.0.0.1: serves a test cloud (``InMemoryCloud`` or
+/// ``DirectoryCloud``) over HTTP in CKWS JSON, so
 /// `CloudKitWebServicesTransport` can be tested, benchmarked and demonstrated without Apple's server.
 ///
 /// It speaks the project's wire contract. Where CloudKit documents a behaviour, the emulator follows the
@@ -24,7 +24,7 @@ import Foundation
 ///   tokens under `/device/1/…/tokens/create|register`, not `/database/`; the web courier: a
 ///   `webcourierURL` of the form `…/aps?tok=<escaped token>&ttl=43200` polled with GET exactly as given,
 ///   one APNs-style notification (`{"aps":…,"ck":…}`) per response, taken off the token's queue, an empty
-///   200 when nothing came (see `CloudKitPushHub`); a zone's failure in `zones/modify` coming back as
+///   200 when nothing came (after ``Options-swift.struct/courierHoldTime``); a zone's failure in `zones/modify` coming back as
 ///   that zone's entry inside a 200 (MistKit PR #443); creating a subscription ID that exists succeeding with
 ///   the existing one, and a duplicate of another subscription's content failing inside a 200 with
 ///   `INTERNAL_ERROR` "could not find subscription we just created" (seen for query subscriptions, assumed
@@ -33,7 +33,7 @@ import Foundation
 ///   busy zone, a request over a limit, an expired token, a zone the user deleted; see
 ///   `CloudKitWireError`), and, only when asked (``Options-swift.struct/guessedErrorCodes``), four
 ///   undocumented codes and a `purged` flag, which are guesses; a production environment refusing saves
-///   outside its schema in the words seen live (see `CloudDatabase.setProductionSchema`); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
+///   outside its schema in the words seen live (see ``CloudAdministration/setProductionSchema(_:)``); `syncToken` as base64 of the change token's bytes; `resultsLimit` clamped to 200;
 ///   `created`/`modified` times being the response's time; the reserved field `fsLastModifiedBy`
 ///   carrying `Record.lastModifiedBy`; zone subscriptions only (a query one is refused), dropped with
 ///   their zone (so a zone's deletion is not pushed: devices learn of it at their next whole fetch); the
