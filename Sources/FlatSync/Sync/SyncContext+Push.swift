@@ -702,6 +702,10 @@ extension SyncContext {
     /// (ckws.md §4). Such a listing names every zone the database has, so a zone it does not name is gone
     /// and, as above, taken as deleted by the user; unless this run created it since the token, when it may
     /// not be visible yet.
+    ///
+    /// Either inference is checked against the zone list before the wipe, which drops the zone's unsent
+    /// changes: a zone the list still names gets ``Stop/retryLater(_:reason:)`` instead (see
+    /// ``wipeZoneIfUnlisted(_:via:epoch:)``).
     func stopIfTheUserDeleted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop? {
         let device = await localStore.deviceFile
         if device.zonesListedWhileNotOpen?[zone.name] == .deleted {
@@ -730,17 +734,34 @@ extension SyncContext {
                 return .deletedOnServer
             }
             if changes.changedZones.contains(zone), !createdSinceToken.contains(zone) {
-                return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
+                return await wipeZoneIfUnlisted(zone, via: transport, epoch: epoch)
             }
             if !changes.moreComing {
                 guard fromStart, !createdSinceToken.contains(zone) else { return nil }
-                return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
+                return await wipeZoneIfUnlisted(zone, via: transport, epoch: epoch)
             }
             if changes.token == token {
                 return .from(Self.noProgress("the database's changes"))
             }
             token = changes.token
         }
+    }
+
+    /// Wipes a zone the server answered missing and the database's changes call deleted by inference (listed
+    /// as changed, or not listed from nil), unless the zone list still names it. A wipe drops the zone's
+    /// unsent changes, and one answer is thin evidence: CloudKit documents no read-after-write order between
+    /// its endpoints. A zone the list names is there, so the answer was a passing failure: tried again later.
+    private func wipeZoneIfUnlisted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop {
+        do {
+            let listed = try await transport.listZones()
+            guard epoch == accountEpoch else { return .cancelled }
+            if listed.contains(zone) {
+                return .retryLater(nil, reason: "the server answered \(zone) missing, but lists it")
+            }
+        } catch {
+            return .from(error)
+        }
+        return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
     }
 
     /// Makes sure the zones exist on the server, creating missing ones and queueing the local data for a
