@@ -32,6 +32,10 @@ extension SyncContext {
             outcome.stop = .cancelled
             return outcome
         }
+        guard !waitsForTheAccount else {
+            outcome.stop = .paused(.notAuthenticated)
+            return outcome
+        }
         var targets = zones
         var databaseToken: ChangeToken?
         // Zones listed as deleted, and by whom, that are not wiped on that word alone: listed from a nil

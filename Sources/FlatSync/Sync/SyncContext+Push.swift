@@ -105,6 +105,7 @@ extension SyncContext {
     /// of later pushes, unless ``start()`` or ``syncNow()`` asked to retry the zone's refused changes once.
     /// Changes made during a round are new commands, sent by the next round.
     func push(_ zone: ZoneID, epoch: Int) async -> PushOutcome {
+        guard !waitsForTheAccount else { return PushOutcome(stop: .paused(.notAuthenticated)) }
         let outcome = await pushRounds(zone, epoch: epoch)
         // Only a refusal with `retryAfter`, or its end, changes the counts; a failed write keeps them in
         // memory, and the next save writes them.

@@ -76,6 +76,12 @@ public actor SyncContext: LocalChangeObserver {
     /// resend writes once more, which changes nothing but the version.
     var unconfirmedSaves: [RecordID: Record] = [:]
     var paused: PauseReason?
+
+    /// True while sending and fetching wait for ``accountDidChange(to:)`` (paused for
+    /// ``PauseReason/notAuthenticated``): the transport may be signed in since, as another user, whose
+    /// database must neither receive this account's data nor fill its stores. Only the host knows who
+    /// signed in, so only naming the account again resumes; ``syncNow()`` does not.
+    var waitsForTheAccount: Bool { paused == .notAuthenticated }
     /// Zones whose parked (refused) changes the next push sends once more: set by ``start()`` and
     /// ``syncNow()``, taken by the push.
     var retryRefusedZones: Set<ZoneID> = []
@@ -282,7 +288,8 @@ public actor SyncContext: LocalChangeObserver {
     /// Pull to refresh: sends every pending command (history too, without waiting for its debounce),
     /// then fetches every zone's changes. Clears a pause and any retry wait first, since the user asked,
     /// and sends the changes the server refused once more (see ``RefusedChange``), in case what it
-    /// objected to was fixed.
+    /// objected to was fixed. Not a pause for want of an account (``PauseReason/notAuthenticated``): only
+    /// ``accountDidChange(to:)`` ends that one, and until then the summary reports it and nothing is done.
     ///
     /// Sync work already queued (by ``start()``, a local change, a notification) runs first; the summary
     /// counts it too, so it describes everything that happened from this call until it returns.
@@ -296,8 +303,10 @@ public actor SyncContext: LocalChangeObserver {
     /// to order work against that moment).
     package func syncNow(whenCounting: @Sendable () -> Void) async throws -> SyncSummary {
         try await checkUsable()
-        paused = nil
-        retryRefusedZones.formUnion(zoneIDs)
+        if !waitsForTheAccount {  // then it reports the pause and changes nothing
+            paused = nil
+            retryRefusedZones.formUnion(zoneIDs)
+        }
         for key in Array(timers.keys) { cancelTimer(key) }
         let epoch = accountEpoch
         let id = nextSummaryID
@@ -363,6 +372,10 @@ public actor SyncContext: LocalChangeObserver {
     /// Signing in from signed out keeps what was made while signed out, which belongs to no account, and
     /// sends it to the new one, as opening the directory with that account does (and as Apple's
     /// CKSyncEngine sample uploads everything on sign-in). Signing out wipes, as switching does.
+    ///
+    /// Also call it after the user signs in again, paused for want of an account
+    /// (``PauseReason/notAuthenticated``), with the account the server now says is signed in: the same
+    /// account resumes sending and fetching, which nothing else does.
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument`` when the new account's transport
     ///   cannot write the context's records (nothing changes then), as ``open(directory:account:configuration:)``.
@@ -446,6 +459,9 @@ public actor SyncContext: LocalChangeObserver {
         let refused = Set(await localStore.refusedChanges().map(\.recordID))
         let targets = (ids.map { Set($0) } ?? refused).intersection(refused).sorted()
         guard !targets.isEmpty else { return [] }
+        guard !waitsForTheAccount else {
+            throw CloudError(.notAuthenticated, "No account can be used: call accountDidChange(to:) once signed in.")
+        }
         let servers = try await transport.lookupRecords(targets)
         guard epoch == accountEpoch else { throw CancellationError() }
         for id in targets { unconfirmedSaves[id] = nil }

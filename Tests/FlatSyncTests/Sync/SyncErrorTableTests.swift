@@ -878,6 +878,48 @@ import Testing
         }
     }
 
+    /// Paused for want of an account, the context waits for the host to name one: the transport may have been
+    /// signed in since as another user, whose database must neither receive this account's changes nor fill
+    /// its stores (the emulator audit). So a pull to refresh, a push notification and a discard reach no
+    /// server; naming the account again resumes, and naming another switches, wiping this one's data.
+    @Test(arguments: Self.routes)
+    func aPauseForWantOfAnAccountSendsAndFetchesNothingUntilTheHostNamesIt(route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            await harness.cloud.setFaultPlan(.failRecords(1, with: .invalidArguments))
+            try await a.readingList.add("refused")
+            await a.waitUntilIdle()
+            #expect(await a.refusedChanges().count == 1)
+            await harness.cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .notAuthenticated))
+            try await a.readingList.add("x")
+            await a.waitUntilIdle()
+            #expect(await a.status().paused == .notAuthenticated)
+            let before = await harness.cloud.counters().requests
+
+            let summary = try await a.syncNow()
+            #expect(summary.problems.map(\.kind) == [.paused(.notAuthenticated)])
+            await a.handleRemoteNotification(zones: [.readingList])
+            await a.waitUntilIdle()
+            let discard = await #expect(throws: CloudError.self) { try await a.discardRefusedChanges() }
+            #expect(discard?.code == .notAuthenticated)
+            #expect(await harness.cloud.counters().requests == before, "no request while no account can be used")
+            #expect(await a.status().paused == .notAuthenticated)
+            #expect(await serverNames(harness.cloud).isEmpty)
+
+            if let token = harness.signInToken(),
+                let transport = harness.transport("A") as? CloudKitWebServicesTransport
+            {
+                try await transport.signIn(withWebAuthToken: token)
+            }
+            try await a.accountDidChange(to: CloudAccount(id: "user", transport: harness.transport("A")))
+            await a.waitUntilIdle()
+            #expect(await serverNames(harness.cloud) == ["rl-x"])
+            #expect(await a.status().paused == nil)
+            #expect(try await a.discardRefusedChanges().map(\.name) == ["rl-refused"])
+            try await a.close()
+        }
+    }
+
     /// A pause holds the context, not a zone: a sync whose sends and fetch all meet it lists it once.
     @Test func aSummaryListsAPauseOnceWithoutAZone() async throws {
         try await SyncHarness.run(via: .direct) { harness in
