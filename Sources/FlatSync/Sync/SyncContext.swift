@@ -100,6 +100,12 @@ public actor SyncContext: LocalChangeObserver {
     var zonesWithOrphansDeleted: Set<ZoneID> = []
     var isStarted = false
     var isClosed = false
+    /// The source ``follow(_:)`` was given, kept after its stream ends so that signing in again restarts it.
+    var followedSource: (any CloudNotificationSource)?
+    /// The task reading ``followedSource``'s stream; nil when it is not read.
+    var followTask: Task<Void, Never>?
+    /// Bumped whenever following starts or stops, so a stream that ended late changes nothing.
+    var followGeneration: UInt64 = 0
     var random: SeededRandomNumberGenerator
     var pushTriggers: [ZoneID: SyncTrigger] = [:]
     var fetchTrigger = SyncTrigger()
@@ -387,6 +393,7 @@ public actor SyncContext: LocalChangeObserver {
             // The same account again (signed back in, or a new transport for it): resume if it was the
             // reason sending stopped.
             account = newAccount
+            if newAccount != nil, followTask == nil { startFollowing() }
             if paused == .notAuthenticated, newAccount != nil {
                 paused = nil
                 for zone in zoneIDs { requestPush(zone) }
@@ -394,6 +401,7 @@ public actor SyncContext: LocalChangeObserver {
             }
             return
         }
+        await stopFollowing()
         accountEpoch += 1
         account = nil
         for key in Array(timers.keys) { cancelTimer(key) }
@@ -422,6 +430,7 @@ public actor SyncContext: LocalChangeObserver {
         fetchFailures = 0
         zonesToFetch = []
         account = newAccount
+        if newAccount != nil { startFollowing() }  // a new push token, for the session signed in now
         emit(.accountChanged(from: old, to: newAccount?.id))
         if isStarted, newAccount != nil {
             for zone in zoneIDs { requestPush(zone) }
@@ -525,6 +534,7 @@ public actor SyncContext: LocalChangeObserver {
         guard !isClosed else { return false }
         isClosed = true
         accountEpoch += 1
+        await stopFollowing()
         for key in Array(timers.keys) { cancelTimer(key) }
         queue.cancelAll()
         await queue.waitUntilEmpty()

@@ -2,15 +2,11 @@
 /// a server, Linux).
 ///
 /// A host that gets APNs pushes calls ``SyncContext/handleRemoteNotification(userInfo:)`` from its push
-/// handler and needs none of this. Otherwise it can follow a source:
+/// handler and needs none of this. Otherwise the context follows a source
+/// (``SyncContext/follow(_:)``), reading it until it closes:
 ///
 /// ```swift
-/// let source = LongPollNotificationSource(transport: transport)
-/// Task {
-///     for try await notification in source.notifications() {
-///         await context.handleRemoteNotification(notification)
-///     }
-/// }
+/// await context.follow(LongPollNotificationSource(transport: transport))
 /// ```
 ///
 /// Pushes coalesce and can be missed (a device that was offline gets only the last one, as APNs keeps one
