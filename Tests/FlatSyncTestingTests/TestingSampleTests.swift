@@ -52,23 +52,23 @@ private func refusalSample(directory: URL) async throws {
 private func httpSample(directory: URL) async throws {
     // HTTP sample begins
     let cloud = InMemoryCloud()
-    let server = try CloudKitWebServicesServer(backing: cloud)  // on 127.0.0.1, a free port; no sign-in needed
-    let transport = CloudKitWebServicesTransport(
-        configuration: .init(
-            containerID: "iCloud.com.example.app", environment: .development, apiToken: "any",
-            tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))  // a context adds its types' schema
-    let overHTTP = try await SyncContext.open(
-        directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: transport))
-    let direct = try await SyncContext.open(
-        directory: directory.appendingPathComponent("B"), account: CloudAccount(id: "user", transport: cloud))
-    try await overHTTP.readingList.add("x")
-    #expect(try await overHTTP.syncNow().isComplete)
-    #expect(try await direct.syncNow().isComplete)
-    #expect(await direct.readingList.contains("x"))
-    await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .serviceUnavailable))  // a 503 on the wire
-    try await overHTTP.close()
-    try await direct.close()
-    await server.stop()  // every test that starts a server stops it
+    try await CloudKitWebServicesServer.withServer(backing: cloud) { server in  // on 127.0.0.1, a free port
+        let transport = CloudKitWebServicesTransport(
+            configuration: .init(
+                containerID: "iCloud.com.example.app", environment: .development, apiToken: "any",
+                tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))  // no sign-in needed by default
+        let overHTTP = try await SyncContext.open(
+            directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: transport))
+        let direct = try await SyncContext.open(
+            directory: directory.appendingPathComponent("B"), account: CloudAccount(id: "user", transport: cloud))
+        try await overHTTP.readingList.add("x")
+        #expect(try await overHTTP.syncNow().isComplete)
+        #expect(try await direct.syncNow().isComplete)
+        #expect(await direct.readingList.contains("x"))
+        await cloud.setFaultPlan(.failNext(1, .modifyRecords, with: .serviceUnavailable))  // a 503 on the wire
+        try await overHTTP.close()
+        try await direct.close()
+    }  // stopped, whether the body returned or threw: every test that starts a server stops it
     // HTTP sample ends
 }
 

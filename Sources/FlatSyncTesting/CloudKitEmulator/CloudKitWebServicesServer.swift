@@ -106,10 +106,42 @@ public final class CloudKitWebServicesServer: Sendable {
         http.start { request in await emulator.handle(request) }
     }
 
-    /// A web auth token for a new session, as the sign-in page (`/_auth/signin`) hands out: for a test that
-    /// signs a device in without the page.
-    package func signIn() -> String {
+    /// A web auth token for a new session of the server's user, as its sign-in page (`/_auth/signin`, the
+    /// `redirectURL` of a `notAuthenticated` error) hands out: for a test that signs a transport in
+    /// without fetching the page, `try await transport.signIn(withWebAuthToken: server.signInToken())`.
+    public func signInToken() -> String {
         emulator.auth.signIn()
+    }
+
+    /// Starts a server, runs `body` with it, and stops it whether `body` returns or throws: every test
+    /// that starts a server stops it, and ``stop()``, being async, cannot go in a `defer`.
+    ///
+    /// ```swift
+    /// try await CloudKitWebServicesServer.withServer(options: .init(requireWebAuthToken: true)) { server in
+    ///     let transport = CloudKitWebServicesTransport(configuration: .init(
+    ///         containerID: "iCloud.com.example.app", environment: .development, apiToken: "any",
+    ///         tokenStore: InMemoryWebAuthTokenStore(token: server.signInToken()), baseURL: server.baseURL))
+    ///     _ = try await transport.currentUser()
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - backing: the cloud served (by default a fresh one; reach it through ``backing``).
+    ///   - options: how the server behaves.
+    /// - Throws: what `body` throws, or `CloudError.Code.internalError` when no port can be listened on.
+    public static func withServer<Result>(
+        backing: InMemoryCloud = InMemoryCloud(), options: Options = Options(),
+        _ body: (CloudKitWebServicesServer) async throws -> Result
+    ) async throws -> Result {
+        let server = try CloudKitWebServicesServer(backing: backing, options: options)
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
     }
 
     /// Starts serving a fresh, empty ``InMemoryCloud`` (reach it through ``backing``).

@@ -77,7 +77,7 @@ final class SyncHarness: Sendable {
 
     /// A web auth token of a new session, as the emulator's sign-in page hands out (the server requires
     /// one): for a device that signs in again. Nil for ``Route/direct``.
-    func signInToken() -> String? { server?.signIn() }
+    func signInToken() -> String? { server?.signInToken() }
 
     /// The transport device `name` reaches the cloud with: the cloud itself, or (over HTTP) a
     /// CloudKitWebServicesTransport of its own, the same one every time the device opens.
@@ -88,7 +88,7 @@ final class SyncHarness: Sendable {
             let transport = CloudKitWebServicesTransport(
                 configuration: .init(
                     containerID: "iCloud.dev.flatsync.tests", environment: .development, apiToken: "engine-tests",
-                    tokenStore: InMemoryWebAuthTokenStore(token: server.signIn()), baseURL: server.baseURL,
+                    tokenStore: InMemoryWebAuthTokenStore(token: server.signInToken()), baseURL: server.baseURL,
                     // The host types the host-store tests register: declaring them changes nothing for the rest.
                     schema: .flatSync))  // the contexts add the host types
             transports[name] = transport
