@@ -781,6 +781,7 @@ extension SyncContext {
         var needed = zones.filter { !preparedZones.contains($0) }
         guard !needed.isEmpty else { return nil }
         guard epoch == accountEpoch, let transport = account?.transport else { return .cancelled }
+        guard !waitsForTheAccount else { return .paused(.notAuthenticated) }
         do {
             let existing = Set(try await transport.listZones())
             var missing = needed.filter { !existing.contains($0) }

@@ -123,8 +123,7 @@ extension SyncContext {
             scheduleRetry(
                 .pushRetry(zone), after: retryDelay(failures: pushFailures[zone]!, retryAfter: nil), stop, zone)
         case .paused(let reason):
-            if paused == nil { emit(.paused(reason: reason)) }
-            paused = reason
+            notePause(reason)
         case .failed, .failedOnDevice:
             emit(.error(stop.problem(in: zone)!.saying("sending failed")))
             pushFailures[zone, default: 0] += 1
@@ -152,8 +151,7 @@ extension SyncContext {
             fetchFailures += 1
             scheduleRetry(.fetchRetry, after: retryDelay(failures: fetchFailures, retryAfter: nil), stop, nil)
         case .paused(let reason):
-            if paused == nil { emit(.paused(reason: reason)) }
-            paused = reason
+            notePause(reason)
         case .failed, .failedOnDevice:
             emit(.error(stop.problem(in: nil)!.saying("fetching failed")))
             fetchFailures += 1
@@ -161,6 +159,13 @@ extension SyncContext {
         case .zoneWiped, .deletedOnServer, .cancelled:
             break
         }
+    }
+
+    /// Pauses for `reason`, announcing it unless the context is paused for it already: a quota pause that
+    /// becomes one for want of an account (a fetch meets it) is announced too, as only the host ends it.
+    func notePause(_ reason: PauseReason) {
+        if paused != reason { emit(.paused(reason: reason)) }
+        paused = reason
     }
 
     /// Schedules the retry of a push (of `zone`) or a fetch that stopped with `stop`, and says so.

@@ -8,7 +8,10 @@ extension SyncContext {
     /// deleted.
     func ensureSubscribed(_ zones: [ZoneID], epoch: Int) async {
         let needed = zones.filter { preparedZones.contains($0) && !subscribedZones.contains($0) }
-        guard !needed.isEmpty, epoch == accountEpoch, !isClosed, let transport = account?.transport else { return }
+        // Paused for want of an account, the transport may be signed in as someone else: no request.
+        guard !needed.isEmpty, epoch == accountEpoch, !isClosed, !waitsForTheAccount,
+            let transport = account?.transport
+        else { return }
         let names = needed.map(\.name).joined(separator: ", ")
         do {
             try await transport.subscribeToChanges(in: needed)

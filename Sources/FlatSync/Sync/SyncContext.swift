@@ -273,13 +273,21 @@ public actor SyncContext: LocalChangeObserver {
     /// - Throws: ``FlatSyncError/Code-swift.struct/accountUnavailable`` without an account; the
     ///   ``CloudError`` that stopped the zones from being prepared when waiting will not fix it (nobody
     ///   signed in, the storage full, a refusal), or the ``FlatSyncError`` of the device's own failure
-    ///   (``FlatSyncError/Code-swift.struct/ioFailed``): call `start()` again once it is dealt with.
+    ///   (``FlatSyncError/Code-swift.struct/ioFailed``): call `start()` again once it is dealt with. Nobody
+    ///   signed in (``CloudError/Code-swift.struct/notAuthenticated``) pauses the context as a send would
+    ///   (``PauseReason/notAuthenticated``): once the user signs in, call ``accountDidChange(to:)`` with the
+    ///   account the server names, then `start()`.
     public func start() async throws {
         try await checkUsable()
         let epoch = accountEpoch
         switch try await queue.perform({ await self.ensurePrepared(self.zoneIDs, epoch: epoch) }) {
         case nil, .waitForNetwork?, .retryLater?:
             break
+        case .paused(.notAuthenticated)?:
+            // As after any request that met it: whoever signs in next may be another user, so nothing goes
+            // until the host names the account (accountDidChange(to:)), start() again included.
+            notePause(.notAuthenticated)
+            throw Stop.paused(.notAuthenticated).error
         case let stop?:
             throw stop.error
         }
@@ -396,6 +404,10 @@ public actor SyncContext: LocalChangeObserver {
             if newAccount != nil, followTask == nil { startFollowing() }
             if paused == .notAuthenticated, newAccount != nil {
                 paused = nil
+                if isStarted, !isClosed {
+                    let epoch = accountEpoch
+                    queue.enqueue { await self.ensureSubscribed(self.zoneIDs, epoch: epoch) }
+                }
                 for zone in zoneIDs { requestPush(zone) }
                 requestFetch(full: true)
             }

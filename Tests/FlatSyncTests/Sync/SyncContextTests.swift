@@ -53,6 +53,8 @@ import Testing
             let a = try await harness.device("A", start: false)
             let error = await #expect(throws: CloudError.self) { try await a.start() }
             #expect(error?.code == .notAuthenticated)
+            // Signed in again: the host names the account first, as after any pause for want of one.
+            try await a.accountDidChange(to: CloudAccount(id: "user", transport: harness.transport("A")))
             try await a.start()
             try await a.close()
         }
