@@ -252,6 +252,7 @@ extension SyncContext {
                 return .from(error)
             }
             createdSinceToken.remove(zone)  // seen existing: a later "changed" listing is no longer ours
+            answeredMissingWhileListed[zone] = nil
             if page.moreComing, page.token == token {
                 return .from(Self.noProgress("the changes of \(zone)"))
             }

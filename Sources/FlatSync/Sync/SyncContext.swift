@@ -98,6 +98,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Zones whose fetch deleted orphaned host records (see ``deleteOrphans(in:via:epoch:)``): a full sync
     /// sends those deletes before it returns.
     var zonesWithOrphansDeleted: Set<ZoneID> = []
+    /// Zones answered missing while the zone list named them, with how many times in a row (see
+    /// ``wipeZoneIfUnlisted(_:via:epoch:)``). Memory only: a restart gives such a zone its tries again.
+    var answeredMissingWhileListed: [ZoneID: Int] = [:]
     var isStarted = false
     var isClosed = false
     /// The source ``follow(_:)`` was given, kept after its stream ends so that signing in again restarts it.
@@ -465,8 +468,9 @@ public actor SyncContext: LocalChangeObserver {
     /// - Parameter ids: the records whose refused changes to drop; `nil` drops every refused change. IDs
     ///   without a refused change are ignored.
     /// - Returns: the records whose changes were dropped.
-    /// - Throws: the ``CloudError`` of looking the records up on the server (nothing changed then), or
-    ///   ``FlatSyncError`` when the store cannot be written.
+    /// - Throws: the ``CloudError`` of looking the records up on the server (nothing changed then;
+    ///   ``CloudError/Code-swift.struct/notAuthenticated`` without asking, while syncing is paused for want
+    ///   of an account), or ``FlatSyncError`` when the store cannot be written.
     @discardableResult
     public func discardRefusedChanges(_ ids: [RecordID]? = nil) async throws -> [RecordID] {
         try await checkUsable()
