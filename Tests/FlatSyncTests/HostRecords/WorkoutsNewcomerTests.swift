@@ -193,18 +193,14 @@ private func withWorkoutsServer(
     schema: CloudSchema? = Workouts.schema, strictTokens: Bool = false,
     _ body: (CloudKitWebServicesServer, URL) async throws -> Void
 ) async throws {
-    let server = try CloudKitWebServicesServer(options: Workouts.serverOptions(strictTokens: strictTokens))
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("workouts-newcomer-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
-    do {
+    try await CloudKitWebServicesServer.withServer(options: Workouts.serverOptions(strictTokens: strictTokens)) {
+        server in
         try await server.backing.setProductionSchema(schema)
         try await body(server, directory)
-    } catch {
-        await server.stop()
-        throw error
     }
-    await server.stop()
 }
 
 private func serverRecord(_ server: CloudKitWebServicesServer, _ name: String) async throws -> Record? {
