@@ -36,7 +36,8 @@ public protocol CloudAdministration: Sendable {
     func counters() async throws -> CloudCounters
 
     /// Makes the server a production environment deployed with `schema` (`nil`: a development one, which
-    /// takes any record).
+    /// takes any record type and field, and keeps the type a field's first value gave it: a later value of
+    /// another type is refused, record by record, "Invalid value, expected type …").
     ///
     /// In production, CloudKit refuses, record by record, a save whose record type or field the deployed
     /// schema lacks, or whose value is of another type, or whose field's encryption differs from the

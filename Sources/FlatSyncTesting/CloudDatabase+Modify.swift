@@ -80,6 +80,7 @@ extension CloudDatabase {
         for save in saves where failed[save.record.id] == nil {
             result.saved[save.record.id] = applySave(save)
             touched.insert(save.record.id.zone.name)
+            if productionSchema == nil { learnTypes(of: save.record) }
         }
         for deletion in deletes where failed[deletion.id] == nil {
             result.deleted.insert(deletion.id)
@@ -161,6 +162,49 @@ extension CloudDatabase {
         }
     }
 
+    /// In development, why a save gives a field a value of another type than earlier saves gave it (see
+    /// ``developmentSchema``); nil when every field it carries is new or of its type.
+    private func developmentTypeProblem(_ record: Record) -> String? {
+        guard productionSchema == nil, let known = developmentSchema?.recordTypes[record.type] else { return nil }
+        for key in record.fields.keys.sorted() {
+            if let type = known[key], !type.accepts(record.fields[key]!) {
+                return "Invalid value, expected type \(type.wireName)."
+            }
+        }
+        return nil
+    }
+
+    /// Fixes the type of each field `record` carries for the first time whose value says its type.
+    private mutating func learnTypes(of record: Record) {
+        var known = developmentSchema?.recordTypes[record.type] ?? [:]
+        var learned = false
+        for (key, value) in record.fields where known[key] == nil {
+            if let type = Self.developmentType(of: value) {
+                known[key] = type
+                learned = true
+            }
+        }
+        guard learned else { return }
+        var schema = developmentSchema ?? CloudSchema(recordTypes: [:])
+        schema.recordTypes[record.type] = known
+        developmentSchema = schema
+    }
+
+    /// The type a value gives a new field in development; nil when it does not say (an empty list, a kept
+    /// value).
+    private static func developmentType(of value: FieldValue) -> CloudSchema.FieldType? {
+        switch value {
+        case .string: return .string
+        case .int: return .int64
+        case .double: return .double
+        case .date: return .timestamp
+        case .bytes: return .bytes
+        case .reference: return .reference
+        case .list(let items): return items.first.flatMap(developmentType(of:)).map { .list($0) }
+        case .opaque: return nil
+        }
+    }
+
     /// The server's current version of a record, if any. (Reads through the dictionaries without
     /// keeping a copy of the zone, which would make the next mutation copy all its records.)
     func currentRecord(_ id: RecordID) -> Record? {
@@ -176,7 +220,7 @@ extension CloudDatabase {
         if let problem = RecordID.cloudKitNameProblem(id.name) {
             return CloudError(.invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
         }
-        if let problem = productionSchema?.problem(saving: save.record) {
+        if let problem = productionSchema?.problem(saving: save.record) ?? developmentTypeProblem(save.record) {
             return CloudError(.invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
         }
         guard save.policy == .ifServerRecordUnchanged || save.policy == .replaceIfServerRecordUnchanged else {

@@ -65,6 +65,13 @@ package struct CloudDatabase: Sendable, Codable, Equatable {
     /// The schema of a production environment, whose saves must keep to it; `nil` (the default) accepts any
     /// record, as a development environment does, which adds record types and fields as records arrive.
     package private(set) var productionSchema: CloudSchema?
+    /// In development (no ``productionSchema``), the types saves have given fields so far: CloudKit's
+    /// development environment creates a field when a record first carries it and refuses a later value of
+    /// another type ("Invalid value, expected type TIMESTAMP.", MistKit #375; the environment of that capture
+    /// is not stated, and that development keeps the type is an inference, ckws.md). An empty list, whose
+    /// element type the value does not say, and a kept value of a type FlatSync does not read fix nothing.
+    /// Optional for state files written before it was kept.
+    package internal(set) var developmentSchema: CloudSchema?
     /// The most zones one answer to ``fetchDatabaseChanges(since:resultsLimit:)`` holds: 200 unless set
     /// (``setDatabaseChangesLimit(_:)``). 200 is the documented maximum of a `resultsLimit`; how many zones
     /// CloudKit puts in one `changes/database` answer is not documented (ckws.md). Optional for state files

@@ -352,7 +352,7 @@ enum CommandTable {
                     help: "act as a production container deployed with SCHEMA: `declared` (what `cloud schema` "
                         + "prints; also when the option is given alone) or a JSON file like `cloud schema --json` "
                         + "prints; a save outside it is refused record by record, as CloudKit does (without the "
-                        + "option: development, which takes any record)",
+                        + "option: development, which takes any new record type or field)",
                     defaultValue: "declared"),
                 OptionSpec(
                     name: "guessed-error-codes", placeholder: nil,

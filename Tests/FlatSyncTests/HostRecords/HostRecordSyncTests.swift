@@ -487,8 +487,8 @@ import Testing
         }
     }
 
-    /// A note whose article this device cannot read (another client wrote the entry's `origin` as a
-    /// string): the article is absent here, not on the server, so the note is no orphan. The orphan pass
+    /// A note whose article this device cannot read (another client replaced the entry without its
+    /// `dateAdded`; a field of another type would be refused, as the schema fixed it): the article is absent here, not on the server, so the note is no orphan. The orphan pass
     /// took absence here for absence on the server and deleted the note on every device (the pull audit);
     /// it now asks the server about an owner absent here before it deletes what it owns.
     @Test(arguments: Self.routes)
@@ -500,10 +500,10 @@ import Testing
             try await a.records(TestNote.self).save(TestNote(id: "n1", articleID: "x", text: "Keep me"))
             #expect(try await a.syncNow().isComplete)
             var entry = try #require(await cloud.records(in: .readingList).first { $0.id.name == "rl-x" })
-            entry.fields["origin"] = .string("web")  // a FlatSync store reads an INT64
+            entry.fields["dateAdded"] = nil  // a FlatSync store requires it
             entry.lastModifiedBy = "another-client"
             let written = try await cloud.modifyRecords(
-                saving: [RecordSave(entry, policy: .changedKeys)], deleting: [], atomically: true)
+                saving: [RecordSave(entry, policy: .allKeys)], deleting: [], atomically: true)
             #expect(written.failed.isEmpty)
 
             let c = try await device(harness, "C")
