@@ -16,7 +16,9 @@ extension SyncContext {
     /// fetches now and then (see ``CloudNotificationSource``); a notification that arrives while syncing
     /// is paused for want of an account fetches nothing.
     public func follow(_ source: any CloudNotificationSource) async {
-        await stopFollowing()
+        // Another call (`follow`, `accountDidChange`) may start reading while this one waits for the old
+        // task: stop that too, so that the source read is the one kept.
+        repeat { await stopFollowing() } while followTask != nil
         guard !isClosed else { return }
         followedSource = source
         startFollowing()
@@ -24,7 +26,8 @@ extension SyncContext {
 
     /// Starts reading ``followedSource``'s stream, unless it is read already or there is none.
     func startFollowing() {
-        guard let source = followedSource, followTask == nil, !isClosed else { return }
+        // Nobody signed in (or an account change under way): `accountDidChange(to:)` starts it.
+        guard let source = followedSource, followTask == nil, !isClosed, account != nil else { return }
         followGeneration += 1
         let generation = followGeneration
         // Isolated to the context (it uses `self`): each notification is handled in the order it came.

@@ -416,9 +416,9 @@ public actor SyncContext: LocalChangeObserver {
             }
             return
         }
-        await stopFollowing()
         accountEpoch += 1
-        account = nil
+        account = nil  // before the wait: a `follow(_:)` meanwhile starts nothing until the switch is done
+        await stopFollowing()
         for key in Array(timers.keys) { cancelTimer(key) }
         pushTriggers = [:]
         fetchTrigger.reset()
