@@ -128,9 +128,12 @@ public final class CloudKitWebServicesServer: Sendable {
     /// - Parameters:
     ///   - backing: the cloud served (by default a fresh one; reach it through ``backing``).
     ///   - options: how the server behaves.
+    ///   - isolation: the caller's actor, which `body` runs on (a `@MainActor` test's body may use the
+    ///     main actor's state).
     /// - Throws: what `body` throws, or `CloudError.Code.internalError` when no port can be listened on.
     public static func withServer<Result>(
         backing: InMemoryCloud = InMemoryCloud(), options: Options = Options(),
+        isolation: isolated (any Actor)? = #isolation,
         _ body: (CloudKitWebServicesServer) async throws -> Result
     ) async throws -> Result {
         let server = try CloudKitWebServicesServer(backing: backing, options: options)
