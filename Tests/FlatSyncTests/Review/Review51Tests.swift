@@ -134,3 +134,47 @@ extension Review51ZoneTests {
         }
     }
 }
+
+extension Review51ZoneTests {
+    /// "Twice in a row": a zone answered missing while listed twice, then fetched, then answered missing
+    /// once more much later, is not wiped on that one answer (the count starts again after the fetch).
+    /// Nothing else covers the resets of `answeredMissingWhileListed`.
+    @Test func aZoneFetchedBetweenTwoPassingAnswersStartsItsCountAgain() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let cloud = harness.cloud
+            let transport = StaleZoneTransport(cloud, zone: ZoneID.readingList)
+            let a = try await harness.device("A", transport: transport)
+            let b = try await harness.device("B")
+            try await a.readingList.add("a1")
+            await a.waitUntilIdle()
+            _ = try await a.syncNow()
+            let wholeFetch = CloudNotification(fetch: .database, reason: .unrecognized)
+
+            // Two passing answers while listed.
+            try await b.readingList.add("b1")
+            _ = try await b.syncNow()
+            transport.stale.withLock { $0 = true }
+            await a.handleRemoteNotification(wholeFetch)
+            await a.waitUntilIdle()
+            await a.handleRemoteNotification(wholeFetch)
+            await a.waitUntilIdle()
+            #expect(await a.readingList.contains("a1"), "not wiped after two answers")
+            // The zone comes back: fetched.
+            transport.stale.withLock { $0 = false }
+            harness.clock.advance(by: .seconds(600))
+            await a.waitUntilIdle()
+            #expect(await a.readingList.contains("b1"))
+
+            // Much later, one more passing answer.
+            try await b.readingList.add("b2")
+            _ = try await b.syncNow()
+            transport.stale.withLock { $0 = true }
+            await a.handleRemoteNotification(wholeFetch)
+            await a.waitUntilIdle()
+            #expect(await a.readingList.contains("a1"), "one answer after a fetch does not wipe the zone")
+            transport.stale.withLock { $0 = false }
+            try await a.close()
+            try await b.close()
+        }
+    }
+}
