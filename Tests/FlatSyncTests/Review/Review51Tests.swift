@@ -178,3 +178,39 @@ extension Review51ZoneTests {
         }
     }
 }
+
+extension Review51ZoneTests {
+    /// How long a zone must be answered missing while listed before its unsent changes are wiped: the
+    /// count is of attempts, and a push's retries come after 1 s and 2 s, so three seconds of a stale
+    /// zone (the read-after-write lag 15ba7ed guarded against) wipe an unsent change.
+    @Test func aFewSecondsOfAZoneAnsweredMissingWhileListedDoNotWipeItsUnsentChanges() async throws {
+        try await SyncHarness.run(via: .direct) { harness in
+            let cloud = harness.cloud
+            let transport = StaleZoneTransport(cloud, zone: ZoneID.readingList)
+            let a = try await harness.device("A", transport: transport)
+            let b = try await harness.device("B")
+            try await a.readingList.add("a1")
+            await a.waitUntilIdle()
+            _ = try await a.syncNow()
+            try await b.readingList.add("b1")  // listed as changed since A's token
+            _ = try await b.syncNow()
+            transport.stale.withLock { $0 = true }
+            try await a.readingList.add("a2")
+            await a.waitUntilIdle()
+            var wipedAfter: Int?
+            for second in 1...10 {
+                harness.clock.advance(by: .seconds(1))
+                await a.waitUntilIdle()
+                if await !a.readingList.contains("a2") {
+                    wipedAfter = second
+                    break
+                }
+            }
+            print("review51: a2 wiped after", wipedAfter.map { "\($0) s" } ?? "never (10 s)")
+            transport.stale.withLock { $0 = false }
+            #expect(wipedAfter == nil, "the unsent change was wiped after \(wipedAfter ?? 0) s of a stale zone")
+            try await a.close()
+            try await b.close()
+        }
+    }
+}
