@@ -135,13 +135,25 @@ extension SyncContext {
                 targets.insert(zone)
             }
         }
+        // A zone answered missing while the zone list names it stops only itself: the others are fetched,
+        // and the database token is not saved, so the next full fetch, after the retry's wait, lists it again.
+        var heldBack: Stop?
         for zone in zoneIDs where targets.contains(zone) {
+            zonesAnsweredMissingWhileListed.remove(zone)
             if let stop = await fetchZone(
                 zone, via: transport, epoch: epoch, listedDeleted: listedDeletedNotWiped[zone], into: &outcome)
             {
+                if case .retryLater = stop, zonesAnsweredMissingWhileListed.contains(zone) {
+                    heldBack = heldBack ?? stop
+                    continue
+                }
                 outcome.stop = stop
                 return outcome
             }
+        }
+        if let heldBack {
+            outcome.stop = heldBack
+            return outcome
         }
         if full, let databaseToken, epoch == accountEpoch {
             do {
@@ -252,7 +264,6 @@ extension SyncContext {
                 return .from(error)
             }
             createdSinceToken.remove(zone)  // seen existing: a later "changed" listing is no longer ours
-            answeredMissingWhileListed[zone] = nil
             if page.moreComing, page.token == token {
                 return .from(Self.noProgress("the changes of \(zone)"))
             }

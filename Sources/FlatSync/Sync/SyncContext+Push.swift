@@ -751,30 +751,25 @@ extension SyncContext {
     /// Wipes a zone the server answered missing and the database's changes call deleted by inference (listed
     /// as changed, or not listed from nil), unless the zone list still names it. A wipe drops the zone's
     /// unsent changes, and one answer is thin evidence: CloudKit documents no read-after-write order between
-    /// its endpoints. A zone the list names may be there, so the answer is taken as a passing failure and
-    /// tried again later; but only twice in a row: a deleted zone CloudKit kept listing as changed, as it
-    /// was seen to (see ``stopIfTheUserDeleted(_:via:epoch:)``), may stay in the zone list too, and would
-    /// hold every full fetch back for good. The third such answer wipes it.
+    /// its endpoints. A zone the list names is there as far as the server says, so it is neither wiped nor
+    /// created: its push and fetch are tried again later, with backoff, for as long as the server answers
+    /// so, and a full fetch goes on with the other zones meanwhile (``zonesAnsweredMissingWhileListed``).
+    /// That costs requests if CloudKit keeps a deleted zone in its list too (it was seen to keep one in its
+    /// database changes, see ``stopIfTheUserDeleted(_:via:epoch:)``), but loses nothing: an earlier version
+    /// wiped such a zone after three answers, which a few seconds of lag after a write could bring.
     private func wipeZoneIfUnlisted(_ zone: ZoneID, via transport: any CloudTransport, epoch: Int) async -> Stop {
         do {
             let listed = try await transport.listZones()
             guard epoch == accountEpoch else { return .cancelled }
             if listed.contains(zone) {
-                let times = answeredMissingWhileListed[zone, default: 0] + 1
-                if times <= Self.triesOfAZoneAnsweredMissingWhileListed {
-                    answeredMissingWhileListed[zone] = times
-                    return .retryLater(nil, reason: "the server answered \(zone) missing, but lists it")
-                }
+                zonesAnsweredMissingWhileListed.insert(zone)
+                return .retryLater(nil, reason: "the server answered \(zone) missing, but lists it")
             }
         } catch {
             return .from(error)
         }
-        answeredMissingWhileListed[zone] = nil
         return await wipeZone(zone, epoch: epoch) ?? .zoneWiped
     }
-
-    /// How many times in a row a zone answered missing while listed is tried again before it is wiped.
-    static let triesOfAZoneAnsweredMissingWhileListed = 2
 
     /// Makes sure the zones exist on the server, creating missing ones and queueing the local data for a
     /// zone that was missing. Remembered in `device.plist`, so it happens once.

@@ -109,7 +109,6 @@ extension SyncContext {
 
     func handle(_ outcome: PushOutcome, of zone: ZoneID) {
         for id in openSummaries.keys { openSummaries[id]!.add(outcome, of: zone) }
-        if outcome.saved + outcome.deleted > 0 { answeredMissingWhileListed[zone] = nil }  // it is there
         guard let stop = outcome.stop else {
             pushFailures[zone] = 0
             return

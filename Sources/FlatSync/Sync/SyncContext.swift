@@ -98,9 +98,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Zones whose fetch deleted orphaned host records (see ``deleteOrphans(in:via:epoch:)``): a full sync
     /// sends those deletes before it returns.
     var zonesWithOrphansDeleted: Set<ZoneID> = []
-    /// Zones answered missing while the zone list named them, with how many times in a row (see
-    /// ``wipeZoneIfUnlisted(_:via:epoch:)``). Memory only: a restart gives such a zone its tries again.
-    var answeredMissingWhileListed: [ZoneID: Int] = [:]
+    /// Zones whose last push or fetch was answered missing while the zone list named them (see
+    /// ``wipeZoneIfUnlisted(_:via:epoch:)``): a full fetch goes on past such a zone rather than stop.
+    var zonesAnsweredMissingWhileListed: Set<ZoneID> = []
     var isStarted = false
     var isClosed = false
     /// The source ``follow(_:)`` was given, kept after its stream ends so that signing in again restarts it.

@@ -6,8 +6,7 @@ import Testing
 
 @testable import FlatSync
 
-/// The pause for want of an account holds every path to the server (a review found three open), and the
-/// zone-list check before a wipe gives up on a zone that stays listed.
+/// The pause for want of an account holds every path to the server (a review found three open).
 @Suite struct AccountPauseTests {
     private func serverNames(_ cloud: InMemoryCloud, _ zone: ZoneID = .readingList) async -> Set<String> {
         Set(await cloud.records(in: zone).map(\.id.name))
@@ -90,72 +89,4 @@ import Testing
             #expect(pauses == [.paused(reason: .quotaExceeded), .paused(reason: .notAuthenticated)])
         }
     }
-
-    /// A zone CloudKit keeps answering missing while its zone list (and its database changes) still name it
-    /// (the stale state of mentrena/SyncKit PR #103, if `zones/list` shares it) is tried again twice, then
-    /// taken as deleted, so the full fetch goes on to the other zones. (Tried again for ever, it held every
-    /// full fetch back: no later zone was fetched and the database token was never saved.)
-    @Test func aZoneMissingButListedForeverDoesNotHoldBackTheOtherZones() async throws {
-        try await SyncHarness.run(via: .direct) { harness in
-            let cloud = harness.cloud
-            let transport = StaleZoneTransport(cloud, zone: ZoneID.readingList)
-            let a = try await harness.device("A", transport: transport)
-            let b = try await harness.device("B")
-            try await a.readingList.add("a1")
-            await a.waitUntilIdle()
-            _ = try await a.syncNow()  // A's database token predates B's changes
-            try await b.readingList.add("b1")  // the reading list is listed as changed since A's token
-            _ = try await b.history.visit("h1")
-            _ = try await b.syncNow()
-            transport.stale.withLock { $0 = true }
-            await a.handleRemoteNotification(CloudNotification(fetch: .database, reason: .unrecognized))
-            for _ in 0..<20 {
-                await a.waitUntilIdle()
-                harness.clock.advance(by: .seconds(600))
-            }
-            await a.waitUntilIdle()
-            #expect(await a.history.items().map(\.articleID) == ["h1"], "the history is fetched")
-            #expect(await a.readingList.entries().isEmpty, "the zone answered missing is wiped in the end")
-            try await a.close()
-            try await b.close()
-        }
-    }
-}
-
-/// The cloud, except that `zone`, while `stale` holds, is answered missing by its fetches and sends, yet
-/// listed by `listZones()` and by the database's changes.
-final class StaleZoneTransport: CloudTransport, Sendable {
-    let base: any CloudTransport
-    let zone: ZoneID
-    let stale = Mutex(false)
-
-    init(_ base: any CloudTransport, zone: ZoneID) {
-        self.base = base
-        self.zone = zone
-    }
-
-    private func missing(_ zone: ZoneID) throws {
-        if zone == self.zone, stale.withLock({ $0 }) { throw CloudError(.zoneNotFound, "Zone not found") }
-    }
-
-    var maximumOperationsPerRequest: Int { base.maximumOperationsPerRequest }
-    func prepareToWrite(_ schema: CloudSchema) throws(FlatSyncError) { try base.prepareToWrite(schema) }
-    func listZones() async throws -> [ZoneID] { try await base.listZones() }
-    func createZones(_ zones: [ZoneID]) async throws { try await base.createZones(zones) }
-    func deleteZones(_ zones: [ZoneID]) async throws { try await base.deleteZones(zones) }
-    func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
-        try await base.fetchDatabaseChanges(since: token)
-    }
-    func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?, resultsLimit: Int) async throws -> ZoneChanges {
-        try missing(zone)
-        return try await base.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
-    }
-    func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool) async throws
-        -> ModifyRecordsResult
-    {
-        for zone in Set(saves.map(\.record.id.zone) + deletes.map(\.id.zone)) { try missing(zone) }
-        return try await base.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
-    }
-    func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] { try await base.lookupRecords(ids) }
-    func subscribeToChanges(in zones: [ZoneID]) async throws { try await base.subscribeToChanges(in: zones) }
 }
