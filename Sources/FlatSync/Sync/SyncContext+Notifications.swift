@@ -14,7 +14,10 @@ extension SyncContext {
     /// another account restarts it too. A host whose accounts each have a transport of their own follows
     /// the new one's source instead. Pushes coalesce and can be missed, so a source also asks for whole
     /// fetches now and then (see ``CloudNotificationSource``); a notification that arrives while syncing
-    /// is paused for want of an account fetches nothing.
+    /// is paused for want of an account fetches nothing. A stream that ends without an error, which a
+    /// source should not do, is reported as ``CloudError/Code-swift.struct/internalError``.
+    ///
+    /// The reading holds the context, as its timers do: ``close()`` ends it.
     public func follow(_ source: any CloudNotificationSource) async {
         // Another call (`follow`, `accountDidChange`) may start reading while this one waits for the old
         // task: stop that too, so that the source read is the one kept.

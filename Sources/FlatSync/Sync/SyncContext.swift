@@ -434,6 +434,7 @@ public actor SyncContext: LocalChangeObserver {
         seededZones = []
         zonesLeftDeleted = []
         createdSinceToken = []
+        zonesAnsweredMissingWhileListed = []
         subscribedZones = []
         unconfirmedSaves = [:]
         retryRefusedZones = []
