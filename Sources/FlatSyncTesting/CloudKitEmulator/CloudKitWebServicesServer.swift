@@ -130,6 +130,8 @@ public final class CloudKitWebServicesServer: Sendable {
     ///   - options: how the server behaves.
     ///   - isolation: the caller's actor, which `body` runs on (a `@MainActor` test's body may use the
     ///     main actor's state).
+    ///   - body: the test, given the running server.
+    /// - Returns: what `body` returns.
     /// - Throws: what `body` throws, or `CloudError.Code.internalError` when no port can be listened on.
     public static func withServer<Result>(
         backing: InMemoryCloud = InMemoryCloud(), options: Options = Options(),
