@@ -173,7 +173,8 @@ struct FollowNotificationsTests {
     }
 
     /// Over CloudKit Web Services: the context follows a `LongPollNotificationSource` of its own
-    /// transport, and the other device's change arrives by the courier; closing ends the poll.
+    /// transport, and the other device's change arrives through it (a push, or the whole fetch the source
+    /// asks for once registered: B has no other reason to fetch); closing ends the poll.
     @Test func aContextFollowsTheWebCourier() async throws {
         try await SyncHarness.run(via: .http) { harness in
             let a = try await harness.device("A")
