@@ -7,7 +7,8 @@
 // A `Codable` value as a record's fields and back, for ``SyncableRecord`` types that are `Codable`: each
 // stored property is a field of the same name (but `id`, which is the record's name). Strings, integers,
 // `Bool` (as 0 or 1), `Double`/`Float`, `Date`, `Data`, ``RecordReference``, optionals (nil: no field),
-// arrays of those and sets of those (as sorted lists) map to CloudKit's types. A property of any other
+// arrays of those and sets of those (as sorted lists) map to CloudKit's types, and a ``CloudAsset`` to the
+// field it was read from. A property of any other
 // type (a nested struct, an array of them, a dictionary, an enum) is stored as what its own `Codable`
 // conformance makes of it in JSON: the one string or integer it encodes as (an enum's raw value, a URL),
 // else its JSON as bytes, keys sorted so that equal values are equal bytes and an unchanged value is not
@@ -83,7 +84,8 @@ private struct FieldEncoder: Encoder {
         FlatSyncError(
             .invalidArgument,
             "The record \(recordName) cannot hold \(what): a Codable record is one field per property (strings, "
-                + "integers, Bool, Double, Date, Data, RecordReference, or any other Codable type as its JSON).")
+                + "integers, Bool, Double, Date, Data, RecordReference, CloudAsset, or any other Codable type as its JSON)."
+        )
     }
 
     /// True for the types ``fieldValue(_:)`` makes a field value of, but lists.
@@ -113,6 +115,8 @@ private struct FieldEncoder: Encoder {
         case let value as Data: return .bytes(value)
         case let value as RecordReference: return .reference(value)
         case let value as FieldValue: return value
+        // The value as the server sent it: kept unchanged, the field is not sent back.
+        case let value as CloudAsset: return value.fieldValue
         case let values as any ListOfFieldValues: return values.listValue
         default: return nil
         }
@@ -297,6 +301,7 @@ private struct FieldDecoder: Decoder {
         case is Data.Type: return field.bytesValue as? T
         case is RecordReference.Type: return field.referenceValue as? T
         case is FieldValue.Type: return field as? T
+        case is CloudAsset.Type: return field.assetValue as? T
         case let list as any DecodableList.Type: return list.decode(field) as? T
         default: return nil
         }

@@ -145,6 +145,12 @@ public struct RecordFields: Sendable {
         return value
     }
 
+    /// A required asset field (see ``CloudAsset``).
+    public func asset(_ key: String) throws(FlatSyncError) -> CloudAsset {
+        guard let value = self[key]?.assetValue else { throw missing(key, "asset") }
+        return value
+    }
+
     /// A required list field (a missing list is an empty one: CloudKit drops empty lists).
     public func list(_ key: String) throws(FlatSyncError) -> [FieldValue] {
         guard let field = self[key] else { return [] }
