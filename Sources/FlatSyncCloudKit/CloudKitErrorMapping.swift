@@ -90,6 +90,7 @@ enum CloudKitErrorMapping {
         case listSubscriptions = "subscriptions/list"
         case modifySubscriptions = "subscriptions/modify"
         case pollWebCourier = "webcourier poll"
+        case downloadAsset = "asset download"
 
         var fetchesChanges: Bool { self == .databaseChanges || self == .zoneChanges }
     }

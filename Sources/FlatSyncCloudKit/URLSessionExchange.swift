@@ -23,6 +23,10 @@ public final class URLSessionExchange: HTTPExchange {
     /// A second long-lived session, for CloudKit's web courier: its long polls stay off the connections
     /// of the API host (see `LongPollNotificationSource.courierHTTP`).
     public static let courier = URLSessionExchange()
+    /// A third, for asset downloads, which go to another host than the API's (live captures show
+    /// `cvws.icloud-content.com`): MistKit met "421 Misdirected Request" when one HTTP/2 connection served
+    /// both.
+    public static let assets = URLSessionExchange()
 
     private let session: URLSession
 

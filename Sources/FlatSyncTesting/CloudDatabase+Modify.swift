@@ -223,6 +223,7 @@ extension CloudDatabase {
         if let problem = productionSchema?.problem(saving: save.record) ?? developmentTypeProblem(save.record) {
             return CloudError(.invalidArguments, problem, serverErrorCode: "BAD_REQUEST")
         }
+        if let failure = assetFailure(save.record) { return failure }
         guard save.policy == .ifServerRecordUnchanged || save.policy == .replaceIfServerRecordUnchanged else {
             return nil
         }
@@ -253,7 +254,7 @@ extension CloudDatabase {
         var writer = save.record.lastModifiedBy
         // A TIMESTAMP travels as whole milliseconds (documented: ckws.md), so what a client reads back is
         // rounded so; whether the server itself would keep a finer date is not known.
-        var sent = save.record.fields
+        var sent = Self.withoutReceipts(save.record.fields)
         sent.roundDatesToMilliseconds()
         switch save.policy {
         case .changedKeys, .ifServerRecordUnchanged:

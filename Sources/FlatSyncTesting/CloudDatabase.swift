@@ -89,6 +89,9 @@ package struct CloudDatabase: Sendable, Codable, Equatable {
     /// Whether a deleted zone is listed as changed rather than deleted (see
     /// ``reportsDeletedZonesAsChanged``). Optional for state files written before it was kept.
     var storedReportsDeletedZonesAsChanged: Bool?
+    /// The bytes uploads stored, by file checksum (see `CloudDatabase+Assets.swift`). Optional for state files
+    /// written before assets were kept.
+    var assetUploads: [String: StoredAsset]?
     /// The zone subscriptions, by ID (see `CloudDatabase+Subscriptions.swift`). Optional because state
     /// files written before subscriptions were kept have no such key, and they must still open.
     var subscriptionsByID: [String: CloudSubscription]?

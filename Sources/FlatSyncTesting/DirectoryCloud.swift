@@ -141,6 +141,14 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
         try await request(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
     }
 
+    /// The bytes of an asset an upload stored (see ``uploadAsset(_:)``). Served under the directory's lock from its
+    /// state file, counted and faulted as ``InMemoryCloud`` serves it.
+    public func downloadAsset(_ asset: CloudAsset) async throws -> Data {
+        try await request(.downloadAsset) { (database) throws(CloudError) in
+            try database.assetData(asset.fileChecksum)
+        }
+    }
+
     /// Makes sure each zone has a zone subscription, created where none exists. Served under the directory's lock
     /// from its state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func subscribeToChanges(in zones: [ZoneID]) async throws {
@@ -209,6 +217,12 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// never faulted.
     public func resetCounters() async throws {
         try await administer { $0.resetCounters() }
+    }
+
+    /// Stores bytes as another client's upload would and returns the field value its save carries to attach
+    /// them. Under the directory's lock, for every process sharing it; not counted and never faulted.
+    public func uploadAsset(_ data: Data) async throws -> FieldValue {
+        try await administer { $0.uploadAsset(data) }
     }
 
     /// The records the server holds in `zone`, sorted by name, with their change tags. Under the directory's lock,

@@ -1,4 +1,5 @@
 import FlatSync
+import Foundation
 
 /// A CloudKit-style server in memory: the reference semantics of `CloudTransport`, for tests, the
 /// demo tour and benchmarks.
@@ -132,6 +133,12 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
         try await serve(.lookupRecords) { (database) throws(CloudError) in try database.lookupRecords(ids) }
     }
 
+    /// The bytes of an asset an upload stored (see ``uploadAsset(_:)``). Served by the cloud's `CloudDatabase`:
+    /// counted in ``counters()`` and failed as the ``FaultPlan`` says.
+    public func downloadAsset(_ asset: CloudAsset) async throws -> Data {
+        try await serve(.downloadAsset) { (database) throws(CloudError) in try database.assetData(asset.fileChecksum) }
+    }
+
     /// Makes sure each zone has a zone subscription, created where none exists. Served by the cloud's
     /// `CloudDatabase`: counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func subscribeToChanges(in zones: [ZoneID]) async throws {
@@ -212,6 +219,12 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     /// Sets every counter back to zero. Not counted and never faulted.
     public func resetCounters() {
         database.resetCounters()
+    }
+
+    /// Stores bytes as another client's upload would and returns the field value its save carries to attach
+    /// them. Not counted and never faulted.
+    public func uploadAsset(_ data: Data) -> FieldValue {
+        database.uploadAsset(data)
     }
 
     /// The records the server holds in `zone`, sorted by name, with their change tags. Not counted and never

@@ -18,6 +18,8 @@ public enum RequestKind: String, CaseIterable, Codable, CodingKeyRepresentable, 
     case modifyRecords
     /// `CloudTransport.lookupRecords(_:)`.
     case lookupRecords
+    /// `CloudTransport.downloadAsset(_:)`: over CKWS, a GET of an asset's download link.
+    case downloadAsset
     /// `CloudTransport.subscribeToChanges(in:)`, and CKWS `subscriptions/modify`.
     case modifySubscriptions
     /// CKWS `subscriptions/list` and `subscriptions/lookup` (the CKWS transport lists before it subscribes).

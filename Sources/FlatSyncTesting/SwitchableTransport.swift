@@ -1,4 +1,5 @@
 import FlatSync
+import Foundation
 
 /// One device's network, switched on and off by the test: a `CloudTransport` that forwards to another
 /// while online and, while offline, refuses every request unsent.
@@ -95,6 +96,12 @@ public actor SwitchableTransport: CloudTransport {
     public func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] {
         try send(.lookupRecords)
         return try await base.lookupRecords(ids)
+    }
+
+    /// Downloads an asset through the wrapped transport; offline, `CloudError.Code.networkUnavailable`.
+    public func downloadAsset(_ asset: CloudAsset) async throws -> Data {
+        try send(.downloadAsset)
+        return try await base.downloadAsset(asset)
     }
 
     /// Subscribes to zones through the wrapped transport; offline, `CloudError.Code.networkUnavailable`.

@@ -262,6 +262,7 @@ enum PushMeasurements {
             try await base.fetchZoneChanges(in: zone, since: token, resultsLimit: resultsLimit)
         }
         func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] { try await base.lookupRecords(ids) }
+        func downloadAsset(_ asset: CloudAsset) async throws -> Data { try await base.downloadAsset(asset) }
         func subscribeToChanges(in zones: [ZoneID]) async throws { try await base.subscribeToChanges(in: zones) }
     }
 

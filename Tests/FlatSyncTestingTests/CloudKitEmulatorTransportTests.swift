@@ -31,7 +31,6 @@ struct CloudKitEmulatorTransportTests {
                 "r": .reference(RecordReference(recordName: "b", action: .deleteSelf)),
                 "rl": .list([.reference(RecordReference(recordName: "c", zoneName: "Notes"))]),
                 "loc": .opaque(OpaqueFieldValue(type: "LOCATION", json: #"{"latitude":48.8,"longitude":2.35}"#)),
-                "assets": .opaque(OpaqueFieldValue(type: "ASSETID_LIST", json: #"[{"fileChecksum":"abc","size":3}]"#)),
             ]
             let record = Record(
                 id: RecordID(zone: zone, name: "a"), type: "Note", fields: fields, lastModifiedBy: "dev")
@@ -47,6 +46,28 @@ struct CloudKitEmulatorTransportTests {
                 saving: [RecordSave(record.withChangeTag(nil))], deleting: [], atomically: true)
             #expect(conflict.failed[record.id]?.code == .serverRecordChanged)
             #expect(conflict.failed[record.id]?.serverRecord == stored)
+
+            // A list of assets, as another client uploads them: saved without the receipts, fetched with a link
+            // for each.
+            let uploads = [
+                try await server.backing.uploadAsset(Data("abc".utf8)),
+                try await server.backing.uploadAsset(Data("de".utf8)),
+            ]
+            let list = FieldValue.opaque(
+                OpaqueFieldValue(
+                    type: "ASSETID_LIST",
+                    json: "[" + uploads.compactMap { $0.opaqueValue?.json }.joined(separator: ",") + "]"))
+            let album = Record(id: RecordID(zone: zone, name: "album"), type: "Album", fields: ["assets": list])
+            let savedAlbum = try #require(
+                try await cloud.modifyRecords(saving: [RecordSave(album)], deleting: [], atomically: true).saved[
+                    album.id])
+            let kept = try #require(savedAlbum.fields["assets"]?.opaqueValue)
+            #expect(kept.type == "ASSETID_LIST" && !kept.json.contains("receipt"))
+            #expect(CloudAsset.identities(in: .opaque(kept)) == CloudAsset.identities(in: list))
+            let fetchedAlbum = try #require(
+                try await cloud.fetchZoneChanges(in: zone, since: changes.token, resultsLimit: 10).changedRecords.first)
+            let linked = try #require(fetchedAlbum.fields["assets"]?.opaqueValue?.json)
+            #expect(linked.components(separatedBy: "downloadURL").count == 3, "a link for each asset: \(linked)")
 
             try await server.backing.deleteZoneAsUser(zone)
             let database = try await cloud.fetchDatabaseChanges(since: nil)

@@ -16,6 +16,9 @@ struct SwitchableTransportTests {
         try await transport.subscribeToChanges(in: [.notes])
         _ = try await transport.save([makeRecord("a")])
         #expect(try await transport.lookupRecords([recordID("a")]).keys.map(\.name) == ["a"])
+        let stranger = try #require(
+            CloudAsset(.opaque(OpaqueFieldValue(type: "ASSETID", json: #"{"fileChecksum":"none","size":1}"#))))
+        await expectCloudError(.unknownItem) { _ = try await transport.downloadAsset(stranger) }
         #expect(
             try await transport.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10).changedRecords.count == 1)
         #expect(try await transport.fetchDatabaseChanges(since: nil).changedZones.count == 2)
@@ -50,6 +53,10 @@ struct SwitchableTransportTests {
             { _ = try await network.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10) },
             { _ = try await network.save([makeRecord("a")]) },
             { _ = try await network.lookupRecords([id]) },
+            {
+                _ = try await network.downloadAsset(
+                    CloudAsset(.opaque(OpaqueFieldValue(type: "ASSETID", json: #"{"fileChecksum":"c","size":1}"#)))!)
+            },
             { try await network.subscribeToChanges(in: [.notes]) },
         ]
         for request in requests {

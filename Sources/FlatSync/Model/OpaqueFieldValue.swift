@@ -4,7 +4,7 @@
 /// A record another client (a native app on the same container, a newer version of this app) wrote may
 /// hold such fields. FlatSync never sends them back (a save sends only the fields its device changed), but
 /// it keeps them with the record, through snapshots and restarts, so that a host reading the record sees
-/// them and nothing is lost on the way.
+/// them and nothing is lost on the way. An asset's reads as a ``CloudAsset``.
 public struct OpaqueFieldValue: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The CloudKit Web Services type name, such as `LOCATION`, `ASSETID` or `LOCATION_LIST`.
     public var type: String

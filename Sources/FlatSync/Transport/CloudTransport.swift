@@ -49,6 +49,14 @@ public protocol CloudTransport: Sendable {
     /// The records with these IDs that exist; IDs that do not exist are left out of the result.
     func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record]
 
+    /// The bytes of an asset a record holds (see ``CloudAsset``): what a host reads through
+    /// ``SyncContext/data(of:in:)``, which calls this.
+    ///
+    /// - Throws: ``CloudError``; ``CloudError/Code-swift.struct/unknownItem`` when the server has no such bytes
+    ///   or no longer honours the way `asset` says to fetch them (CloudKit's download links expire): a fresh
+    ///   copy of the record has a fresh asset to try.
+    func downloadAsset(_ asset: CloudAsset) async throws -> Data
+
     /// Makes sure the server notifies this account's devices of changes in these zones: one zone
     /// subscription per zone (CloudKit's `CKRecordZoneSubscription`), created where none exists.
     ///

@@ -40,9 +40,14 @@ extension CloudKitEmulator {
     /// | `POST schema` with `{"schema": CloudSchema}` or `{"schema": null}` | `{}` |
     /// | `GET records?zone=X` | `[Record]` |
     /// | `GET subscriptions` | `[CloudSubscription]` |
+    /// | `POST upload-asset` with the bytes | the ``FieldValue`` a save carries to attach them |
+    /// | `POST expire-asset-links` | `{}`: download links given so far stop working |
     func admin(_ request: HTTPServerRequest, _ action: String) async -> HTTPServerReply {
         let getters = ["counters", "faults", "records", "schema", "subscriptions"]
-        let posters = ["reset-counters", "faults", "expire-tokens", "delete-zone", "history-limit", "schema"]
+        let posters = [
+            "reset-counters", "faults", "expire-tokens", "delete-zone", "history-limit", "schema", "upload-asset",
+            "expire-asset-links",
+        ]
         guard getters.contains(action) || posters.contains(action) else {
             return .response(Self.errorResponse(404, "NOT_FOUND", "There is no administration call \(action)."))
         }
@@ -78,6 +83,10 @@ extension CloudKitEmulator {
                 return try Self.encoded(SchemaBody(schema: try await backing.productionSchema()))
             case ("POST", "schema"):
                 try await backing.setProductionSchema(try Self.decode(SchemaBody.self, request.body).schema)
+            case ("POST", "upload-asset"):
+                return try Self.encoded(try await backing.uploadAsset(request.body))
+            case ("POST", "expire-asset-links"):
+                assetLinks.expireAll()
             case ("POST", "history-limit"):
                 let limit = try Self.decode(LimitBody.self, request.body).limit
                 guard (limit ?? 0) >= 0 else {

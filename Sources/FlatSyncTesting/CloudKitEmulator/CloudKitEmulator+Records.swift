@@ -259,12 +259,14 @@ extension CloudKitEmulator {
         }
         switch outcome {
         case .failure(let error): return reply(for: error)
-        case .success(let outcomes): return render(outcomes)
+        case .success(let outcomes): return render(outcomes, linkingAssets: true)
         }
     }
 
-    /// A 200 `{"records":[…]}`, one entry per outcome.
-    private func render(_ outcomes: [RecordOutcome]) -> HTTPServerReply {
+    /// A 200 `{"records":[…]}`, one entry per outcome; with `linkingAssets`, as a fetch answers, each asset with
+    /// a download link.
+    private func render(_ outcomes: [RecordOutcome], linkingAssets: Bool = false) -> HTTPServerReply {
+        let assetLink = linkingAssets ? assetLinks.link : nil
         let now = Date()
         return Self.ok { writer in
             writer.object {
@@ -278,7 +280,8 @@ extension CloudKitEmulator {
                             // would forget another client's fields it keeps (`ZoneState.keepUnknownFields`)
                             // until the next fetch, which returns the saved record whole; the server keeps them.
                             CloudKitRecordJSON.write(
-                                record, userRecordName: options.userRecordName, now: now, to: &writer)
+                                record, userRecordName: options.userRecordName, now: now, assetLink: assetLink,
+                                to: &writer)
                         case .deleted(let name):
                             CloudKitRecordJSON.writeTombstone(name, to: &writer)
                         case .failed(let name, let error):

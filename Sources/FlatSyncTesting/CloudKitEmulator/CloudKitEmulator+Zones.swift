@@ -193,6 +193,7 @@ extension CloudKitEmulator {
             return reply(for: error)
         case .success(let results):
             let now = Date()
+            let assetLink = assetLinks.link
             return Self.ok { writer in
                 writer.object {
                     $0.member("zones") {
@@ -212,7 +213,7 @@ extension CloudKitEmulator {
                                             if index < changed.count {
                                                 CloudKitRecordJSON.write(
                                                     changed[index], userRecordName: options.userRecordName,
-                                                    now: now, to: &writer)
+                                                    now: now, assetLink: assetLink, to: &writer)
                                             } else {
                                                 CloudKitRecordJSON.writeTombstone(
                                                     deleted[index - changed.count].name, to: &writer)

@@ -11,6 +11,7 @@ import Foundation
 ///   `CloudKitEmulator+Subscriptions.swift`); `…/public/users/current`.
 /// - `/device/1/{container}/{environment}/tokens/create|register`: push tokens (as observed live).
 /// - `/aps?tok=…&ttl=…`: the web courier a push token's `webcourierURL` names (`CloudKitEmulator+Push.swift`).
+/// - `/_assets/{checksum}/{file}`: the download links of assets (`CloudKitEmulator+Assets.swift`).
 /// - `/_auth/signin`, `/_admin/…`: emulator-defined.
 final class CloudKitEmulator: Sendable {
     let backing: any CloudDatabaseServing
@@ -18,6 +19,7 @@ final class CloudKitEmulator: Sendable {
     let baseURL: URL
     let auth: CloudKitWebAuth
     let push: CloudKitPushHub
+    let assetLinks: AssetLinks
 
     /// The bytes of a response cut off midway: a whole header block announcing a body of 1,024 bytes,
     /// then the first few of them.
@@ -43,6 +45,7 @@ final class CloudKitEmulator: Sendable {
         self.backing = backing
         self.options = options
         self.baseURL = baseURL
+        self.assetLinks = AssetLinks(baseURL: baseURL)
         self.auth = CloudKitWebAuth(requireToken: options.requireWebAuthToken, strict: options.strictTokens)
         // The subscriptions live in the backing store, which other processes (and a server started again
         // on the same directory) share: read them whenever zones change. A store that cannot be read
@@ -80,6 +83,7 @@ final class CloudKitEmulator: Sendable {
         case "device": return await device(request, Array(segments.dropFirst()))
         case "aps" where segments.count == 1: return await courierPoll(request)
         case "_admin": return await admin(request, segments.dropFirst().joined(separator: "/"))
+        case "_assets": return await assetDownload(request, Array(segments.dropFirst()))
         case "_auth" where segments.count == 2 && segments[1] == "signin": return signInPage(request)
         default:
             return .response(

@@ -30,7 +30,14 @@ enum CloudKitRecordJSON {
     /// Written straight into the response, members in key order as every object the emulator sends: a
     /// tree of ``JSONValue``s per record, built, sorted, written and freed, was half of the emulator's
     /// time in a sync.
-    static func write(_ record: Record, userRecordName: String, now: Date, to writer: inout JSONValue.Writer) {
+    ///
+    /// `assetLink` gives each asset's description a `downloadURL` (the link for its checksum), as a fetch of
+    /// the record returns one; nil leaves them without (Types.html: the key is "present only when fetching
+    /// the enclosing record").
+    static func write(
+        _ record: Record, userRecordName: String, now: Date, assetLink: ((String) -> String)? = nil,
+        to writer: inout JSONValue.Writer
+    ) {
         let timestamp = milliseconds(now)
         func stamp(deviceID: String, _ writer: inout JSONValue.Writer) {
             writer.object {
@@ -47,7 +54,9 @@ enum CloudKitRecordJSON {
             object.member("deleted") { $0.bool(false) }
             object.member("fields") {
                 $0.object { object in
-                    for field in fields { object.member(field.key) { write(field: field.value, to: &$0) } }
+                    for field in fields {
+                        object.member(field.key) { write(field: field.value, assetLink: assetLink, to: &$0) }
+                    }
                 }
             }
             object.member("modified") { stamp(deviceID: serverDeviceID, &$0) }
@@ -67,10 +76,35 @@ enum CloudKitRecordJSON {
     }
 
     /// Writes one field: `{"type": …, "value": …}`.
-    static func write(field value: FieldValue, to writer: inout JSONValue.Writer) {
+    static func write(
+        field value: FieldValue, assetLink: ((String) -> String)? = nil, to writer: inout JSONValue.Writer
+    ) {
         writer.object {
             $0.member("type") { $0.string(typeName(value)) }
-            $0.member("value") { writeValue(value, to: &$0) }
+            $0.member("value") {
+                if let assetLink, CloudAsset.holdsAssets(value), case .opaque(let kept) = value,
+                    let json = try? JSONValue.parse(Data(kept.json.utf8))
+                {
+                    $0.value(linked(json, assetLink), sortingKeys: true)
+                } else {
+                    writeValue(value, to: &$0)
+                }
+            }
+        }
+    }
+
+    /// An asset's description (or a list's) with a `downloadURL` for its checksum.
+    private static func linked(_ json: JSONValue, _ link: (String) -> String) -> JSONValue {
+        switch json {
+        case .array(let elements):
+            return .array(elements.map { linked($0, link) })
+        case .object(let members):
+            guard let checksum = members.first(where: { $0.key == "fileChecksum" }),
+                case .string(let name) = checksum.value
+            else { return json }
+            return .object(members.filter { $0.key != "downloadURL" } + [("downloadURL", .string(link(name)))])
+        default:
+            return json
         }
     }
 

@@ -28,7 +28,15 @@ import Foundation
 ///   that zone's entry inside a 200 (MistKit PR #443); creating a subscription ID that exists succeeding with
 ///   the existing one, and a duplicate of another subscription's content failing inside a 200 with
 ///   `INTERNAL_ERROR` "could not find subscription we just created" (seen for query subscriptions, assumed
-///   for zone ones).
+///   for zone ones); an asset field read as `ASSETID` with `fileChecksum`, `size`, `wrappingKey`,
+///   `referenceChecksum` and, in a fetch or lookup, a `downloadURL` with `${f}` for a file name that a plain
+///   GET fetches, different for every fetch; a save refused for an asset description without an upload's
+///   `receipt` (as every read returns it: MistKit).
+/// - **Assets, emulator behaviour**: the link's host (the emulator's own `/_assets/…`, where CloudKit's is
+///   another) and lifetime (until ``expireAssetLinks()``); 403 for an expired link and 404 for unknown bytes
+///   (CloudKit's answers are not known); the words of the refusal of a receipt-less description; uploads
+///   only through the administration endpoint (``CloudAdministration/uploadAsset(_:)``), since FlatSync
+///   uploads none; bytes kept after the last record naming them is gone (CloudKit collects them lazily).
 /// - **Emulator behaviour**: which documented code stands for a condition CloudKit has no code for (a
 ///   busy zone, a request over a limit, an expired token, a zone the user deleted; see
 ///   `CloudKitWireError`), and, only when asked (``Options-swift.struct/guessedErrorCodes``), four
@@ -111,6 +119,13 @@ public final class CloudKitWebServicesServer: Sendable {
     /// without fetching the page, `try await transport.signIn(withWebAuthToken: server.signInToken())`.
     public func signInToken() -> String {
         emulator.auth.signIn()
+    }
+
+    /// Makes every asset download link the server has given stop working, as CloudKit's signed links do after
+    /// an undocumented while: a download through an old link is refused, and a record fetched again carries
+    /// a fresh one.
+    public func expireAssetLinks() {
+        emulator.assetLinks.expireAll()
     }
 
     /// Starts a server, runs `body` with it, and stops it whether `body` returns or throws: every test

@@ -120,6 +120,18 @@ public struct HTTPCloudAdministration: CloudAdministration {
         try decode([CloudSubscription].self, try await send("GET", "subscriptions"))
     }
 
+    /// Stores bytes as another client's upload would and returns the field value its save carries to attach
+    /// them. Over HTTP, through the emulator's administration endpoint.
+    public func uploadAsset(_ data: Data) async throws -> FieldValue {
+        try decode(FieldValue.self, try await exchange("POST", "upload-asset", query: nil, body: data))
+    }
+
+    /// Makes every asset download link the server has given stop working, as CloudKit's signed links do after
+    /// a while. Over HTTP, through the emulator's administration endpoint.
+    public func expireAssetLinks() async throws {
+        _ = try await send("POST", "expire-asset-links", body: [String: String]())
+    }
+
     // MARK: - Requests
 
     private func send(_ method: String, _ action: String, query: String? = nil) async throws -> Data {

@@ -241,6 +241,7 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
         try await transport.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
     }
     func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] { try await transport.lookupRecords(ids) }
+    func downloadAsset(_ asset: CloudAsset) async throws -> Data { try await transport.downloadAsset(asset) }
     func subscribeToChanges(in zones: [ZoneID]) async throws { try await transport.subscribeToChanges(in: zones) }
 
     func expireAllChangeTokens() async throws { try await backing.expireAllChangeTokens() }
@@ -255,4 +256,5 @@ struct HTTPTestCloud: CloudTransport, CloudAdministration {
     func resetCounters() async throws { try await backing.resetCounters() }
     func records(in zone: ZoneID) async throws -> [Record] { try await backing.records(in: zone) }
     func subscriptions() async throws -> [CloudSubscription] { try await backing.subscriptions() }
+    func uploadAsset(_ data: Data) async throws -> FieldValue { try await backing.uploadAsset(data) }
 }

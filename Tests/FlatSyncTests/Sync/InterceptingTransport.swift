@@ -87,6 +87,11 @@ final class InterceptingTransport: CloudTransport, Sendable {
         return try await base.lookupRecords(ids)
     }
 
+    func downloadAsset(_ asset: CloudAsset) async throws -> Data {
+        await before(.downloadAsset)
+        return try await base.downloadAsset(asset)
+    }
+
     func subscribeToChanges(in zones: [ZoneID]) async throws {
         await before(.modifySubscriptions)
         try await base.subscribeToChanges(in: zones)

@@ -153,5 +153,6 @@ final class StaleZoneTransport: CloudTransport, Sendable {
         return try await base.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
     }
     func lookupRecords(_ ids: [RecordID]) async throws -> [RecordID: Record] { try await base.lookupRecords(ids) }
+    func downloadAsset(_ asset: CloudAsset) async throws -> Data { try await base.downloadAsset(asset) }
     func subscribeToChanges(in zones: [ZoneID]) async throws { try await base.subscribeToChanges(in: zones) }
 }

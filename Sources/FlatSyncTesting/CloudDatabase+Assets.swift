@@ -1,0 +1,101 @@
+import FlatSync
+import Foundation
+
+// Assets: bytes kept apart from the records that name them, as CloudKit keeps a `CKAsset`'s.
+//
+// What the test clouds do, and on what it rests (research notes in the closing note of 2026-11-28):
+// - An upload (CKWS `assets/upload`, then a POST of the bytes to the URL it gives) answers a description
+//   `{wrappingKey, fileChecksum, receipt, referenceChecksum, size}` that a save carries as the field's value
+//   (documented: UploadAssets.html; seen live by MistKit).
+// - A save must carry the receipt of an upload: what a fetch returns has none, and MistKit found live that
+//   such a description cannot be written back. CloudKit's words for that refusal are not known: the
+//   record fails with BAD_REQUEST here, in words of our own.
+// - Reads return `{fileChecksum, size, wrappingKey, referenceChecksum}` (the private database, live in
+//   MistKit's probe), and over CKWS a `downloadURL`, which the emulator adds as it answers.
+// - The checksums here are serial numbers, not hashes of the bytes: nothing the engine does may depend on
+//   how CloudKit computes them.
+// - CloudKit deletes bytes lazily once no record names them (CKAsset); the test clouds keep them.
+
+extension CloudDatabase {
+    /// Bytes an upload stored, with the receipt a save must carry to attach them.
+    struct StoredAsset: Codable, Equatable, Sendable {
+        var data: Data
+        var receipt: String
+    }
+
+    /// Stores `data` as an upload does and returns the description a save carries to attach it to a
+    /// record's field (an `ASSETID` value with the upload's receipt).
+    package mutating func uploadAsset(_ data: Data) -> FieldValue {
+        let number = (assetUploads?.count ?? 0) + 1
+        let checksum = "fs\(String(serverID, radix: 16))-\(number)"
+        let receipt = "receipt-\(checksum)"
+        assetUploads = (assetUploads ?? [:]).merging([checksum: StoredAsset(data: data, receipt: receipt)]) { $1 }
+        return Self.assetValue([
+            "fileChecksum": checksum, "size": data.count, "receipt": receipt,
+            "wrappingKey": "key-\(checksum)", "referenceChecksum": "reference-\(checksum)",
+        ])
+    }
+
+    /// The bytes of the asset whose checksum is `fileChecksum`.
+    ///
+    /// - Throws: `CloudError.Code.unknownItem` when no upload stored them.
+    package func assetData(_ fileChecksum: String) throws(CloudError) -> Data {
+        guard let stored = assetUploads?[fileChecksum] else {
+            throw CloudError(.unknownItem, "The server has no asset \(fileChecksum).")
+        }
+        return stored.data
+    }
+
+    /// Why a save's assets cannot be attached: a description without the receipt of an upload of its
+    /// checksum (one a fetch returned, say); nil when every asset it carries has one.
+    func assetFailure(_ record: Record) -> CloudError? {
+        for key in record.fields.keys.sorted() {
+            guard let descriptions = Self.assetDescriptions(in: record.fields[key]!) else { continue }
+            for description in descriptions {
+                let checksum = description["fileChecksum"] as? String ?? ""
+                guard let stored = assetUploads?[checksum], description["receipt"] as? String == stored.receipt else {
+                    // The wording is ours: CloudKit's for this refusal has not been seen.
+                    return CloudError(
+                        .invalidArguments,
+                        "The asset in field '\(key)' of record '\(record.id.name)' has no receipt of an upload: "
+                            + "upload the bytes (assets/upload) and send the description the upload answered.",
+                        serverErrorCode: "BAD_REQUEST")
+                }
+            }
+        }
+        return nil
+    }
+
+    /// `fields` as the server keeps them: each asset's description without its receipt, which a read never
+    /// returns.
+    static func withoutReceipts(_ fields: [String: FieldValue]) -> [String: FieldValue] {
+        var kept = fields
+        for (key, value) in fields {
+            guard case .opaque(let opaque) = value, let descriptions = assetDescriptions(in: value) else { continue }
+            let stripped = descriptions.map { $0.filter { $0.key != "receipt" } }
+            let json: Any = CloudAsset.listWireTypes.contains(opaque.type) ? stripped : stripped[0]
+            kept[key] = .opaque(OpaqueFieldValue(type: opaque.type, json: jsonText(json)))
+        }
+        return kept
+    }
+
+    /// The descriptions an asset field (or a list of them) holds, as JSON objects; nil for another value.
+    static func assetDescriptions(in value: FieldValue) -> [[String: Any]]? {
+        guard case .opaque(let opaque) = value, CloudAsset.holdsAssets(value),
+            let json = try? JSONSerialization.jsonObject(with: Data(opaque.json.utf8))
+        else { return nil }
+        if let one = json as? [String: Any] { return [one] }
+        return json as? [[String: Any]]
+    }
+
+    /// An `ASSETID` value whose JSON is `description`.
+    static func assetValue(_ description: [String: Any]) -> FieldValue {
+        .opaque(OpaqueFieldValue(type: "ASSETID", json: jsonText(description)))
+    }
+
+    private static func jsonText(_ json: Any) -> String {
+        // Keys sorted, so that one description is always one text (values compare by it).
+        let data = (try? JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
