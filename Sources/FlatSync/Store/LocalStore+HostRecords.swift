@@ -39,7 +39,7 @@ extension LocalStore {
         try checkWritable()
         // The later save of a record named twice wins, as it would as a mutation of its own.
         var newRecords: [String: Record] = [:]
-        for record in saves { newRecords[record.id.name] = record }
+        for record in saves { newRecords[record.id.name] = try keepingStoredAssets(record) }
         let deleted = Set(deletes.keys)
         // What the deletes take with them, the saves in place (a batch's): a save among it would be deleted
         // at once. A delete of a record stored as another type takes nothing.
@@ -449,5 +449,32 @@ extension LocalStore {
         // Sent anew, whole: they stand on no server version now.
         for record in records { zones.forgetMergeBase(of: record.id) }
         return records.count
+    }
+
+    /// `record` with each asset field as the stored record holds it: FlatSync uploads no assets (see
+    /// ``CloudAsset``), so a save may keep a field's asset or drop it, but not give it another. An asset
+    /// kept is kept as stored, so that the download link of a fresher copy does not count as a change.
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument`` for a field holding an asset the stored
+    ///   record's field does not hold.
+    private func keepingStoredAssets(_ record: Record) throws(FlatSyncError) -> Record {
+        guard record.fields.values.contains(where: CloudAsset.holdsAssets) else { return record }
+        let stored = zones.record(for: record.id)?.fields ?? [:]
+        var kept = record
+        for key in record.fields.keys.sorted() {
+            let value = record.fields[key]!
+            guard CloudAsset.holdsAssets(value) else { continue }
+            if let old = stored[key], let oldAssets = CloudAsset.identities(in: old),
+                oldAssets == CloudAsset.identities(in: value)
+            {
+                kept.fields[key] = old
+                continue
+            }
+            throw FlatSyncError(
+                .invalidArgument,
+                "The record \(record.id)'s field \(key) holds an asset its stored record does not: FlatSync cannot "
+                    + "upload assets yet, so a save may keep a field's asset or remove it, not give it another.")
+        }
+        return kept
     }
 }

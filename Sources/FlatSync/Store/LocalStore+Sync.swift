@@ -74,13 +74,14 @@ extension LocalStore {
                     changed[key] = value
                 }
                 if policy == .ifServerRecordUnchanged, !changed.isEmpty {
-                    current.fields = changed
+                    current.fields = Self.leavingAssetsOut(changed)
                     saves.append(RecordSave(current, policy: policy))
                     continue
                 }
             }
             // A transport reads the fields, often more than once: build the dictionary once here.
             current.fields = current.fields
+            if policy == .ifServerRecordUnchanged { current.fields = Self.leavingAssetsOut(current.fields) }
             saves.append(RecordSave(current, policy: policy))
         }
         // Only a host record holds references: a request of built-in records is left as it is.
@@ -89,6 +90,15 @@ extension LocalStore {
             saves = RecordOrder.parentsFirst(saves.map(\.record)).compactMap { byName[$0.id.name] }
         }
         return (saves, deletes)
+    }
+
+    /// `fields` without those holding assets, for an update, which keeps on the server the fields it does not
+    /// send. A save never changes an asset (``CloudAsset``): every one a record holds came from the server,
+    /// whose description (without the receipt of an upload) CloudKit takes only from an upload or
+    /// `assets/rereference` (MistKit, live), so sending it back could have the save refused.
+    static func leavingAssetsOut(_ fields: [String: FieldValue]) -> [String: FieldValue] {
+        guard fields.values.contains(where: CloudAsset.holdsAssets) else { return fields }
+        return fields.filter { !CloudAsset.holdsAssets($0.value) }
     }
 
     /// True when the record's next save sends every field (see ``ZoneState/sendWhole``).

@@ -72,6 +72,10 @@ final class SyncHarness: Sendable {
         }
     }
 
+    /// Makes the asset download links the emulator gave so far stop working (over HTTP routes; direct
+    /// downloads have no links).
+    func expireAssetLinks() { server?.expireAssetLinks() }
+
     /// The emulator's address over HTTP routes; nil for ``Route/direct``.
     var serverURL: URL? { server?.baseURL }
 

@@ -1,0 +1,52 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension SyncContext {
+    /// The bytes of an asset that `value`'s record holds (see ``CloudAsset``), downloaded from the server
+    /// now. FlatSync keeps no copy: keep one yourself if you need it offline or again soon.
+    ///
+    /// CloudKit's download links expire after a while it does not document. When the server refuses the
+    /// link the asset carries, the context looks the record up again and downloads through the fresh
+    /// link its copy holds, once.
+    ///
+    /// ```swift
+    /// if let photo = await context.records(Photo.self).value(id), let image = photo.image {
+    ///     let bytes = try await context.data(of: image, in: photo)
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``CloudError``: ``CloudError/Code-swift.struct/unknownItem`` when the server no longer has
+    ///   the record, or the record no longer holds the asset; ``CloudError/Code-swift.struct/notAuthenticated``
+    ///   while syncing waits for the account (see ``PauseReason/notAuthenticated``), or with no account; the
+    ///   network's and the server's failures otherwise, which a later call may not meet.
+    public func data<Value: SyncableRecord>(of asset: CloudAsset, in value: Value) async throws -> Data {
+        try await data(of: asset, inRecord: Value.recordID(value.id))
+    }
+
+    /// ``data(of:in:)`` for the record `id`.
+    func data(of asset: CloudAsset, inRecord id: RecordID) async throws -> Data {
+        // As for a push or a fetch: while the host has not named the account, the transport may be signed
+        // in as someone else.
+        guard !waitsForTheAccount, let transport = account?.transport else {
+            throw CloudError(
+                .notAuthenticated,
+                "No account is signed in to download the \(asset) from: name it with accountDidChange(to:).")
+        }
+        do {
+            return try await transport.downloadAsset(asset)
+        } catch let error as CloudError where error.code == .unknownItem {
+            // The link may have expired: the record's copy on the server carries a fresh one.
+            guard let record = try await transport.lookupRecords([id])[id] else {
+                throw CloudError(.unknownItem, "The record \(id) that held the \(asset) is gone from the server.")
+            }
+            guard let fresh = record.fields.values.lazy.compactMap(CloudAsset.init).first(where: { $0 == asset })
+            else {
+                throw CloudError(.unknownItem, "The record \(id) no longer holds the \(asset).")
+            }
+            return try await transport.downloadAsset(fresh)
+        }
+    }
+}
