@@ -91,6 +91,8 @@ enum CloudKitErrorMapping {
         case modifySubscriptions = "subscriptions/modify"
         case pollWebCourier = "webcourier poll"
         case downloadAsset = "asset download"
+        case uploadAssets = "assets/upload"
+        case uploadAssetBytes = "asset upload"
 
         var fetchesChanges: Bool { self == .databaseChanges || self == .zoneChanges }
     }

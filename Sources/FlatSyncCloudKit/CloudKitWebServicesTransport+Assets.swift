@@ -1,7 +1,7 @@
 import FlatSync
 import Foundation
 
-// Downloading an asset's bytes. What CloudKit does, and on what it rests (research notes of 2026-11-28):
+// Uploading and downloading an asset's bytes. What CloudKit does, and on what it rests (research notes of 2026-11-28):
 // - A fetched record's asset description carries a `downloadURL` (Types.html: "present only when
 //   fetching the enclosing record"), on another host than the API's, signed, with `${f}` where a file
 //   name goes; clients replace it and fetch the link with a plain GET, no CloudKit credentials (live:
@@ -31,7 +31,7 @@ extension CloudKitWebServicesTransport {
         guard let url = Self.assetURL(link) else {
             throw CloudError(.unexpectedServerResponse, "The download link of the \(asset) is not a URL: \(link)")
         }
-        let request = HTTPExchangeRequest(method: "GET", url: url, timeout: configuration.assetDownloadTimeout)
+        let request = HTTPExchangeRequest(method: "GET", url: url, timeout: configuration.assetTransferTimeout)
         let response: HTTPExchangeResponse
         do {
             response = try await assetHTTP.send(request)
@@ -58,6 +58,113 @@ extension CloudKitWebServicesTransport {
         default:
             throw CloudError(
                 .unexpectedServerResponse, "The asset host answered the download with HTTP \(response.status).")
+        }
+    }
+
+    /// `saves` with each asset made on a device (a field whose ``CloudAsset/localPath`` names its file)
+    /// uploaded and replaced by the upload's description, as CKWS documents it (UploadAssets.html): an
+    /// `assets/upload` per zone and 200 fields names a URL for each, the file is POSTed there as it is (no
+    /// credentials; `application/octet-stream` as MistKit sends it, live), and the answer's `singleFile`
+    /// (`wrappingKey`, `fileChecksum`, `receipt`, `referenceChecksum`, `size`) is the value the save carries.
+    /// The upload names the record and field the save writes, as Apple's example does (whether the server
+    /// holds an upload to them is not settled).
+    ///
+    /// A save whose file cannot be read, or whose upload the asset host refuses (a 4xx other than 429),
+    /// fails in `failed` and is not sent; the network's and the servers' failures are thrown, as for any
+    /// request, and the push tries again later.
+    func uploadingLocalAssets(_ saves: [RecordSave], failed: inout [RecordID: CloudError]) async throws -> [RecordSave]
+    {
+        var pending: [(index: Int, key: String, asset: CloudAsset)] = []
+        for (index, save) in saves.enumerated() where failed[save.record.id] == nil {
+            for key in save.record.fields.keys.sorted() {
+                let value = save.record.fields[key]!
+                if CloudAsset.isLocal(value), let asset = CloudAsset(value) { pending.append((index, key, asset)) }
+            }
+        }
+        guard !pending.isEmpty else { return saves }
+        var saves = saves
+        let byZone = Dictionary(grouping: pending) { saves[$0.index].record.id.zone }
+        for zone in byZone.keys.sorted() {
+            let items = byZone[zone]!
+            for start in stride(from: 0, to: items.count, by: maximumOperationsPerRequest) {
+                let chunk = Array(items[start..<min(start + maximumOperationsPerRequest, items.count)])
+                let request = CloudKitWire.AssetUploadRequest(
+                    zone: zone,
+                    tokens: chunk.map { (saves[$0.index].record.id.name, saves[$0.index].record.type, $0.key) })
+                let reply = try await send(.uploadAssets, body: try encode(request))
+                let urls = try Self.uploadURLs(reply.data)
+                for item in chunk {
+                    let id = saves[item.index].record.id
+                    guard failed[id] == nil else { continue }
+                    guard let url = urls["\(id.name)\u{0}\(item.key)"] else {
+                        throw CloudKitErrorMapping.unexpectedResponse(
+                            .uploadAssets, reply.data, problem: "no upload URL for field \(item.key) of \(id.name)")
+                    }
+                    do {
+                        saves[item.index].record.fields[item.key] = try await upload(item.asset, to: url)
+                    } catch let error as CloudError where !error.isTransient {
+                        failed[id] = error
+                    }
+                }
+            }
+        }
+        return saves
+    }
+
+    /// The upload URLs of an `assets/upload` answer, by record name and field name.
+    private static func uploadURLs(_ data: Data) throws(CloudError) -> [String: String] {
+        guard let json = try? JSONValue.parse(data), case .array(let tokens)? = json["tokens"] else {
+            throw CloudKitErrorMapping.unexpectedResponse(.uploadAssets, data, problem: "no tokens")
+        }
+        var urls: [String: String] = [:]
+        for token in tokens {
+            guard case .string(let name)? = token["recordName"], case .string(let field)? = token["fieldName"],
+                case .string(let url)? = token["url"]
+            else { throw CloudKitErrorMapping.unexpectedResponse(.uploadAssets, data, problem: "a token lacks a key") }
+            urls["\(name)\u{0}\(field)"] = url
+        }
+        return urls
+    }
+
+    /// POSTs an asset's file to `link` and returns the field value its answer describes.
+    private func upload(_ asset: CloudAsset, to link: String) async throws -> FieldValue {
+        guard let path = asset.localPath, let bytes = FileManager.default.contents(atPath: path) else {
+            throw CloudError(
+                .invalidArguments, "The file of the \(asset) cannot be read (\(asset.localPath ?? "no path")).")
+        }
+        guard let url = URL(string: link) else {
+            throw CloudError(.unexpectedServerResponse, "The upload URL CloudKit gave is not a URL: \(link)")
+        }
+        let request = HTTPExchangeRequest(
+            method: "POST", url: url, headers: ["Content-Type": "application/octet-stream"], body: bytes,
+            timeout: configuration.assetTransferTimeout)
+        let response: HTTPExchangeResponse
+        do {
+            response = try await assetHTTP.send(request)
+        } catch {
+            throw CloudKitErrorMapping.error(forTransportFailure: error, operation: .uploadAssetBytes)
+        }
+        switch response.status {
+        case 200:
+            guard let json = try? JSONValue.parse(response.body), let description = json["singleFile"],
+                case .string? = description["fileChecksum"], case .string? = description["receipt"]
+            else {
+                throw CloudKitErrorMapping.unexpectedResponse(
+                    .uploadAssetBytes, response.body, problem: "no singleFile with a fileChecksum and a receipt")
+            }
+            var writer = JSONValue.Writer()
+            writer.value(description, sortingKeys: true)
+            return .opaque(OpaqueFieldValue(type: "ASSETID", json: String(decoding: writer.data, as: UTF8.self)))
+        case 429:
+            throw CloudError(.requestRateLimited, "The asset host is throttling uploads (HTTP 429).")
+        case 400..<500:
+            throw CloudError(
+                .invalidArguments, "The asset host refused the upload of the \(asset) (HTTP \(response.status)).")
+        case 500..<600:
+            throw CloudError(.serviceUnavailable, "The asset host failed the upload (HTTP \(response.status)).")
+        default:
+            throw CloudError(
+                .unexpectedServerResponse, "The asset host answered the upload with HTTP \(response.status).")
         }
     }
 

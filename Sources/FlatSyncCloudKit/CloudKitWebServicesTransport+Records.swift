@@ -158,6 +158,10 @@ extension CloudKitWebServicesTransport {
             return Self.failedAtomically(result, saves: saves, deletes: deletes)
         }
 
+        let saves = try await uploadingLocalAssets(saves, failed: &result.failed)
+        if atomically && !result.failed.isEmpty {
+            return Self.failedAtomically(result, saves: saves, deletes: deletes)
+        }
         let written = writingSchema
         var operations: [(id: RecordID, isDelete: Bool, operation: CloudKitWire.RecordOperation)] = []
         for save in saves where result.failed[save.record.id] == nil {

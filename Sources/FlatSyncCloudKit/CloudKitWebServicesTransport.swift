@@ -70,12 +70,12 @@ public actor CloudKitWebServicesTransport: CloudTransport {
         public var requestTimeout: Duration
         /// The HTTP client.
         public var http: any HTTPExchange
-        /// The HTTP client for asset downloads, which go to another host (see
+        /// The HTTP client for asset uploads and downloads, which go to another host (see
         /// ``CloudKitWebServicesTransport/downloadAsset(_:)``); nil uses ``URLSessionExchange/assets`` when
         /// ``http`` is ``URLSessionExchange/shared``, else ``http`` itself.
         public var assetHTTP: (any HTTPExchange)?
-        /// How long one asset download may take: an asset may hold up to 50 MB (PropertyMetrics.html).
-        public var assetDownloadTimeout: Duration = .seconds(300)
+        /// How long one asset's upload or download may take (an asset may hold up to 15 MB).
+        public var assetTransferTimeout: Duration = .seconds(300)
         /// The schema the transport writes within, to begin with: each `SyncContext` given the transport
         /// adds its stores' record types to it (see ``CloudKitWebServicesTransport/prepareToWrite(_:)``),
         /// so the default, `CloudSchema.flatSync` (FlatSync's own stores), needs nothing for a host's own

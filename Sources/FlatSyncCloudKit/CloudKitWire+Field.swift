@@ -53,6 +53,8 @@ extension CloudKitWire {
             case .date(let date): _ = try milliseconds(date)
             case .reference(let reference) where reference.recordName.isEmpty:
                 throw FieldProblem("a reference names no record")
+            case .opaque(let opaque) where opaque.type == CloudAsset.localType:
+                throw FieldProblem("an asset made on the device was not uploaded")
             case .opaque(let opaque):
                 guard (try? JSONValue.parse(Data(opaque.json.utf8))) != nil else {
                     throw FieldProblem("a kept \(opaque.type) value is not JSON")
@@ -91,7 +93,9 @@ extension CloudKitWire {
             var problem: FieldProblem?
             writer.object { field in
                 if declared?.isEncrypted == true { field.member("isEncrypted") { $0.bool(true) } }
-                field.member("type") { $0.string(type) }
+                // An asset's description goes untagged, as Apple's upload example sends it and MistKit does,
+                // live: no source shows the server taking `ASSET` or `ASSETID` on a write.
+                if !CloudAsset.holdsAssets(value) { field.member("type") { $0.string(type) } }
                 field.member("value") {
                     do throws(FieldProblem) {
                         try writeValue(value, to: &$0)

@@ -475,6 +475,27 @@ enum CloudKitWire {
         }
     }
 
+    /// `assets/upload`: `{"zoneID", "tokens": [{"recordName", "recordType", "fieldName"}]}` (UploadAssets.html).
+    struct AssetUploadRequest: JSONWritable {
+        var zone: FlatSync.ZoneID
+        var tokens: [(recordName: String, recordType: String, fieldName: String)]
+
+        func write(to writer: inout JSONValue.Writer) {
+            writer.object { request in
+                request.member("tokens") {
+                    $0.array(tokens) { writer, token in
+                        writer.object {
+                            $0.member("fieldName") { $0.string(token.fieldName) }
+                            $0.member("recordName") { $0.string(token.recordName) }
+                            $0.member("recordType") { $0.string(token.recordType) }
+                        }
+                    }
+                }
+                request.member("zoneID") { ZoneID(zone).write(to: &$0) }
+            }
+        }
+    }
+
     struct RecordsLookupRequest: JSONWritable {
         var names: [String]
         var zone: FlatSync.ZoneID

@@ -36,14 +36,82 @@ extension CloudDatabase {
         ])
     }
 
-    /// The bytes of the asset whose checksum is `fileChecksum`.
+    /// The bytes of `asset`.
+    ///
+    /// - Throws: `CloudError.Code.unknownItem` when no upload stored them (an asset made on a device and never
+    ///   uploaded has no checksum).
+    package func assetData(_ asset: CloudAsset) throws(CloudError) -> Data {
+        guard let checksum = asset.fileChecksum else {
+            throw CloudError(.unknownItem, "The \(asset) was never uploaded: the server has no checksum for it.")
+        }
+        return try assetData(checksum: checksum)
+    }
+
+    /// The bytes whose checksum is `checksum`.
     ///
     /// - Throws: `CloudError.Code.unknownItem` when no upload stored them.
-    package func assetData(_ fileChecksum: String) throws(CloudError) -> Data {
-        guard let stored = assetUploads?[fileChecksum] else {
-            throw CloudError(.unknownItem, "The server has no asset \(fileChecksum).")
+    package func assetData(checksum: String) throws(CloudError) -> Data {
+        guard let stored = assetUploads?[checksum] else {
+            throw CloudError(.unknownItem, "The server has no asset \(checksum).")
         }
         return stored.data
+    }
+
+    /// The bytes of the assets made on a device that `saves` carry (``CloudAsset/localPath``), read from
+    /// their files, by record and field; a save whose file cannot be read fails, record by record, as a
+    /// transport that cannot upload it fails it. What the in-process clouds do where CKWS uploads first.
+    static func readLocalAssets(_ saves: [RecordSave]) -> (
+        bytes: [RecordID: [String: Data]], failed: [RecordID: CloudError]
+    ) {
+        var bytes: [RecordID: [String: Data]] = [:]
+        var failed: [RecordID: CloudError] = [:]
+        for save in saves {
+            for (key, value) in save.record.fields where CloudAsset.isLocal(value) {
+                guard let path = CloudAsset(value)?.localPath, let data = FileManager.default.contents(atPath: path)
+                else {
+                    failed[save.record.id] = CloudError(
+                        .invalidArguments,
+                        "The file of the asset in field '\(key)' of \(save.record.id) cannot be read.")
+                    break
+                }
+                bytes[save.record.id, default: [:]][key] = data
+            }
+        }
+        return (bytes, failed)
+    }
+
+    /// Serves a modify whose saves may carry assets made on a device: each one's bytes, read first
+    /// (``readLocalAssets(_:)``), are stored as an upload and its field takes the upload's description, as a
+    /// client of CloudKit uploads before it saves. A save whose file cannot be read fails; with
+    /// `atomically`, the whole request then fails unsent.
+    package static func modifyUploading(
+        saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool,
+        isolation: isolated (any Actor)? = #isolation,
+        serve: (@escaping @Sendable (inout CloudDatabase) throws(CloudError) -> ModifyRecordsResult) async throws
+            -> ModifyRecordsResult
+    ) async throws -> ModifyRecordsResult {
+        let (bytes, unreadable) = readLocalAssets(saves)
+        if atomically && !unreadable.isEmpty {
+            var result = ModifyRecordsResult(failed: unreadable)
+            for id in saves.map(\.record.id) + deletes.map(\.id) where result.failed[id] == nil {
+                result.failed[id] = CloudError(
+                    .batchRequestFailed,
+                    "The atomic request failed because another record in it failed; nothing was applied.")
+            }
+            return result
+        }
+        let sendable = saves.filter { unreadable[$0.record.id] == nil }
+        var result = try await serve { (database) throws(CloudError) in
+            let uploaded = sendable.map { save -> RecordSave in
+                guard let fields = bytes[save.record.id] else { return save }
+                var save = save
+                for (key, data) in fields { save.record.fields[key] = database.uploadAsset(data) }
+                return save
+            }
+            return try database.modifyRecords(saving: uploaded, deleting: deletes, atomically: atomically)
+        }
+        result.failed.merge(unreadable) { $1 }
+        return result
     }
 
     /// Why a save's assets cannot be attached: a description without the receipt of an upload of its

@@ -129,9 +129,8 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {
-        try await request(.modifyRecords, records: saves.map(\.record.id) + deletes.map(\.id)) {
-            (database) throws(CloudError) in
-            try database.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+        try await CloudDatabase.modifyUploading(saving: saves, deleting: deletes, atomically: atomically) { body in
+            try await request(.modifyRecords, records: saves.map(\.record.id) + deletes.map(\.id), body)
         }
     }
 
@@ -145,7 +144,7 @@ public struct DirectoryCloud: CloudTransport, CloudDatabaseServing {
     /// state file, counted and faulted as ``InMemoryCloud`` serves it.
     public func downloadAsset(_ asset: CloudAsset) async throws -> Data {
         try await request(.downloadAsset) { (database) throws(CloudError) in
-            try database.assetData(asset.fileChecksum)
+            try database.assetData(asset)
         }
     }
 

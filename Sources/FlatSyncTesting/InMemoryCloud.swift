@@ -121,9 +121,8 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     public func modifyRecords(saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool)
         async throws -> ModifyRecordsResult
     {
-        try await serve(.modifyRecords, records: saves.map(\.record.id) + deletes.map(\.id)) {
-            (database) throws(CloudError) in
-            try database.modifyRecords(saving: saves, deleting: deletes, atomically: atomically)
+        try await CloudDatabase.modifyUploading(saving: saves, deleting: deletes, atomically: atomically) { body in
+            try await serve(.modifyRecords, records: saves.map(\.record.id) + deletes.map(\.id), body)
         }
     }
 
@@ -136,7 +135,7 @@ public actor InMemoryCloud: CloudTransport, CloudDatabaseServing {
     /// The bytes of an asset an upload stored (see ``uploadAsset(_:)``). Served by the cloud's `CloudDatabase`:
     /// counted in ``counters()`` and failed as the ``FaultPlan`` says.
     public func downloadAsset(_ asset: CloudAsset) async throws -> Data {
-        try await serve(.downloadAsset) { (database) throws(CloudError) in try database.assetData(asset.fileChecksum) }
+        try await serve(.downloadAsset) { (database) throws(CloudError) in try database.assetData(asset) }
     }
 
     /// Makes sure each zone has a zone subscription, created where none exists. Served by the cloud's

@@ -1,5 +1,5 @@
 /// The kinds of request a test cloud serves: one per `CloudTransport` method, and CKWS's subscription
-/// listing, which no method has.
+/// listing and asset upload URLs, which no method has.
 ///
 /// Counters are kept per kind (``CloudCounters/requestsByKind``) and fault plans can target a kind
 /// (``ScriptedFault/kind``, ``RandomFaults/kinds``).
@@ -24,4 +24,8 @@ public enum RequestKind: String, CaseIterable, Codable, CodingKeyRepresentable, 
     case modifySubscriptions
     /// CKWS `subscriptions/list` and `subscriptions/lookup` (the CKWS transport lists before it subscribes).
     case listSubscriptions
+    /// CKWS `assets/upload`, which a save of an asset made on a device needs first (the in-process clouds
+    /// take the asset's bytes with the modify request). The POST of the bytes to the URL it answers is not
+    /// counted: it goes to the asset host, not to the database.
+    case uploadAssets
 }

@@ -109,3 +109,26 @@ package struct TestStep: SyncableRecord {
 
 /// Every host type the tests register.
 package let testRecordTypes: [any SyncableRecord.Type] = [TestNote.self, TestRecipe.self, TestStep.self]
+
+/// A photo whose image is an asset, in a zone of its own.
+package struct TestPhoto: SyncableRecord, Codable {
+    package static let zone = ZoneID("Photos")
+    package static let recordType = "Photo"
+    package static let fieldTypes: [String: CloudSchema.FieldType] = ["caption": .string, "image": .asset]
+
+    package var id: String
+    package var caption: String
+    package var image: CloudAsset?
+
+    package init(id: String, caption: String, image: CloudAsset?) {
+        self.id = id
+        self.caption = caption
+        self.image = image
+    }
+
+    /// The bytes a crash child's photo of version `version` holds: `version` repeated, 2,000 + `version`
+    /// bytes, so that they say which version they are and a torn file shows.
+    package static func bytes(version: Int) -> Data {
+        Data(repeating: UInt8(version % 256), count: 2_000 + version)
+    }
+}

@@ -15,7 +15,7 @@ func runCrashChild(_ arguments: [String]) async -> Int32 {
     }
     var options = LocalStore.Options(
         durability: durability, deviceID: "crash-child", snapshotDelay: .milliseconds(2),
-        recordTypes: [TestNote.self, TestRecipe.self, TestStep.self])
+        recordTypes: [TestNote.self, TestRecipe.self, TestStep.self, TestPhoto.self])
     options.compactionMinimumBytes = 16 << 10
     options.compactionGrowthFactor = 2
     let store: LocalStore
@@ -67,6 +67,9 @@ enum CrashOperation {
     case dish(Int, Int)
     /// Deletes dish `k`, and its steps with it.
     case dropDish(Int)
+    /// Photo `k` with an asset of version `v` (``TestPhoto/bytes(version:)``): the asset's file is written
+    /// first, then the record; a kill between them leaves a file no record names, deleted at the next open.
+    case photo(Int, Int)
     case sendRound
 
     static func random(using random: inout SeededRandomNumberGenerator) -> CrashOperation {
@@ -86,6 +89,7 @@ enum CrashOperation {
             return .note(id("r"), Int.random(in: 0..<3, using: &random), Int.random(in: 0..<100, using: &random))
         case 96..<97: return .unnote(id("r"), Int.random(in: 0..<3, using: &random))
         case 97..<98: return .recipe(Int.random(in: 0..<8, using: &random), Int64.random(in: 1...9, using: &random))
+        case 98..<99: return .photo(Int.random(in: 0..<4, using: &random), Int.random(in: 0..<300, using: &random))
         default: return .sendRound
         }
     }
@@ -104,6 +108,7 @@ enum CrashOperation {
         case .recipe(let k, let servings): return "recipe \(k) \(servings)"
         case .dish(let k, let steps): return "dish \(k) \(steps)"
         case .dropDish(let k): return "dropdish \(k)"
+        case .photo(let k, let version): return "photo \(k) \(version)"
         case .sendRound: return "send"
         }
     }
@@ -133,6 +138,10 @@ enum CrashOperation {
             try await store.apply(batch)
         case .dropDish(let k):
             try await store.records(TestRecipe.self).delete("dish-\(k)")
+        case .photo(let k, let version):
+            let image = try await store.makeAsset(TestPhoto.bytes(version: version))
+            try await store.records(TestPhoto.self).save(
+                TestPhoto(id: "photo-\(k)", caption: "v\(version)", image: image))
         case .sendRound:
             // What a push does to the queue: seal each zone, acknowledge what the server took, park what it
             // refused (records whose names end in 7: kept pending, their refusal written durably), unseal.

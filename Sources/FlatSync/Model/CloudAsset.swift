@@ -6,14 +6,14 @@
 
 /// A file that CloudKit keeps beside a record (an `ASSET` field): a photo, a recording, a document.
 ///
-/// A record's field holds only the asset's description; the bytes live apart on Apple's servers, and
-/// ``SyncContext/data(of:in:)`` downloads them. FlatSync reads assets that other clients wrote (a native
-/// app on the same container saving a `CKAsset`, say) but cannot yet upload one: a host value may keep the
-/// asset its record holds, or drop it (the server then forgets the bytes once no record refers to them),
-/// and a save that gives a field another asset is refused (see ``SyncableRecord``).
+/// A record's field holds only the asset's description; the bytes live apart. Make an asset from bytes
+/// with ``SyncContext/makeAsset(_:)``, which keeps them in the store's directory, durably, and put it in a
+/// field of a value you save: the context uploads the bytes when it sends the record. An asset another
+/// device (or a native app on the same container, saving a `CKAsset`) put in a record arrives as its
+/// description, and ``SyncContext/data(of:in:)`` downloads the bytes on demand.
 ///
-/// Declare the field as ``CloudSchema/FieldType/asset`` and read it as a `CloudAsset` property of a
-/// `Codable` type, or with ``RecordFields/asset(_:)``:
+/// Declare the field as ``CloudSchema/FieldType/asset`` and hold it as a `CloudAsset` property of a
+/// `Codable` type, or read it with ``RecordFields/asset(_:)``:
 ///
 /// ```swift
 /// struct Photo: SyncableRecord, Codable {
@@ -25,37 +25,60 @@
 ///     var image: CloudAsset?
 /// }
 ///
-/// if let photo = await context.records(Photo.self).value(id), let image = photo.image {
+/// let image = try await context.makeAsset(jpegData)
+/// try await context.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image))
+///
+/// if let photo = await context.records(Photo.self).value("p1"), let image = photo.image {
 ///     let bytes = try await context.data(of: image, in: photo)
 /// }
 /// ```
 ///
-/// Two assets are equal when they name the same bytes: the same ``fileChecksum`` and ``size``. The
-/// temporary download link the server attaches to each fetched copy plays no part.
+/// A save may keep the asset its record holds, drop it (the server then forgets the bytes once no record
+/// names them), or give the field an asset made on this device; not another record's asset, whose
+/// description CloudKit takes back only from an upload.
+///
+/// Two assets are equal when they name the same bytes: the same ``fileChecksum`` and ``size`` for an asset
+/// from the server, the same file for one made here. The temporary download link the server attaches to
+/// each fetched copy plays no part.
 public struct CloudAsset: Hashable, Sendable, Codable, CustomStringConvertible {
-    /// The server's checksum of the bytes, which names them: copies of one asset share it.
-    public let fileChecksum: String
-    /// The number of bytes, as the server counted them.
+    /// The server's checksum of the bytes, which names them: copies of one asset share it. Nil for an asset
+    /// made on this device, which this device keeps as it made it (its bytes in the store's directory) even
+    /// once uploaded; other devices see the server's description.
+    public let fileChecksum: String?
+    /// The number of bytes.
     public let size: Int64
-    /// The field's value as the server sent it, which a record keeps: saving the value unchanged sends
-    /// nothing for the field.
+    /// The field's value as the record keeps it: saving the value unchanged sends nothing for the field.
     public let fieldValue: FieldValue
     /// Where the bytes could be fetched when the record was fetched, if the server said: a link CloudKit
     /// signs for a limited time (undocumented how long; MistKit saw it expire), with `${f}` where a file
     /// name goes. Never trusted to last: a download that fails with it looks the record up again.
     package let downloadURL: String?
+    /// For an asset made on this device, the name of its file in the store's `assets` folder.
+    package let localFile: String?
+    /// For an asset made on this device, the file's whole path: set only in the records a context hands a
+    /// transport to send, which uploads the file (see ``localFieldValue(file:size:path:)``).
+    package let localPath: String?
 
-    /// The asset a field holds: a kept `ASSETID` (or `ASSET`) value whose JSON names a checksum and a size;
-    /// nil for any other value.
+    /// The asset a field holds: a kept `ASSETID` (or `ASSET`) value whose JSON names a checksum and a size,
+    /// or an asset made on this device; nil for any other value.
     public init?(_ fieldValue: FieldValue) {
-        guard case .opaque(let kept) = fieldValue, Self.wireTypes.contains(kept.type),
-            let description = try? JSONDecoder().decode(Description.self, from: Data(kept.json.utf8)),
-            !description.fileChecksum.isEmpty, let size = description.size.value, size >= 0
-        else { return nil }
-        self.fileChecksum = description.fileChecksum
-        self.size = size
+        guard case .opaque(let kept) = fieldValue else { return nil }
+        let json = Data(kept.json.utf8)
+        if kept.type == Self.localType {
+            guard let local = try? JSONDecoder().decode(LocalDescription.self, from: json), !local.file.isEmpty,
+                local.size >= 0
+            else { return nil }
+            (fileChecksum, size, downloadURL) = (nil, local.size, nil)
+            (localFile, localPath) = (local.file, local.path)
+        } else {
+            guard Self.wireTypes.contains(kept.type),
+                let description = try? JSONDecoder().decode(Description.self, from: json),
+                !description.fileChecksum.isEmpty, let size = description.size.value, size >= 0
+            else { return nil }
+            (fileChecksum, self.size, downloadURL) = (description.fileChecksum, size, description.downloadURL)
+            (localFile, localPath) = (nil, nil)
+        }
         self.fieldValue = fieldValue
-        self.downloadURL = description.downloadURL
     }
 
     /// The type names a field holding one asset has: `ASSETID` as CloudKit Web Services tags what it
@@ -65,17 +88,37 @@ public struct CloudAsset: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The names of a list of assets' type.
     package static let listWireTypes: Set<String> = ["ASSETID_LIST", "ASSET_LIST"]
 
+    /// The kept type of an asset made on this device: a value of FlatSync's own, which never goes on the wire
+    /// as it is (a transport uploads the file and sends the upload's description).
+    package static let localType = "FLATSYNC_LOCAL_ASSET"
+
+    /// The field value of an asset made on this device: its file's name in the store's `assets` folder and
+    /// its size, and, in a record handed to a transport, the file's whole path.
+    package static func localFieldValue(file: String, size: Int64, path: String? = nil) -> FieldValue {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let json = (try? encoder.encode(LocalDescription(file: file, size: size, path: path))) ?? Data()
+        return .opaque(OpaqueFieldValue(type: localType, json: String(decoding: json, as: UTF8.self)))
+    }
+
     /// True when `value` holds an asset or a list of them, by its type: what a host's save may keep but not
     /// change.
     package static func holdsAssets(_ value: FieldValue) -> Bool {
         guard case .opaque(let kept) = value else { return false }
-        return wireTypes.contains(kept.type) || listWireTypes.contains(kept.type)
+        return wireTypes.contains(kept.type) || listWireTypes.contains(kept.type) || kept.type == localType
     }
 
-    /// What names the bytes of each asset `value` holds (``fileChecksum`` and ``size``): one for an asset
-    /// field, each element's for a list of them; nil when it holds none, or a description without both.
+    /// True when `value` is an asset made on this device.
+    package static func isLocal(_ value: FieldValue) -> Bool {
+        value.opaqueValue?.type == localType
+    }
+
+    /// What names the bytes of each asset `value` holds (``fileChecksum`` and ``size``, or the file of one
+    /// made here): one for an asset field, each element's for a list of them; nil when it holds none, or a
+    /// description without both.
     package static func identities(in value: FieldValue) -> [String]? {
         guard case .opaque(let kept) = value else { return nil }
+        if kept.type == localType { return CloudAsset(value).map { [$0.identity] } }
         let json = Data(kept.json.utf8)
         let descriptions: [Description]
         if wireTypes.contains(kept.type), let one = try? JSONDecoder().decode(Description.self, from: json) {
@@ -95,12 +138,25 @@ public struct CloudAsset: Hashable, Sendable, Codable, CustomStringConvertible {
         return identities
     }
 
+    /// What names the bytes: the checksum and size, or the local file.
+    private var identity: String {
+        if let fileChecksum { return "\(fileChecksum) \(size)" }
+        return "local \(localFile ?? "")"
+    }
+
     /// The keys of the description FlatSync reads; the rest (`wrappingKey`, `referenceChecksum`) stays in
     /// ``fieldValue``.
     private struct Description: Decodable {
         var fileChecksum: String
         var size: Size
         var downloadURL: String?
+    }
+
+    /// An asset made on this device, as its field keeps it.
+    private struct LocalDescription: Codable {
+        var file: String
+        var size: Int64
+        var path: String?
     }
 
     /// A size as a JSON integer, or as a string of one (CloudKit's `numbersAsStrings`).
@@ -118,15 +174,17 @@ public struct CloudAsset: Hashable, Sendable, Codable, CustomStringConvertible {
     }
 
     public static func == (lhs: CloudAsset, rhs: CloudAsset) -> Bool {
-        lhs.fileChecksum == rhs.fileChecksum && lhs.size == rhs.size
+        lhs.identity == rhs.identity
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(fileChecksum)
-        hasher.combine(size)
+        hasher.combine(identity)
     }
 
-    public var description: String { "asset \(fileChecksum) (\(size) bytes)" }
+    public var description: String {
+        if let fileChecksum { return "asset \(fileChecksum) (\(size) bytes)" }
+        return "asset made on this device (\(size) bytes)"
+    }
 
     /// Decodes the field value it was read from (see ``FieldValue``'s `Codable` form).
     public init(from decoder: any Decoder) throws {

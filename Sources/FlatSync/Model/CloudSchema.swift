@@ -281,7 +281,7 @@ extension CloudSchema {
 
         /// True when a field of this type can hold `value`: its kind matches (every element's, for a list;
         /// an empty list fits any list type); a kept value (``FieldValue/opaque(_:)``) fits the type it was
-        /// kept as (an `ASSETID` as an asset).
+        /// kept as (an `ASSETID` as an asset, as does an asset made on this device).
         package func accepts(_ value: FieldValue) -> Bool {
             switch (self, value) {
             case (.encrypted(let base), _):
@@ -292,7 +292,8 @@ extension CloudSchema {
             case (.list(let element), .list(let values)):
                 return values.allSatisfy { element.accepts($0) }
             case (_, .opaque(let kept)):
-                return kept.type == wireName || (self == .asset && kept.type == "ASSETID")
+                return kept.type == wireName
+                    || (self == .asset && (kept.type == "ASSETID" || kept.type == CloudAsset.localType))
                     || (self == .list(.asset) && kept.type == "ASSETID_LIST")
             default:
                 return false

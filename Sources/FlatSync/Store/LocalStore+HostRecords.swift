@@ -451,12 +451,13 @@ extension LocalStore {
         return records.count
     }
 
-    /// `record` with each asset field as the stored record holds it: FlatSync uploads no assets (see
-    /// ``CloudAsset``), so a save may keep a field's asset or drop it, but not give it another. An asset
-    /// kept is kept as stored, so that the download link of a fresher copy does not count as a change.
+    /// `record` with each asset field as the stored record holds it, so that the download link of a fresher
+    /// copy does not count as a change. A field may also take an asset made on this device, whose file the
+    /// store has (``makeAsset(_:)``); not an asset the stored record's field does not hold, whose
+    /// description CloudKit takes back only from an upload (see ``CloudAsset``).
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/invalidArgument`` for a field holding an asset the stored
-    ///   record's field does not hold.
+    ///   record's field does not hold and that was not made here (or whose file is gone).
     private func keepingStoredAssets(_ record: Record) throws(FlatSyncError) -> Record {
         guard record.fields.values.contains(where: CloudAsset.holdsAssets) else { return record }
         let stored = zones.record(for: record.id)?.fields ?? [:]
@@ -470,10 +471,20 @@ extension LocalStore {
                 kept.fields[key] = old
                 continue
             }
+            if let asset = CloudAsset(value), asset.localFile != nil {
+                guard hasLocalFile(asset) else {
+                    throw FlatSyncError(
+                        .invalidArgument,
+                        "The record \(record.id)'s field \(key) holds an asset made here whose file is gone (an asset "
+                            + "no record held when the store opened was deleted): make it again with makeAsset(_:).")
+                }
+                continue
+            }
             throw FlatSyncError(
                 .invalidArgument,
-                "The record \(record.id)'s field \(key) holds an asset its stored record does not: FlatSync cannot "
-                    + "upload assets yet, so a save may keep a field's asset or remove it, not give it another.")
+                "The record \(record.id)'s field \(key) holds an asset its stored record does not: CloudKit takes an "
+                    + "asset's description back only from an upload, so a save may keep a field's asset, remove it, "
+                    + "or give it one made here with makeAsset(_:), not another record's.")
         }
         return kept
     }

@@ -74,14 +74,14 @@ extension LocalStore {
                     changed[key] = value
                 }
                 if policy == .ifServerRecordUnchanged, !changed.isEmpty {
-                    current.fields = Self.leavingAssetsOut(changed)
+                    current.fields = withAssetPaths(Self.leavingAssetsOut(changed))
                     saves.append(RecordSave(current, policy: policy))
                     continue
                 }
             }
             // A transport reads the fields, often more than once: build the dictionary once here.
-            current.fields = current.fields
-            if policy == .ifServerRecordUnchanged { current.fields = Self.leavingAssetsOut(current.fields) }
+            current.fields = withAssetPaths(
+                policy == .ifServerRecordUnchanged ? Self.leavingAssetsOut(current.fields) : current.fields)
             saves.append(RecordSave(current, policy: policy))
         }
         // Only a host record holds references: a request of built-in records is left as it is.
@@ -92,13 +92,13 @@ extension LocalStore {
         return (saves, deletes)
     }
 
-    /// `fields` without those holding assets, for an update, which keeps on the server the fields it does not
-    /// send. A save never changes an asset (``CloudAsset``): every one a record holds came from the server,
-    /// whose description (without the receipt of an upload) CloudKit takes only from an upload or
-    /// `assets/rereference` (MistKit, live), so sending it back could have the save refused.
+    /// `fields` without those holding assets from the server, for an update, which keeps on the server the
+    /// fields it does not send: their descriptions (without the receipt of an upload) CloudKit takes only
+    /// from an upload or `assets/rereference` (MistKit, live), so sending one back could have the save
+    /// refused. An asset made on this device stays, for the transport to upload.
     static func leavingAssetsOut(_ fields: [String: FieldValue]) -> [String: FieldValue] {
         guard fields.values.contains(where: CloudAsset.holdsAssets) else { return fields }
-        return fields.filter { !CloudAsset.holdsAssets($0.value) }
+        return fields.filter { !CloudAsset.holdsAssets($0.value) || CloudAsset.isLocal($0.value) }
     }
 
     /// True when the record's next save sends every field (see ``ZoneState/sendWhole``).

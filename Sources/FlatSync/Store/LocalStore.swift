@@ -198,6 +198,9 @@ public actor LocalStore {
         // Zones the replay changed get a snapshot when one is next written.
         self.stateVersion = Dictionary(uniqueKeysWithValues: recovered.zonesChangedByReplay.map { ($0, 1) })
         recovered.forwardEvents(to: eventHub)
+        Self.removeUnnamedAssets(
+            in: directory, zones: recovered.zones,
+            hostZones: registry.hostZones, pending: recovered.pending, fileSystem: fileSystem)
     }
 
     /// A stream of events: files quarantined when the store opened, then whatever happens next.

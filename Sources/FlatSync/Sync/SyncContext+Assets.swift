@@ -5,8 +5,25 @@
 #endif
 
 extension SyncContext {
-    /// The bytes of an asset that `value`'s record holds (see ``CloudAsset``), downloaded from the server
-    /// now. FlatSync keeps no copy: keep one yourself if you need it offline or again soon.
+    /// Keeps `data` as an asset's bytes in the store's directory, durably, and returns the asset to put in a
+    /// field of a value you save (see ``CloudAsset``): the context uploads the bytes when it sends the
+    /// record. An asset no record holds when the context next opens is deleted then.
+    ///
+    /// ```swift
+    /// let image = try await context.makeAsset(jpegData)
+    /// try await context.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image))
+    /// ```
+    ///
+    /// - Throws: ``FlatSyncError/Code-swift.struct/recordTooLarge`` for more than
+    ///   ``LocalStore/maximumAssetSize`` bytes; ``FlatSyncError/Code-swift.struct/ioFailed`` when the file
+    ///   cannot be written.
+    public nonisolated func makeAsset(_ data: Data) async throws -> CloudAsset {
+        try await localStore.makeAsset(data)
+    }
+
+    /// The bytes of an asset that `value`'s record holds (see ``CloudAsset``): read from the store's
+    /// directory for an asset made on this device, else downloaded from the server now. FlatSync keeps no
+    /// copy of a download: keep one yourself if you need it offline or again soon.
     ///
     /// CloudKit's download links expire after a while it does not document. When the server refuses the
     /// link the asset carries, the context looks the record up again and downloads through the fresh
@@ -18,7 +35,8 @@ extension SyncContext {
     /// }
     /// ```
     ///
-    /// - Throws: ``CloudError``: ``CloudError/Code-swift.struct/unknownItem`` when the server no longer has
+    /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file of an asset made here cannot be
+    ///   read; ``CloudError``: ``CloudError/Code-swift.struct/unknownItem`` when the server no longer has
     ///   the record, or the record no longer holds the asset; ``CloudError/Code-swift.struct/notAuthenticated``
     ///   while syncing waits for the account (see ``PauseReason/notAuthenticated``), or with no account; the
     ///   network's and the server's failures otherwise, which a later call may not meet.
@@ -28,6 +46,7 @@ extension SyncContext {
 
     /// ``data(of:in:)`` for the record `id`.
     func data(of asset: CloudAsset, inRecord id: RecordID) async throws -> Data {
+        if asset.localFile != nil { return try localStore.localData(of: asset) }
         // As for a push or a fetch: while the host has not named the account, the transport may be signed
         // in as someone else.
         guard !waitsForTheAccount, let transport = account?.transport else {

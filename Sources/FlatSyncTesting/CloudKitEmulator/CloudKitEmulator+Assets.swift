@@ -56,12 +56,77 @@ extension CloudKitEmulator {
             return .response(Self.errorResponse(403, "ACCESS_DENIED", "The download link has expired."))
         }
         let checksum = segments[0]
-        switch await serve(.downloadAsset, { (database) throws(CloudError) in try database.assetData(checksum) }) {
+        switch await serve(
+            .downloadAsset, { (database) throws(CloudError) in try database.assetData(checksum: checksum) })
+        {
         case .success(let data):
             return .response(
                 HTTPServerResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: data))
         case .failure(let error):
             return reply(for: error)
+        }
+    }
+
+    /// `assets/upload` `{"zoneID"?, "tokens": [{"recordName"?, "recordType"?, "fieldName"}]}` → `{"tokens":
+    /// [{"recordName", "fieldName", "url"}]}`, a URL per field (UploadAssets.html; a missing record name is
+    /// made up, as Apple's example shows). At most 200 tokens (PropertyMetrics). Counted as an `uploadAssets`
+    /// request. Whether CloudKit checks the zone or the record type here is not documented: it does not.
+    func uploadURLs(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
+        let parsed = Result { () throws(CloudKitJSON.Problem) -> [(name: String, field: String)] in
+            var tokens: [(name: String, field: String)] = []
+            for (index, raw) in try CloudKitJSON.array(body["tokens"], "tokens").enumerated() {
+                let token = try CloudKitJSON.object(raw, "tokens[\(index)]")
+                let field = try CloudKitJSON.string(token["fieldName"], "tokens[\(index)].fieldName")
+                let name =
+                    try token["recordName"].map { (value) throws(CloudKitJSON.Problem) in
+                        try CloudKitJSON.string(value, "tokens[\(index)].recordName")
+                    } ?? UUID().uuidString.lowercased()
+                tokens.append((name, field))
+            }
+            return tokens
+        }.mapError(\.cloudError)
+        let outcome = await serve(.uploadAssets) { (_) throws(CloudError) -> [(name: String, field: String)] in
+            let tokens = try parsed.get()
+            guard tokens.count <= Self.maximumOperations else {
+                throw CloudError(
+                    .limitExceeded,
+                    "The request asks for \(tokens.count) tokens; CloudKit allows \(Self.maximumOperations).")
+            }
+            return tokens
+        }
+        switch outcome {
+        case .failure(let error):
+            return reply(for: error)
+        case .success(let tokens):
+            var answered: [JSONValue] = []
+            for token in tokens {
+                let secret = UUID().uuidString.lowercased()
+                uploadTokens.withLock { _ = $0.insert(secret) }
+                answered.append(
+                    .object([
+                        ("fieldName", .string(token.field)), ("recordName", .string(token.name)),
+                        ("url", .string(baseURL.absoluteString + "/_upload/\(secret)")),
+                    ]))
+            }
+            return Self.ok { $0.value(.object([("tokens", .array(answered))])) }
+        }
+    }
+
+    /// `POST /_upload/{token}` with the bytes → `{"singleFile": {wrappingKey, fileChecksum, receipt,
+    /// referenceChecksum, size}}` (UploadAssets.html; MistKit, live). A token serves one upload; an unknown or
+    /// used one gets 404 (what CloudKit's asset host answers then is not known). Not counted: it goes to the
+    /// asset host, not to the database.
+    func assetUpload(_ request: HTTPServerRequest, token: String) async -> HTTPServerReply {
+        guard request.method == "POST" else { return methodNotAllowed(request, allowed: "POST") }
+        guard uploadTokens.withLock({ $0.remove(token) != nil }) else {
+            return .response(Self.errorResponse(404, "NOT_FOUND", "There is no upload URL \(token)."))
+        }
+        do {
+            let value = try await backing.uploadAsset(request.body)
+            let description = try JSONValue.parse(Data((value.opaqueValue?.json ?? "{}").utf8))
+            return Self.ok { $0.value(.object([("singleFile", description)]), sortingKeys: true) }
+        } catch {
+            return .response(Self.errorResponse(500, "INTERNAL_ERROR", "The upload could not be stored: \(error)"))
         }
     }
 }

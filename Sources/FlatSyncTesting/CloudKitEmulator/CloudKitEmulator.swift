@@ -1,6 +1,7 @@
 import FlatSync
 import FlatSyncCloudKit
 import Foundation
+import Synchronization
 
 /// What ``CloudKitWebServicesServer`` runs behind its HTTP server: routing, authentication, and the
 /// shared pieces the endpoint files (`CloudKitEmulator+…`) use.
@@ -11,7 +12,8 @@ import Foundation
 ///   `CloudKitEmulator+Subscriptions.swift`); `…/public/users/current`.
 /// - `/device/1/{container}/{environment}/tokens/create|register`: push tokens (as observed live).
 /// - `/aps?tok=…&ttl=…`: the web courier a push token's `webcourierURL` names (`CloudKitEmulator+Push.swift`).
-/// - `/_assets/{checksum}/{file}`: the download links of assets (`CloudKitEmulator+Assets.swift`).
+/// - `/_assets/{checksum}/{file}`, `/_upload/{token}`: the download links and upload URLs of assets
+///   (`CloudKitEmulator+Assets.swift`).
 /// - `/_auth/signin`, `/_admin/…`: emulator-defined.
 final class CloudKitEmulator: Sendable {
     let backing: any CloudDatabaseServing
@@ -20,6 +22,8 @@ final class CloudKitEmulator: Sendable {
     let auth: CloudKitWebAuth
     let push: CloudKitPushHub
     let assetLinks: AssetLinks
+    /// The upload URLs handed out and not used yet, by token.
+    let uploadTokens = Mutex(Set<String>())
 
     /// The bytes of a response cut off midway: a whole header block announcing a body of 1,024 bytes,
     /// then the first few of them.
@@ -84,6 +88,7 @@ final class CloudKitEmulator: Sendable {
         case "aps" where segments.count == 1: return await courierPoll(request)
         case "_admin": return await admin(request, segments.dropFirst().joined(separator: "/"))
         case "_assets": return await assetDownload(request, Array(segments.dropFirst()))
+        case "_upload" where segments.count == 2: return await assetUpload(request, token: segments[1])
         case "_auth" where segments.count == 2 && segments[1] == "signin": return signInPage(request)
         default:
             return .response(
@@ -151,6 +156,7 @@ final class CloudKitEmulator: Sendable {
             "changes/zone": ["POST"], "records/modify": ["POST"], "records/lookup": ["POST"],
             // GetSubscriptions.html documents a GET; lookup and modify are POSTs.
             "subscriptions/list": ["GET"], "subscriptions/lookup": ["POST"], "subscriptions/modify": ["POST"],
+            "assets/upload": ["POST"],
         ]
         guard let allowed = methods[operation] else {
             return .response(
@@ -175,6 +181,7 @@ final class CloudKitEmulator: Sendable {
         case "records/lookup": return await lookupRecords(body)
         case "subscriptions/list": return await listSubscriptions()
         case "subscriptions/lookup": return await lookupSubscriptions(body)
+        case "assets/upload": return await uploadURLs(body)
         default: return await modifySubscriptions(body)
         }
     }

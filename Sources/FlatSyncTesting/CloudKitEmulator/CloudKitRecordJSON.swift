@@ -324,6 +324,12 @@ enum CloudKitRecordJSON {
     private static func inferredValue(
         _ raw: JSONValue, _ what: @autoclosure () -> String
     ) throws(CloudKitJSON.Problem) -> FieldValue {
+        // An asset's description, untagged as Apple's upload example sends it (and MistKit, live): kept as the
+        // `ASSETID` reads return it. A list of them likewise.
+        if raw["fileChecksum"] != nil { return try kept(raw, type: "ASSETID", what()) }
+        if case .array(let elements) = raw, let first = elements.first, first["fileChecksum"] != nil {
+            return try kept(raw, type: "ASSETID_LIST", what())
+        }
         if case .array(let elements) = raw {
             var values: [FieldValue] = []
             for element in elements {

@@ -116,6 +116,40 @@ import Testing
         }
     }
 
+    /// An asset made on one device is uploaded with its record; another device reads the record and
+    /// downloads the bytes; the device that made it reads them from its own directory.
+    @Test(arguments: [SyncHarness.Route.direct, .http])
+    func anAssetMadeOnOneDeviceReachesAnother(_ route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            let b = try await device(harness, "B")
+            let image = try await a.makeAsset(bytes)
+            #expect(image.fileChecksum == nil && image.size == Int64(bytes.count))
+            let photo = Photo(id: "p1", caption: "Tides", image: image)
+            #expect(try await a.records(Photo.self).save(photo))
+            // Until A fetches its own write back, it reads the bytes from its directory, offline too.
+            let requestsBefore = await harness.cloud.counters().requests
+            #expect(try await a.data(of: image, in: photo) == bytes)
+            #expect(await harness.cloud.counters().requests == requestsBefore, "read from A's own directory")
+            _ = try await a.syncNow()
+            #expect(await a.refusedChanges().isEmpty)
+
+            let server = try #require(await serverPhoto(harness))
+            let uploaded = try #require(server.fields["image"]?.assetValue)
+            #expect(uploaded.fileChecksum != nil && uploaded.size == Int64(bytes.count))
+            #expect(server.fields["image"]?.opaqueValue?.json.contains("receipt") == false)
+
+            _ = try await b.syncNow()
+            let seen = try #require(await b.records(Photo.self).value("p1"))
+            #expect(seen.image == uploaded)
+            #expect(try await b.data(of: try #require(seen.image), in: seen) == bytes)
+            let mine = try #require(await a.records(Photo.self).value("p1"))
+            #expect(try await a.data(of: try #require(mine.image), in: mine) == bytes)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// A save that gives a field an asset its record does not hold (another record's, or one from an upload)
     /// is refused before anything is written: FlatSync cannot upload, and the server would refuse it.
     @Test func aSaveCannotGiveAFieldAnotherAsset() async throws {
@@ -135,6 +169,9 @@ import Testing
             await #expect(throws: FlatSyncError.self) { try await a.records(Photo.self).save(copy) }
             let uploaded = try #require(CloudAsset(await harness.cloud.uploadAsset(bytes)))
             swapped.image = uploaded
+            await #expect(throws: FlatSyncError.self) { try await a.records(Photo.self).save(swapped) }
+            let forged = try #require(CloudAsset(CloudAsset.localFieldValue(file: "no-such-file", size: 3)))
+            swapped.image = forged
             await #expect(throws: FlatSyncError.self) { try await a.records(Photo.self).save(swapped) }
 
             #expect(await a.records(Photo.self).value("p1") == p1, "nothing changed")
