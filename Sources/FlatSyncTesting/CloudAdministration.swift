@@ -57,8 +57,8 @@ public protocol CloudAdministration: Sendable {
     /// Stores `data` as another client's upload would (CloudKit Web Services' `assets/upload`, then a POST of
     /// the bytes), and returns the value that client's save carries in an asset field to attach them: an
     /// `ASSETID` description with the upload's receipt. A test saves it in a record through a transport, as
-    /// a native app saving a `CKAsset` would, and reads it back as a ``CloudAsset``. FlatSync uploads no
-    /// assets; a save of an asset description without such a receipt (one a fetch returned) is refused.
+    /// a native app saving a `CKAsset` would, and reads it back as a `CloudAsset`. A save of an asset
+    /// description without such a receipt (one a fetch returned) is refused.
     func uploadAsset(_ data: Data) async throws -> FieldValue
 
     /// The records the server holds in `zone`, sorted by name, with their change tags; empty when the

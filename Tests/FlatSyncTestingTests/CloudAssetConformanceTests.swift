@@ -87,4 +87,31 @@ struct CloudAssetConformanceTests {
             await expectCloudError(.unknownItem) { _ = try await cloud.downloadAsset(stranger) }
         }
     }
+
+    /// A save carrying an asset made on a device (its file's path, as a context hands it over) uploads the
+    /// bytes first, on every cloud: the record holds the upload's description and the bytes download. A
+    /// file that cannot be read fails that record alone.
+    @Test(arguments: CloudUnderTest.allCases)
+    func aSaveOfAnAssetMadeOnADeviceUploadsItsBytes(_ kind: CloudUnderTest) async throws {
+        try await withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("made-here")
+            try bytes.write(to: file)
+            try await kind.withCloud { cloud in
+                try await cloud.createZones([.notes])
+                let local = CloudAsset.localFieldValue(file: "made-here", size: Int64(bytes.count), path: file.path)
+                let missing = CloudAsset.localFieldValue(file: "gone", size: 3, path: file.path + "-gone")
+                let result = try await cloud.save([
+                    makeRecord("photo", ["image": local]), makeRecord("lost", ["image": missing]),
+                ])
+                #expect(result.failed[recordID("lost")]?.code == .invalidArguments)
+                let saved = try #require(result.saved[recordID("photo")]?.fields["image"])
+                let asset = try #require(saved.assetValue)
+                #expect(asset.fileChecksum != nil && asset.size == Int64(bytes.count))
+                #expect(!text(saved).contains("receipt") && !text(saved).contains("made-here"))
+                let fetched = try #require(try await cloud.fetchAll().changed[recordID("photo")]?.fields["image"])
+                #expect(try await cloud.downloadAsset(try #require(fetched.assetValue)) == bytes)
+                #expect(try await cloud.records(in: .notes).map(\.id.name) == ["photo"])
+            }
+        }
+    }
 }

@@ -146,10 +146,9 @@ extension CloudSchema {
         case bytes
         /// `REFERENCE`: a reference to another record.
         case reference
-        /// `ASSET`: a file stored beside the record. FlatSync reads such a field another client wrote as a
-        /// ``CloudAsset`` (kept as it came, a ``FieldValue/opaque(_:)`` value) and downloads its bytes on
-        /// demand, but uploads none: a host's value may keep or drop the asset its record holds, not give it
-        /// another (keep a file's bytes in a `.bytes` field, within the record's 1 MB).
+        /// `ASSET`: a file stored beside the record, held as a ``CloudAsset``: one made with
+        /// ``SyncContext/makeAsset(_:)`` is uploaded with its record, one another device or client wrote is
+        /// kept as it came (a ``FieldValue/opaque(_:)`` value) and its bytes downloaded on demand.
         case asset
         /// `LOCATION`: a geographic coordinate, kept as it came (``FieldValue/opaque(_:)``) like an asset.
         case location

@@ -12,7 +12,8 @@ import Foundation
 /// comments. In short:
 /// - **Documented CKWS**: the URLs `/database/1/{container}/{environment}/private/{operation}` for
 ///   `zones/list`, `zones/modify`, `changes/database`, `changes/zone`, `records/modify`,
-///   `records/lookup`, `subscriptions/list`, `subscriptions/lookup`, `subscriptions/modify`, and
+///   `records/lookup`, `subscriptions/list`, `subscriptions/lookup`, `subscriptions/modify`,
+///   `assets/upload` (and the POST of the bytes to the URL it answers, answered with `singleFile`), and
 ///   `…/public/users/current`; `ckAPIToken` and `ckWebAuthToken` in the query; record, field, zone,
 ///   subscription and error shapes; the 200-operation and 1 MB record limits; per-record errors inside a
 ///   200; the documented error codes and statuses (the statuses of the emulator's own refusals of an unknown
@@ -34,9 +35,9 @@ import Foundation
 ///   `receipt` (as every read returns it: MistKit).
 /// - **Assets, emulator behaviour**: the link's host (the emulator's own `/_assets/…`, where CloudKit's is
 ///   another) and lifetime (until ``expireAssetLinks()``); 403 for an expired link and 404 for unknown bytes
-///   (CloudKit's answers are not known); the words of the refusal of a receipt-less description; uploads
-///   only through the administration endpoint (``CloudAdministration/uploadAsset(_:)``), since FlatSync
-///   uploads none; bytes kept after the last record naming them is gone (CloudKit collects them lazily).
+///   (CloudKit's answers are not known); the words of the refusal of a receipt-less description; upload URLs
+///   at `/_upload/{token}`, good for one upload, with no expiry (CloudKit documents 15 minutes); bytes kept
+///   after the last record naming them is gone (CloudKit collects them lazily).
 /// - **Emulator behaviour**: which documented code stands for a condition CloudKit has no code for (a
 ///   busy zone, a request over a limit, an expired token, a zone the user deleted; see
 ///   `CloudKitWireError`), and, only when asked (``Options-swift.struct/guessedErrorCodes``), four
