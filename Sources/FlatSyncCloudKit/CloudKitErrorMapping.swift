@@ -92,6 +92,7 @@ enum CloudKitErrorMapping {
         case pollWebCourier = "webcourier poll"
         case downloadAsset = "asset download"
         case uploadAssets = "assets/upload"
+        case rereferenceAssets = "assets/rereference"
         case uploadAssetBytes = "asset upload"
 
         var fetchesChanges: Bool { self == .databaseChanges || self == .zoneChanges }

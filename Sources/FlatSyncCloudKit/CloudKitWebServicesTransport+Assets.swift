@@ -48,6 +48,8 @@ extension CloudKitWebServicesTransport {
             return response.body
         case 429:
             throw CloudError(.requestRateLimited, "The asset host is throttling downloads (HTTP 429).")
+        case 421:
+            throw Self.misdirected("download")
         case 400..<500:
             throw CloudError(
                 .unknownItem,
@@ -111,6 +113,71 @@ extension CloudKitWebServicesTransport {
         return saves
     }
 
+    /// `saves` with each asset the server returned, in a save that replaces its record (a replace sets every
+    /// field it does not send to null, so the asset must go), made writable again: CloudKit takes an asset's
+    /// description only with an upload's receipt, and a read has none (MistKit, live), so the record's own
+    /// asset is asked for again with `assets/rereference`, which "returns asset values that you can use to
+    /// set asset fields" (RereferenceAssets.html; the answer read as `{"assets": [...]}`, one per field
+    /// asked, as MistKit reads it live). That it serves the record's own field, not another record's, is
+    /// an inference. An update leaves such a field out (the engine does not send it); a create has no record
+    /// to ask, and goes as it is.
+    ///
+    /// A refusal of the whole request (MistKit saw one bad entry fail it) leaves the saves as they are: each
+    /// then fails on its own, as it would have. The network's and the server's failures are thrown.
+    func rereferencingKeptAssets(_ saves: [RecordSave]) async throws -> [RecordSave] {
+        var wanted: [(index: Int, key: String)] = []
+        for (index, save) in saves.enumerated()
+        where save.record.changeTag != nil
+            && (save.policy == .replaceIfServerRecordUnchanged || save.policy == .allKeys)
+        {
+            for key in save.record.fields.keys.sorted() {
+                if let asset = save.record.fields[key]?.assetValue, asset.fileChecksum != nil,
+                    !Self.hasReceipt(save.record.fields[key]!)
+                {
+                    wanted.append((index, key))
+                }
+            }
+        }
+        guard !wanted.isEmpty else { return saves }
+        var saves = saves
+        let byZone = Dictionary(grouping: wanted) { saves[$0.index].record.id.zone }
+        for zone in byZone.keys.sorted() {
+            let items = byZone[zone]!
+            for start in stride(from: 0, to: items.count, by: maximumOperationsPerRequest) {
+                let chunk = Array(items[start..<min(start + maximumOperationsPerRequest, items.count)])
+                let request = CloudKitWire.AssetRereferenceRequest(
+                    zone: zone, assets: chunk.map { (saves[$0.index].record.id.name, $0.key) })
+                let reply: ResponseBody
+                do {
+                    reply = try await send(.rereferenceAssets, body: try encode(request))
+                } catch let error as CloudError where !error.isTransient {
+                    continue
+                }
+                guard let json = try? JSONValue.parse(reply.data), case .array(let assets)? = json["assets"],
+                    assets.count == chunk.count
+                else {
+                    throw CloudKitErrorMapping.unexpectedResponse(
+                        .rereferenceAssets, reply.data, problem: "not one asset for each field asked")
+                }
+                for (item, description) in zip(chunk, assets) {
+                    guard case .string? = description["fileChecksum"] else { continue }
+                    var writer = JSONValue.Writer()
+                    writer.value(description, sortingKeys: true)
+                    saves[item.index].record.fields[item.key] = .opaque(
+                        OpaqueFieldValue(type: "ASSETID", json: String(decoding: writer.data, as: UTF8.self)))
+                }
+            }
+        }
+        return saves
+    }
+
+    /// True when an asset's description carries a `receipt` (an upload's or a rereference's), so a save can
+    /// carry it.
+    static func hasReceipt(_ value: FieldValue) -> Bool {
+        guard let json = value.opaqueValue.flatMap({ try? JSONValue.parse(Data($0.json.utf8)) }) else { return false }
+        return json["receipt"] != nil
+    }
+
     /// The upload URLs of an `assets/upload` answer, by record name and field name.
     private static func uploadURLs(_ data: Data) throws(CloudError) -> [String: String] {
         guard let json = try? JSONValue.parse(data), case .array(let tokens)? = json["tokens"] else {
@@ -157,6 +224,8 @@ extension CloudKitWebServicesTransport {
             return .opaque(OpaqueFieldValue(type: "ASSETID", json: String(decoding: writer.data, as: UTF8.self)))
         case 429:
             throw CloudError(.requestRateLimited, "The asset host is throttling uploads (HTTP 429).")
+        case 421:
+            throw Self.misdirected("upload")
         case 400..<500:
             throw CloudError(
                 .invalidArguments, "The asset host refused the upload of the \(asset) (HTTP \(response.status)).")
@@ -166,6 +235,16 @@ extension CloudKitWebServicesTransport {
             throw CloudError(
                 .unexpectedServerResponse, "The asset host answered the upload with HTTP \(response.status).")
         }
+    }
+
+    /// HTTP's 421 Misdirected Request from the asset host: a connection reused for a host it cannot serve
+    /// (RFC 9110 §15.5.20), as MistKit met live when one HTTP/2 connection served the API host and the asset
+    /// host. The request's failure, not the asset's: tried again later, on a new connection.
+    private static func misdirected(_ what: String) -> CloudError {
+        CloudError(
+            .networkFailure,
+            "The asset host answered the \(what) with 421 Misdirected Request: a connection made for another host "
+                + "was reused (give the transport an assetHTTP of its own).")
     }
 
     /// The exchange downloads go through (see ``Configuration/assetHTTP``).

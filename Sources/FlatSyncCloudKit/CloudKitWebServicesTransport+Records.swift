@@ -158,7 +158,8 @@ extension CloudKitWebServicesTransport {
             return Self.failedAtomically(result, saves: saves, deletes: deletes)
         }
 
-        let saves = try await uploadingLocalAssets(saves, failed: &result.failed)
+        var saves = try await uploadingLocalAssets(saves, failed: &result.failed)
+        saves = try await rereferencingKeptAssets(saves)
         if atomically && !result.failed.isEmpty {
             return Self.failedAtomically(result, saves: saves, deletes: deletes)
         }

@@ -496,6 +496,26 @@ enum CloudKitWire {
         }
     }
 
+    /// `assets/rereference`: `{"zoneID", "assets": [{"recordName", "fieldName"}]}` (RereferenceAssets.html).
+    struct AssetRereferenceRequest: JSONWritable {
+        var zone: FlatSync.ZoneID
+        var assets: [(recordName: String, fieldName: String)]
+
+        func write(to writer: inout JSONValue.Writer) {
+            writer.object { request in
+                request.member("assets") {
+                    $0.array(assets) { writer, asset in
+                        writer.object {
+                            $0.member("fieldName") { $0.string(asset.fieldName) }
+                            $0.member("recordName") { $0.string(asset.recordName) }
+                        }
+                    }
+                }
+                request.member("zoneID") { ZoneID(zone).write(to: &$0) }
+            }
+        }
+    }
+
     struct RecordsLookupRequest: JSONWritable {
         var names: [String]
         var zone: FlatSync.ZoneID

@@ -82,7 +82,8 @@ extension CloudDatabase {
 
     /// Serves a modify whose saves may carry assets made on a device: each one's bytes, read first
     /// (``readLocalAssets(_:)``), are stored as an upload and its field takes the upload's description, as a
-    /// client of CloudKit uploads before it saves. A save whose file cannot be read fails; with
+    /// client of CloudKit uploads before it saves; and a replace's assets the server returned are given
+    /// their receipts back (``rereferencingKeptAssets(_:)``). A save whose file cannot be read fails; with
     /// `atomically`, the whole request then fails unsent.
     package static func modifyUploading(
         saving saves: [RecordSave], deleting deletes: [RecordDeletion], atomically: Bool,
@@ -108,10 +109,43 @@ extension CloudDatabase {
                 for (key, data) in fields { save.record.fields[key] = database.uploadAsset(data) }
                 return save
             }
-            return try database.modifyRecords(saving: uploaded, deleting: deletes, atomically: atomically)
+            return try database.modifyRecords(
+                saving: database.rereferencingKeptAssets(uploaded), deleting: deletes, atomically: atomically)
         }
         result.failed.merge(unreadable) { $1 }
         return result
+    }
+
+    /// The description, with a receipt, of the asset the record `id` holds in field `key` now: what CKWS
+    /// `assets/rereference` answers ("asset values that you can use to set asset fields", RereferenceAssets.html);
+    /// nil when the record does not exist or the field holds no single asset.
+    package func rereferencedAsset(_ id: RecordID, field key: String) -> FieldValue? {
+        guard let value = currentRecord(id)?.fields[key], CloudAsset.holdsAssets(value), !CloudAsset.isLocal(value),
+            let descriptions = Self.assetDescriptions(in: value), descriptions.count == 1,
+            let checksum = descriptions[0]["fileChecksum"] as? String, let stored = assetUploads?[checksum],
+            value.opaqueValue.map({ CloudAsset.wireTypes.contains($0.type) }) == true
+        else { return nil }
+        var description = descriptions[0]
+        description["receipt"] = stored.receipt
+        return Self.assetValue(description)
+    }
+
+    /// `saves` with each receipt-less asset a replace carries, the one its record holds on the server in that
+    /// field, given its receipt back: what a CKWS client does with `assets/rereference` before such a save
+    /// (see `CloudKitWebServicesTransport`), which the in-process clouds do within the modify.
+    func rereferencingKeptAssets(_ saves: [RecordSave]) -> [RecordSave] {
+        saves.map { save in
+            guard save.policy == .replaceIfServerRecordUnchanged || save.policy == .allKeys else { return save }
+            var save = save
+            for (key, value) in save.record.fields {
+                guard let asset = value.assetValue, asset.fileChecksum != nil,
+                    Self.assetDescriptions(in: value)?.first?["receipt"] == nil,
+                    let current = rereferencedAsset(save.record.id, field: key), current.assetValue == asset
+                else { continue }
+                save.record.fields[key] = current
+            }
+            return save
+        }
     }
 
     /// Why a save's assets cannot be attached: a description without the receipt of an upload of its

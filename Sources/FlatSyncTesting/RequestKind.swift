@@ -1,5 +1,5 @@
 /// The kinds of request a test cloud serves: one per `CloudTransport` method, and CKWS's subscription
-/// listing and asset upload URLs, which no method has.
+/// listing, asset upload URLs and asset rereferences, which no method has.
 ///
 /// Counters are kept per kind (``CloudCounters/requestsByKind``) and fault plans can target a kind
 /// (``ScriptedFault/kind``, ``RandomFaults/kinds``).
@@ -28,4 +28,7 @@ public enum RequestKind: String, CaseIterable, Codable, CodingKeyRepresentable, 
     /// take the asset's bytes with the modify request). The POST of the bytes to the URL it answers is not
     /// counted: it goes to the asset host, not to the database.
     case uploadAssets
+    /// CKWS `assets/rereference`, which a save replacing a record that holds an asset the server returned
+    /// needs first (the in-process clouds re-attach such an asset within the modify request).
+    case rereferenceAssets
 }

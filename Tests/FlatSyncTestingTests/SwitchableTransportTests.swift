@@ -25,10 +25,12 @@ struct SwitchableTransportTests {
         try await transport.deleteZones([.photos])
     }
 
-    /// Every request kind a `CloudTransport` method sends (`listSubscriptions` and `uploadAssets` are CKWS's
-    /// own).
+    /// Every request kind a `CloudTransport` method sends (`listSubscriptions`, `uploadAssets` and
+    /// `rereferenceAssets` are CKWS's own).
     private static let everyKind = Dictionary(
-        uniqueKeysWithValues: RequestKind.allCases.filter { $0 != .listSubscriptions && $0 != .uploadAssets }.map {
+        uniqueKeysWithValues: RequestKind.allCases.filter {
+            ![.listSubscriptions, .uploadAssets, .rereferenceAssets].contains($0)
+        }.map {
             ($0, 1)
         })
 

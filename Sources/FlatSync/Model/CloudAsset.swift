@@ -206,3 +206,13 @@ extension FieldValue {
     /// The asset, if this field holds one (see ``CloudAsset``).
     public var assetValue: CloudAsset? { CloudAsset(self) }
 }
+
+extension Record {
+    /// The bytes of the assets made on this device that the record holds: what a save of it uploads (its
+    /// ``approximateSize`` counts only their descriptions, as CloudKit's 1 MB limit leaves assets out).
+    package var localAssetBytes: Int {
+        var bytes = 0
+        for value in fields.values where CloudAsset.isLocal(value) { bytes += Int(CloudAsset(value)?.size ?? 0) }
+        return bytes
+    }
+}

@@ -96,7 +96,9 @@ extension LocalStore {
                 if let file = CloudAsset(value)?.localFile { named.insert(file) }
             }
         }
-        for zone in hostZones {
+        // Every zone memory holds: the built-in ones (a host type may live in the reading list's zone) and
+        // every host zone, a zone no store registers included (the log's replay rebuilds it).
+        for zone in Set(ZoneID.builtIn + hostZones).union(zones.hostZones.keys) {
             let table = zones.hostRecords(in: zone)
             for entry in table.entries { note(table.fields(of: entry).all) }
         }

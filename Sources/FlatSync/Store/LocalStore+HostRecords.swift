@@ -460,7 +460,13 @@ extension LocalStore {
     ///   record's field does not hold and that was not made here (or whose file is gone).
     private func keepingStoredAssets(_ record: Record) throws(FlatSyncError) -> Record {
         guard record.fields.values.contains(where: CloudAsset.holdsAssets) else { return record }
-        let stored = zones.record(for: record.id)?.fields ?? [:]
+        let storedRecord = zones.record(for: record.id)
+        let stored = storedRecord?.fields ?? [:]
+        // Deleted here and not sent yet (the server's version is known by its tag, not held): the record
+        // comes back with the asset it held. Its description cannot be checked against a version this
+        // device no longer holds; the save goes out as a replace, whose assets are asked for again
+        // (`assets/rereference`), and one the server's record does not hold is refused there.
+        let undoesADelete = storedRecord == nil && changeTag(for: record.id) != nil
         var kept = record
         for key in record.fields.keys.sorted() {
             let value = record.fields[key]!
@@ -471,6 +477,7 @@ extension LocalStore {
                 kept.fields[key] = old
                 continue
             }
+            if undoesADelete, CloudAsset(value)?.fileChecksum != nil { continue }
             if let asset = CloudAsset(value), asset.localFile != nil {
                 guard hasLocalFile(asset) else {
                     throw FlatSyncError(

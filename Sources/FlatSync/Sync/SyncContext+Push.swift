@@ -225,9 +225,12 @@ extension SyncContext {
                 break
             }
             let batchSize = max(1, min(configuration.batchSize, transport.maximumOperationsPerRequest))
-            // Only a host record can be large (nearly 1 MB): a built-in one is a few short fields.
+            // Only a host record can be large (nearly 1 MB, and its assets' bytes, which go up with it): a built-in
+            // one is a few short fields. So a request's uploads stay within the budget too: the upload URLs CKWS
+            // gives for a request are good for 15 minutes (UploadAssets.html), and its assets go up one by one.
             var work = RequestBatches.cut(changes, maximumCount: batchSize, byteBudget: RequestBatches.byteBudget) {
-                !$0.isDelete && !RecordTypeRegistry.isBuiltIn($0.recordID) ? $0.carriedRecord.approximateSize : 0
+                guard !$0.isDelete, !RecordTypeRegistry.isBuiltIn($0.recordID) else { return 0 }
+                return $0.carriedRecord.approximateSize + $0.carriedRecord.localAssetBytes
             }
             var progressed = false
             var acknowledged: [RecordID] = []

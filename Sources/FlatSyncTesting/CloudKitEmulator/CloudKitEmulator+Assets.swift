@@ -129,4 +129,52 @@ extension CloudKitEmulator {
             return .response(Self.errorResponse(500, "INTERNAL_ERROR", "The upload could not be stored: \(error)"))
         }
     }
+
+    /// `assets/rereference` `{"zoneID", "assets": [{"recordName", "fieldName"}]}` → `{"assets": [description]}`,
+    /// one per field asked, each with a receipt, writable in a save (RereferenceAssets.html; the answer's key
+    /// as MistKit reads it, live). A field that holds no asset fails the whole request with `BAD_REQUEST`, as
+    /// MistKit says one bad entry does (the words are ours). Counted as a `rereferenceAssets` request.
+    func rereferenceAssets(_ body: CloudKitJSON.Object) async -> HTTPServerReply {
+        let parsed = Result {
+            () throws(CloudKitJSON.Problem) -> (zone: ZoneID, fields: [(name: String, key: String)]) in
+            let zone = try CloudKitJSON.zoneID(from: body["zoneID"], "zoneID")
+            var fields: [(name: String, key: String)] = []
+            for (index, raw) in try CloudKitJSON.array(body["assets"], "assets").enumerated() {
+                let asset = try CloudKitJSON.object(raw, "assets[\(index)]")
+                fields.append(
+                    (
+                        try CloudKitJSON.string(asset["recordName"], "assets[\(index)].recordName"),
+                        try CloudKitJSON.string(asset["fieldName"], "assets[\(index)].fieldName")
+                    ))
+            }
+            return (zone, fields)
+        }.mapError(\.cloudError)
+        let outcome = await serve(.rereferenceAssets) { (database) throws(CloudError) -> [String] in
+            let (zone, fields) = try parsed.get()
+            guard fields.count <= Self.maximumOperations else {
+                throw CloudError(
+                    .limitExceeded,
+                    "The request asks for \(fields.count) assets; CloudKit allows \(Self.maximumOperations).")
+            }
+            var answered: [String] = []
+            for (name, key) in fields {
+                guard let value = database.rereferencedAsset(RecordID(zone: zone, name: name), field: key),
+                    let json = value.opaqueValue?.json
+                else {
+                    throw CloudError(
+                        .invalidArguments, "The record \(name) holds no asset in field \(key).",
+                        serverErrorCode: "BAD_REQUEST")
+                }
+                answered.append(json)
+            }
+            return answered
+        }
+        switch outcome {
+        case .failure(let error):
+            return reply(for: error)
+        case .success(let descriptions):
+            let values = descriptions.compactMap { try? JSONValue.parse(Data($0.utf8)) }
+            return Self.ok { $0.value(.object([("assets", .array(values))]), sortingKeys: true) }
+        }
+    }
 }

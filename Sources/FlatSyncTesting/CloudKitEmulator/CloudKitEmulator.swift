@@ -156,7 +156,7 @@ final class CloudKitEmulator: Sendable {
             "changes/zone": ["POST"], "records/modify": ["POST"], "records/lookup": ["POST"],
             // GetSubscriptions.html documents a GET; lookup and modify are POSTs.
             "subscriptions/list": ["GET"], "subscriptions/lookup": ["POST"], "subscriptions/modify": ["POST"],
-            "assets/upload": ["POST"],
+            "assets/upload": ["POST"], "assets/rereference": ["POST"],
         ]
         guard let allowed = methods[operation] else {
             return .response(
@@ -182,6 +182,7 @@ final class CloudKitEmulator: Sendable {
         case "subscriptions/list": return await listSubscriptions()
         case "subscriptions/lookup": return await lookupSubscriptions(body)
         case "assets/upload": return await uploadURLs(body)
+        case "assets/rereference": return await rereferenceAssets(body)
         default: return await modifySubscriptions(body)
         }
     }

@@ -117,4 +117,47 @@ import Testing
             try CloudKitWire.Field.check(try #require(save.record.fields["image"]))
         }
     }
+
+    /// A replace of a record holding an asset the server returned asks for the asset again first
+    /// (`assets/rereference`, RereferenceAssets.html) and sends what that answers; a refusal of the
+    /// rereference leaves the save as it was, to fail on its own.
+    @Test func aReplaceAsksForItsKeptAssetAgain() async throws {
+        let fetched = FieldValue.opaque(
+            OpaqueFieldValue(
+                type: "ASSETID",
+                json:
+                    #"{"downloadURL":"https://h/B/x/${f}","fileChecksum":"AfBDVGPsl9","referenceChecksum":"AQo8","size":5,"wrappingKey":"6Q/w=="}"#
+            ))
+        let replace = RecordSave(
+            Record(
+                id: RecordID(zone: ZoneID("Photos"), name: "p1"), type: "Photo", fields: ["image": fetched],
+                changeTag: ChangeTag("t0")), policy: .replaceIfServerRecordUnchanged)
+        let rereferenced =
+            #"{"fileChecksum":"AfBDVGPsl9","receipt":"R2","referenceChecksum":"AQo8","size":5,"wrappingKey":"6Q/w=="}"#
+        let exchange = ScriptedExchange([.json(#"{"assets":["# + rereferenced + "]}"), .json(Self.saved)])
+        let result = try await makeTransport(exchange).modifyRecords(saving: [replace], deleting: [], atomically: true)
+        #expect(result.failed.isEmpty)
+        let requests = exchange.requests
+        try #require(requests.count == 2)
+        #expect(requests[0].operation == "assets/rereference")
+        #expect(
+            requests[0].jsonBody
+                == json(#"{"zoneID":{"zoneName":"Photos"},"assets":[{"recordName":"p1","fieldName":"image"}]}"#))
+        let operations = try #require((requests[1].jsonBody as? [String: Any])?["operations"] as? [[String: Any]])
+        #expect(operations.first?["operationType"] as? String == "replace")
+        let fields = try #require((operations.first?["record"] as? [String: Any])?["fields"] as? [String: Any])
+        #expect(fields["image"] as? NSObject == json(#"{"value":"# + rereferenced + "}"))
+
+        // Refused (MistKit: one bad entry fails the whole request): the save goes as it was.
+        let refusing = ScriptedExchange([
+            .json(#"{"uuid":"u","serverErrorCode":"BAD_REQUEST","reason":"no such asset"}"#, status: 400),
+            .json(Self.saved),
+        ])
+        _ = try await makeTransport(refusing).modifyRecords(saving: [replace], deleting: [], atomically: true)
+        let sent = try #require((refusing.requests.last?.jsonBody as? [String: Any])?["operations"] as? [[String: Any]])
+        let sentFields = try #require((sent.first?["record"] as? [String: Any])?["fields"] as? [String: Any])
+        #expect(
+            (sentFields["image"] as? [String: Any])?["value"] as? NSObject
+                == json(try #require(fetched.opaqueValue).json))
+    }
 }
