@@ -5,17 +5,10 @@ import Testing
 @testable import FlatSync
 
 /// A host's records that hold assets another client uploaded (a native app saving a `CKAsset`): they sync
-/// with the asset's description, the bytes download on demand, and a save keeps or drops an asset but
-/// cannot give one (FlatSync uploads none).
+/// with the asset's description, the bytes download on demand, and a save keeps or drops such an asset but
+/// cannot give another record's; an asset made on a device goes up with its record.
 @Suite struct AssetSyncTests {
-    struct Photo: SyncableRecord, Codable {
-        static let zone = ZoneID("Photos")
-        static let recordType = "Photo"
-        static let fieldTypes: [String: CloudSchema.FieldType] = ["caption": .string, "image": .asset]
-        var id: String
-        var caption: String
-        var image: CloudAsset?
-    }
+    typealias Photo = TestPhoto
 
     private let bytes = Data((0..<5_000).map { UInt8($0 % 253) })
 

@@ -1,3 +1,4 @@
+import FlatSyncTesting
 import Foundation
 import Testing
 
@@ -69,14 +70,7 @@ import Testing
         #expect(!CloudAsset.holdsAssets(.opaque(OpaqueFieldValue(type: "LOCATION", json: "{}"))))
     }
 
-    struct Photo: SyncableRecord, Codable {
-        static let zone = ZoneID("Photos")
-        static let recordType = "Photo"
-        static let fieldTypes: [String: CloudSchema.FieldType] = ["caption": .string, "image": .asset]
-        var id: String
-        var caption: String
-        var image: CloudAsset?
-    }
+    typealias Photo = TestPhoto
 
     /// A `Codable` value reads the field as a `CloudAsset` and writes back exactly the value it read, so an
     /// unchanged asset is no change.
