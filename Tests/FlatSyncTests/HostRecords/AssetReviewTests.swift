@@ -161,7 +161,6 @@ import Testing
             let kept = try #require(clipping.image)
             #expect(kept == image)
             #expect((try? reopened.localData(of: kept)) == TestPhoto.bytes(version: 9), "the record's file was deleted")
-            // And a later save that sends it whole (a removed field) cannot upload it: the change parks.
             try await reopened.close()
         }
     }

@@ -143,8 +143,9 @@ import Testing
         }
     }
 
-    /// A save that gives a field an asset its record does not hold (another record's, or one from an upload)
-    /// is refused before anything is written: FlatSync cannot upload, and the server would refuse it.
+    /// A save that gives a field an asset its record does not hold and that was not made here (another
+    /// record's, one from another client's upload, or a made-up one whose file the store lacks) is refused
+    /// before anything is written: the server takes a description back only from an upload.
     @Test func aSaveCannotGiveAFieldAnotherAsset() async throws {
         try await SyncHarness.run { harness in
             let a = try await device(harness)
