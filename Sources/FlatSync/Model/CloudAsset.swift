@@ -42,8 +42,9 @@
 /// each fetched copy plays no part.
 public struct CloudAsset: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The server's checksum of the bytes, which names them: copies of one asset share it. Nil for an asset
-    /// made on this device, which this device keeps as it made it (its bytes in the store's directory) even
-    /// once uploaded; other devices see the server's description.
+    /// made on this device, which this device keeps as it made it (its bytes in the store's directory) once
+    /// uploaded too, until another device's save of the record arrives; other devices see the server's
+    /// description.
     public let fileChecksum: String?
     /// The number of bytes.
     public let size: Int64

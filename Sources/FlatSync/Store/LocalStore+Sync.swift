@@ -581,7 +581,10 @@ extension LocalStore {
         let action = FetchedRecordRule.action(
             pendingIsDelete: pending.latestChange(for: record.id).map(\.isDelete),
             tagUnchanged: state.hostRecords.changeTag(of: name) == record.changeTag,
-            sameContent: { state.hostRecords[name].map { $0.hasSameContent(as: record) } ?? false })
+            sameContent: {
+                state.hostRecords[name].map { $0.hasSameContent(as: record) || differsOnlyByUploads($0, record) }
+                    ?? false
+            })
         // The server's version shows whether a save of unknown fate reached it: merged over, it is known.
         let fateUnknown = !state.savesOfUnknownFate.isEmpty && state.savesOfUnknownFate.remove(name) != nil
         switch action {
@@ -615,6 +618,23 @@ extension LocalStore {
             return false
         }
         state.hostRecords.setChangeTag(record.changeTag, of: name)
+        return true
+    }
+
+    /// True when `local` and `server` differ only where `local` holds an asset made on this device and
+    /// `server` an asset of its size: what the server holds of this device's own save of the record, its
+    /// assets as their uploads' descriptions. Asked only of the version whose tag this device last saw with
+    /// nothing pending (no other save came between): kept, the device goes on reading its assets from its
+    /// own directory, rather than downloading the bytes it uploaded.
+    static func differsOnlyByUploads(_ local: Record, _ server: Record) -> Bool {
+        guard local.id == server.id, local.type == server.type, local.fields.count == server.fields.count,
+            local.fields.values.contains(where: CloudAsset.isLocal)
+        else { return false }
+        for (key, value) in local.fields where value != server.fields[key] {
+            guard CloudAsset.isLocal(value), let mine = CloudAsset(value), let theirs = server.fields[key]?.assetValue,
+                theirs.fileChecksum != nil, theirs.size == mine.size
+            else { return false }
+        }
         return true
     }
 

@@ -120,7 +120,7 @@ import Testing
             #expect(image.fileChecksum == nil && image.size == Int64(bytes.count))
             let photo = Photo(id: "p1", caption: "Tides", image: image)
             #expect(try await a.records(Photo.self).save(photo))
-            // Until A fetches its own write back, it reads the bytes from its directory, offline too.
+            // A reads the bytes from its directory, offline too.
             let requestsBefore = await harness.cloud.counters().requests
             #expect(try await a.data(of: image, in: photo) == bytes)
             #expect(await harness.cloud.counters().requests == requestsBefore, "read from A's own directory")
@@ -136,8 +136,13 @@ import Testing
             let seen = try #require(await b.records(Photo.self).value("p1"))
             #expect(seen.image == uploaded)
             #expect(try await b.data(of: try #require(seen.image), in: seen) == bytes)
+            // A fetches its own save back: it keeps its asset as it made it, and reads it from its directory.
+            _ = try await a.syncNow()
             let mine = try #require(await a.records(Photo.self).value("p1"))
+            #expect(mine.image?.localFile == image.localFile)
+            let requestsAfterSync = await harness.cloud.counters().requests
             #expect(try await a.data(of: try #require(mine.image), in: mine) == bytes)
+            #expect(await harness.cloud.counters().requests == requestsAfterSync, "not downloaded again")
             try await a.close()
             try await b.close()
         }
