@@ -46,20 +46,13 @@ extension CloudKitWebServicesTransport {
                     "The download of the \(asset) brought \(response.body.count) bytes.")
             }
             return response.body
-        case 429:
-            throw CloudError(.requestRateLimited, "The asset host is throttling downloads (HTTP 429).")
-        case 421:
-            throw Self.misdirected("download")
-        case 400..<500:
-            throw CloudError(
-                .unknownItem,
-                "The download link of the \(asset) was refused (HTTP \(response.status)): it may have expired; a "
-                    + "fresh copy of its record carries a fresh one.")
-        case 500..<600:
-            throw CloudError(.serviceUnavailable, "The asset host failed the download (HTTP \(response.status)).")
         default:
-            throw CloudError(
-                .unexpectedServerResponse, "The asset host answered the download with HTTP \(response.status).")
+            throw Self.assetHostFailure(
+                response.status, "download",
+                refused: CloudError(
+                    .unknownItem,
+                    "The download link of the \(asset) was refused (HTTP \(response.status)): it may have expired; a "
+                        + "fresh copy of its record carries a fresh one."))
         }
     }
 
@@ -85,28 +78,23 @@ extension CloudKitWebServicesTransport {
         }
         guard !pending.isEmpty else { return saves }
         var saves = saves
-        let byZone = Dictionary(grouping: pending) { saves[$0.index].record.id.zone }
-        for zone in byZone.keys.sorted() {
-            let items = byZone[zone]!
-            for start in stride(from: 0, to: items.count, by: maximumOperationsPerRequest) {
-                let chunk = Array(items[start..<min(start + maximumOperationsPerRequest, items.count)])
-                let request = CloudKitWire.AssetUploadRequest(
-                    zone: zone,
-                    tokens: chunk.map { (saves[$0.index].record.id.name, saves[$0.index].record.type, $0.key) })
-                let reply = try await send(.uploadAssets, body: try encode(request))
-                let urls = try Self.uploadURLs(reply.data)
-                for item in chunk {
-                    let id = saves[item.index].record.id
-                    guard failed[id] == nil else { continue }
-                    guard let url = urls["\(id.name)\u{0}\(item.key)"] else {
-                        throw CloudKitErrorMapping.unexpectedResponse(
-                            .uploadAssets, reply.data, problem: "no upload URL for field \(item.key) of \(id.name)")
-                    }
-                    do {
-                        saves[item.index].record.fields[item.key] = try await upload(item.asset, to: url)
-                    } catch let error as CloudError where !error.isTransient {
-                        failed[id] = error
-                    }
+        for (zone, chunk) in requestsByZone(pending, { saves[$0.index].record.id }) {
+            let request = CloudKitWire.AssetUploadRequest(
+                zone: zone,
+                tokens: chunk.map { (saves[$0.index].record.id.name, saves[$0.index].record.type, $0.key) })
+            let reply = try await send(.uploadAssets, body: try encode(request))
+            let urls = try Self.uploadURLs(reply.data)
+            for item in chunk {
+                let id = saves[item.index].record.id
+                guard failed[id] == nil else { continue }
+                guard let url = urls["\(id.name)\u{0}\(item.key)"] else {
+                    throw CloudKitErrorMapping.unexpectedResponse(
+                        .uploadAssets, reply.data, problem: "no upload URL for field \(item.key) of \(id.name)")
+                }
+                do {
+                    saves[item.index].record.fields[item.key] = try await upload(item.asset, to: url)
+                } catch let error as CloudError where !error.isTransient {
+                    failed[id] = error
                 }
             }
         }
@@ -140,32 +128,24 @@ extension CloudKitWebServicesTransport {
         }
         guard !wanted.isEmpty else { return saves }
         var saves = saves
-        let byZone = Dictionary(grouping: wanted) { saves[$0.index].record.id.zone }
-        for zone in byZone.keys.sorted() {
-            let items = byZone[zone]!
-            for start in stride(from: 0, to: items.count, by: maximumOperationsPerRequest) {
-                let chunk = Array(items[start..<min(start + maximumOperationsPerRequest, items.count)])
-                let request = CloudKitWire.AssetRereferenceRequest(
-                    zone: zone, assets: chunk.map { (saves[$0.index].record.id.name, $0.key) })
-                let reply: ResponseBody
-                do {
-                    reply = try await send(.rereferenceAssets, body: try encode(request))
-                } catch let error as CloudError where !error.isTransient {
-                    continue
-                }
-                guard let json = try? JSONValue.parse(reply.data), case .array(let assets)? = json["assets"],
-                    assets.count == chunk.count
-                else {
-                    throw CloudKitErrorMapping.unexpectedResponse(
-                        .rereferenceAssets, reply.data, problem: "not one asset for each field asked")
-                }
-                for (item, description) in zip(chunk, assets) {
-                    guard case .string? = description["fileChecksum"] else { continue }
-                    var writer = JSONValue.Writer()
-                    writer.value(description, sortingKeys: true)
-                    saves[item.index].record.fields[item.key] = .opaque(
-                        OpaqueFieldValue(type: "ASSETID", json: String(decoding: writer.data, as: UTF8.self)))
-                }
+        for (zone, chunk) in requestsByZone(wanted, { saves[$0.index].record.id }) {
+            let request = CloudKitWire.AssetRereferenceRequest(
+                zone: zone, assets: chunk.map { (saves[$0.index].record.id.name, $0.key) })
+            let reply: ResponseBody
+            do {
+                reply = try await send(.rereferenceAssets, body: try encode(request))
+            } catch let error as CloudError where !error.isTransient {
+                continue
+            }
+            guard let json = try? JSONValue.parse(reply.data), case .array(let assets)? = json["assets"],
+                assets.count == chunk.count
+            else {
+                throw CloudKitErrorMapping.unexpectedResponse(
+                    .rereferenceAssets, reply.data, problem: "not one asset for each field asked")
+            }
+            for (item, description) in zip(chunk, assets) {
+                guard case .string? = description["fileChecksum"] else { continue }
+                saves[item.index].record.fields[item.key] = Self.assetFieldValue(description)
             }
         }
         return saves
@@ -219,32 +199,54 @@ extension CloudKitWebServicesTransport {
                 throw CloudKitErrorMapping.unexpectedResponse(
                     .uploadAssetBytes, response.body, problem: "no singleFile with a fileChecksum and a receipt")
             }
-            var writer = JSONValue.Writer()
-            writer.value(description, sortingKeys: true)
-            return .opaque(OpaqueFieldValue(type: "ASSETID", json: String(decoding: writer.data, as: UTF8.self)))
-        case 429:
-            throw CloudError(.requestRateLimited, "The asset host is throttling uploads (HTTP 429).")
-        case 421:
-            throw Self.misdirected("upload")
-        case 400..<500:
-            throw CloudError(
-                .invalidArguments, "The asset host refused the upload of the \(asset) (HTTP \(response.status)).")
-        case 500..<600:
-            throw CloudError(.serviceUnavailable, "The asset host failed the upload (HTTP \(response.status)).")
+            return Self.assetFieldValue(description)
         default:
-            throw CloudError(
-                .unexpectedServerResponse, "The asset host answered the upload with HTTP \(response.status).")
+            throw Self.assetHostFailure(
+                response.status, "upload",
+                refused: CloudError(
+                    .invalidArguments,
+                    "The asset host refused the upload of the \(asset) (HTTP \(response.status))."))
         }
     }
 
-    /// HTTP's 421 Misdirected Request from the asset host: a connection reused for a host it cannot serve
-    /// (RFC 9110 §15.5.20), as MistKit met live when one HTTP/2 connection served the API host and the asset
-    /// host. The request's failure, not the asset's: tried again later, on a new connection.
-    private static func misdirected(_ what: String) -> CloudError {
-        CloudError(
-            .networkFailure,
-            "The asset host answered the \(what) with 421 Misdirected Request: a connection made for another host "
-                + "was reused (give the transport an assetHTTP of its own).")
+    /// The error of an answer of the asset host other than 200 to an upload or a download (`what`): `refused`
+    /// for a 4xx, which names the asset; the request's own failures otherwise, tried again later. A 421
+    /// Misdirected Request is a connection reused for a host it cannot serve (RFC 9110 §15.5.20), as MistKit
+    /// met live when one HTTP/2 connection served the API host and the asset host.
+    private static func assetHostFailure(_ status: Int, _ what: String, refused: CloudError) -> CloudError {
+        switch status {
+        case 429:
+            return CloudError(.requestRateLimited, "The asset host is throttling the \(what) (HTTP 429).")
+        case 421:
+            return CloudError(
+                .networkFailure,
+                "The asset host answered the \(what) with 421 Misdirected Request: a connection made for another "
+                    + "host was reused (give the transport an assetHTTP of its own).")
+        case 400..<500:
+            return refused
+        case 500..<600:
+            return CloudError(.serviceUnavailable, "The asset host failed the \(what) (HTTP \(status)).")
+        default:
+            return CloudError(.unexpectedServerResponse, "The asset host answered the \(what) with HTTP \(status).")
+        }
+    }
+
+    /// The field value of an asset description CloudKit answered (an upload's `singleFile`, a rereference's
+    /// entry), its keys sorted.
+    private static func assetFieldValue(_ description: JSONValue) -> FieldValue {
+        var writer = JSONValue.Writer()
+        writer.value(description, sortingKeys: true)
+        return .opaque(OpaqueFieldValue(type: "ASSETID", json: String(decoding: writer.data, as: UTF8.self)))
+    }
+
+    /// `items` by their records' zone, in the order the zones first appear, cut into requests of at most
+    /// ``maximumOperationsPerRequest`` (200 tokens or assets, as PropertyMetrics allows).
+    private func requestsByZone<Item>(_ items: [Item], _ id: (Item) -> RecordID) -> [(zone: ZoneID, items: [Item])] {
+        Self.groupedByZone(items.map { (id($0), $0) }).flatMap { zone, items in
+            stride(from: 0, to: items.count, by: maximumOperationsPerRequest).map {
+                (zone, Array(items[$0..<min($0 + maximumOperationsPerRequest, items.count)]))
+            }
+        }
     }
 
     /// The exchange downloads go through (see ``Configuration/assetHTTP``).
