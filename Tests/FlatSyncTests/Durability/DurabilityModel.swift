@@ -19,10 +19,16 @@ final class DurabilityModel: Sendable {
         /// A host record (``TestRecipe`` `recipe-<id>`, in a zone of its own) saved, or deleted.
         case saveRecipe(String)
         case deleteRecipe(String)
+        /// A host record with an asset (`TestPhoto` `photo-<id>`, its bytes ``photoBytes(_:)``) saved with
+        /// an asset made just before (`makeAsset(_:)`), or deleted.
+        case savePhoto(String)
+        case deletePhoto(String)
 
         var articleID: String {
             switch self {
-            case .add(let id), .remove(let id), .visit(let id), .saveRecipe(let id), .deleteRecipe(let id): return id
+            case .add(let id), .remove(let id), .visit(let id), .saveRecipe(let id), .deleteRecipe(let id),
+                .savePhoto(let id), .deletePhoto(let id):
+                return id
             }
         }
 
@@ -33,22 +39,52 @@ final class DurabilityModel: Sendable {
             case .visit(let id): return "visit \(id)"
             case .saveRecipe(let id): return "save recipe \(id)"
             case .deleteRecipe(let id): return "delete recipe \(id)"
+            case .savePhoto(let id): return "save photo \(id)"
+            case .deletePhoto(let id): return "delete photo \(id)"
             }
         }
 
-        /// The membership a mutation of the reading list or of the recipes leaves; nil for a visit.
-        var membership: (recipes: Bool, member: Bool)? {
+        /// The membership a mutation of the reading list, the recipes or the photos leaves; nil for a visit.
+        var membership: (collection: Collection, member: Bool)? {
             switch self {
-            case .add: return (false, true)
-            case .remove: return (false, false)
-            case .saveRecipe: return (true, true)
-            case .deleteRecipe: return (true, false)
+            case .add: return (.readingList, true)
+            case .remove: return (.readingList, false)
+            case .saveRecipe: return (.recipes, true)
+            case .deleteRecipe: return (.recipes, false)
+            case .savePhoto: return (.photos, true)
+            case .deletePhoto: return (.photos, false)
             case .visit: return nil
             }
         }
 
         /// The record of a recipe `id`'s host record.
         static func recipeID(_ id: String) -> RecordID { TestRecipe.recordID("recipe-" + id) }
+        /// The record of a photo `id`'s host record.
+        static func photoID(_ id: String) -> RecordID { TestPhoto.recordID("photo-" + id) }
+        /// The bytes of photo `id`'s asset: of a version its article number names, so that they differ
+        /// from photo to photo and a torn file shows.
+        static func photoBytes(_ id: String) -> Data { TestPhoto.bytes(version: Int(id.dropFirst()) ?? 0) }
+    }
+
+    /// What a membership mutation changes.
+    enum Collection: CaseIterable {
+        case readingList, recipes, photos
+
+        var name: String {
+            switch self {
+            case .readingList: return "the reading list"
+            case .recipes: return "the recipes"
+            case .photos: return "the photos"
+            }
+        }
+
+        func recordID(_ article: String) -> RecordID {
+            switch self {
+            case .readingList: return RecordID(zone: .readingList, name: "rl-" + article)
+            case .recipes: return Mutation.recipeID(article)
+            case .photos: return Mutation.photoID(article)
+            }
+        }
     }
 
     struct Entry: Sendable {
@@ -125,14 +161,15 @@ final class DurabilityModel: Sendable {
     /// What a store must show after a crash after `point` calls, compared with what it shows: the problems,
     /// one line each (empty when it is right).
     ///
-    /// With `pending`, an unacknowledged change that shows must also be pending, or it would never be sent —
-    /// unless it was sent already: `server` holds what the server has (the reading list and the read counts).
+    /// `members` holds the articles of the reading list, the recipes and the photos it shows. With `pending`,
+    /// an unacknowledged change that shows must also be pending, or it would never be sent — unless it was
+    /// sent already: `server` holds what the server has (its members and the read counts).
     ///
     /// Without `acknowledgementsAreDurable` (a `buffered` store after a power loss) an acknowledged mutation
     /// counts as undecided.
     func problems(
-        readingList: Set<String>, readCounts: [String: Int64], recipes: Set<String> = [], pending: Set<RecordID>?,
-        server: (readingList: Set<String>, readCounts: [String: Int64])? = nil, serverRecipes: Set<String>? = nil,
+        members: [Collection: Set<String>], readCounts: [String: Int64], pending: Set<RecordID>?,
+        server: (members: [Collection: Set<String>], readCounts: [String: Int64])? = nil,
         crashAfter point: Int = .max, acknowledgementsAreDurable: Bool = true
     ) -> [String] {
         var problems: [String] = []
@@ -146,21 +183,20 @@ final class DurabilityModel: Sendable {
         // What a send round took off the queue may show without being pending: it was sent.
         let pending = pending.map {
             $0.union(
-                sent.flatMap {
-                    [
-                        RecordID(zone: .readingList, name: "rl-" + $0),
-                        RecordID(zone: .readingHistory, name: "rh-" + $0),
-                        Mutation.recipeID($0),
-                    ]
+                sent.flatMap { article in
+                    Collection.allCases.map { $0.recordID(article) }
+                        + [RecordID(zone: .readingHistory, name: "rh-" + article)]
                 })
         }
-        for article in Set(byArticle.keys).union(readingList).union(readCounts.keys).union(recipes).sorted() {
+        let shown = Set(byArticle.keys).union(readCounts.keys).union(members.values.joined())
+        for article in shown.sorted() {
             let history = byArticle[article] ?? []
             let visits = history.filter { if case .visit = $0.0 { return true } else { return false } }
 
-            // The reading list and the recipes: every subset of the undecided saves and deletes, in order.
-            for inRecipes in [false, true] {
-                let ops = history.filter { $0.0.membership?.recipes == inRecipes }
+            // The reading list, the recipes and the photos: every subset of the undecided saves and deletes,
+            // in order.
+            for collection in Collection.allCases {
+                let ops = history.filter { $0.0.membership?.collection == collection }
                 let undecided = ops.indices.filter { ops[$0].1 == .undecided }
                 var possible: Set<Bool> = []
                 var acknowledgedOnly = false
@@ -178,12 +214,10 @@ final class DurabilityModel: Sendable {
                     if subset == 0 { acknowledgedOnly = member }
                     possible.insert(member)
                 }
-                let what = inRecipes ? "the recipes" : "the reading list"
-                let member = inRecipes ? recipes.contains(article) : readingList.contains(article)
-                let id = inRecipes ? Mutation.recipeID(article) : RecordID(zone: .readingList, name: "rl-" + article)
-                let onServer =
-                    inRecipes
-                    ? serverRecipes.map { $0.contains(article) } : server.map { $0.readingList.contains(article) }
+                let what = collection.name
+                let member = members[collection]?.contains(article) ?? false
+                let id = collection.recordID(article)
+                let onServer = server.map { $0.members[collection]?.contains(article) ?? false }
                 if !possible.contains(member) {
                     problems.append(
                         "\(article): \(member ? "in" : "missing from") \(what) after \(history.map { "\($0.0) (\($0.1))" })"
@@ -213,27 +247,53 @@ final class DurabilityModel: Sendable {
         return problems
     }
 
-    /// ``problems(readingList:readCounts:pending:crashAfter:)`` for what `store` shows.
+    /// ``problems(members:readCounts:pending:server:crashAfter:acknowledgementsAreDurable:)`` for what
+    /// `store` shows (and `cloud` holds), and a problem for each photo it shows whose asset does not hold
+    /// its bytes whole: a photo acknowledged, or in flight and shown, must never lose its file.
     func problems(
         in store: LocalStore, crashAfter point: Int = .max, checkingPending: Bool, cloud: DirectoryCloud? = nil,
         acknowledgementsAreDurable: Bool = true
     ) async -> [String] {
-        let readingList = Set(await store.readingList.entries().map(\.articleID))
-        let recipes = Set(
+        var problems: [String] = []
+        var members: [Collection: Set<String>] = [:]
+        members[.readingList] = Set(await store.readingList.entries().map(\.articleID))
+        members[.recipes] = Set(
             await store.records(TestRecipe.self).values().map { String($0.id.dropFirst("recipe-".count)) })
+        members[.photos] = []
+        for photo in await store.records(TestPhoto.self).values() {
+            let article = String(photo.id.dropFirst("photo-".count))
+            members[.photos]!.insert(article)
+            let bytes = photo.image.flatMap { try? store.localData(of: $0) }
+            if bytes != Mutation.photoBytes(article) {
+                problems.append(
+                    "\(article): the photo shows, but its asset holds \(bytes?.count ?? 0) bytes, not its own")
+            }
+        }
         var readCounts: [String: Int64] = [:]
         for item in await store.history.items() { readCounts[item.articleID] = item.readCount }
         let pending = checkingPending ? Set(await store.pendingCommands().flatMap { $0.changes.keys }) : nil
-        var server: (readingList: Set<String>, readCounts: [String: Int64])?
-        var serverRecipes: Set<String>?
+        var server: (members: [Collection: Set<String>], readCounts: [String: Int64])?
         if let cloud {
-            serverRecipes = Set(
+            var served: (members: [Collection: Set<String>], readCounts: [String: Int64]) = ([:], [:])
+            served.members[.recipes] = Set(
                 ((try? await cloud.records(in: TestRecipe.zone)) ?? []).map {
                     String($0.id.name.dropFirst("recipe-".count))
                 })
-            var served: (readingList: Set<String>, readCounts: [String: Int64]) = ([], [:])
+            served.members[.photos] = []
+            for record in (try? await cloud.records(in: TestPhoto.zone)) ?? [] {
+                let article = String(record.id.name.dropFirst("photo-".count))
+                served.members[.photos]!.insert(article)
+                var bytes: Data?
+                if let asset = record["image"]?.assetValue { bytes = try? await cloud.downloadAsset(asset) }
+                if bytes != Mutation.photoBytes(article) {
+                    problems.append("\(article): the server's photo does not hold its bytes")
+                }
+            }
+            served.members[.readingList] = []
             for record in (try? await cloud.records(in: .readingList)) ?? [] {
-                if let entry = try? ReadingListEntry(record: record) { served.readingList.insert(entry.articleID) }
+                if let entry = try? ReadingListEntry(record: record) {
+                    served.members[.readingList]!.insert(entry.articleID)
+                }
             }
             for record in (try? await cloud.records(in: .readingHistory)) ?? [] {
                 if let item = try? ReadingHistoryItem(record: record) {
@@ -242,8 +302,9 @@ final class DurabilityModel: Sendable {
             }
             server = served
         }
-        return problems(
-            readingList: readingList, readCounts: readCounts, recipes: recipes, pending: pending, server: server,
-            serverRecipes: serverRecipes, crashAfter: point, acknowledgementsAreDurable: acknowledgementsAreDurable)
+        return problems
+            + self.problems(
+                members: members, readCounts: readCounts, pending: pending, server: server, crashAfter: point,
+                acknowledgementsAreDurable: acknowledgementsAreDurable)
     }
 }

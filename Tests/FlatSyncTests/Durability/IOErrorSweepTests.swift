@@ -14,7 +14,7 @@ import Testing
 ///   finishes itself), and never crash;
 /// - tell the host of every other failure — thrown, in a sync summary or on the event stream — unless it
 ///   is one that needs telling no one (`absorbedByDesign(_:)`: the cloud double's files, scans, the log's
-///   reserved space, a hard link with a copy to fall back on);
+///   reserved space, a hard link with a copy to fall back on, an asset file nothing holds left in place);
 /// - once the fault clears, reopen with every acknowledged mutation, and nothing that was never asked for;
 /// - keep every acknowledged mutation through a power loss right after the run too: so a mutation
 ///   acknowledged after a failed flush must not rest on the data that flush lost (PostgreSQL's
@@ -134,6 +134,10 @@ import Testing
         case .link:
             // A damaged file is kept under a second name by a hard link, or else by a durable copy.
             return "linking a damaged file's copy"
+        case .unlink where path.hasPrefix(device.path + "/assets/"):
+            // An asset file no record holds, deleted when the store opens: one left costs space only, and the
+            // next open tries again.
+            return "deleting an asset file nothing holds"
         case .write where injection.wroteOnlyZeros && path.hasSuffix("/commands.log"):
             // Reserving space after the frames is for speed alone; the next flush reserves again.
             return "reserving log space"
@@ -196,7 +200,8 @@ import Testing
             ),
         ]
         for (name, disk) in images {
-            var options = LocalStore.Options(deviceID: nil, clock: TestClock(), recordTypes: [TestRecipe.self])
+            var options = LocalStore.Options(
+                deviceID: nil, clock: TestClock(), recordTypes: [TestRecipe.self, TestPhoto.self])
             options.fileSystem = FileSystem(disk)
             do {
                 let store = try LocalStore(directory: device, options: options)
@@ -237,7 +242,7 @@ import Testing
         private func open() async {
             guard context == nil else { return }
             var configuration = SyncContext.Configuration(clock: TestClock())
-            configuration.recordTypes = [TestRecipe.self]
+            configuration.recordTypes = [TestRecipe.self, TestPhoto.self]
             configuration.fileSystem = fileSystem
             configuration.randomSeed = 1
             do {
@@ -279,6 +284,11 @@ import Testing
                 case .saveRecipe(let id):
                     try await context.records(TestRecipe.self).save(TestRecipe(id: "recipe-" + id, title: id))
                 case .deleteRecipe(let id): try await context.records(TestRecipe.self).delete("recipe-" + id)
+                case .savePhoto(let id):
+                    let image = try await context.makeAsset(DurabilityModel.Mutation.photoBytes(id))
+                    try await context.records(TestPhoto.self).save(
+                        TestPhoto(id: "photo-" + id, caption: id, image: image))
+                case .deletePhoto(let id): try await context.records(TestPhoto.self).delete("photo-" + id)
                 }
             }
             if let error { note(error) }
@@ -377,7 +387,13 @@ import Testing
             await mutate(.saveRecipe(first))
             await mutate(.saveRecipe(second))
             await mutate(.deleteRecipe(first))
+            // Photos, both uploaded by the sync; then one is replaced and the other deleted, so that the next
+            // open (each round's damage reopens) deletes the files no record holds.
+            await mutate(.savePhoto(first))
+            await mutate(.savePhoto(second))
             await sync()
+            await mutate(.savePhoto(first))
+            await mutate(.deletePhoto(second))
             for _ in 0..<rounds {
                 let added = newArticle()
                 await mutate(.add(added))

@@ -156,7 +156,7 @@ import Testing
     {
         var options = LocalStore.Options(
             durability: workload.durability, deviceID: nil, clock: TestClock(), snapshotDelay: .seconds(3_600),
-            recordTypes: [TestRecipe.self])
+            recordTypes: [TestRecipe.self, TestPhoto.self])
         options.fileSystem = FileSystem(image)
         let store: LocalStore
         do {
@@ -205,7 +205,7 @@ import Testing
         private func open() throws -> LocalStore {
             var options = LocalStore.Options(
                 durability: durability, deviceID: nil, clock: TestClock(), snapshotDelay: .seconds(3_600),
-                recordTypes: [TestRecipe.self])
+                recordTypes: [TestRecipe.self, TestPhoto.self])
             options.fileSystem = fileSystem
             options.compactionMinimumBytes = 2 << 10
             options.compactionGrowthFactor = 2
@@ -224,6 +224,11 @@ import Testing
                 case .saveRecipe(let id):
                     try await store.records(TestRecipe.self).save(TestRecipe(id: "recipe-" + id, title: id))
                 case .deleteRecipe(let id): try await store.records(TestRecipe.self).delete("recipe-" + id)
+                case .savePhoto(let id):
+                    let image = try await store.makeAsset(DurabilityModel.Mutation.photoBytes(id))
+                    try await store.records(TestPhoto.self).save(
+                        TestPhoto(id: "photo-" + id, caption: id, image: image))
+                case .deletePhoto(let id): try await store.records(TestPhoto.self).delete("photo-" + id)
                 }
             }
         }
@@ -281,6 +286,8 @@ import Testing
                     await mutation
                     await mutate(store, .remove(added[round * 3]))
                     await mutate(store, .saveRecipe(added[round * 3 + 2]))
+                    await mutate(store, .savePhoto(added[round * 3]))
+                    await mutate(store, .savePhoto(added[round * 3 + 1]))
                     try await sendRound(store)
                     try await store.persistSnapshot(of: .readingHistory)
                     // Enough mutations that the log compacts on its own.
@@ -292,6 +299,10 @@ import Testing
                     await mutate(store, .add(newArticle()))
                     await mutate(store, .visit(read))
                     await mutate(store, .saveRecipe(read))
+                    // A photo replaced, and one deleted: the next open deletes their old files, which a
+                    // power loss during it must not take from the photos left.
+                    await mutate(store, .savePhoto(added[round * 3]))
+                    await mutate(store, .deletePhoto(added[round * 3 + 1]))
                     for zone in store.zoneIDs { _ = try await store.sealPendingCommands(in: zone) }
                     try await store.close()
                     store = try open()

@@ -17,7 +17,10 @@ import Testing
 ///    counts as kept only if it is still on its device and sent once the schema is fixed),
 /// 2. every acknowledged mutation's effect is there, unless a later mutation superseded it by the merge
 ///    rules (or a concurrent one its device had not seen: a delete loses to an edit it did not see), and
-/// 3. every field the other client wrote is still on the server, unless a device deleted the item after.
+/// 3. every field the other client wrote is still on the server, unless a device deleted the item after,
+/// 4. every device reads the same bytes for each photo's asset (host records with an `ASSET` field, made
+///    on a device or uploaded by the other client) as the server holds, and those are the bytes of a save
+///    no later save made knowing it superseded.
 ///
 /// `FLATSYNC_SIM_SEEDS` sets how many seeds run (default 12, for CI) and `FLATSYNC_SIM_STEPS` the steps per
 /// seed (default 400); run with hundreds of seeds by hand.
@@ -35,12 +38,17 @@ import Testing
     static let articles = 40
     /// How many tallies (``SimulatedTally``) the devices increment.
     static let tallies = 3
+    /// How many photos (`TestPhoto`, an asset each) the devices and the other client write.
+    static let photos = 4
+    /// The host record types every device registers.
+    static let recordTypes: [any SyncableRecord.Type] = [TestNote.self, SimulatedTally.self, TestPhoto.self]
 
     /// Debugging: `FLATSYNC_SIM_ONLY=8` runs one seed; `FLATSYNC_SIM_TRACE=a8` prints what happens to one article,
     /// `FLATSYNC_SIM_TRACE_TALLY=t1` to one tally.
     static let only = ProcessInfo.processInfo.environment["FLATSYNC_SIM_ONLY"].flatMap(UInt64.init)
     static let trace = ProcessInfo.processInfo.environment["FLATSYNC_SIM_TRACE"]
     static let traceTally = ProcessInfo.processInfo.environment["FLATSYNC_SIM_TRACE_TALLY"]
+    static let tracePhoto = ProcessInfo.processInfo.environment["FLATSYNC_SIM_TRACE_PHOTO"]
 
     /// Seeds run through CloudKit Web Services (`FLATSYNC_SIM_HTTP_SEEDS`, default 3 for CI).
     static let httpSeeds = Int(ProcessInfo.processInfo.environment["FLATSYNC_SIM_HTTP_SEEDS"] ?? "") ?? 3
@@ -58,6 +66,7 @@ import Testing
         #expect(totals.diverged == 0)
         #expect(totals.orphans == 0)
         #expect(totals.notes > 0, "the run must end with notes to compare")
+        #expect(totals.photos > 0 && totals.foreignPhotos > 0, "the run must end with photos, some of another client")
         #expect(totals.faultRate >= 0.2, "the simulation must fault at least a fifth of the requests")
     }
 
@@ -73,6 +82,7 @@ import Testing
         #expect(totals.diverged == 0)
         #expect(totals.orphans == 0)
         #expect(totals.notes > 0, "the run must end with notes to compare")
+        #expect(totals.photos > 0 && totals.foreignPhotos > 0, "the run must end with photos, some of another client")
         #expect(totals.faultRate >= 0.2, "the simulation must fault at least a fifth of the requests")
     }
 
@@ -91,6 +101,9 @@ import Testing
         /// The most notes (host records) a device held at the end, and notes left without their article.
         var notes = 0
         var orphans = 0
+        /// The photos the server held at the end, and the photo writes (of an asset) by the other client.
+        var photos = 0
+        var foreignPhotos = 0
         /// The tallies' acknowledged increments, and how many of them the server's counts hold.
         var increments: Int64 = 0
         var incrementsCounted: Int64 = 0
@@ -134,7 +147,7 @@ import Testing
                 devices.append(
                     try await harness.device(name, transport: transport) {
                         $0.clock = clock
-                        $0.recordTypes = [TestNote.self, SimulatedTally.self]
+                        $0.recordTypes = Self.recordTypes
                         Self.fetchInParts(&$0)
                     })
                 clocks.append(clock)
@@ -172,6 +185,16 @@ import Testing
                     if try await Self.writeAsAnotherClient(article, step: step, to: harness.cloud) {
                         ledger.append(Ledger.Entry(device: Ledger.anotherClient, kind: .foreignEdit, article: article))
                         result.foreignWrites += 1
+                    }
+                }
+                if Int.random(in: 0..<100, using: &random) < 2 {
+                    let (photo, version) = (
+                        Int.random(in: 0..<Self.photos, using: &random), Int.random(in: 0..<1_000, using: &random)
+                    )
+                    if try await Self.writePhotoAsAnotherClient(photo, version: version, to: harness.cloud) {
+                        ledger.append(
+                            Ledger.Entry(device: Ledger.anotherClient, kind: .photo(version), article: "p\(photo)"))
+                        result.foreignPhotos += 1
                     }
                 }
                 switch Int.random(in: 0..<100, using: &random) {
@@ -250,7 +273,7 @@ import Testing
                     let clock = clocks[index]
                     devices[index] = try await harness.device(names[index], transport: transports[index]) {
                         $0.clock = clock
-                        $0.recordTypes = [TestNote.self, SimulatedTally.self]
+                        $0.recordTypes = Self.recordTypes
                         Self.fetchInParts(&$0)
                     }
                 default:
@@ -273,6 +296,27 @@ import Testing
                         let tag = await d.localStore.changeTag(for: id)?.rawValue ?? "-"
                         line +=
                             " | \(i): \(value) tag \(tag)\(pending.map { " P\($0.baseValues?["count"]?.intValue ?? -1)" } ?? "") mb \(base.map(String.init) ?? "-")"
+                    }
+                    print(line)
+                }
+                if let photo = Self.tracePhoto {
+                    let id = TestPhoto.recordID(photo)
+                    var line = "step \(step) device \(index): "
+                    if let entry = ledger.entries.last, entry.article == photo {
+                        line += "[\(entry.kind) by \(entry.device) #\(entry.step)] "
+                    }
+                    // Versions by size (2,000 + the version): reading bytes here would draw on the fault plan.
+                    func version(_ asset: CloudAsset?) -> String {
+                        asset.map { "\($0.size - 2_000)\($0.localFile != nil ? "L" : "")" } ?? "none"
+                    }
+                    let server = await harness.cloud.records(in: TestPhoto.zone).first { $0.id == id }
+                    line +=
+                        "server \(server.map { "\($0["caption"]?.stringValue ?? "")/\(version($0["image"]?.assetValue))" } ?? "-") \(server?.changeTag?.rawValue ?? "-")"
+                    for (i, d) in devices.enumerated() {
+                        let value = await d.records(TestPhoto.self).value(photo)
+                        let pending = await d.localStore.pendingChange(for: id)
+                        line +=
+                            " | \(i): \(value.map { "\($0.caption)/\(version($0.image))" } ?? "-") tag \(await d.localStore.changeTag(for: id)?.rawValue ?? "-")\(pending.map { $0.isDelete ? " P-del" : " P-save \($0.changedKeys)" } ?? "")"
                     }
                     print(line)
                 }
@@ -351,6 +395,22 @@ import Testing
                 Issue.record("seed \(seed): devices diverged from the server\n\(differences.joined(separator: "\n"))")
             }
             var (checked, lost) = ledger.check(against: server, seed: seed)
+            // Photos: every device reads the server's bytes, and those are the bytes a save left standing.
+            let serverPhotos = try await Self.photoStates(on: harness.cloud)
+            result.photos = serverPhotos.count
+            for (index, device) in devices.enumerated() {
+                let photos = await Self.photoStates(on: device)
+                if photos != serverPhotos {
+                    result.diverged = true
+                    let message =
+                        "seed \(seed): device \(index)'s photos \(photos.sorted { $0.key < $1.key }) differ from the "
+                        + "server's \(serverPhotos.sorted { $0.key < $1.key })"
+                    Issue.record(Comment(rawValue: message))
+                }
+            }
+            let photoCheck = ledger.checkPhotos(against: serverPhotos, seed: seed)
+            checked += photoCheck.checked
+            lost += photoCheck.lost
             // No increment is counted twice: a tally holds at most the sum of the acknowledged increments (a
             // merge without an ancestor keeps the larger count, which may leave some out), and every device
             // holds the server's count.
@@ -384,6 +444,7 @@ import Testing
             // did not see them loses it to them, as to any edit).
             let serverRecords = await harness.cloud.records(in: .readingHistory)
             for write in ledger.entries where write.device == Ledger.anotherClient {
+                guard case .foreignEdit = write.kind else { continue }
                 let deletedAfter = ledger.entries.contains {
                     $0.isHistoryDelete && $0.touchesHistory(write.article) && $0.step > write.step
                 }
@@ -402,6 +463,65 @@ import Testing
             result.lost = lost
             for device in devices { try await device.close() }
             return result
+        }
+    }
+
+    /// What a simulation checks of a photo: its caption, and the version its asset's bytes are of
+    /// (`TestPhoto.bytes(version:)`; nil without an asset, -1 for bytes of no version or that cannot be read).
+    struct PhotoState: Equatable, CustomStringConvertible {
+        var caption: String
+        var version: Int?
+
+        init(caption: String, bytes: Data?) {
+            self.caption = caption
+            version = bytes.map { bytes in
+                let version = bytes.count - 2_000
+                return version >= 0 && bytes == TestPhoto.bytes(version: version) ? version : -1
+            }
+        }
+
+        var description: String { "\(caption)/\(version.map(String.init) ?? "no asset")" }
+    }
+
+    /// A device's photos, their bytes read as a host reads them (from its directory, or downloaded).
+    static func photoStates(on context: SyncContext) async -> [String: PhotoState] {
+        var states: [String: PhotoState] = [:]
+        for photo in await context.records(TestPhoto.self).values() {
+            var bytes: Data?
+            if let image = photo.image { bytes = (try? await context.data(of: image, in: photo)) ?? Data() }
+            states[photo.id] = PhotoState(caption: photo.caption, bytes: bytes)
+        }
+        return states
+    }
+
+    /// The server's photos, their bytes downloaded.
+    static func photoStates(on cloud: InMemoryCloud) async throws -> [String: PhotoState] {
+        var states: [String: PhotoState] = [:]
+        for record in await cloud.records(in: TestPhoto.zone) where record.type == TestPhoto.recordType {
+            let photo = try TestPhoto(
+                id: record.id.name, fields: RecordFields(record.fields, recordName: record.id.name))
+            var bytes: Data?
+            if let image = photo.image { bytes = (try? await cloud.downloadAsset(image)) ?? Data() }
+            states[photo.id] = PhotoState(caption: photo.caption, bytes: bytes)
+        }
+        return states
+    }
+
+    /// Another client uploads new bytes for photo `k` and writes them to its asset field alone, if the server
+    /// has the photo, as a native app does (`changedKeys`: the caption stays). Returns whether the server
+    /// holds the upload afterwards (a lost response counts, as in ``writeAsAnotherClient(_:step:to:)``).
+    static func writePhotoAsAnotherClient(_ k: Int, version: Int, to cloud: InMemoryCloud) async throws -> Bool {
+        let id = TestPhoto.recordID("p\(k)")
+        guard let current = await cloud.records(in: TestPhoto.zone).first(where: { $0.id == id }) else { return false }
+        let uploaded = await cloud.uploadAsset(TestPhoto.bytes(version: version))
+        let foreign = Record(id: id, type: current.type, fields: ["image": uploaded], lastModifiedBy: "another-app")
+        do {
+            let result = try await cloud.modifyRecords(
+                saving: [RecordSave(foreign, policy: .changedKeys)], deleting: [], atomically: true)
+            return result.saved[id] != nil
+        } catch is CloudError {
+            let after = await cloud.records(in: TestPhoto.zone).first { $0.id == id }
+            return after?["image"]?.assetValue != nil && after?["image"]?.assetValue == uploaded.assetValue
         }
     }
 
@@ -448,6 +568,11 @@ import Testing
         case deleteNote(String, Int)
         /// Adds `delta` to tally `k`, as the device counts it now.
         case increment(Int, Int64)
+        /// Saves photo `k` with a new asset of the bytes of version `v` (and caption `c<v>`).
+        case photo(Int, Int)
+        /// Changes the caption of photo `k`, if the device has it, to `r<v>`, keeping its asset.
+        case recaption(Int, Int)
+        case deletePhoto(Int)
 
         /// A change of one article's history item: a visit, a liking, a read mark or an offensive mark.
         static func historyChange(of article: String, using random: inout SeededRandomNumberGenerator) -> Operation {
@@ -465,6 +590,14 @@ import Testing
                 return .increment(
                     Int.random(in: 0..<SyncSimulationTests.tallies, using: &random),
                     Int64.random(in: 1...3, using: &random))
+            }
+            if Int.random(in: 0..<100, using: &random) < 8 {
+                let k = Int.random(in: 0..<SyncSimulationTests.photos, using: &random)
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<5: return .photo(k, Int.random(in: 0..<1_000, using: &random))
+                case 5..<8: return .recaption(k, Int.random(in: 0..<1_000, using: &random))
+                default: return .deletePhoto(k)
+                }
             }
             if Int.random(in: 0..<100, using: &random) < 15 {
                 let (article, k) = (article(), Int.random(in: 0..<3, using: &random))
@@ -527,6 +660,20 @@ import Testing
                     return nil
                 }
                 return Ledger.Entry(device: device, kind: .increment(delta), article: "t\(k)")
+            case .photo(let k, let version):
+                let image = try await context.makeAsset(TestPhoto.bytes(version: version))
+                let photo = TestPhoto(id: "p\(k)", caption: "c\(version)", image: image)
+                guard try await context.records(TestPhoto.self).save(photo) else { return nil }
+                return Ledger.Entry(device: device, kind: .photo(version), article: "p\(k)")
+            case .recaption(let k, let version):
+                let photos = context.records(TestPhoto.self)
+                guard var photo = await photos.value("p\(k)") else { return nil }
+                photo.caption = "r\(version)"
+                guard try await photos.save(photo) else { return nil }
+                return Ledger.Entry(device: device, kind: .recaption, article: "p\(k)")
+            case .deletePhoto(let k):
+                guard try await context.records(TestPhoto.self).delete("p\(k)") else { return nil }
+                return Ledger.Entry(device: device, kind: .deletePhoto, article: "p\(k)")
             case .clear:
                 let ids = await context.history.items().map(\.articleID)
                 guard !ids.isEmpty else { return nil }
@@ -599,6 +746,9 @@ struct Ledger {
         case note(Int), deleteNote(Int)
         /// The tally named by the entry's article went up by this much.
         case increment(Int64)
+        /// The photo named by the entry's article was saved with a new asset of version `v`'s bytes, its
+        /// caption changed (its asset kept), or deleted.
+        case photo(Int), recaption, deletePhoto
     }
 
     /// The ``Entry/device`` of another client's writes: it writes to the server directly.
@@ -633,9 +783,16 @@ struct Ledger {
             }
         }
 
+        var isPhoto: Bool {
+            switch kind {
+            case .photo, .recaption, .deletePhoto: return true
+            default: return false
+            }
+        }
+
         func touchesHistory(_ article: String) -> Bool {
             if case .clear(let ids) = kind { return ids.contains(article) }
-            return !isReadingList && !isNote && self.article == article
+            return !isReadingList && !isNote && !isPhoto && self.article == article
         }
     }
 
@@ -720,8 +877,8 @@ struct Ledger {
                             "seed \(seed): step \(entry.step) device \(entry.device) forgot \(article), but it is back")
                     }
                 }
-            case .foreignEdit, .increment:
-                continue  // Checked against the server's records by the run.
+            case .foreignEdit, .increment, .photo, .recaption, .deletePhoto:
+                continue  // Checked against the server's records by the run, photos by `checkPhotos`.
             case .note(let k):
                 // Gone only by a later delete of the note, or by a remove of its article that is later or
                 // that the noting device had not seen (the note is then an orphan, which devices delete).
@@ -782,6 +939,82 @@ struct Ledger {
     }
 }
 
+extension Ledger {
+    /// Counts the photo effects checked and the ones lost, against the server's photos:
+    ///
+    /// - a photo saved or recaptioned is there, unless a later delete may have removed it;
+    /// - a photo deleted is gone, unless a later save, or one its device had not seen, brought it back;
+    /// - a photo's asset holds the bytes of a save of it that no later save made knowing it superseded (the
+    ///   other saves' changed fields win as they reach the server), unless a delete followed the later
+    ///   save (it then may lose to an edit it did not see). A photo without an asset is right only
+    ///   after a delete of it: a device that edited it without seeing the delete brings it back, and cannot
+    ///   bring back an asset the server had (CloudKit takes a description back only from an upload or a
+    ///   rereference of a record that exists).
+    func checkPhotos(against server: [String: SyncSimulationTests.PhotoState], seed: UInt64) -> (
+        checked: Int, lost: Int
+    ) {
+        var checked = 0
+        var lost = 0
+        func fail(_ entry: Entry, _ what: String) {
+            lost += 1
+            Issue.record(
+                "seed \(seed): step \(entry.step) device \(entry.device) \(entry.kind) \(entry.article): \(what)")
+        }
+        let photoEntries = entries.filter(\.isPhoto)
+        for entry in photoEntries {
+            let others = photoEntries.filter { $0.article == entry.article && $0.step != entry.step }
+            switch entry.kind {
+            case .photo, .recaption:
+                if others.contains(where: {
+                    if case .deletePhoto = $0.kind { $0.step > entry.step } else { false }
+                }) {
+                    continue
+                }
+                checked += 1
+                if server[entry.article] == nil { fail(entry, "the photo is missing") }
+            case .deletePhoto:
+                let superseded = others.contains { other in
+                    if case .deletePhoto = other.kind { return false }
+                    return other.step > entry.step || !saw(entry.device, other, before: entry.step)
+                }
+                if superseded { continue }
+                checked += 1
+                if server[entry.article] != nil { fail(entry, "the deleted photo is back") }
+            default:
+                continue
+            }
+        }
+        for (name, state) in server.sorted(by: { $0.key < $1.key }) {
+            let saves = photoEntries.filter {
+                if case .photo = $0.kind { $0.article == name } else { false }
+            }
+            let deletes = photoEntries.filter {
+                if case .deletePhoto = $0.kind { $0.article == name } else { false }
+            }
+            // A save made knowing another supersedes it, unless a delete came after: a delete that loses to
+            // an edit it did not see leaves the server's version, which may be older than the deleted one.
+            let standing = saves.filter { save in
+                !saves.contains { other in
+                    other.step > save.step && saw(other.device, save, before: other.step)
+                        && !deletes.contains { $0.step > other.step }
+                }
+            }
+            let versions = standing.compactMap { if case .photo(let v) = $0.kind { v } else { nil } }
+            let deleted = !deletes.isEmpty
+            checked += 1
+            let right = state.version.map(versions.contains) ?? deleted
+            if !right {
+                lost += 1
+                let message =
+                    "seed \(seed): photo \(name) is \(state) on the server; the saves standing are of versions "
+                    + "\(versions.sorted())\(deleted ? ", and it was deleted once" : "")"
+                Issue.record(Comment(rawValue: message))
+            }
+        }
+        return (checked, lost)
+    }
+}
+
 struct SimulationTotals {
     var mutations = 0
     var checked = 0
@@ -796,10 +1029,14 @@ struct SimulationTotals {
     var foreignWrites = 0
     var notes = 0
     var orphans = 0
+    var photos = 0
+    var foreignPhotos = 0
     var increments: Int64 = 0
     var incrementsCounted: Int64 = 0
 
     mutating func add(_ result: SyncSimulationTests.Result) {
+        photos += result.photos
+        foreignPhotos += result.foreignPhotos
         increments += result.increments
         incrementsCounted += result.incrementsCounted
         mutations += result.mutations
@@ -827,6 +1064,7 @@ struct SimulationTotals {
             \(kinds)), \(expiries) token expiries by the admin call, \(restarts) restarts (\(kills) without closing), \
             \(refused) changes refused by a production schema (parked, then sent), \(foreignWrites) writes by another \
             client, \(notes) notes on a device at the end (host records), orphaned notes = \(orphans), \
+            \(photos) photos on the server at the end (\(foreignPhotos) assets written by another client), \
             \(increments) tally increments acknowledged, \(incrementsCounted) counted (none twice), \
             diverged seeds = \(diverged), lost = \(lost)
             """
