@@ -30,6 +30,8 @@ extension CloudKitWebServicesTransport {
         // Each entry in the page's order: a record, or nil for a deletion.
         var listed: [(name: String, record: Record?)] = []
         listed.reserveCapacity(page.records.count)
+        // The entries that name a record but are an error or have no type, by their place in `listed`.
+        var unread: [Int: String] = [:]
         for entry in page.records {
             if entry.deleted == true {
                 guard let name = entry.recordName else {
@@ -37,10 +39,19 @@ extension CloudKitWebServicesTransport {
                         .zoneChanges, reply.data, problem: "a deleted record has no name")
                 }
                 listed.append((name, nil))
+            } else if let name = entry.recordName, !name.isEmpty,
+                entry.error != nil || (entry.recordType ?? "").isEmpty
+            {
+                unread[listed.count] = name
+                listed.append((name, nil))
             } else {
                 let record = try record(from: entry, in: zone, reply.data, .zoneChanges)
                 listed.append((record.id.name, record))
             }
+        }
+        if !unread.isEmpty {
+            let found = try await lookUpUnread(Array(Set(unread.values)), in: zone)
+            for (index, name) in unread { listed[index].record = found[RecordID(zone: zone, name: name)] }
         }
         // A name listed twice in one page (a version and a deletion of it, in some order) counts as its last
         // listing says: whether CloudKit sends only net changes or intermediate versions too is not
@@ -56,6 +67,24 @@ extension CloudKitWebServicesTransport {
         return ZoneChanges(
             changedRecords: changed, deletedRecordIDs: deleted, token: Self.changeToken(syncToken),
             moreComing: page.moreComing ?? false)
+    }
+
+    /// The current versions of records a `changes/zone` page named in entries that do not read as a record
+    /// or a deletion: an error for the record, or a record without a type. Apple documents neither in a
+    /// changes page (a deletion comes back with `deleted: true`, its exact shape undocumented too), so what
+    /// CloudKit means by one is not known. Read as they stand, they would fail the page at every fetch and
+    /// the zone would never fetch again; looked up, each is taken as the server holds it now, or as deleted
+    /// when it holds none. A lookup that meets an error for one throws it: the fetch fails as before, and
+    /// is tried again later.
+    func lookUpUnread(_ names: [String], in zone: ZoneID) async throws -> [RecordID: Record] {
+        var found: [RecordID: Record] = [:]
+        for start in stride(from: 0, to: names.count, by: maximumOperationsPerRequest) {
+            let chunk = Array(names[start..<min(start + maximumOperationsPerRequest, names.count)])
+            let answer = try await lookup(chunk, in: zone)
+            if let zoneError = answer.zoneError { throw zoneError }
+            found.merge(answer.found) { $1 }
+        }
+        return found
     }
 
     /// The records with these IDs that exist, from `records/lookup`: one request per zone and per 200

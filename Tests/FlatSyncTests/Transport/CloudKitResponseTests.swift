@@ -105,6 +105,55 @@ struct CloudKitResponseTests {
             ])
     }
 
+    /// An entry of a changes page that names a record but is an error, or has no type, is documented by
+    /// neither Apple nor a live capture. Failing the page for it would stop the zone's fetches for good: the
+    /// transport looks such records up, takes the version found, and reads one not found as deleted.
+    @Test func aChangesEntryThatIsAnErrorOrHasNoTypeIsLookedUp() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"""
+                {"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t2","moreComing":false,"records":[
+                  {"recordName":"plain","recordType":"Note","recordChangeTag":"1","fields":{}},
+                  {"recordName":"typeless","recordChangeTag":"2"},
+                  {"recordName":"failed","serverErrorCode":"INTERNAL_ERROR","reason":"try later"}]}]}
+                """#),
+            .json(
+                #"""
+                {"records":[
+                  {"recordName":"typeless","recordType":"Note","recordChangeTag":"3","fields":{"s":{"value":"x","type":"STRING"}}},
+                  {"recordName":"failed","serverErrorCode":"NOT_FOUND","reason":"gone"}]}
+                """#),
+        ])
+        let page = try await makeTransport(exchange).fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 10)
+        #expect(page.changedRecords.map(\.id) == [Self.id("plain"), Self.id("typeless")])
+        #expect(page.changedRecords.last?.fields == ["s": .string("x")])
+        #expect(page.changedRecords.last?.changeTag == ChangeTag("3"))
+        #expect(page.deletedRecordIDs == [Self.id("failed")])
+        #expect(page.token == ChangeToken(data: Data("t2".utf8)))
+        let lookup = try #require(exchange.requests.last)
+        #expect(lookup.operation == "records/lookup")
+        let names = ((lookup.jsonBody as? [String: Any])?["records"] as? [[String: Any]])?.compactMap {
+            $0["recordName"] as? String
+        }
+        #expect(Set(names ?? []) == ["typeless", "failed"])
+    }
+
+    /// A record the lookup cannot give either fails the page, as before: nothing is taken as deleted that
+    /// the server may still hold, and the fetch is tried again later.
+    @Test func aChangesEntryTheLookupCannotReadFailsThePage() async throws {
+        let exchange = ScriptedExchange([
+            .json(
+                #"{"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t2","records":[{"recordName":"failed","serverErrorCode":"INTERNAL_ERROR"}]}]}"#
+            ),
+            .json(#"{"records":[{"recordName":"failed","serverErrorCode":"INTERNAL_ERROR","reason":"still"}]}"#),
+        ])
+        let error = await #expect(throws: CloudError.self) {
+            _ = try await makeTransport(exchange).fetchZoneChanges(in: Self.zone, since: nil, resultsLimit: 10)
+        }
+        #expect(error?.code == .internalError)
+        #expect(exchange.requests.map(\.operation) == ["changes/zone", "records/lookup"])
+    }
+
     @Test func aMissingMoreComingIsFalse() async throws {
         let exchange = ScriptedExchange([
             .json(#"{"zones":[{"zoneID":{"zoneName":"Notes"},"records":[],"syncToken":"t","moreComing":null}]}"#)
@@ -358,7 +407,7 @@ struct CloudKitResponseTests {
     // MARK: - Answers that cannot be read
 
     enum Unreadable: String, CaseIterable, CustomTestStringConvertible {
-        case html, truncatedJSON, empty, missingRecords, recordWithoutType
+        case html, truncatedJSON, empty, missingRecords, recordWithoutName
         var testDescription: String { rawValue }
         var body: String {
             switch self {
@@ -366,9 +415,11 @@ struct CloudKitResponseTests {
             case .truncatedJSON: return #"{"records":[{"recordName":"a","recordType":"No"#
             case .empty: return ""
             case .missingRecords: return #"{"result":"ok"}"#
-            case .recordWithoutType:
+            case .recordWithoutName:
+                // One without a type is looked up (`aChangesEntryThatIsAnErrorOrHasNoTypeIsLookedUp`); one
+                // without a name cannot be.
                 return
-                    #"{"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t","records":[{"recordName":"a","fields":{}}]}]}"#
+                    #"{"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"t","records":[{"recordType":"N","fields":{}}]}]}"#
             }
         }
     }
