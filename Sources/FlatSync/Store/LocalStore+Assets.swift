@@ -60,6 +60,45 @@ extension LocalStore {
         return options.fileSystem.exists(assetPath(name))
     }
 
+    /// The server's assets held by the records that saves among `changes` create anew (the server has no
+    /// version of them: their change tags are unknown), by record and field: what ``SyncContext`` downloads
+    /// and keeps as this device's own before sending them (see `SyncContext.keepServerAssets(of:via:)`).
+    /// Lists of assets are not among them.
+    package func serverAssetsToKeep(in changes: [RecordChange]) -> [(id: RecordID, field: String, asset: CloudAsset)] {
+        var found: [(id: RecordID, field: String, asset: CloudAsset)] = []
+        for change in changes where !change.isDelete && isHostRecord(change.recordID) {
+            let id = change.recordID
+            guard changeTag(for: id) == nil, let record = zones.record(for: id),
+                record.fields.values.contains(where: CloudAsset.holdsAssets)
+            else { continue }
+            for (field, value) in record.fields.sorted(by: { $0.key < $1.key }) {
+                guard let asset = CloudAsset(value), asset.localFile == nil else { continue }
+                found.append((id, field, asset))
+            }
+        }
+        return found
+    }
+
+    /// Puts `local` (an asset made on this device of the same bytes), or nothing, in place of the server's
+    /// `asset` in `field` of the record `id`, in memory and in the next snapshot, as a fetch keeps the
+    /// server's version: the change waiting to be sent stays as it is, and sends the record as memory holds
+    /// it. A crash before the snapshot brings the server's description back, and the next push downloads it
+    /// again (the file made for it goes at the next open). Returns false when the field no longer holds
+    /// `asset` (the host saved meanwhile).
+    @discardableResult
+    package func replaceServerAsset(_ asset: CloudAsset, in id: RecordID, field: String, with local: CloudAsset?)
+        -> Bool
+    {
+        guard var record = zones.record(for: id), record.fields[field]?.assetValue == asset,
+            record.fields[field]?.assetValue?.localFile == nil
+        else { return false }
+        record.fields[field] = local?.fieldValue
+        zones.store(record)
+        stateDidChange(id.zone)
+        recordChangeHub.emit(zone: id.zone, changed: [(record.type, id.name)])
+        return true
+    }
+
     /// `fields` with each asset made on this device carrying its file's whole path, for a transport to upload.
     package nonisolated func withAssetPaths(_ fields: [String: FieldValue]) -> [String: FieldValue] {
         guard fields.values.contains(where: CloudAsset.isLocal) else { return fields }

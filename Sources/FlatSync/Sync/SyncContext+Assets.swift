@@ -36,8 +36,9 @@ extension SyncContext {
     /// ```
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file of an asset made here cannot be
-    ///   read; ``CloudError``: ``CloudError/Code-swift.struct/unknownItem`` when the server no longer has
-    ///   the record, or the record no longer holds the asset; ``CloudError/Code-swift.struct/notAuthenticated``
+    ///   read; ``CloudError``: ``CloudError/Code-swift.struct/unknownItem`` when the server no longer gives
+    ///   the bytes (their record deleted or no longer holding them: CloudKit forgets them lazily, so a
+    ///   record another device deleted may still download for a while, until the deletion is fetched); ``CloudError/Code-swift.struct/notAuthenticated``
     ///   while syncing waits for the account (see ``PauseReason/notAuthenticated``), or with no account; the
     ///   network's and the server's failures otherwise, which a later call may not meet.
     public func data<Value: SyncableRecord>(of asset: CloudAsset, in value: Value) async throws -> Data {
@@ -67,5 +68,45 @@ extension SyncContext {
             }
             return try await transport.downloadAsset(fresh)
         }
+    }
+
+    /// Before a batch goes out: a save that creates its record anew and holds assets the server returned.
+    /// That happens when another device deleted the record (or the owner it belongs to) while this one
+    /// edited it, and the edit wins, or when the server lost the zone. CloudKit takes a description back
+    /// only from an upload, or from `assets/rereference` of a record that exists, so the record would go
+    /// without them. Their bytes are downloaded instead, while the server may still have them, kept as
+    /// assets made on this device, and uploaded with the new record.
+    ///
+    /// Bytes the server no longer gives (`unknownItem`, or over ``LocalStore/maximumAssetSize``) are
+    /// reported as an error event, and the record goes without them, as it would have. Returns a stop when a
+    /// download or the file failed for a reason a retry may fix: the batch then waits, rather than lose them.
+    func keepServerAssets(of batch: [RecordChange], via transport: any CloudTransport) async -> Stop? {
+        for (id, field, asset) in await localStore.serverAssetsToKeep(in: batch) {
+            let local: CloudAsset?
+            do {
+                local = try await localStore.makeAsset(try await transport.downloadAsset(asset))
+            } catch let error as CloudError where error.code == .unknownItem {
+                local = nil
+                emit(
+                    .error(
+                        SyncProblem(
+                            .serverError(.unknownItem), zone: id.zone,
+                            message: "The record \(id.name) comes back as new (the server no longer has it, and this "
+                                + "device's edit wins), but the server no longer gives the bytes of its \(field) "
+                                + "(\(error.message)): it is sent without them.")))
+            } catch let error as FlatSyncError where error.code == .recordTooLarge {
+                local = nil
+                emit(
+                    .error(
+                        SyncProblem(
+                            .deviceError(.recordTooLarge), zone: id.zone,
+                            message: "The record \(id.name) comes back as new, but its \(field) is larger than "
+                                + "FlatSync uploads (\(error.message)): it is sent without it.")))
+            } catch {
+                return .from(error)
+            }
+            await localStore.replaceServerAsset(asset, in: id, field: field, with: local)
+        }
+        return nil
     }
 }

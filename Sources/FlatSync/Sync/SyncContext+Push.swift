@@ -430,6 +430,10 @@ extension SyncContext {
         conflicts: inout [RecordID: Int], requestRefusalsMayWait: Bool
     ) async -> BatchResult {
         var result = BatchResult()
+        if let stop = await keepServerAssets(of: batch, via: transport) {
+            result.next = .stop(stop)
+            return result
+        }
         let request = await localStore.request(for: batch)
         var sentTags: [RecordID: ChangeTag?] = [:]
         var sentAsReplace = Set<RecordID>()
