@@ -63,10 +63,13 @@ extension LocalStore {
     /// The server's assets held by the records that saves among `changes` create anew (the server has no
     /// version of them: their change tags are unknown), by record and field: what ``SyncContext`` downloads
     /// and keeps as this device's own before sending them (see `SyncContext.keepServerAssets(of:via:)`).
-    /// Lists of assets are not among them.
+    /// Lists of assets are not among them. Only a change whose own record holds an asset is looked at: the
+    /// record is not built from memory for the others, so a push of records without assets pays one scan
+    /// of each change's fields (an asset a fetch merged in after the change was made is missed, as before).
     package func serverAssetsToKeep(in changes: [RecordChange]) -> [(id: RecordID, field: String, asset: CloudAsset)] {
         var found: [(id: RecordID, field: String, asset: CloudAsset)] = []
         for change in changes where !change.isDelete && isHostRecord(change.recordID) {
+            guard change.carriedRecord.fields.values.contains(where: CloudAsset.holdsAssets) else { continue }
             let id = change.recordID
             guard changeTag(for: id) == nil, let record = zones.record(for: id),
                 record.fields.values.contains(where: CloudAsset.holdsAssets)
