@@ -38,9 +38,10 @@ extension SyncContext {
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file of an asset made here cannot be
     ///   read; ``CloudError``: ``CloudError/Code-swift.struct/unknownItem`` when the server no longer gives
     ///   the bytes (their record deleted or no longer holding them: CloudKit forgets them lazily, so a
-    ///   record another device deleted may still download for a while, until the deletion is fetched); ``CloudError/Code-swift.struct/notAuthenticated``
-    ///   while syncing waits for the account (see ``PauseReason/notAuthenticated``), or with no account; the
-    ///   network's and the server's failures otherwise, which a later call may not meet.
+    ///   record another device deleted may still download for a while, until the deletion is fetched);
+    ///   ``CloudError/Code-swift.struct/notAuthenticated`` while syncing waits for the account (see
+    ///   ``PauseReason/notAuthenticated``), or with no account; ``CloudError/Code-swift.struct/networkUnavailable``
+    ///   offline; the server's other failures otherwise, which a later call may not meet.
     public func data<Value: SyncableRecord>(of asset: CloudAsset, in value: Value) async throws -> Data {
         try await data(of: asset, inRecord: Value.recordID(value.id))
     }
