@@ -86,20 +86,16 @@ extension LocalStore {
     /// `asset` in `field` of the record `id`, in memory and in the next snapshot, as a fetch keeps the
     /// server's version: the change waiting to be sent stays as it is, and sends the record as memory holds
     /// it. A crash before the snapshot brings the server's description back, and the next push downloads it
-    /// again (the file made for it goes at the next open). Returns false when the field no longer holds
+    /// again (the file made for it goes at the next open). Nothing changes when the field no longer holds
     /// `asset` (the host saved meanwhile).
-    @discardableResult
-    package func replaceServerAsset(_ asset: CloudAsset, in id: RecordID, field: String, with local: CloudAsset?)
-        -> Bool
-    {
-        guard var record = zones.record(for: id), record.fields[field]?.assetValue == asset,
-            record.fields[field]?.assetValue?.localFile == nil
-        else { return false }
+    package func replaceServerAsset(_ asset: CloudAsset, in id: RecordID, field: String, with local: CloudAsset?) {
+        guard var record = zones.record(for: id), let held = record.fields[field]?.assetValue, held == asset,
+            held.localFile == nil
+        else { return }
         record.fields[field] = local?.fieldValue
         zones.store(record)
         stateDidChange(id.zone)
         recordChangeHub.emit(zone: id.zone, changed: [(record.type, id.name)])
-        return true
     }
 
     /// `fields` with each asset made on this device carrying its file's whole path, for a transport to upload.
