@@ -43,7 +43,7 @@
 public struct CloudAsset: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The server's checksum of the bytes, which names them: copies of one asset share it. Nil for an asset
     /// made on this device, which this device keeps as it made it (its bytes in the store's directory) once
-    /// uploaded too, until another device's save of the record arrives; other devices see the server's
+    /// uploaded too, until a save of the record with other bytes arrives; other devices see the server's
     /// description.
     public let fileChecksum: String?
     /// The number of bytes.

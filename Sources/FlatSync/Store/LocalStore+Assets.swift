@@ -98,6 +98,90 @@ extension LocalStore {
         recordChangeHub.emit(zone: id.zone, changed: [(record.type, id.name)])
     }
 
+    // MARK: - Uploads: the server's name for bytes made here
+
+    /// The folder of upload notes, in the store's directory: for an asset file made here and uploaded, a file
+    /// of the same name holding the checksum the server gave the upload.
+    static let uploadsFolderName = "asset-uploads"
+
+    /// The folder of upload notes.
+    package nonisolated var uploadsDirectory: URL {
+        directory.appendingPathComponent(Self.uploadsFolderName, isDirectory: true)
+    }
+
+    /// After the server saved `sent` and answered `answer`: for each field where `sent` held an asset made
+    /// on this device and the answer holds the server's description of it (a checksum, the same size), notes
+    /// that checksum as the upload's (see ``keepingOwnUploads(_:)``). CloudKit's modify answer is a record
+    /// dictionary (ModifyRecords.html), but whether it carries an asset field's description is not
+    /// documented: a fetch of the version the save made notes it as well.
+    package func noteUploads(sent: Record, answer: Record) {
+        for (key, value) in sent.fields where CloudAsset.isLocal(value) {
+            guard let mine = CloudAsset(value), let file = mine.localFile, let theirs = answer.fields[key]?.assetValue,
+                let checksum = theirs.fileChecksum, theirs.size == mine.size
+            else { continue }
+            noteUpload(of: file, checksum: checksum)
+        }
+    }
+
+    /// `changed`, records a fetch brought, with each server asset put back as this device's own where the
+    /// record here holds, in the same field, an asset made on this device whose upload the server named
+    /// so: the same bytes, which the device goes on reading from its own file (offline too, and without
+    /// downloading what it uploaded) when another device's edit of the record's other fields arrives, until
+    /// a version with other bytes does. The checksum is the server's name for the bytes and nothing more:
+    /// how CloudKit computes it is not documented, and the test clouds number uploads. A version this
+    /// device's own save made (its change tag, nothing pending) names the upload's checksum too, and is
+    /// noted.
+    package func keepingOwnUploads(_ changed: [Record]) -> [Record] {
+        var result = changed
+        for (index, record) in changed.enumerated() where isHostRecord(record.id) {
+            guard record.fields.values.contains(where: CloudAsset.holdsAssets),
+                let local = zones.record(for: record.id),
+                local.type == record.type, local.fields.values.contains(where: CloudAsset.isLocal)
+            else { continue }
+            let ownVersion =
+                record.changeTag != nil && record.changeTag == changeTag(for: record.id)
+                && pending.latestChange(for: record.id) == nil
+            for (key, value) in local.fields where CloudAsset.isLocal(value) {
+                guard let mine = CloudAsset(value), let file = mine.localFile,
+                    let theirs = record.fields[key]?.assetValue, let checksum = theirs.fileChecksum,
+                    theirs.size == mine.size
+                else { continue }
+                if ownVersion { noteUpload(of: file, checksum: checksum) }
+                if uploadedChecksum(of: file) == checksum { result[index].fields[key] = value }
+            }
+        }
+        return result
+    }
+
+    /// Keeps `checksum` as the server's name for the bytes of the asset file `file`: in memory, and in a
+    /// file for later runs. The file need not survive: a note lost (a failed write, a crash before the
+    /// flush) costs one download of bytes this device has, once another device's version of the record
+    /// arrives, and nothing else; so a failure here is told to no one.
+    private func noteUpload(of file: String, checksum: String) {
+        guard uploadedChecksums[file] != checksum, !file.contains("/"), file != "..", file != "." else { return }
+        uploadedChecksums[file] = checksum
+        let fileSystem = options.fileSystem
+        do {
+            try fileSystem.createDirectory(uploadsDirectory.path)
+            try DurableFileWriter(fileSystem: fileSystem).write(
+                Data(checksum.utf8), to: uploadsDirectory.appendingPathComponent(file))
+        } catch {
+            // Costs a download later, as above.
+        }
+    }
+
+    /// The checksum the server gave the upload of the asset file `file`, if this device noted one.
+    private func uploadedChecksum(of file: String) -> String? {
+        if let known = uploadedChecksums[file] { return known }
+        guard !file.contains("/"), file != "..", file != ".",
+            let data = try? options.fileSystem.readFile(uploadsDirectory.appendingPathComponent(file).path),
+            !data.isEmpty
+        else { return nil }
+        let checksum = String(decoding: data, as: UTF8.self)
+        uploadedChecksums[file] = checksum
+        return checksum
+    }
+
     /// `fields` with each asset made on this device carrying its file's whole path, for a transport to upload.
     package nonisolated func withAssetPaths(_ fields: [String: FieldValue]) -> [String: FieldValue] {
         guard fields.values.contains(where: CloudAsset.isLocal) else { return fields }
@@ -148,6 +232,14 @@ extension LocalStore {
             if (try? fileSystem.unlink(folder.appendingPathComponent(name).path)) != nil { removed += 1 }
         }
         DurableFileWriter.removeLeftoverTemporaryFiles(in: folder, fileSystem: fileSystem)
+        // The upload notes of the files that go, and of any gone before.
+        let uploads = directory.appendingPathComponent(uploadsFolderName, isDirectory: true)
+        if let notes = try? fileSystem.contentsOfDirectory(uploads.path), !notes.isEmpty {
+            for note in notes where !named.contains(note) && !note.hasPrefix(DurableFileWriter.temporaryPrefix) {
+                try? fileSystem.unlink(uploads.appendingPathComponent(note).path)
+            }
+            DurableFileWriter.removeLeftoverTemporaryFiles(in: uploads, fileSystem: fileSystem)
+        }
         return removed
     }
 }

@@ -407,6 +407,7 @@ extension LocalStore {
         isFinal: Bool = true
     ) async throws -> FetchApplication {
         try checkOpen()
+        let changed = keepingOwnUploads(changed)
         var result: FetchApplication
         var malformed: [SyncEvent] = []
         var merged: [RecordID] = []

@@ -152,6 +152,9 @@ public actor LocalStore {
     var latestTicket: AppendLog.Ticket?
     /// Memory holds a change the log refused: the log must be rewritten before anything else is logged.
     var logIsBehindMemory = false
+    /// The checksums the server gave the uploads of asset files made here, by file, as read or noted so far
+    /// (see `noteUpload(of:checksum:)`).
+    var uploadedChecksums: [String: String] = [:]
 
     /// Opens (creating if needed) the store in `directory`, taking ownership of it.
     ///

@@ -514,7 +514,11 @@ extension SyncContext {
         for change in batch {
             let id = change.recordID
             if let saved = response.saved[id] {
-                unconfirmedSaves[id] = nil
+                if let sent = unconfirmedSaves.removeValue(forKey: id),
+                    sent.fields.values.contains(where: CloudAsset.isLocal)
+                {
+                    await localStore.noteUploads(sent: sent, answer: saved)
+                }
                 if change.replacesRecord, sentAsReplace.contains(id) { replacedOwners.append(id) }
                 await localStore.serverSaved(saved, created: sentTags[id] == .some(nil))
                 result.acknowledged.append(id)
