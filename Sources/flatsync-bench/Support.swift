@@ -1,3 +1,4 @@
+import FlatSync
 import Foundation
 
 #if canImport(Darwin)
@@ -97,12 +98,17 @@ func progress(_ message: String) {
 // MARK: - Files
 
 /// Copies every regular file of `source` into a new directory `destination` (a prepared device
-/// directory, so each repetition of a cold start opens identical files).
+/// directory, so each repetition of a cold start opens identical files). The copy's note of its inode is
+/// its own, so that it opens as the device it was, not as a copy (which a store gives a new device ID, and
+/// a cold start does not).
 func copyDirectory(_ source: URL, to destination: URL) throws {
     let manager = FileManager.default
     try manager.createDirectory(at: destination, withIntermediateDirectories: true)
-    for name in try manager.contentsOfDirectory(atPath: source.path) {
+    for name in try manager.contentsOfDirectory(atPath: source.path) where name != LocalStore.inodeFileName {
         try manager.copyItem(at: source.appendingPathComponent(name), to: destination.appendingPathComponent(name))
+    }
+    if let inode = try FileSystem.posix.inode(destination.path) {
+        try Data(String(inode).utf8).write(to: destination.appendingPathComponent(LocalStore.inodeFileName))
     }
 }
 

@@ -278,6 +278,15 @@ package struct FileSystem: Sendable {
         }
     }
 
+    /// The inode number of the item at `path`, or nil when nothing is there (see
+    /// ``FileSystemCalls/inode(_:)``).
+    package func inode(_ path: String) throws(FlatSyncError) -> UInt64? {
+        switch calls?.inode(path) ?? POSIXFileSystem().inode(path) {
+        case .success(let inode): return inode
+        case .failure(let error): throw .syscall("stat", errno: error.rawValue, path: path)
+        }
+    }
+
     /// True when anything, even a dangling symbolic link, is at `path` (false when that cannot be told).
     package func exists(_ path: String) -> Bool {
         (try? itemKind(path)) != nil

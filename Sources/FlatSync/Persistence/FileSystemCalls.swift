@@ -90,6 +90,9 @@ package protocol FileSystemCalls: Sendable {
     func syncDirectory(_ path: String) -> Result<Void, Errno>
     /// What `lstat(2)` finds at `path`; nil when nothing is there.
     func itemKind(_ path: String) -> Result<ItemKind?, Errno>
+    /// The inode number `stat(2)` gives the item at `path`; nil when nothing is there. A copy of a file or
+    /// directory has another; a rename keeps it.
+    func inode(_ path: String) -> Result<UInt64?, Errno>
     /// The names in a directory, without `.` and `..`.
     func contentsOfDirectory(_ path: String) -> Result<[String], Errno>
 }

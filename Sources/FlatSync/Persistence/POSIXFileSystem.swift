@@ -146,6 +146,14 @@ package struct POSIXFileSystem: FileSystemCalls {
         }
     }
 
+    package func inode(_ path: String) -> Result<UInt64?, Errno> {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            return errno == ENOENT || errno == ENOTDIR ? .success(nil) : .failure(.current)
+        }
+        return .success(UInt64(info.st_ino))
+    }
+
     package func contentsOfDirectory(_ path: String) -> Result<[String], Errno> {
         guard let stream = opendir(path) else { return .failure(.current) }
         defer { closedir(stream) }

@@ -295,12 +295,28 @@ extension LocalStore {
                 device!.deviceID = wanted
                 deviceFileNeedsWriting = true
             }
+            // A copy of the directory (a backup restored on a second device, a folder copied by hand) carries
+            // this device's ID, and two devices of one ID take each other's writes for their own: a delete
+            // sent by one would then beat an edit the other made, unseen. The directory's inode number,
+            // noted at its first open, tells a copy, which gets an ID of its own (a host that names the ID
+            // keeps it). A rename keeps the number; a directory noted by no earlier open is taken as it is.
+            let inodePath = directory.appendingPathComponent(LocalStore.inodeFileName)
+            let inode = try fileSystem.inode(directory.path)
+            let noted = try fileSystem.readFile(inodePath.path).flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+            if let inode, let noted, noted != inode, wanted == nil {
+                device!.deviceID = UUID().uuidString
+                deviceFileNeedsWriting = true
+            }
             let writer = DurableFileWriter(fileSystem: fileSystem)
             if deviceFileNeedsWriting {
                 try writer.write(try device!.encoded(), to: devicePath)
             }
             if identity != device!.deviceID {
                 try writer.write(try DeviceIdentityFile(deviceID: device!.deviceID).encoded(), to: identityPath)
+            }
+            // Last: a crash before it leaves the old number, and the next open makes another new ID.
+            if let inode, noted != inode {
+                try writer.write(Data(String(inode).utf8), to: inodePath)
             }
             return device!
         }

@@ -32,7 +32,8 @@ public actor LocalStore {
     public struct Options: Sendable {
         /// When a mutation counts as done. Default: ``Durability/fsync``.
         public var durability: Durability
-        /// The device's ID in history items; `nil` uses the one saved in the directory (made on first open).
+        /// The device's ID in history items; `nil` uses the one saved in the directory (made on first open,
+        /// and made anew in a copy of the directory: see ``SyncContext/Configuration-swift.struct/deviceID``).
         public var deviceID: String?
         /// The clock snapshot writes are debounced on.
         public var clock: any Clock<Duration>
@@ -152,6 +153,9 @@ public actor LocalStore {
     var latestTicket: AppendLog.Ticket?
     /// Memory holds a change the log refused: the log must be rewritten before anything else is logged.
     var logIsBehindMemory = false
+    /// The file in the directory holding the directory's inode number, noted at its first open: a copy of
+    /// the directory has another, and gets a device ID of its own.
+    package static let inodeFileName = "directory-inode"
     /// The checksums the server gave the uploads of asset files made here, by file, as read or noted so far
     /// (see `noteUpload(of:checksum:)`).
     var uploadedChecksums: [String: String] = [:]

@@ -10,9 +10,10 @@ extension SyncContext {
         /// When a mutation counts as done. Default: ``Durability/fsync``.
         public var durability: Durability = .fsync
         /// The device's ID in history items; `nil` keeps the one saved in the directory (a random UUID
-        /// made on first open), which is what most hosts want. An ID given here must be unique to the
-        /// device: the engine recognises its own writes on the server by it, so two devices sharing an ID
-        /// would take each other's changes for their own.
+        /// made on first open), which is what most hosts want: a copy of the directory (a backup restored
+        /// on a second device) gets a new one when it first opens. An ID given here must be unique to the
+        /// device, and is kept in a copy too: the engine recognises its own writes on the server by it, so
+        /// two devices sharing an ID would take each other's changes for their own.
         public var deviceID: String?
         /// Time for debounces and retries.
         public var clock: any Clock<Duration> = ContinuousClock()

@@ -22,7 +22,7 @@ package final class FaultyFileSystem: FileSystemCalls {
     /// descriptor's offset and at a position).
     package enum Call: String, Sendable, CaseIterable {
         case open, close, write, read, size, sync, truncate, lock, unlock, rename, link, unlink, makeDirectory
-        case syncDirectory, itemKind, contentsOfDirectory
+        case syncDirectory, itemKind, inode, contentsOfDirectory
     }
 
     /// A fault the sweep injects at one call.
@@ -331,6 +331,11 @@ package final class FaultyFileSystem: FileSystemCalls {
     package func itemKind(_ path: String) -> Result<ItemKind?, Errno> {
         if case .fail(let error) = decide(.itemKind, path: path) { return .failure(error) }
         return inner.itemKind(path)
+    }
+
+    package func inode(_ path: String) -> Result<UInt64?, Errno> {
+        if case .fail(let error) = decide(.inode, path: path) { return .failure(error) }
+        return inner.inode(path)
     }
 
     package func contentsOfDirectory(_ path: String) -> Result<[String], Errno> {

@@ -418,6 +418,14 @@ package final class SimulatedDisk: FileSystemCalls {
         }
     }
 
+    /// The node's number, which a rename keeps and a copy (a new node) does not.
+    package func inode(_ path: String) -> Result<UInt64?, Errno> {
+        state.withLock { s in
+            s.model.calls += 1
+            return .success(s.model.resolve(path).map { UInt64($0) })
+        }
+    }
+
     package func contentsOfDirectory(_ path: String) -> Result<[String], Errno> {
         state.withLock { s in
             s.model.calls += 1

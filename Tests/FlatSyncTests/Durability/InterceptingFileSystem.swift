@@ -60,5 +60,6 @@ struct InterceptingFileSystem: FileSystemCalls {
         inner.makeDirectory(path, permissions: permissions)
     }
     func itemKind(_ path: String) -> Result<ItemKind?, Errno> { inner.itemKind(path) }
+    func inode(_ path: String) -> Result<UInt64?, Errno> { inner.inode(path) }
     func contentsOfDirectory(_ path: String) -> Result<[String], Errno> { inner.contentsOfDirectory(path) }
 }
