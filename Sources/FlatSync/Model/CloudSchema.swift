@@ -27,7 +27,8 @@ public struct CloudSchema: Hashable, Sendable, Codable {
     }
 
     /// The field a CloudKit Web Services client writes beside a record's own fields to say which device
-    /// wrote the version (``Record/lastModifiedBy``): every record type FlatSync syncs declares it.
+    /// (and which run of it) wrote the version (``Record/lastModifiedBy``): every record type FlatSync syncs
+    /// declares it.
     public static let lastModifiedByField = "fsLastModifiedBy"
 
     /// The schema of FlatSync's own stores: `ReadingListEntry` and `ReadingHistoryItem`, each with

@@ -244,8 +244,9 @@ extension LocalStore {
 
         /// Reads `device.plist` and `device-id.plist`, quarantining either when damaged, and makes sure both
         /// hold the device's ID. The ID comes from `wanted` if given, else from `device.plist`, else from
-        /// `device-id.plist`; only when neither holds one is a new ID made — and a damaged `device.plist`
-        /// says in its quarantine event which it was.
+        /// `device-id.plist`; only when neither holds one, or the directory is a copy (see
+        /// ``LocalStore/inodeFileName``), is a new ID made — and a damaged `device.plist` says in its
+        /// quarantine event which it was.
         private static func loadDevice(
             in directory: URL, wanted: String?, now: Date, fileSystem: FileSystem, events: inout [SyncEvent]
         ) throws -> DeviceFile {
@@ -299,7 +300,8 @@ extension LocalStore {
             // this device's ID, and two devices of one ID take each other's writes for their own: a delete
             // sent by one would then beat an edit the other made, unseen. The directory's inode number,
             // noted at its first open, tells a copy, which gets an ID of its own (a host that names the ID
-            // keeps it). A rename keeps the number; a directory noted by no earlier open is taken as it is.
+            // keeps it). A rename keeps the number; a directory noted by no earlier open (or whose note does not
+            // read) is taken as it is.
             let inodePath = directory.appendingPathComponent(LocalStore.inodeFileName)
             let inode = try fileSystem.inode(directory.path)
             let noted = try fileSystem.readFile(inodePath.path).flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }

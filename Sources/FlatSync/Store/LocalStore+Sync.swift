@@ -34,7 +34,10 @@ extension LocalStore {
     /// (``SavePolicy/ifServerRecordUnchanged``). It sends the whole record, replacing the server's, only
     /// when the change stands for a delete followed by a new record, or removes a field (which only a
     /// replace can do). A record the server does not have yet is created whole.
-    package func request(for changes: [RecordChange]) -> (saves: [RecordSave], deletes: [RecordDeletion]) {
+    package func request(for changes: [RecordChange]) throws(FlatSyncError) -> (
+        saves: [RecordSave], deletes: [RecordDeletion]
+    ) {
+        let mark = try writerMark()
         var saves: [RecordSave] = []
         var deletes: [RecordDeletion] = []
         for change in changes {
@@ -45,7 +48,7 @@ extension LocalStore {
             }
             var current = zones.record(for: change.recordID) ?? change.carriedRecord
             current.changeTag = tag
-            current.lastModifiedBy = deviceID
+            current.lastModifiedBy = mark
             var policy = SavePolicy.ifServerRecordUnchanged
             // Merged with a server version since its last save: every field, as an update (what a replace
             // would remove, the merge kept: the delete it stood for lost to that version), unless the merged
@@ -241,13 +244,13 @@ extension LocalStore {
     /// ``request(for:)``).
     private func keepsReplacing(over server: Record) -> Bool {
         Self.keepsReplacing(
-            over: server, deviceID: deviceID, mergedWhole: sendsWhole(server.id), pending: pending)
+            over: server, own: ownWrites(), mergedWhole: sendsWhole(server.id), pending: pending)
     }
 
     private static func keepsReplacing(
-        over server: Record, deviceID: String, mergedWhole: Bool, pending: PendingCommands
+        over server: Record, own: OwnWrites, mergedWhole: Bool, pending: PendingCommands
     ) -> Bool {
-        server.lastModifiedBy == deviceID && !mergedWhole && pending.hasPendingReplace(of: server.id)
+        own.wrote(server) && !mergedWhole && pending.hasPendingReplace(of: server.id)
     }
 
     /// The merge of this device's version of a record with the server's, by the rule of the store the record
@@ -261,7 +264,7 @@ extension LocalStore {
     private func merge(_ local: Record, _ server: Record) -> Record? {
         guard let store = registry.store(of: server), local.type == server.type else { return nil }
         let ancestor = Self.ancestor(
-            of: local, server: server, deviceID: deviceID, known: !zones.isFateUnknown(of: local.id),
+            of: local, server: server, own: ownWrites(), known: !zones.isFateUnknown(of: local.id),
             mergeBase: zones.mergeBase(of: local.id), pending: pending)
         if let merged = store.merge(local, server, ancestor, pending.changedKeys(of: local.id)) { return merged }
         guard (try? store.check(local)) != nil, (try? store.check(server)) == nil else { return nil }
@@ -317,10 +320,10 @@ extension LocalStore {
     /// not known (see `SyncableRecord.merge(_:_:ancestor:changedFields:)`): also when `known` is false (a
     /// save of the record may have reached the server unanswered, under `server`).
     static func ancestor(
-        of local: Record, server: Record, deviceID: String, known: Bool = true, mergeBase: [String: FieldValue]?,
+        of local: Record, server: Record, own: OwnWrites, known: Bool = true, mergeBase: [String: FieldValue]?,
         pending: PendingCommands
     ) -> Record? {
-        if server.lastModifiedBy == deviceID { return server }
+        if own.wrote(server) { return server }
         guard known else { return nil }
         return versionStoodOn(by: local, mergeBase: mergeBase, pending: pending)
     }
@@ -408,6 +411,7 @@ extension LocalStore {
     ) async throws -> FetchApplication {
         try checkOpen()
         let changed = keepingOwnUploads(changed)
+        let own = ownWrites()
         var result: FetchApplication
         var malformed: [SyncEvent] = []
         var merged: [RecordID] = []
@@ -418,18 +422,18 @@ extension LocalStore {
         case .readingList:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.readingList, pending: pending,
-                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
+                registry: registry, own: own, merged: &merged, kept: &kept, observed: &observed,
                 events: &malformed)
         case .readingHistory:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone, to: &zones.history, pending: pending,
-                registry: registry, deviceID: deviceID, merged: &merged, kept: &kept, observed: &observed,
+                registry: registry, own: own, merged: &merged, kept: &kept, observed: &observed,
                 events: &malformed)
         default:
             result = Self.apply(
                 changed, deleted, token, isFinal, zone: zone,
                 to: &zones.hostZones[zone, default: ZoneState()],
-                pending: pending, registry: registry, deviceID: deviceID, merged: &merged, kept: &kept,
+                pending: pending, registry: registry, own: own, merged: &merged, kept: &kept,
                 observed: &observed, events: &malformed)
         }
         // The records of owners whose pending edit beat their delete: saved again, as their owner is.
@@ -448,7 +452,7 @@ extension LocalStore {
     private static func apply<Item: TableItem>(
         _ changed: [Record], _ deleted: Set<RecordID>, _ token: ChangeToken, _ isFinal: Bool,
         zone: ZoneID,
-        to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry, deviceID: String,
+        to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry, own: OwnWrites,
         merged: inout [RecordID], kept: inout [String],
         observed: inout [(recordType: String, name: String)]?,
         events: inout [SyncEvent]
@@ -459,7 +463,7 @@ extension LocalStore {
             returned.insert(record.id.name)
             guard state.owns(record.id.name) else {
                 if applyHost(
-                    record, to: &state, pending: pending, registry: registry, deviceID: deviceID, merged: &merged,
+                    record, to: &state, pending: pending, registry: registry, own: own, merged: &merged,
                     events: &events)
                 {
                     observed?.append((record.type, record.id.name))
@@ -567,7 +571,7 @@ extension LocalStore {
     /// Returns whether the zone's data changed.
     private static func applyHost<Item: TableItem>(
         _ record: Record, to state: inout ZoneState<Item>, pending: PendingCommands, registry: RecordTypeRegistry,
-        deviceID: String, merged: inout [RecordID], events: inout [SyncEvent]
+        own: OwnWrites, merged: inout [RecordID], events: inout [SyncEvent]
     ) -> Bool {
         let name = record.id.name
         let entry = registry.entry(for: record)
@@ -599,7 +603,7 @@ extension LocalStore {
             var mine: Record?
             if let local, local.type == record.type, let entry {
                 let common = ancestor(
-                    of: local, server: record, deviceID: deviceID, known: !fateUnknown,
+                    of: local, server: record, own: own, known: !fateUnknown,
                     mergeBase: state.mergeBases[name], pending: pending)
                 mine = entry.merge(local, record, common, pending.changedKeys(of: record.id))
             }
@@ -609,7 +613,7 @@ extension LocalStore {
             // save standing for a delete saw: it still replaces (whole, so not marked), and its owner's
             // cascaded deletes still go.
             if !keepsReplacing(
-                over: record, deviceID: deviceID, mergedWhole: state.sendWhole.contains(name), pending: pending)
+                over: record, own: own, mergedWhole: state.sendWhole.contains(name), pending: pending)
             {
                 state.sendWhole.insert(name)
                 merged.append(record.id)

@@ -159,6 +159,10 @@ public actor LocalStore {
     /// The checksums the server gave the uploads of asset files made here, by file, as read or noted so far
     /// (see `noteUpload(of:checksum:)`).
     var uploadedChecksums: [String: String] = [:]
+    /// The mark this run's saves carry, once made (see `writerMark()`).
+    var currentWriterMark: String?
+    /// What tells this device's own versions from others', once read (see `ownWrites()`).
+    var ownWritesCache: OwnWrites?
 
     /// Opens (creating if needed) the store in `directory`, taking ownership of it.
     ///

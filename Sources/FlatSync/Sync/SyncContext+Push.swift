@@ -434,7 +434,13 @@ extension SyncContext {
             result.next = .stop(stop)
             return result
         }
-        let request = await localStore.request(for: batch)
+        let request: (saves: [RecordSave], deletes: [RecordDeletion])
+        do {
+            request = try await localStore.request(for: batch)
+        } catch {
+            result.next = .stop(.from(error))
+            return result
+        }
         var sentTags: [RecordID: ChangeTag?] = [:]
         var sentAsReplace = Set<RecordID>()
         for save in request.saves {
@@ -539,7 +545,7 @@ extension SyncContext {
                     result.retryLater(after: nil, reason: "\(id.name) kept meeting newer versions on the server")
                     continue
                 }
-                if change.isDelete, server.lastModifiedBy == localStore.deviceID {
+                if change.isDelete, await localStore.ownWrites().wrote(server) {
                     // The server holds a save by this device whose response was lost (or forgotten in a
                     // restart): a version this device wrote is one it had seen, so delete it after all.
                     await localStore.serverSaved(server, created: false)
@@ -583,7 +589,8 @@ extension SyncContext {
                     var merged = change
                     // Unless the version met is this device's own (its replace applied unanswered, say), which
                     // the delete saw: then the save still replaces it.
-                    merged.replacesRecord = change.replacesRecord && server.lastModifiedBy == localStore.deviceID
+                    let ownVersion = await localStore.ownWrites().wrote(server)
+                    merged.replacesRecord = change.replacesRecord && ownVersion
                     result.resend.append(merged)
                 }
             case .recordMissing:
@@ -655,12 +662,12 @@ extension SyncContext {
         return latest.isDelete && latest.sequence > save.sequence
     }
 
-    /// True when the server's version is this device's own save whose response never arrived: written by
-    /// this device, holding every field it sent with the value sent (a save sends only the fields it
+    /// True when the server's version is this device's own save whose response never arrived: marked as
+    /// that save was (this device, this run), holding every field it sent with the value sent (a save sends only the fields it
     /// changes, so the server's version may hold others).
     private func isOwnUnconfirmedWrite(_ server: Record) -> Bool {
-        guard server.lastModifiedBy == localStore.deviceID, let sent = unconfirmedSaves[server.id],
-            sent.type == server.type
+        guard let sent = unconfirmedSaves[server.id], sent.lastModifiedBy != nil,
+            server.lastModifiedBy == sent.lastModifiedBy, sent.type == server.type
         else { return false }
         let serverFields = server.fields
         return sent.fields.allSatisfy { serverFields[$0.key] == $0.value }
