@@ -23,15 +23,20 @@ func openContext(
     do {
         // Nobody signed in: notAuthenticated, with the sign-in page as its redirectURL.
         userID = try await transport.currentUser().userRecordName
-    } catch let error as CloudError where error.code.isTransient {
-        // No network at launch: carry on as the account the directory holds (nil would wipe its data).
+    } catch let error as CloudError where error.code.isTransient || error.code == .notAuthenticated {
+        // No network at launch, or the sign-in expired: carry on as the account the directory holds (nil
+        // would wipe its data). Signed out, the context pauses until accountDidChange(to:) names the user.
         guard let stored = try SyncContext.accountID(storedIn: deviceDirectory) else { throw error }
         userID = stored
     }
     let context = try await SyncContext.open(
         directory: deviceDirectory, account: CloudAccount(id: userID, transport: transport),
         configuration: configuration)
-    try await context.start()  // offline too: it syncs once networkDidBecomeAvailable() is called
+    do {
+        try await context.start()  // offline too: it syncs once networkDidBecomeAvailable() is called
+    } catch let error as CloudError where error.code == .notAuthenticated {
+        // Signed out: paused, its data there to read; once the user signs in, accountDidChange(to:), start().
+    }
     return context
 }
 // Getting started sample ends
@@ -67,6 +72,29 @@ func openContext(
             #expect(await offline.records(TestNote.self).value("n1")?.text == "Tea")
             #expect(await offline.status().pendingRecords == 1)
             try await offline.close()
+
+            // The sign-in expired (a server that wants a web auth token, and none is held): the directory's
+            // account is kept, its data shows, and nothing is sent or fetched until the host names the account.
+            let signedOut = try CloudKitWebServicesServer(
+                backing: InMemoryCloud(), options: .init(requireWebAuthToken: true))
+            do {
+                let paused = try await openContext(
+                    deviceDirectory: phone, apiToken: "t", recordTypes: [TestNote.self], server: signedOut.baseURL)
+                #expect(Set(await paused.readingList.entries().map(\.articleID)) == ["a1", "a2"])
+                _ = try? await paused.syncNow()
+                #expect(await paused.status().paused == .notAuthenticated)
+                #expect(await paused.status().pendingRecords == 1)
+                try await paused.close()
+                await #expect(throws: CloudError.self) {
+                    _ = try await openContext(
+                        deviceDirectory: directory.appendingPathComponent("laptop"), apiToken: "t",
+                        server: signedOut.baseURL)
+                }
+            } catch {
+                await signedOut.stop()
+                throw error
+            }
+            await signedOut.stop()
 
             // A directory that holds no account cannot be opened offline: there is nobody to open it for.
             await #expect(throws: CloudError.self) {
