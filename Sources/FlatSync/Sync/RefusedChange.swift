@@ -15,9 +15,11 @@
 /// and power loss like any pending change), is announced by ``SyncEvent/changeRefused(_:)``, and is sent again
 /// only when asked — by the next ``SyncContext/start()`` and by every ``SyncContext/syncNow()`` — once whatever the
 /// server objected to may have been fixed (a schema deployed, say), or when the user changes the record again (the
-/// newer change goes out at once, as any change does). It leaves only when the server takes it, when the host
-/// discards it with ``SyncContext/discardRefusedChanges(_:)``, or with its zone (the user deleted the zone) or
-/// account.
+/// newer change goes out at once, as any change does, together with the refused one, which it joins: a refusal
+/// of the record then parks both). It leaves only when the server takes it, when the host discards it with
+/// ``SyncContext/discardRefusedChanges(_:)``, or with its zone (the user deleted the zone) or account. Discarding
+/// works by record: it drops every pending change of the record, a later edit of another field included, and
+/// puts the server's version back.
 public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The record whose change was refused.
     public var recordID: RecordID

@@ -464,7 +464,9 @@ public actor SyncContext: LocalChangeObserver {
     /// Drops parked changes the server refused (see ``RefusedChange``) and puts the server's version of each
     /// record back on this device (or removes the record, where the server has none): the only way a
     /// refused change leaves without being sent. A record removed so takes the records it owns (a
-    /// `deleteSelf` reference) with it, as a delete would.
+    /// `deleteSelf` reference) with it, as a delete would. It works by record: an edit made after the
+    /// refusal joined the refused change and goes with it; to keep such an edit, save it again after
+    /// discarding.
     ///
     /// - Parameter ids: the records whose refused changes to drop; `nil` drops every refused change. IDs
     ///   without a refused change are ignored.
