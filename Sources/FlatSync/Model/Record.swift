@@ -27,10 +27,11 @@ public struct Record: Hashable, Sendable, Codable, CustomStringConvertible {
         }
     }
     /// The device that wrote this version: a system field, like CloudKit's `modified.deviceID`, kept
-    /// apart from ``fields``. A saving client sets it to its own mark, `<session>@<device ID>` (the run
-    /// of the store that sent it, and the device); the server keeps it with the version, so a client can
-    /// tell its own writes from someone else's with the same content, and a directory restored from a
-    /// backup does not take the writes made after the backup for its own.
+    /// apart from ``fields``. A saving client sets it to its own mark, `<session>:<sequence>@<device ID>`
+    /// (the run of the store that sent it, the newest mutation the save holds, and the device); the server
+    /// keeps it with the version, so a client can tell its own writes from someone else's with the same
+    /// content, and a directory restored from a backup does not take the writes made after the backup for
+    /// its own.
     public var lastModifiedBy: String? {
         get { hasLastModifiedBy ? lastModifiedByValue : nil }
         set {

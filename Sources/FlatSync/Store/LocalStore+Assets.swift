@@ -172,11 +172,14 @@ extension LocalStore {
 
     /// The checksum the server gave the upload of the asset file `file`, if this device noted one.
     private func uploadedChecksum(of file: String) -> String? {
-        if let known = uploadedChecksums[file] { return known }
+        if let known = uploadedChecksums[file] { return known.isEmpty ? nil : known }
         guard !file.contains("/"), file != "..", file != ".",
             let data = try? options.fileSystem.readFile(uploadsDirectory.appendingPathComponent(file).path),
             !data.isEmpty
-        else { return nil }
+        else {
+            uploadedChecksums[file] = ""  // none: not read again by every fetch
+            return nil
+        }
         let checksum = String(decoding: data, as: UTF8.self)
         uploadedChecksums[file] = checksum
         return checksum

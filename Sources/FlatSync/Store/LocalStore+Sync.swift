@@ -37,7 +37,7 @@ extension LocalStore {
     package func request(for changes: [RecordChange]) throws(FlatSyncError) -> (
         saves: [RecordSave], deletes: [RecordDeletion]
     ) {
-        let mark = try writerMark()
+        let session = try writerSession()
         var saves: [RecordSave] = []
         var deletes: [RecordDeletion] = []
         for change in changes {
@@ -48,7 +48,7 @@ extension LocalStore {
             }
             var current = zones.record(for: change.recordID) ?? change.carriedRecord
             current.changeTag = tag
-            current.lastModifiedBy = mark
+            current.lastModifiedBy = OwnWrites.mark(session: session, sequence: change.sequence, deviceID: deviceID)
             var policy = SavePolicy.ifServerRecordUnchanged
             // Merged with a server version since its last save: every field, as an update (what a replace
             // would remove, the merge kept: the delete it stood for lost to that version), unless the merged
@@ -83,8 +83,19 @@ extension LocalStore {
                 }
             }
             // A transport reads the fields, often more than once: build the dictionary once here.
-            current.fields = withAssetPaths(
-                policy == .ifServerRecordUnchanged ? Self.leavingAssetsOut(current.fields) : current.fields)
+            var fields = policy == .ifServerRecordUnchanged ? Self.leavingAssetsOut(current.fields) : current.fields
+            if whole, policy == .ifServerRecordUnchanged, fields.values.contains(where: CloudAsset.isLocal),
+                let base = zones.mergeBase(of: change.recordID)
+            {
+                // An asset made here that the version merged with held too (its upload, see
+                // `keepingOwnUploads(_:)`), in a field this device did not change: the update leaves it to
+                // the server, which has those bytes, rather than uploading them again.
+                for (key, value) in fields
+                where CloudAsset.isLocal(value) && !change.changedKeys.contains(key) && base[key] == value {
+                    fields[key] = nil
+                }
+            }
+            current.fields = withAssetPaths(fields)
             saves.append(RecordSave(current, policy: policy))
         }
         // Only a host record holds references: a request of built-in records is left as it is.
@@ -221,6 +232,8 @@ extension LocalStore {
     /// A save sent with a tag proves the record existed before; any newer version is reported by the next
     /// fetch, deletions included.
     package func mergeServerRecord(_ server: Record, sentWithoutTag: Bool) -> Bool {
+        // Its assets this device uploaded stay this device's own (see `keepingOwnUploads(_:)`), as in a fetch.
+        let server = keepingOwnUploads([server])[0]
         let local = zones.record(for: server.id)
         let merged = local.flatMap { merge($0, server) } ?? server
         adopt(merged.withChangeTag(server.changeTag))

@@ -9,27 +9,30 @@
 extension LocalStore {
     /// The file of the sessions, one per line, oldest first.
     static let writerSessionsFileName = "writer-sessions"
-    /// How many sessions the file keeps. A version written in a session older than that, met unanswered and
-    /// unfetched ever since, counts as someone else's: its edit then beats this device's delete (the record
-    /// comes back), which loses nothing.
-    static let rememberedWriterSessions = 256
+    /// How many sessions the file keeps: one per run of the store that sent anything. A version written in
+    /// a session older than that, its answer lost and the version unfetched ever since, counts as someone
+    /// else's: a delete this device made after it then loses to it, and the record comes back.
+    static let rememberedWriterSessions = 4_096
 
-    /// What tells this device's own versions from others'. Read from the file on first use; when it cannot
+    /// What tells this device's own versions from others'. Read from the file on first use; while it cannot
     /// be read, only this run's session counts (a version of an earlier one then counts as someone else's).
     package func ownWrites() -> OwnWrites {
         if let ownWritesCache { return ownWritesCache }
-        let sessions = (try? readWriterSessions()) ?? []
-        let own = OwnWrites(deviceID: deviceID, sessions: Set(sessions))
+        guard let sessions = try? readWriterSessions() else {
+            // Not kept: the next call reads again.
+            return OwnWrites(deviceID: deviceID, sessions: [], firstSequenceOfRun: firstSequenceOfRun)
+        }
+        let own = OwnWrites(deviceID: deviceID, sessions: Set(sessions), firstSequenceOfRun: firstSequenceOfRun)
         ownWritesCache = own
         return own
     }
 
-    /// The mark this run's saves carry (``Record/lastModifiedBy``): its session is made and written to the
-    /// sessions file, durably, on first use, before any request can carry it.
+    /// This run's session, which its saves' marks name (see ``OwnWrites``): made and written to the sessions
+    /// file, durably, on first use, before any request can carry it.
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file cannot be read or written.
-    package func writerMark() throws(FlatSyncError) -> String {
-        if let currentWriterMark { return currentWriterMark }
+    package func writerSession() throws(FlatSyncError) -> String {
+        if let currentWriterSession { return currentWriterSession }
         var sessions = try readWriterSessions()
         let session = String(UInt64.random(in: .min ... .max), radix: 16)
         sessions.append(session)
@@ -37,12 +40,12 @@ extension LocalStore {
         try DurableFileWriter(fileSystem: options.fileSystem).write(
             Data(sessions.map { $0 + "\n" }.joined().utf8),
             to: directory.appendingPathComponent(Self.writerSessionsFileName))
-        var own = ownWritesCache ?? OwnWrites(deviceID: deviceID, sessions: [])
+        var own = ownWritesCache ?? OwnWrites(deviceID: deviceID, sessions: [], firstSequenceOfRun: firstSequenceOfRun)
         own.sessions.formUnion(sessions)
+        own.currentSession = session
         ownWritesCache = own
-        let mark = OwnWrites.mark(session: session, deviceID: deviceID)
-        currentWriterMark = mark
-        return mark
+        currentWriterSession = session
+        return session
     }
 
     /// The sessions in the file, oldest first; none when there is no file. A line that is not a session

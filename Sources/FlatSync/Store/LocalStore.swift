@@ -159,8 +159,10 @@ public actor LocalStore {
     /// The checksums the server gave the uploads of asset files made here, by file, as read or noted so far
     /// (see `noteUpload(of:checksum:)`).
     var uploadedChecksums: [String: String] = [:]
-    /// The mark this run's saves carry, once made (see `writerMark()`).
-    var currentWriterMark: String?
+    /// This run's session, once made (see `writerSession()`).
+    var currentWriterSession: String?
+    /// The number of this run's first mutation (see ``OwnWrites``).
+    let firstSequenceOfRun: UInt64
     /// What tells this device's own versions from others', once read (see `ownWrites()`).
     var ownWritesCache: OwnWrites?
 
@@ -202,6 +204,7 @@ public actor LocalStore {
         self.deviceID = recovered.deviceFile.deviceID
         self.deviceName = DeviceName.named(recovered.deviceFile.deviceID)
         self.nextSequence = recovered.nextSequence
+        self.firstSequenceOfRun = recovered.nextSequence
         self.snapshotSequenceOnDisk = recovered.snapshotSequenceOnDisk
         self.lastWipeSequence = recovered.lastWipeSequence
         self.recordChangesInLog = recovered.recordChangesInLog

@@ -4,37 +4,51 @@
     import Foundation
 #endif
 
-/// What tells this device's own versions of a record from everyone else's: the mark each save carries
-/// (``Record/lastModifiedBy``), `<session>@<deviceID>`, names the device and the session that sent it,
-/// and the device remembers the sessions it sent from (``LocalStore``'s `writer-sessions` file).
+/// What tells this device's own versions of a record from everyone else's. Each save carries a mark
+/// (``Record/lastModifiedBy``), `<session>:<sequence>@<deviceID>`: the device, the run of the store that
+/// sent it (a session, remembered in the directory's `writer-sessions` file before any request carries
+/// it), and the number of the newest mutation the save holds.
 ///
 /// A version this device wrote is one it had seen, so a delete that meets it may delete it after all (a
 /// save whose answer was lost). The device ID alone said so of versions the device cannot have seen: a
-/// directory restored from a backup, or copied to a second device, carries the ID, but not the sessions
-/// that wrote after the backup, or on the other copy. Their versions now count as someone else's, and an
-/// edit in them beats a delete that never saw it.
+/// directory restored from a backup, or copied to a second device, carries the ID. A version counts as
+/// this device's own only when its session is this run's, or an earlier one the directory remembers and
+/// its mutation is older than any this run made: a mutation made after a backup (or a copy) was taken, in
+/// the run that was open then, has a number the restored directory (or the copy) has not reached when it
+/// opens. Its versions count as someone else's, and an edit in them beats a delete that never saw it.
 package struct OwnWrites: Sendable {
     /// This device's ID.
     package let deviceID: String
     /// The sessions this device remembers sending from.
     package var sessions: Set<String>
+    /// This run's session, once it has one.
+    package var currentSession: String?
+    /// The number of the first mutation of this run: an earlier session's mutations are all below it.
+    package let firstSequenceOfRun: UInt64
 
-    package init(deviceID: String, sessions: Set<String>) {
+    package init(deviceID: String, sessions: Set<String>, currentSession: String? = nil, firstSequenceOfRun: UInt64) {
         self.deviceID = deviceID
         self.sessions = sessions
+        self.currentSession = currentSession
+        self.firstSequenceOfRun = firstSequenceOfRun
     }
 
-    /// True when this device wrote `record` in a session it remembers; also for a version marked with the
-    /// device ID alone, as FlatSync marked them before sessions (which only this directory's past wrote).
+    /// True when this device wrote `record` in this run, or in an earlier session it remembers from a
+    /// mutation it had made before this run; also for a version marked with the device ID alone, as
+    /// FlatSync marked them before sessions (which only this directory's past wrote).
     package func wrote(_ record: Record) -> Bool {
         guard let mark = record.lastModifiedBy else { return false }
         if mark == deviceID { return true }
-        guard let at = mark.firstIndex(of: "@"), mark[mark.index(after: at)...] == deviceID else { return false }
-        return sessions.contains(String(mark[..<at]))
+        guard let at = mark.firstIndex(of: "@"), mark[mark.index(after: at)...] == deviceID,
+            let colon = mark[..<at].firstIndex(of: ":"), let sequence = UInt64(mark[mark.index(after: colon)..<at])
+        else { return false }
+        let session = String(mark[..<colon])
+        if session == currentSession { return true }
+        return sessions.contains(session) && sequence < firstSequenceOfRun
     }
 
-    /// The mark of a save sent in `session` by the device `deviceID`.
-    package static func mark(session: String, deviceID: String) -> String {
-        "\(session)@\(deviceID)"
+    /// The mark of a save sent in `session` by the device `deviceID`, holding mutations up to `sequence`.
+    package static func mark(session: String, sequence: UInt64, deviceID: String) -> String {
+        "\(session):\(sequence)@\(deviceID)"
     }
 }

@@ -520,7 +520,8 @@ extension SyncContext {
         for change in batch {
             let id = change.recordID
             if let saved = response.saved[id] {
-                if let sent = unconfirmedSaves.removeValue(forKey: id),
+                // A built-in record holds no asset: its fields are not built to look.
+                if let sent = unconfirmedSaves.removeValue(forKey: id), !RecordTypeRegistry.isBuiltIn(id),
                     sent.fields.values.contains(where: CloudAsset.isLocal)
                 {
                     await localStore.noteUploads(sent: sent, answer: saved)

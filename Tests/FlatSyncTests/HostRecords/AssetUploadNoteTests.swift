@@ -78,6 +78,40 @@ import Testing
         }
     }
 
+    /// A's caption edit meets B's, unseen: the merge goes out whole, as an update that leaves the image to
+    /// the server, which holds A's upload; A uploads nothing again and keeps reading its own file.
+    @Test(arguments: [SyncHarness.Route.direct, .http])
+    func aMergedSaveDoesNotUploadTheMakersAssetAgain(_ route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await device(harness, "A")
+            let b = try await device(harness, "B")
+            let image = try await a.makeAsset(bytes)
+            #expect(try await a.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image)))
+            #expect(try await a.syncNow().isComplete)
+            let uploaded = try #require(await serverImage(harness))
+
+            #expect(try await b.syncNow().isComplete)
+            var theirs = try #require(await b.records(Photo.self).value("p1"))
+            theirs.caption = "Tides at noon"
+            #expect(try await b.records(Photo.self).save(theirs))
+            #expect(try await b.syncNow().isComplete)
+
+            // A has not fetched B's version: its edit conflicts, merges, and goes out whole.
+            var mine = try #require(await a.records(Photo.self).value("p1"))
+            mine.caption = "Tides at dusk"
+            #expect(try await a.records(Photo.self).save(mine))
+            let uploadsBefore = await harness.cloud.counters().requests(.uploadAssets)
+            #expect(try await a.syncNow().isComplete)
+            #expect(await harness.cloud.counters().requests(.uploadAssets) == uploadsBefore)
+            #expect(await serverImage(harness)?.fileChecksum == uploaded.fileChecksum, "not uploaded again")
+            let merged = try #require(await a.records(Photo.self).value("p1"))
+            #expect(merged.caption == "Tides at dusk")
+            #expect(merged.image?.localFile == image.localFile)
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// Other bytes from another device replace A's: A reads the server's description (downloading them),
     /// and at its next open its file and the file's note go.
     @Test func anotherDevicesNewBytesReplaceTheMakersFile() async throws {
