@@ -20,6 +20,15 @@ import Testing
         try await harness.device(name, transport: transport) { $0.recordTypes = [Photo.self] }
     }
 
+    /// B fetches the photo p1, changes its caption, and sends it: an edit of the record's other fields.
+    private func changeCaptionOnB(_ b: SyncContext) async throws {
+        #expect(try await b.syncNow().isComplete)
+        var theirs = try #require(await b.records(Photo.self).value("p1"))
+        theirs.caption = "Tides at noon"
+        #expect(try await b.records(Photo.self).save(theirs))
+        #expect(try await b.syncNow().isComplete)
+    }
+
     private func serverImage(_ harness: SyncHarness) async -> CloudAsset? {
         await harness.cloud.records(in: Photo.zone).first { $0.id.name == "p1" }?.fields["image"]?.assetValue
     }
@@ -44,11 +53,7 @@ import Testing
                 try String(contentsOf: note(harness, "A", of: image), encoding: .utf8) == uploaded.fileChecksum,
                 "the upload's checksum is noted beside the file")
 
-            #expect(try await b.syncNow().isComplete)
-            var theirs = try #require(await b.records(Photo.self).value("p1"))
-            theirs.caption = "Tides at noon"
-            #expect(try await b.records(Photo.self).save(theirs))
-            #expect(try await b.syncNow().isComplete)
+            try await changeCaptionOnB(b)
 
             if reopen {
                 try await a.close()
@@ -90,11 +95,7 @@ import Testing
             #expect(try await a.syncNow().isComplete)
             let uploaded = try #require(await serverImage(harness))
 
-            #expect(try await b.syncNow().isComplete)
-            var theirs = try #require(await b.records(Photo.self).value("p1"))
-            theirs.caption = "Tides at noon"
-            #expect(try await b.records(Photo.self).save(theirs))
-            #expect(try await b.syncNow().isComplete)
+            try await changeCaptionOnB(b)
 
             // A has not fetched B's version: its edit conflicts, merges, and goes out whole.
             var mine = try #require(await a.records(Photo.self).value("p1"))
@@ -166,11 +167,7 @@ import Testing
             default: try Data("fs0-0\u{0}\u{FF}".utf8).write(to: note)
             }
 
-            #expect(try await b.syncNow().isComplete)
-            var theirs = try #require(await b.records(Photo.self).value("p1"))
-            theirs.caption = "Tides at noon"
-            #expect(try await b.records(Photo.self).save(theirs))
-            #expect(try await b.syncNow().isComplete)
+            try await changeCaptionOnB(b)
 
             a = try await device(harness, "A")
             #expect(try await a.syncNow().isComplete)
@@ -205,11 +202,7 @@ import Testing
             let uploaded = try #require(await serverImage(harness))
             #expect(try String(contentsOf: note(harness, "A", of: image), encoding: .utf8) == uploaded.fileChecksum)
 
-            #expect(try await b.syncNow().isComplete)
-            var theirs = try #require(await b.records(Photo.self).value("p1"))
-            theirs.caption = "Tides at noon"
-            #expect(try await b.records(Photo.self).save(theirs))
-            #expect(try await b.syncNow().isComplete)
+            try await changeCaptionOnB(b)
             #expect(try await a.syncNow().isComplete)
             #expect(await a.records(Photo.self).value("p1")?.image?.localFile == image.localFile)
             try await a.close()
