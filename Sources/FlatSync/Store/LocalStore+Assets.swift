@@ -54,9 +54,14 @@ extension LocalStore {
         assetsDirectory.appendingPathComponent(name).path
     }
 
+    /// True when `name`, read from a record or a field, names a file in a folder and nothing outside it.
+    static func isPlainFileName(_ name: String) -> Bool {
+        !name.contains("/") && name != ".." && name != "."
+    }
+
     /// True when the file of an asset made on this device is in the folder.
     package nonisolated func hasLocalFile(_ asset: CloudAsset) -> Bool {
-        guard let name = asset.localFile, !name.contains("/"), name != "..", name != "." else { return false }
+        guard let name = asset.localFile, Self.isPlainFileName(name) else { return false }
         return options.fileSystem.exists(assetPath(name))
     }
 
@@ -158,7 +163,7 @@ extension LocalStore {
     /// flush) costs one download of bytes this device has, once another device's version of the record
     /// arrives, and nothing else; so a failure here is told to no one.
     private func noteUpload(of file: String, checksum: String) {
-        guard uploadedChecksums[file] != checksum, !file.contains("/"), file != "..", file != "." else { return }
+        guard uploadedChecksums[file] != checksum, Self.isPlainFileName(file) else { return }
         uploadedChecksums[file] = checksum
         let fileSystem = options.fileSystem
         do {
@@ -173,7 +178,7 @@ extension LocalStore {
     /// The checksum the server gave the upload of the asset file `file`, if this device noted one.
     private func uploadedChecksum(of file: String) -> String? {
         if let known = uploadedChecksums[file] { return known.isEmpty ? nil : known }
-        guard !file.contains("/"), file != "..", file != ".",
+        guard Self.isPlainFileName(file),
             let data = try? options.fileSystem.readFile(uploadsDirectory.appendingPathComponent(file).path),
             !data.isEmpty
         else {

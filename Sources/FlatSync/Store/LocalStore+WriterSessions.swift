@@ -32,7 +32,7 @@ extension LocalStore {
     ///
     /// - Throws: ``FlatSyncError/Code-swift.struct/ioFailed`` when the file cannot be read or written.
     package func writerSession() throws(FlatSyncError) -> String {
-        if let currentWriterSession { return currentWriterSession }
+        if let session = ownWritesCache?.currentSession { return session }
         var sessions = try readWriterSessions()
         let session = String(UInt64.random(in: .min ... .max), radix: 16)
         sessions.append(session)
@@ -44,7 +44,6 @@ extension LocalStore {
         own.sessions.formUnion(sessions)
         own.currentSession = session
         ownWritesCache = own
-        currentWriterSession = session
         return session
     }
 

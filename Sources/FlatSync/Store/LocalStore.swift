@@ -159,11 +159,10 @@ public actor LocalStore {
     /// The checksums the server gave the uploads of asset files made here, by file, as read or noted so far
     /// (see `noteUpload(of:checksum:)`).
     var uploadedChecksums: [String: String] = [:]
-    /// This run's session, once made (see `writerSession()`).
-    var currentWriterSession: String?
     /// The number of this run's first mutation (see ``OwnWrites``).
     let firstSequenceOfRun: UInt64
-    /// What tells this device's own versions from others', once read (see `ownWrites()`).
+    /// What tells this device's own versions from others', once read, and this run's session, once made
+    /// (see `ownWrites()` and `writerSession()`).
     var ownWritesCache: OwnWrites?
 
     /// Opens (creating if needed) the store in `directory`, taking ownership of it.

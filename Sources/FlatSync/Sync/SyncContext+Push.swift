@@ -664,8 +664,8 @@ extension SyncContext {
     }
 
     /// True when the server's version is this device's own save whose response never arrived: marked as
-    /// that save was (this device, this run), holding every field it sent with the value sent (a save sends only the fields it
-    /// changes, so the server's version may hold others).
+    /// that save was (this device, this run), holding every field it sent with the value sent (a save sends
+    /// only the fields it changes, so the server's version may hold others).
     private func isOwnUnconfirmedWrite(_ server: Record) -> Bool {
         guard let sent = unconfirmedSaves[server.id], sent.lastModifiedBy != nil,
             server.lastModifiedBy == sent.lastModifiedBy, sent.type == server.type

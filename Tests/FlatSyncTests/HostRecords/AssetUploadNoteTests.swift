@@ -20,6 +20,14 @@ import Testing
         try await harness.device(name, transport: transport) { $0.recordTypes = [Photo.self] }
     }
 
+    /// A makes the photo p1 from `bytes` and sends it; returns the asset A made.
+    private func sendPhoto(from a: SyncContext) async throws -> CloudAsset {
+        let image = try await a.makeAsset(bytes)
+        #expect(try await a.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image)))
+        #expect(try await a.syncNow().isComplete)
+        return image
+    }
+
     /// B fetches the photo p1, changes its caption, and sends it: an edit of the record's other fields.
     private func changeCaptionOnB(_ b: SyncContext) async throws {
         #expect(try await b.syncNow().isComplete)
@@ -45,9 +53,7 @@ import Testing
         try await SyncHarness.run(via: route) { harness in
             var a = try await device(harness, "A")
             let b = try await device(harness, "B")
-            let image = try await a.makeAsset(bytes)
-            #expect(try await a.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image)))
-            #expect(try await a.syncNow().isComplete)
+            let image = try await sendPhoto(from: a)
             let uploaded = try #require(await serverImage(harness))
             #expect(
                 try String(contentsOf: note(harness, "A", of: image), encoding: .utf8) == uploaded.fileChecksum,
@@ -90,9 +96,7 @@ import Testing
         try await SyncHarness.run(via: route) { harness in
             let a = try await device(harness, "A")
             let b = try await device(harness, "B")
-            let image = try await a.makeAsset(bytes)
-            #expect(try await a.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image)))
-            #expect(try await a.syncNow().isComplete)
+            let image = try await sendPhoto(from: a)
             let uploaded = try #require(await serverImage(harness))
 
             try await changeCaptionOnB(b)
@@ -119,9 +123,7 @@ import Testing
         try await SyncHarness.run { harness in
             var a = try await device(harness, "A")
             let b = try await device(harness, "B")
-            let image = try await a.makeAsset(bytes)
-            #expect(try await a.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image)))
-            #expect(try await a.syncNow().isComplete)
+            let image = try await sendPhoto(from: a)
             let file = harness.directory.appendingPathComponent("A").appendingPathComponent("assets")
                 .appendingPathComponent(try #require(image.localFile))
             let note = try note(harness, "A", of: image)
@@ -156,9 +158,7 @@ import Testing
         try await SyncHarness.run { harness in
             var a = try await device(harness, "A")
             let b = try await device(harness, "B")
-            let image = try await a.makeAsset(bytes)
-            #expect(try await a.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image)))
-            #expect(try await a.syncNow().isComplete)
+            let image = try await sendPhoto(from: a)
             try await a.close()
             let note = try note(harness, "A", of: image)
             switch damage {
@@ -196,9 +196,7 @@ import Testing
                 })
             let a = try await device(harness, "A", transport: stripping)
             let b = try await device(harness, "B")
-            let image = try await a.makeAsset(bytes)
-            #expect(try await a.records(Photo.self).save(Photo(id: "p1", caption: "Tides", image: image)))
-            #expect(try await a.syncNow().isComplete)
+            let image = try await sendPhoto(from: a)
             let uploaded = try #require(await serverImage(harness))
             #expect(try String(contentsOf: note(harness, "A", of: image), encoding: .utf8) == uploaded.fileChecksum)
 
