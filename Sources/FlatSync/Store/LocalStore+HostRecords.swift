@@ -36,7 +36,7 @@ extension LocalStore {
             }
             entries[recordType] = entry
         }
-        try checkWritable()
+        try checkMutable()
         // The later save of a record named twice wins, as it would as a mutation of its own.
         var newRecords: [String: Record] = [:]
         for record in saves { newRecords[record.id.name] = try keepingStoredAssets(record) }
@@ -181,7 +181,7 @@ extension LocalStore {
     package func deleteOrphans(in zone: ZoneID, owners: [String]) async throws -> Int {
         let orphans = orphanedRecords(in: zone, owners: owners)
         guard !orphans.isEmpty else { return 0 }
-        try checkWritable()
+        try checkMutable()
         let sequence = takeSequence()
         var changes: [RecordChange] = []
         var names: [(recordType: String, name: String)] = []
@@ -392,7 +392,7 @@ extension LocalStore {
             }
         }
         guard !byZone.isEmpty else { return 0 }
-        try checkWritable()
+        try checkMutable()
         for (zone, deletes) in byZone.sorted(by: { $0.key < $1.key }) { try logOwnMutation(deletes, in: zone) }
         return byZone.values.reduce(0) { $0 + $1.count }
     }
@@ -443,7 +443,7 @@ extension LocalStore {
     func resave(_ names: [String], in zone: ZoneID) throws -> Int {
         let records = names.compactMap { zones.record(for: RecordID(zone: zone, name: $0)) }
         guard !records.isEmpty else { return 0 }
-        try checkWritable()
+        try checkMutable()
         let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys)) }
         try logOwnMutation(RecordOrder.changesInOrder(changes), in: zone)
         // Sent anew, whole: they stand on no server version now.

@@ -290,7 +290,7 @@ extension LocalStore {
     ) throws -> (changed: Int, durability: Durable?) {
         typealias Item = Change.Item
         precondition(changedEach.map { $0.count == itemChanges.count } ?? true, "one place per change")
-        try checkWritable()
+        try checkMutable()
         let sequence = nextSequence
         // At the precision the server keeps, so the version that comes back equals the one written here.
         let now = options.currentDate().roundedToMilliseconds
@@ -437,8 +437,9 @@ extension LocalStore {
         changes.compactMap { Item.observedKey(ofRecordNamed: $0.recordID.name) }
     }
 
-    /// Uses up the next mutation sequence number.
+    /// Uses up the next mutation sequence number, once the run's session is noted (``checkMutable()``).
     package func takeSequence() -> UInt64 {
+        assert(ownWritesCache?.currentSession != nil, "a run notes its session before its first mutation")
         defer { nextSequence += 1 }
         return nextSequence
     }

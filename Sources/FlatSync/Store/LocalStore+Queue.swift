@@ -70,7 +70,7 @@ extension LocalStore {
     ///   wiped in memory, which stands (the log is rewritten from memory before its next entry).
     /// - Throws: when nothing was wiped (the store is not writable, or the note could not be written).
     package func wipe(_ zone: ZoneID) async throws -> (any Error)? {
-        try checkWritable()
+        try checkMutable()
         // Taken first, so that the note says which wipe it is for: no change made after the wipe can have
         // a lower number, so a log or snapshot that holds none at or past it has not got the wipe either.
         let sequence = takeSequence()
@@ -94,7 +94,7 @@ extension LocalStore {
 
     /// Wipes every zone and the sync bookkeeping, durably: the account changed.
     package func wipeAll(newAccount: String?) async throws {
-        try checkWritable()
+        try checkMutable()
         let sequence = takeSequence()
         let allZones = Set(zoneIDs).union(zones.hostZones.keys).sorted()
         for zone in allZones { lastWipeSequence[zone] = sequence }

@@ -682,7 +682,7 @@ extension LocalStore {
 
     /// Logs saves of records the store already holds as one durable mutation.
     private func enqueueSaves(_ records: [Record], in zone: ZoneID) async throws -> Int {
-        try checkWritable()
+        try checkMutable()
         let sequence = takeSequence()
         let changes = records.map { RecordChange.save($0, changedKeys: Set($0.fields.keys), sequence: sequence) }
         let mutation = Mutation(sequence: sequence, zone: zone, changes: changes)

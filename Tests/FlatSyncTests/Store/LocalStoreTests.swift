@@ -78,6 +78,7 @@ struct StoreContents: Equatable {
             let store = try LocalStore(directory: directory, options: testOptions())
             try await store.readingList.add("old")
             try await store.history.visit("kept")
+            try await store.checkMutable()
             let sequence = await store.takeSequence()
             try await store.updateDeviceFile { file in
                 file.preparedZones = ["ReadingList", "ReadingHistory"]
