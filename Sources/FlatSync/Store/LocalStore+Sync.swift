@@ -48,7 +48,10 @@ extension LocalStore {
             }
             var current = zones.record(for: change.recordID) ?? change.carriedRecord
             current.changeTag = tag
-            current.lastModifiedBy = OwnWrites.mark(session: session, sequence: change.sequence, deviceID: deviceID)
+            // The newest mutation made so far, not the change's own: the values sent are the record's as they
+            // are now, which may hold a later mutation (one made while the change was out), and a version
+            // must not pass for older than what it holds (see ``OwnWrites``).
+            current.lastModifiedBy = OwnWrites.mark(session: session, sequence: nextSequence - 1, deviceID: deviceID)
             var policy = SavePolicy.ifServerRecordUnchanged
             // Merged with a server version since its last save: every field, as an update (what a replace
             // would remove, the merge kept: the delete it stood for lost to that version), unless the merged

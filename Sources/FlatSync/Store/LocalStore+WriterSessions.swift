@@ -23,7 +23,8 @@ extension LocalStore {
     }
 
     /// What tells this device's own versions from others'. Read from the file on first use; while it cannot
-    /// be read, only this run's session counts (a version of an earlier one then counts as someone else's).
+    /// be read, no session counts (a version of an earlier one then counts as someone else's; this run has
+    /// made none, since it could not note its session either).
     package func ownWrites() -> OwnWrites {
         if let ownWritesCache { return ownWritesCache }
         guard let lines = try? readWriterSessions() else {
@@ -71,8 +72,8 @@ extension LocalStore {
 
     /// Each session's bound: the number of the first mutation it cannot have made, as far as this directory
     /// knows. That is where the next session in the file began (the directory's past, restored from a backup
-    /// or not, goes on from there), or this run's first mutation for the newest. A line without a number
-    /// bounds nothing: the one before it takes the bound after it.
+    /// or not, goes on from there), or this run's first mutation for the newest: the smallest of the numbers
+    /// after it and this run's first. A line without a number (an earlier FlatSync's) bounds no other.
     static func bounds(of lines: [WriterSessionLine], firstSequenceOfRun: UInt64) -> [String: UInt64] {
         var bounds: [String: UInt64] = [:]
         var bound = firstSequenceOfRun
@@ -84,12 +85,17 @@ extension LocalStore {
         return bounds
     }
 
-    /// The sessions in the file, oldest first; none when there is no file. A line that is not a session
-    /// (the file damaged) is left out: a version of that session then counts as someone else's.
+    /// The sessions in the file, oldest first; none when there is no file.
     private func readWriterSessions() throws(FlatSyncError) -> [WriterSessionLine] {
         let path = directory.appendingPathComponent(Self.writerSessionsFileName).path
         guard let data = try options.fileSystem.readFile(path) else { return [] }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
+        return Self.writerSessionLines(in: data)
+    }
+
+    /// The lines of a sessions file. A line that is not a session (the file damaged) is left out: a version
+    /// of that session then counts as someone else's.
+    static func writerSessionLines(in data: Data) -> [WriterSessionLine] {
+        String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
             let parts = line.split(separator: " ", omittingEmptySubsequences: false)
             guard (1...2).contains(parts.count), let session = parts.first, !session.isEmpty, session.count <= 16,
                 session.allSatisfy(\.isHexDigit)

@@ -8,22 +8,22 @@
 /// (``Record/lastModifiedBy``), `<session>:<sequence>@<deviceID>`: the device, the run of the store that
 /// sent it (a session, remembered in the directory's `writer-sessions` file, with the number of its run's
 /// first mutation, before the run logs a mutation or makes a request), and the number of the newest
-/// mutation the save holds.
+/// mutation the store had made when it sent the save (so at least that of anything the save holds).
 ///
 /// A version this device wrote is one it had seen, so a delete that meets it may delete it after all (a
 /// save whose answer was lost). The device ID alone said so of versions the device cannot have seen: a
 /// directory restored from a backup, or copied to a second device, carries the ID. A version counts as
 /// this device's own only when its session is this run's, or an earlier one the directory remembers and
-/// its mutation is older than where the next session the directory remembers began (or this run, for the
-/// newest): a mutation made after a backup (or a copy) was taken, in the run that was open then, has a
-/// number the restored directory (or the copy) had not reached when its own next run began. Its versions
-/// count as someone else's, and an edit in them beats a delete that never saw it, however many runs later
-/// the delete is sent.
+/// its mutation is older than any later session the directory remembers began with (and than this run's
+/// first): a mutation made after a backup (or a copy) was taken, in the run that was open then, has a
+/// number the restored directory (or the copy) had not reached when its first run that changed or sent
+/// anything began. Its versions count as someone else's, and an edit in them beats a delete that never saw
+/// it, however many runs later the delete is sent.
 package struct OwnWrites: Sendable {
     /// This device's ID.
     package let deviceID: String
     /// The sessions this device remembers, each with the number of the first mutation it cannot have made
-    /// as far as this directory knows (where the next session began).
+    /// as far as this directory knows (where a later session began).
     package var sessions: [String: UInt64]
     /// This run's session, once it has one.
     package var currentSession: String?
@@ -35,7 +35,7 @@ package struct OwnWrites: Sendable {
     }
 
     /// True when this device wrote `record` in this run, or in an earlier session it remembers from a
-    /// mutation made before the session after it began; also for a version marked with the device ID alone,
+    /// mutation made before the sessions after it began; also for a version marked with the device ID alone,
     /// as FlatSync marked them before sessions (which only this directory's past wrote).
     package func wrote(_ record: Record) -> Bool {
         guard let mark = record.lastModifiedBy else { return false }

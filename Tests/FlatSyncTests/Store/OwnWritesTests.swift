@@ -44,6 +44,35 @@ import Testing
         #expect(LocalStore.bounds(of: [.init(session: "old", firstSequence: nil)], firstSequenceOfRun: 9) == ["old": 9])
     }
 
+    /// A line is a session of up to 16 hex digits, alone (an earlier FlatSync's) or with its run's first
+    /// mutation after one space; anything else is left out, never a crash.
+    @Test func damagedLinesAreLeftOut() {
+        let text = "ab 7\nab\nabc \na b c\n 5\nzz 1\nab 99999999999999999999\nab 1\r\n\n0123456789abcdef0 1\nfF 3"
+        #expect(
+            LocalStore.writerSessionLines(in: Data(text.utf8)) == [
+                .init(session: "ab", firstSequence: 7), .init(session: "ab", firstSequence: nil),
+                .init(session: "fF", firstSequence: 3),
+            ])
+    }
+
+    /// A save in flight sends the record as it is now, which may hold a mutation made after the change it
+    /// sends (the user read the article again meanwhile): its mark names the newest mutation made, so the
+    /// version never passes for older than what it holds.
+    @Test func aSaveIsMarkedWithTheNewestMutationNotItsChanges() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try LocalStore(directory: directory, options: testOptions())
+            try await store.history.visit("x")
+            let sealed = try await store.sealPendingCommands(in: .readingHistory)
+            try await store.history.visit("x")  // a newer mutation, in a command of its own
+            let changes = sealed.flatMap { Array($0.changes.values) }
+            #expect(changes.map(\.sequence) == [1])
+            let saves = try await store.request(for: changes).saves
+            #expect(saves.map { try? ReadingHistoryItem(record: $0.record).readCount } == [2])
+            #expect(saves.first?.record.lastModifiedBy?.contains(":2@test-device") == true)
+            try await store.close()
+        }
+    }
+
     /// The file as written: a run that only changes things (never sends) notes its session, with its first
     /// mutation's number, before the first is logged; a line of the old form and a damaged line are read as
     /// such.

@@ -98,7 +98,7 @@ import Testing
                 $0.recordTypes = [TestRecipe.self]; $0.durability = .fsync
             }
             try await a.records(TestRecipe.self).save(TestRecipe(id: "r", title: "Soup"))
-            #expect(try await a.syncNow().isComplete)  // the run's session is in writer-sessions now
+            #expect(try await a.syncNow().isComplete)
             #expect(try await a.records(TestRecipe.self).delete("r"))  // durable, not sent
             try FileManager.default.copyItem(at: directory, to: backup)
 
@@ -131,7 +131,11 @@ import Testing
 
     /// What the marks must keep: a delete that meets this device's own save, sent before a restart whose
     /// answer never came, still deletes it (the device saw that version: it wrote it).
-    @Test func aDeleteStillTakesItsOwnUnansweredSaveFromBeforeARestart() async throws {
+    ///
+    /// With `offlineRunBetween`, a run that changes other things offline comes between: the save's session
+    /// is bounded by where that run began, which its mark is below.
+    @Test(arguments: [false, true])
+    func aDeleteStillTakesItsOwnUnansweredSaveFromBeforeARestart(offlineRunBetween: Bool) async throws {
         try await SyncHarness.run { harness in
             var a = try await device(harness, "A")
             let b = try await device(harness, "B")
@@ -151,6 +155,11 @@ import Testing
             let mark = edited?.lastModifiedBy
             #expect(mark?.hasSuffix("@A") == true && mark?.contains(":") == true, "marked with A's session")
             try await a.close()
+            if offlineRunBetween {
+                a = try await device(harness, "A", start: false)
+                for article in ["p", "q"] { #expect(try await a.readingList.add(article)) }
+                try await a.close()
+            }
 
             // Not started, so that nothing fetches before the delete goes out with the tag A last knew: it
             // meets A's own version, and deletes it.
