@@ -306,8 +306,10 @@ extension LocalStore {
             let inode = try fileSystem.inode(directory.path)
             let noted = try fileSystem.readFile(inodePath.path).flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
             if let inode, let noted, noted != inode, wanted == nil {
+                let copied = device!.deviceID
                 device!.deviceID = UUID().uuidString
                 deviceFileNeedsWriting = true
+                events.append(.deviceIDChanged(from: copied, to: device!.deviceID))
             }
             let writer = DurableFileWriter(fileSystem: fileSystem)
             if deviceFileNeedsWriting {

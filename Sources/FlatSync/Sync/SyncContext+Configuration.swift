@@ -9,11 +9,11 @@ extension SyncContext {
     public struct Configuration: Sendable {
         /// When a mutation counts as done. Default: ``Durability/fsync``.
         public var durability: Durability = .fsync
-        /// The device's ID in history items; `nil` keeps the one saved in the directory (a random UUID
-        /// made on first open), which is what most hosts want: a copy of the directory (a backup restored
-        /// on a second device) gets a new one when it first opens. An ID given here must be unique to the
-        /// device, and is kept in a copy too: the engine recognises its own writes on the server by it, so
-        /// two devices sharing an ID would take each other's changes for their own.
+        /// The device's ID in history items; `nil` keeps the one saved in the directory (a random UUID made on first
+        /// open), which is what most hosts want: a copy of the directory (a backup restored on a second device) gets a
+        /// new one when it first opens (``SyncEvent/deviceIDChanged(from:to:)`` says so). An ID given here must be
+        /// unique to the device, and is kept in a copy too: the engine recognises its own writes on the server by it,
+        /// so two devices sharing an ID would take each other's changes for their own.
         public var deviceID: String?
         /// Time for debounces and retries.
         public var clock: any Clock<Duration> = ContinuousClock()

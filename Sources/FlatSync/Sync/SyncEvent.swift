@@ -35,6 +35,12 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
     case accountChanged(from: String?, to: String?)
     /// A damaged file was moved aside and the store continued without it.
     case fileQuarantined(original: String, movedTo: String, reason: String)
+    /// The directory opened as a copy of another device's (a backup restored on a new phone, a folder
+    /// copied by hand: its inode number is not the one noted at its first open), so it took a device ID of
+    /// its own: with the other's, each would take the other's writes for its own. Its data, pending changes
+    /// included, is kept; history items it writes name the new ID. Not sent when the host names the ID
+    /// (``LocalStore/Options-swift.struct/deviceID``).
+    case deviceIDChanged(from: String, to: String)
     /// Sending or fetching stopped, to try again by itself after `after`: the server asked to wait
     /// (throttled, busy), the network is unavailable, the engine chose to (a record that kept meeting newer
     /// versions), or something failed that waiting is unlikely to cure (also an ``error(_:)``); the problem
@@ -64,6 +70,7 @@ public enum SyncEvent: Sendable, Hashable, CustomStringConvertible {
         case .accountChanged(let from, let to): return "account changed from \(from ?? "none") to \(to ?? "none")"
         case .fileQuarantined(let original, let movedTo, let reason):
             return "quarantined \(original) as \(movedTo): \(reason)"
+        case .deviceIDChanged(let from, let to): return "opened as a copy: device ID \(from) became \(to)"
         case .willRetry(let problem, let after): return "will retry in \(after): \(problem)"
         case .paused(let reason): return "sending paused (\(reason))"
         case .error(let problem): return "error (\(problem.kind)): \(problem)"

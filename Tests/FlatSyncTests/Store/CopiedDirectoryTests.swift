@@ -24,9 +24,15 @@ import Testing
             let first = try await deviceID(original)
             try FileManager.default.copyItem(at: original, to: copy)
 
-            let copied = try await deviceID(copy)
+            let store = try LocalStore(directory: copy)
+            let copied = store.deviceID
             #expect(copied != first)
-            #expect(try await deviceID(copy) == copied, "the copy keeps the ID it was given")
+            #expect(store.eventHub.keptEvents == [.deviceIDChanged(from: first, to: copied)], "the host is told")
+            try await store.close()
+            let reopened = try LocalStore(directory: copy)
+            #expect(reopened.deviceID == copied, "the copy keeps the ID it was given")
+            #expect(reopened.eventHub.keptEvents.isEmpty, "told once")
+            try await reopened.close()
             #expect(try await deviceID(original) == first)
             // Both of the copy's files name its new ID: a damaged device.plist falls back on device-id.plist.
             let identity = try Data(contentsOf: copy.appendingPathComponent(DeviceIdentityFile.fileName))
