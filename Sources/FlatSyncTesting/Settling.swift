@@ -1,7 +1,7 @@
 import FlatSync
 
 extension SyncContext {
-    /// Syncs `devices` in turns (``SyncContext/syncNow()`` on each, in order) until a whole round moves
+    /// Syncs `devices` in turns (`SyncContext.syncNow()` on each, in order) until a whole round moves
     /// nothing: no device sent, fetched or deleted anything, and each has nothing left to send. Then every
     /// device holds what the server holds, and a test can compare them. Returns how many rounds it took,
     /// the quiet last one included.
@@ -20,7 +20,7 @@ extension SyncContext {
     /// ```
     ///
     /// - Throws: ``SettlingFailed`` with each device's summary of the last round, when the devices did not
-    ///   settle; anything ``SyncContext/syncNow()`` throws (a context that is closed, say).
+    ///   settle; anything `SyncContext.syncNow()` throws (a context that is closed, say).
     @discardableResult
     public static func settle(_ devices: [SyncContext], maximumRounds: Int = 10) async throws -> Int {
         precondition(maximumRounds > 0, "at least one round")
@@ -38,7 +38,7 @@ extension SyncContext {
     }
 }
 
-/// Devices that ``SyncContext/settle(_:maximumRounds:)`` could not bring to rest: a round moved nothing
+/// Devices that `SyncContext.settle(_:maximumRounds:)` could not bring to rest: a round moved nothing
 /// while a device still had changes to send or a problem to report, or every round moved something.
 public struct SettlingFailed: Error, Sendable, CustomStringConvertible {
     /// The rounds synced, the last included.
