@@ -74,6 +74,10 @@ extension CloudDatabase {
             return targeted != nil
         }
         if let index {
+            if let passing = faultPlan.scripted[index].passesFirst, passing > 0 {
+                faultPlan.scripted[index].passesFirst = passing > 1 ? passing - 1 : nil
+                return nil
+            }
             let effect = faultPlan.scripted[index].effect
             faultPlan.scripted[index].count -= 1
             if faultPlan.scripted[index].count <= 0 {

@@ -37,14 +37,22 @@ public struct FaultPlan: Sendable, Codable, Hashable {
         scripted.allSatisfy { $0.count <= 0 } && (random.map { $0.rate <= 0 || $0.effects.isEmpty } ?? true)
     }
 
-    /// The next `count` requests of `kind` (`nil`: of any kind) fail with `code`.
+    /// The next `count` requests of `kind` (`nil`: of any kind) fail with `code`; with `after`, only once
+    /// that many requests of the kind were served untouched first. A fetch's page is a request of its own,
+    /// so `.failNext(1, .fetchZoneChanges, with: .changeTokenExpired, after: 2)` expires the token a fetch
+    /// holds after its second page, in the middle of the fetch.
     public static func failNext(
         _ count: Int,
         _ kind: RequestKind? = nil,
         with code: CloudError.Code,
-        retryAfter: Duration? = nil
+        retryAfter: Duration? = nil,
+        after passing: Int = 0
     ) -> FaultPlan {
-        FaultPlan(scripted: [ScriptedFault(kind: kind, count: count, effect: .error(code, retryAfter: retryAfter))])
+        FaultPlan(scripted: [
+            ScriptedFault(
+                kind: kind, count: count, effect: .error(code, retryAfter: retryAfter),
+                passesFirst: passing > 0 ? passing : nil)
+        ])
     }
 
     /// The next `count` modify requests each fail one record (or zone) with `code` inside an answer that
@@ -123,13 +131,20 @@ public struct ScriptedFault: Sendable, Codable, Hashable {
     /// ``FaultEffect/recordError(_:retryAfter:)`` the target is the record that fails. Absent from plans
     /// persisted before targets existed, which decode as `nil`.
     public var target: FaultTarget?
+    /// How many requests the fault matches are served untouched before it applies to the next ``count``
+    /// (`nil`: none). They use up neither ``count`` nor a random draw, and a later fault of their kind waits
+    /// behind this one, as for any scripted fault. Absent from plans persisted before it existed.
+    public var passesFirst: Int?
 
     /// Creates a scripted fault.
-    public init(kind: RequestKind?, count: Int, effect: FaultEffect, target: FaultTarget? = nil) {
+    public init(
+        kind: RequestKind?, count: Int, effect: FaultEffect, target: FaultTarget? = nil, passesFirst: Int? = nil
+    ) {
         self.kind = kind
         self.count = count
         self.effect = effect
         self.target = target
+        self.passesFirst = passesFirst
     }
 }
 

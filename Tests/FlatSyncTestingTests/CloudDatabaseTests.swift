@@ -179,6 +179,37 @@ struct CloudDatabaseTests {
             try JSONDecoder().decode(FaultPlan.self, from: Data(old.utf8)) == .failRecords(1, with: .invalidArguments))
     }
 
+    /// A fault with requests to let through first serves that many of its kind untouched (not counted, no
+    /// random draw), then fails the next; other kinds pass it by. It survives JSON, and older plans decode
+    /// without it.
+    @Test func aFaultAfterPassingRequestsLetsThemThroughFirst() throws {
+        var database = CloudDatabase()
+        try database.createZones([.notes])
+        let plan = FaultPlan.failNext(1, .fetchZoneChanges, with: .zoneBusy, after: 2)
+        #expect(try JSONDecoder().decode(FaultPlan.self, from: JSONEncoder().encode(plan)) == plan)
+        database.setFaultPlan(plan)
+        func fetch(_ database: inout CloudDatabase) -> CloudError? {
+            do {
+                _ = try database.perform(.fetchZoneChanges) { (database) throws(CloudError) in
+                    try database.fetchZoneChanges(in: .notes, since: nil, resultsLimit: 10)
+                }
+                return nil
+            } catch {
+                return error
+            }
+        }
+        _ = try database.perform(.fetchDatabaseChanges) { (database) throws(CloudError) in
+            try database.fetchDatabaseChanges(since: nil)
+        }
+        #expect(fetch(&database) == nil)
+        #expect(fetch(&database) == nil)
+        #expect(database.counters.faultsInjected.isEmpty)
+        #expect(fetch(&database)?.code == .zoneBusy)
+        #expect(fetch(&database) == nil)
+        #expect(database.faultPlan.isEmpty)
+        #expect(database.counters.faultsInjected == ["zoneBusy": 1])
+    }
+
     /// A record fault fails the first record of the next modify request, inside a success: the others
     /// are applied (none when atomic), a record whose `validate` reference points at the failed one is
     /// refused as the server lacks its target, and requests of other kinds are served untouched and not

@@ -112,6 +112,30 @@ import Testing
         }
     }
 
+    /// The same, as a test writes it with a fault plan that lets the first page through
+    /// (`failNext(_:_:with:after:)`): directly, and over CKWS, where no code for an expired token is
+    /// documented and the emulator answers as its route says (ckws.md §4).
+    @Test(arguments: SyncHarness.Route.allCases)
+    func aTokenRefusedAfterTheFirstPageRefetchesFromTheStart(_ route: SyncHarness.Route) async throws {
+        try await SyncHarness.run(via: route) { harness in
+            let a = try await harness.device("A")
+            let b = try await harness.device("B") { $0.fetchResultsLimit = 3 }
+            try await a.history.apply((0..<10).map { .visit(articleID: "new\($0)") })
+            _ = try await a.syncNow()
+            await harness.cloud.resetCounters()
+            await harness.cloud.setFaultPlan(.failNext(1, .fetchZoneChanges, with: .changeTokenExpired, after: 1))
+            let summary = try await b.syncNow()
+            #expect(summary.resets == [SyncSummary.ZoneReset(zone: .readingHistory, reason: .tokenExpired)])
+            #expect(await harness.cloud.faultPlan().isEmpty)
+            let counters = await harness.cloud.counters()
+            #expect(counters.faultsInjected.values.reduce(0, +) == 1)
+            #expect(await b.history.count() == 10)
+            #expect(await DeviceView(a) == DeviceView(b))
+            try await a.close()
+            try await b.close()
+        }
+    }
+
     /// Also when the server tells of deletions from no token (`reportsDeletions`), as CloudKit's native
     /// API does; which CloudKit Web Services does is not known.
     @Test(arguments: [false, true])
