@@ -83,8 +83,10 @@ public protocol SyncableRecord: Sendable, Equatable {
     /// that another store in the zone sends at once takes these along.
     static var sendDebounce: Duration { get }
 
-    /// The record's name, unique in its zone and stable for the life of the value: 1–255 printable ASCII
-    /// characters, not starting with `_` (CloudKit's rule for record names), such as a UUID string.
+    /// The record's name, unique in its zone (among the records of every type there) and stable for the life
+    /// of the value: 1–255 printable ASCII characters, not starting with `_` (CloudKit's rule for record
+    /// names), such as a UUID string. A save that meets another type's record of its name on the server (made
+    /// on another device) is parked (see ``RefusedChange``).
     var id: String { get }
     /// The value's fields, by key, each of the type ``fieldTypes`` declares. A `Codable` type gets this
     /// from its conformance (each stored property but `id` is a field of its name, a property of a type

@@ -291,6 +291,11 @@ extension LocalStore {
         return merged
     }
 
+    /// The type of the record this device holds under `id`, if it holds one.
+    package func recordType(of id: RecordID) -> String? {
+        zones.record(for: id)?.type
+    }
+
     /// True when the record belongs to a host-defined store rather than to a built-in one.
     package func isHostRecord(_ id: RecordID) -> Bool {
         !RecordTypeRegistry.isBuiltIn(id)
@@ -616,6 +621,13 @@ extension LocalStore {
             if !state.mergeBases.isEmpty { state.mergeBases[name] = nil }
         case .merge:
             let local = state.hostRecords[name]
+            if let local, local.type != record.type {
+                // A record of another type under the name a pending save holds: neither merges with the other,
+                // and the save must not take its tag, which would send it as an update turning that record into
+                // this one (red team 10). Kept as it is, the save meets the server's record when it is sent, and
+                // is parked there.
+                return false
+            }
             var mine: Record?
             if let local, local.type == record.type, let entry {
                 let common = ancestor(

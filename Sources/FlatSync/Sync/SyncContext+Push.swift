@@ -561,6 +561,22 @@ extension SyncContext {
                     result.acknowledged.append(id)
                     continue
                 }
+                if let mine = await localStore.recordType(of: id), mine != server.type {
+                    // The name holds a record of another type on the server (made by another device, or made
+                    // again there after a delete this device never saw): a save cannot turn it into this
+                    // device's type (a name is unique in its zone, whatever the type), nor merge with it. Parked
+                    // and reported, as the server's refusal would be; taking the server's record instead
+                    // dropped this device's acknowledged save without a word (red team 10).
+                    result.refused.append(
+                        refusal(
+                            of: change,
+                            because: CloudError(
+                                .invalidArguments,
+                                "The server holds a \(server.type) named \(id.name) in zone \(id.zone); this device's "
+                                    + "\(mine) of that name cannot be saved over it. Discard this change to take the "
+                                    + "server's record, or save the value under another name.")))
+                    continue
+                }
                 if await isDeletedSince(change) {
                     // This device deleted the record while the save was on the wire. Merging the server's
                     // version back here would show a record the delete, sent next, may remove from the server
