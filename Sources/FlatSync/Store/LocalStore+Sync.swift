@@ -296,6 +296,16 @@ extension LocalStore {
         zones.record(for: id)?.type
     }
 
+    /// A pending replace met this device's own version of the record, of another type: it takes that
+    /// version's tag, to replace it (see ``keepsReplacing(over:)``); false, and nothing changes, otherwise.
+    package func replacesOwnVersionOfAnotherType(_ server: Record) -> Bool {
+        guard let local = zones.record(for: server.id), local.type != server.type, keepsReplacing(over: server)
+        else { return false }
+        setChangeTag(server.changeTag, for: server.id)
+        zones.setFateUnknown(false, of: server.id)
+        return true
+    }
+
     /// True when the record belongs to a host-defined store rather than to a built-in one.
     package func isHostRecord(_ id: RecordID) -> Bool {
         !RecordTypeRegistry.isBuiltIn(id)
@@ -318,6 +328,12 @@ extension LocalStore {
         let waiting = pending.waitingChange(for: server.id)
         if waiting?.isDelete == true {
             setSkippedVersion(server.changeTag, for: server.id)
+            return
+        }
+        if waiting != nil, let local = zones.record(for: server.id), local.type != server.type {
+            // A save waits with a record of another type under the name: neither merges with the other, and the
+            // save keeps its own record and tag, to meet the server's record when it is sent, and be parked
+            // there (see ``SyncContext``'s push). Taking the server's record sent its fields back as the save.
             return
         }
         if skippedVersion(for: server.id) != server.changeTag { noteCreated(server.id) }
@@ -625,7 +641,13 @@ extension LocalStore {
                 // A record of another type under the name a pending save holds: neither merges with the other,
                 // and the save must not take its tag, which would send it as an update turning that record into
                 // this one (red team 10). Kept as it is, the save meets the server's record when it is sent, and
-                // is parked there.
+                // is parked there. Unless the version is this device's own, which a pending replace saw (a save
+                // answered unheard, then the record deleted and made again as this type): it replaces it.
+                if keepsReplacing(
+                    over: record, own: own, mergedWhole: state.sendWhole.contains(name), pending: pending)
+                {
+                    state.hostRecords.setChangeTag(record.changeTag, of: name)
+                }
                 return false
             }
             var mine: Record?

@@ -28,9 +28,11 @@ public struct RefusedChange: Hashable, Sendable, Codable, CustomStringConvertibl
     /// The error's code as FlatSync maps it (``CloudError/Code-swift.struct/invalidArguments`` for
     /// `BAD_REQUEST`, say).
     public var code: CloudError.Code
-    /// The server's own name for the error, such as `BAD_REQUEST`, when it gave one.
+    /// The server's own name for the error, such as `BAD_REQUEST`, when it gave one; nil also when the
+    /// engine refused the change itself: a save that met a record of another type under its name
+    /// (``CloudError/Code-swift.struct/invalidArguments``), which the server holds and nothing can merge.
     public var serverErrorCode: String?
-    /// The server's reason, as it gave it.
+    /// The server's reason, as it gave it, or the engine's when it refused the change itself.
     public var reason: String
     /// When the server refused it (the device's clock).
     public var refusedAt: Date

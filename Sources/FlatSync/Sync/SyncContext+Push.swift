@@ -561,6 +561,13 @@ extension SyncContext {
                     result.acknowledged.append(id)
                     continue
                 }
+                if await localStore.replacesOwnVersionOfAnotherType(server) {
+                    // This device's own version, which the replace saw (its save answered unheard, then the
+                    // record deleted and made again as another type): the replace goes again, with its tag.
+                    unconfirmedSaves[id] = nil
+                    result.resend.append(change)
+                    continue
+                }
                 if let mine = await localStore.recordType(of: id), mine != server.type {
                     // The name holds a record of another type on the server (made by another device, or made
                     // again there after a delete this device never saw): a save cannot turn it into this
