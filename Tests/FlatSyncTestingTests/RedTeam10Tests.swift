@@ -137,6 +137,27 @@ private func withTwoDevices(
     }
 }
 
+/// Runs `body` with a cloud, device A reaching it over CloudKit Web Services (the emulator on 127.0.0.1)
+/// and device B reaching it directly, in a temporary directory; closes both and stops the server after it.
+private func withDevicesOverHTTPAndDirect(
+    _ body: (InMemoryCloud, SyncContext, SyncContext) async throws -> Void
+) async throws {
+    try await withTemporaryDirectory { directory in
+        let cloud = InMemoryCloud()
+        try await CloudKitWebServicesServer.withServer(backing: cloud) { server in
+            let transport = CloudKitWebServicesTransport(
+                configuration: .init(
+                    containerID: "iCloud.com.example.rt10", environment: .development, apiToken: "any",
+                    tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
+            let overHTTP = try await rt10Open(directory, "A", transport)
+            let direct = try await rt10Open(directory, "B", cloud)
+            try await body(cloud, overHTTP, direct)
+            try await overHTTP.close()
+            try await direct.close()
+        }
+    }
+}
+
 /// Settles the devices and checks the things every scenario must end with: no orphan anywhere, both
 /// devices equal to the server, nothing pending.
 private func rt10SettleAndCheck(
@@ -275,38 +296,27 @@ extension RedTeam10Tests {
     /// read on one using the cloud directly, then deleted with their owner. Expected: both agree with the
     /// server at every step, and the cascade leaves no orphan.
     @Test func oddNamesAndValuesSurviveTheHTTPPathAndTheirCascade() async throws {
-        try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            try await CloudKitWebServicesServer.withServer(backing: cloud) { server in
-                let transport = CloudKitWebServicesTransport(
-                    configuration: .init(
-                        containerID: "iCloud.com.example.rt10", environment: .development, apiToken: "any",
-                        tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
-                let a = try await rt10Open(directory, "A", transport)
-                let b = try await rt10Open(directory, "B", cloud)
-                let names = ["r/1?x=%2F&y#z", "..", " ", "a b ", "%00", "r\\1", "'\"<>", "-", "~r"]
-                let titles = [
-                    "nul\u{0000}inside", "line\u{2028}sep\u{2029}", "emoji 👩‍👩‍👧‍👦", "quote \" back \\ slash",
-                    String(repeating: "é", count: 100_000), "", "\r\n\t", "\u{FEFF}bom", "combining e\u{0301}",
-                ]
-                var batch = RecordBatch()
-                for (index, name) in names.enumerated() {
-                    try batch.save(RT10Recipe(id: name, title: titles[index % titles.count]))
-                    try batch.save(
-                        RT10Ingredient(id: "ing-\(name)", recipeID: name, name: titles[(index + 1) % titles.count]))
-                }
-                try await a.apply(batch)
-                _ = try await rt10SettleAndCheck(a, b, cloud: cloud)
-                #expect(await rt10State(b).recipes.count == names.count)
-
-                for name in names.prefix(4) { try await a.records(RT10Recipe.self).delete(name) }
-                for name in names.suffix(3) { try await b.records(RT10Recipe.self).delete(name) }
-                let server = try await rt10SettleAndCheck(a, b, cloud: cloud)
-                #expect(server.recipes.count == names.count - 7)
-                #expect(server.ingredients.count == names.count - 7)
-                try await a.close()
-                try await b.close()
+        try await withDevicesOverHTTPAndDirect { cloud, a, b in
+            let names = ["r/1?x=%2F&y#z", "..", " ", "a b ", "%00", "r\\1", "'\"<>", "-", "~r"]
+            let titles = [
+                "nul\u{0000}inside", "line\u{2028}sep\u{2029}", "emoji 👩‍👩‍👧‍👦", "quote \" back \\ slash",
+                String(repeating: "é", count: 100_000), "", "\r\n\t", "\u{FEFF}bom", "combining e\u{0301}",
+            ]
+            var batch = RecordBatch()
+            for (index, name) in names.enumerated() {
+                try batch.save(RT10Recipe(id: name, title: titles[index % titles.count]))
+                try batch.save(
+                    RT10Ingredient(id: "ing-\(name)", recipeID: name, name: titles[(index + 1) % titles.count]))
             }
+            try await a.apply(batch)
+            _ = try await rt10SettleAndCheck(a, b, cloud: cloud)
+            #expect(await rt10State(b).recipes.count == names.count)
+
+            for name in names.prefix(4) { try await a.records(RT10Recipe.self).delete(name) }
+            for name in names.suffix(3) { try await b.records(RT10Recipe.self).delete(name) }
+            let server = try await rt10SettleAndCheck(a, b, cloud: cloud)
+            #expect(server.recipes.count == names.count - 7)
+            #expect(server.ingredients.count == names.count - 7)
         }
     }
 }
@@ -355,33 +365,22 @@ extension RedTeam10Tests {
     /// goes over HTTP) or by one using the cloud directly. Expected: no orphan, both equal to the server.
     @Test(arguments: [false, true])
     func anOrphanOfAnOddlyNamedRecipeIsCleanedUpOverHTTP(httpDeletes: Bool) async throws {
-        try await withTemporaryDirectory { directory in
-            let cloud = InMemoryCloud()
-            try await CloudKitWebServicesServer.withServer(backing: cloud) { server in
-                let transport = CloudKitWebServicesTransport(
-                    configuration: .init(
-                        containerID: "iCloud.com.example.rt10", environment: .development, apiToken: "any",
-                        tokenStore: InMemoryWebAuthTokenStore(), baseURL: server.baseURL))
-                let http = try await rt10Open(directory, "A", transport)
-                let direct = try await rt10Open(directory, "B", cloud)
-                let odd = "r/1?x=%2F&y#z %00"
-                var batch = RecordBatch()
-                try batch.save(RT10Recipe(id: odd, title: "Odd"))
-                try batch.save(RT10Ingredient(id: "i-odd", recipeID: odd, name: "Salt"))
-                try await http.apply(batch)
-                _ = try await rt10SettleAndCheck(http, direct, cloud: cloud)
+        try await withDevicesOverHTTPAndDirect { cloud, http, direct in
+            let odd = "r/1?x=%2F&y#z %00"
+            var batch = RecordBatch()
+            try batch.save(RT10Recipe(id: odd, title: "Odd"))
+            try batch.save(RT10Ingredient(id: "i-odd", recipeID: odd, name: "Salt"))
+            try await http.apply(batch)
+            _ = try await rt10SettleAndCheck(http, direct, cloud: cloud)
 
-                let (deleter, adder) = httpDeletes ? (http, direct) : (direct, http)
-                try await deleter.records(RT10Recipe.self).delete(odd)
-                #expect(try await deleter.syncNow().isComplete)
-                try await adder.records(RT10Ingredient.self).save(
-                    RT10Ingredient(id: "i-new", recipeID: odd, name: "Pepper"))
-                let server = try await rt10SettleAndCheck(adder, deleter, cloud: cloud)
-                #expect(server.recipes.isEmpty)
-                #expect(server.ingredients.isEmpty)
-                try await http.close()
-                try await direct.close()
-            }
+            let (deleter, adder) = httpDeletes ? (http, direct) : (direct, http)
+            try await deleter.records(RT10Recipe.self).delete(odd)
+            #expect(try await deleter.syncNow().isComplete)
+            try await adder.records(RT10Ingredient.self).save(
+                RT10Ingredient(id: "i-new", recipeID: odd, name: "Pepper"))
+            let server = try await rt10SettleAndCheck(adder, deleter, cloud: cloud)
+            #expect(server.recipes.isEmpty)
+            #expect(server.ingredients.isEmpty)
         }
     }
 }

@@ -29,6 +29,13 @@ private func settleSample(directory: URL) async throws {
 /// ``SyncContext/settle(_:maximumRounds:)``: it returns once devices agree, and throws, saying why, when they
 /// cannot by syncing alone.
 @Suite struct SettlingTests {
+    /// Device `name`, in a folder of its own under `directory`, of one account on `transport`.
+    private func device(_ name: String, in directory: URL, _ transport: any CloudTransport) async throws -> SyncContext
+    {
+        try await SyncContext.open(
+            directory: directory.appendingPathComponent(name), account: CloudAccount(id: "user", transport: transport))
+    }
+
     @Test func theSettleSampleBringsBothDevicesToTheServersList() async throws {
         try await withTemporaryDirectory { try await settleSample(directory: $0) }
     }
@@ -42,8 +49,7 @@ private func settleSample(directory: URL) async throws {
     @Test func devicesInAgreementSettleInOneRound() async throws {
         try await withTemporaryDirectory { directory in
             let cloud = InMemoryCloud()
-            let a = try await SyncContext.open(
-                directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: cloud))
+            let a = try await device("A", in: directory, cloud)
             #expect(try await SyncContext.settle([a]) == 1)
             try await a.close()
         }
@@ -55,10 +61,8 @@ private func settleSample(directory: URL) async throws {
         try await withTemporaryDirectory { directory in
             let cloud = InMemoryCloud()
             let network = SwitchableTransport(cloud, online: false)
-            let a = try await SyncContext.open(
-                directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: network))
-            let b = try await SyncContext.open(
-                directory: directory.appendingPathComponent("B"), account: CloudAccount(id: "user", transport: cloud))
+            let a = try await device("A", in: directory, network)
+            let b = try await device("B", in: directory, cloud)
             try await a.readingList.add("x")
             let failure = await #expect(throws: SettlingFailed.self) { try await SyncContext.settle([a, b]) }
             #expect(failure?.stuck == true)
@@ -79,8 +83,7 @@ private func settleSample(directory: URL) async throws {
     @Test func aRefusedChangeIsStuckUntilTheHostDiscardsIt() async throws {
         try await withTemporaryDirectory { directory in
             let cloud = InMemoryCloud(faultPlan: .failRecord(named: "rl-x", with: .invalidArguments, times: 100))
-            let a = try await SyncContext.open(
-                directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: cloud))
+            let a = try await device("A", in: directory, cloud)
             try await a.readingList.add("x")
             let failure = await #expect(throws: SettlingFailed.self) { try await SyncContext.settle([a]) }
             #expect(failure?.stuck == true)
@@ -95,10 +98,8 @@ private func settleSample(directory: URL) async throws {
     @Test func roundsThatRunOutThrowNotStuck() async throws {
         try await withTemporaryDirectory { directory in
             let cloud = InMemoryCloud()
-            let a = try await SyncContext.open(
-                directory: directory.appendingPathComponent("A"), account: CloudAccount(id: "user", transport: cloud))
-            let b = try await SyncContext.open(
-                directory: directory.appendingPathComponent("B"), account: CloudAccount(id: "user", transport: cloud))
+            let a = try await device("A", in: directory, cloud)
+            let b = try await device("B", in: directory, cloud)
             try await b.readingList.add("x")
             let failure = await #expect(throws: SettlingFailed.self) {
                 try await SyncContext.settle([a, b], maximumRounds: 1)
